@@ -128,6 +128,15 @@ type Options struct {
 	// read probes the node, and no answer abandons the attempt (a node
 	// stopped while it wrote a batch). A single gateway is never probed,
 	// since there is nowhere else to go. 0 means DefaultProbeAfter (3 s).
+	//
+	// ProbeAfter is a ceiling: the first probe of an attempt comes sooner
+	// once the client has seen its nodes answer, after a deadline learnt
+	// from them (three times the 95th percentile of the client's recent
+	// attempts' time to headers, at least 100 ms), and that probe waits as
+	// long for an answer (between 250 ms and 1 s). So a node that stops
+	// answering mid-request costs a warm job's step a fraction of a
+	// second, and a node slow on a cold batch, which answers its probe,
+	// only a probe.
 	ProbeAfter time.Duration
 }
 
@@ -330,6 +339,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}
 	t.hc = opts.HTTPClient
 	t.opts = opts
+	t.lag = newLag(opts.ProbeAfter)
 	c.opts = opts
 	// The clock is read through t.now so that tests can replace it after
 	// New.

@@ -95,11 +95,15 @@
 // N, and the failed node is passed over for Options.HomeRetry (10 s), so
 // a rank returns home once its node is back. A node that accepts the
 // request but sends nothing fails the same way within seconds: after
-// Options.ProbeAfter (3 s) without response headers the client probes
+// a deadline learnt from its nodes' answers (three times the 95th percentile of
+// its recent attempts' time to headers, at least 100 ms, at most
+// Options.ProbeAfter, 3 s) without response headers the client probes
 // its GET /healthz, and abandons the attempt if that gets no answer
-// within a second; a node that answers is only slow, and is waited for.
-// A body that stops arriving is watched the same way (ProbeAfter without
-// a byte read), so a node stopped while it wrote a batch fails over too.
+// within as long (250 ms to 1 s); a node that answers is only slow, and
+// is waited for, probed again every ProbeAfter. A body that stops
+// arriving is watched the same way (the deadline without a byte read),
+// so a node stopped while it wrote a batch fails over too, and the
+// caller gets the batch once, from the node that answered it whole.
 // Failing over spends the same bounded retry budget (MaxRetries); the
 // client waits between attempts only once a call has tried every node.
 // Batch.Node says which node served a batch.

@@ -8,10 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,5 +237,87 @@ func TestSingleGatewayIsNotProbed(t *testing.T) {
 	}
 	if reqs := g.requests(); slices.Contains(reqs, "/healthz") {
 		t.Errorf("requests %q: a single gateway was probed", reqs)
+	}
+}
+
+// TestClusterFailsOverWithinTheLearntDeadline: a home that served the
+// rank's batches at once and then stops answering — before its headers,
+// or in the middle of a batch's body — costs the next batch about the
+// deadline learnt from its answers, not ProbeAfter (10 s here; the
+// batch's own bound is half of it): the batch comes whole, once, from
+// the other node. The reproduction: the first probe came ProbeAfter
+// after the request (3 s by default) and waited a second, so a node cut
+// off mid-request stalled a synchronous job's step 4 s or more.
+func TestClusterFailsOverWithinTheLearntDeadline(t *testing.T) {
+	const probeAfter, warm = 10 * time.Second, 24
+	tests := []struct {
+		name    string
+		midBody bool
+	}{
+		{"stops before its headers", false},
+		{"stops in the middle of a body", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			live := newFakeGateway(t)
+			var silent atomic.Bool
+			home := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				resp, err := http.Get(live.URL + r.URL.RequestURI())
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if silent.Load() && (!tc.midBody || r.URL.Path == "/healthz") {
+					<-r.Context().Done() // no answer at all
+					return
+				}
+				for k, v := range resp.Header {
+					w.Header()[k] = v
+				}
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				w.WriteHeader(resp.StatusCode)
+				if silent.Load() {
+					_, _ = w.Write(body[:len(body)/2])
+					w.(http.Flusher).Flush()
+					<-r.Context().Done() // the rest never comes
+					return
+				}
+				_, _ = w.Write(body)
+			}))
+			defer home.CloseClientConnections()
+			defer home.Close()
+			peers := []string{home.URL, live.URL}
+			slices.Sort(peers)
+			job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: slices.Index(peers, home.URL)}}
+			c, err := client.New("", client.Options{Peers: peers, Job: job, ProbeAfter: probeAfter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for m := range warm { // its answers, learnt: epochs 2.. (4 batches each)
+				if b, err := c.Batch(t.Context(), 2+m/4, m%4); err != nil || b.Node != home.URL {
+					t.Fatalf("request %d: %v from %v, want it from the home", m, err, b)
+				}
+			}
+			silent.Store(true)
+			ctx, cancel := context.WithTimeout(t.Context(), probeAfter/2)
+			defer cancel()
+			b, err := c.Batch(ctx, 1, 0)
+			if err != nil {
+				t.Fatalf("the batch after the home stopped answering: %v", err)
+			}
+			ref, err := client.New(live.URL, client.Options{Job: job})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ref.Batch(t.Context(), 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Node != live.URL || !slices.EqualFunc(b.Samples, want.Samples, sameSample) {
+				t.Errorf("batch %q from %s; want %q from the live node", keys(b.Samples), b.Node, keys(want.Samples))
+			}
+		})
 	}
 }

@@ -193,8 +193,8 @@ func (t *transport) attempt(ctx context.Context, u, health, accept string, b *bo
 	}
 	if err := read(resp); err != nil {
 		if actx != nil && errors.Is(context.Cause(actx), errBodyStopped) {
-			return true, fmt.Errorf("%s %q: %w (probed after %v without a byte, waiting %v for an answer): %w",
-				req.Method, req.URL, errBodyStopped, t.opts.ProbeAfter, probeTimeout, err)
+			return true, fmt.Errorf("%s %q: %w (probed after the deadline learnt from its answers, at most %v, without a byte): %w",
+				req.Method, req.URL, errBodyStopped, t.opts.ProbeAfter, err)
 		}
 		var r *retryableError
 		return errors.As(err, &r), err

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/brandgw/brand/internal/cluster/hedge"
 )
 
 // transport carries a Client's requests to its gateways and their answers
@@ -22,6 +24,9 @@ type transport struct {
 	hc         *http.Client
 	opts       Options // the client's, with defaults applied
 	maxRetries int     // >= 0
+	// lag is the time to headers of this client's attempts on a cluster,
+	// learnt: when a silent node is first probed (probe.go).
+	lag *hedge.Policy
 	// answered sees the headers of every 2xx answer before it is read; an
 	// error from it ends the call.
 	answered func(http.Header) error

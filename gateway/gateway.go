@@ -28,6 +28,7 @@ import (
 	"github.com/brandgw/brand/internal/cache/preload"
 	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/cluster/handover"
+	"github.com/brandgw/brand/internal/cluster/hedge"
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/route"
@@ -264,6 +265,13 @@ type ClusterConfig struct {
 	// samples are read from the next node in their chunk's ranking, or
 	// from the store. Default 10 s.
 	PeerTimeout time.Duration
+	// Hedge is when a sample fetch from a peer that has not answered is
+	// also asked of the next node of its chunks' rankings (or read from
+	// the store), and how many such hedges a second: a deadline learnt
+	// from the peers' answers, within a floor and a ceiling
+	// (internal/cluster/hedge; zero fields take its defaults, a negative
+	// Rate none).
+	Hedge hedge.Config
 	// ProbeInterval is how often a peer's state is probed while it is
 	// up; a peer that is down is probed with back-off up to 4 times as
 	// long. Default 1 s.
@@ -491,7 +499,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.store = storepath.New(storepath.Config{Probe: g.probeStore, Interval: c.ProbeInterval, Timeout: max(c.ProbeInterval, 2*time.Second),
 			Returned: func(ctx context.Context) { g.back.takeBack(ctx) },
 			Group:    g.life.Group("storepath: probes"), Registry: reg, Log: cfg.Logger})
-		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout, Fresh: max(2*c.ProbeInterval, 2*time.Second),
+		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout, Hedge: c.Hedge, Fresh: max(2*c.ProbeInterval, 2*time.Second),
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Group: g.life.Group("route: next batches' samples"), Slack: c.TransformSlack,
 			Registry: reg, Log: cfg.Logger,
 			Load:      func() tensorize.Load { return g.stage.Load() },

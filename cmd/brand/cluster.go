@@ -11,6 +11,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/cluster/hedge"
 	"github.com/brandgw/brand/internal/cluster/membership"
 )
 
@@ -24,6 +25,9 @@ type clusterFlags struct {
 	self        int
 	advertise   string
 	peerTimeout time.Duration
+	hedgeRate   float64
+	hedgeFloor  time.Duration
+	hedgeCeil   time.Duration
 	secretFile  string
 	flipTimeout time.Duration
 	leave       time.Duration
@@ -37,6 +41,9 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.self, "self", -1, "this node's position in --peers as written (or give --advertise)")
 	fs.StringVar(&f.advertise, "advertise", "", "this node's URL as the members are listed (e.g. http://$(POD_NAME).brand.ns.svc.cluster.local:8080); required with --peers-file and --peers-dns")
 	fs.DurationVar(&f.peerTimeout, "peer-timeout", gateway.DefaultPeerTimeout, "bound on one sample fetch from a peer; past it the samples come from the next node or the store")
+	fs.Float64Var(&f.hedgeRate, "peer-hedge-rate", hedge.DefaultRate, "hedges a second at most (bursts of as many): a sample fetch from a peer not answered within the hedge deadline is also asked of the next node of its chunks' ranking, or read from the store, and the first answer wins; 0 turns hedging off (a fetch waits up to --peer-timeout)")
+	fs.DurationVar(&f.hedgeFloor, "peer-hedge-floor", hedge.DefaultFloor, "the hedge deadline's floor: it is learnt from the peers' recent answers (three times their 95th percentile), never shorter than this")
+	fs.DurationVar(&f.hedgeCeil, "peer-hedge-ceiling", hedge.DefaultCeiling, "the hedge deadline's ceiling, and the deadline before enough answers are observed: the longest a step waits on a peer that stopped answering while hedges are left in the budget")
 	fs.DurationVar(&f.flipTimeout, "membership-flip-timeout", membership.DefaultFlipTimeout, "bound on a membership change on this node: loading the chunks it gains that the jobs need soon, then waiting for the other gaining nodes, after which it moves to the new membership anyway; and on how long, at start, it waits for a member that answers but is not ready before it reports ready")
 	fs.DurationVar(&f.leave, "leave-timeout", DefaultLeaveTimeout, "on SIGTERM, a cluster node hands its chunks over and waits for the cluster to agree on a membership without it for at most this long, then drains for --shutdown-timeout; keep both inside the platform's grace period (terminationGracePeriodSeconds)")
 	fs.StringVar(&f.secretFile, "peer-secret-file", "", "the secret every node of the cluster is given (at least 16 bytes); the peers' internal requests carry credentials derived from it, and only those are served. Required with --auth-token-file")
@@ -80,7 +87,15 @@ func (f *clusterFlags) layout() (gateway.ClusterConfig, error) {
 	if f.flipTimeout <= 0 || f.leave < 0 {
 		return gateway.ClusterConfig{}, fmt.Errorf("%w: --membership-flip-timeout must be positive and --leave-timeout not negative", cluster.ErrConfig)
 	}
-	cc := gateway.ClusterConfig{PeerTimeout: f.peerTimeout, MembersPoll: f.peersPoll, FlipTimeout: f.flipTimeout}
+	if f.hedgeRate < 0 || f.hedgeFloor <= 0 || f.hedgeCeil < f.hedgeFloor {
+		return gateway.ClusterConfig{}, fmt.Errorf("%w: --peer-hedge-rate must not be negative, --peer-hedge-floor must be positive and --peer-hedge-ceiling at least the floor", cluster.ErrConfig)
+	}
+	rate := f.hedgeRate
+	if rate == 0 {
+		rate = -1 // hedge.Config: none
+	}
+	cc := gateway.ClusterConfig{PeerTimeout: f.peerTimeout, MembersPoll: f.peersPoll, FlipTimeout: f.flipTimeout,
+		Hedge: hedge.Config{Rate: rate, Floor: f.hedgeFloor, Ceiling: f.hedgeCeil}}
 	if f.peers != "" {
 		peers, err := cluster.ParsePeers(f.peers)
 		if err != nil {

@@ -13,12 +13,16 @@ and the decoding of the gateway's JSON errors (``{"error": ..., "status":
 A node that accepts connections but never answers (a stopped process: the
 kernel completes the TCP handshake for it) would hold an attempt for the
 whole socket timeout. When the router knows more than one node, an attempt
-that has had no answer for ``probe_after`` seconds asks the node's
-``GET /healthz`` on a connection of its own, with a one-second timeout. No
-answer: the attempt is abandoned as failed and the next node is tried at
-once. An answer: the node is alive and busy (a cold batch), and the attempt
-goes on waiting, probing again every ``probe_after`` seconds, up to the
-timeout. A single node is never probed: there is nowhere else to go.
+that has had no answer for a deadline learnt from the session's answers
+(:class:`_Lag`: three times the 95th percentile of its recent attempts'
+time to a first byte, at least 0.1 s, at most ``probe_after``) asks the
+node's ``GET /healthz`` on a connection of its own, waiting as long (0.25
+to 1 s). No answer: the attempt is abandoned as failed and the next node is
+tried at once. An answer: the node is alive and busy (a cold batch), and
+the attempt goes on waiting, probing again every ``probe_after`` seconds
+(each probe waiting a second), up to the timeout. An answer's body that
+stops is watched the same way. A single node is never probed: there is
+nowhere else to go.
 
 Concurrency: a Session is used by many threads at once; each thread has
 its own connection to each node.
@@ -26,6 +30,7 @@ its own connection to each node.
 
 from __future__ import annotations
 
+import collections
 import email.utils
 import http.client
 import io
@@ -259,22 +264,65 @@ class _CountingIO(io.RawIOBase):
         super().close()
 
 
+class _Lag:
+    """The time to a first byte of a Session's attempts on a cluster,
+    learnt as the Go client and the gateways' hedged reads learn theirs
+    (internal/cluster/hedge): how long an attempt waits before its node is
+    first probed, and how long that probe waits. Until enough answers are
+    seen it is ``probe_after``; it grows with a loaded node's answers, so a
+    busy cluster is probed little. Used by many threads at once.
+    """
+
+    WINDOW = 256  # latencies kept
+    MIN_OBSERVED = 16
+    QUANTILE = 0.95
+    FACTOR = 3.0
+    FLOOR = 0.1  # seconds
+    MIN_PROBE = 0.25  # the shortest a first probe waits for an answer
+
+    def __init__(self, ceiling: float) -> None:
+        self.ceiling = ceiling
+        self._lat: "collections.deque[float]" = collections.deque(maxlen=self.WINDOW)
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        with self._lock:
+            self._lat.append(seconds)
+
+    def deadline(self) -> float:
+        with self._lock:
+            lat = sorted(self._lat)
+        if len(lat) < self.MIN_OBSERVED:
+            return self.ceiling
+        q = lat[min(len(lat) - 1, math.ceil(self.QUANTILE * len(lat)) - 1)]
+        return min(max(q * self.FACTOR, min(self.FLOOR, self.ceiling)), self.ceiling)
+
+    def first(self) -> "tuple[float, float]":
+        """When to probe first, and how long that probe waits."""
+        after = self.deadline()
+        return after, min(max(after, self.MIN_PROBE), PROBE_TIMEOUT)
+
+
 class _Unresponsive(TimeoutError):
     """A node that answered neither the request nor a liveness probe."""
 
 
 class _Watch:
     """The waits of one attempt on a node that may have stopped: up to
-    ``timeout`` in all, probing the node (``alive`` returns whether it
-    answered) every ``probe_after`` seconds without progress. The first
-    probe without an answer ends the attempt (:class:`_Unresponsive`).
+    ``timeout`` in all, probing the node (``alive(wait)`` returns whether
+    it answered within ``wait``) after ``first`` (:meth:`_Lag.first`),
+    then every ``probe_after`` seconds without progress. The first probe
+    without an answer ends the attempt (:class:`_Unresponsive`).
     """
 
-    def __init__(self, timeout: float, probe_after: float, alive: Callable[[], bool]) -> None:
+    def __init__(self, timeout: float, first: "tuple[float, float]", probe_after: float,
+                 alive: Callable[[float], bool]) -> None:
         now = time.monotonic()
         self.deadline = now + timeout
+        self.first = first[0]
+        self.wait = first[1]
         self.probe_after = probe_after
-        self.probe_at = now + probe_after
+        self.probe_at = now + first[0]
         self.alive = alive
 
     def _until(self) -> float:
@@ -287,11 +335,12 @@ class _Watch:
                 raise TimeoutError("timed out")
             if now < self.probe_at:
                 return min(self.deadline, self.probe_at) - now
-            if not self.alive():
+            if not self.alive(self.wait):
                 raise _Unresponsive(
-                    f"no answer in {self.probe_after:g} s, nor to GET /healthz in {PROBE_TIMEOUT:g} s"
+                    f"no answer in {self.first:.3g} s or more, nor to GET /healthz in {self.wait:.3g} s"
                 )
             self.probe_at = time.monotonic() + self.probe_after
+            self.wait = PROBE_TIMEOUT
 
     def ready(self, sock: socket.socket, write: bool = False) -> None:
         """Returns once ``sock`` can be read (written, with ``write``)."""
@@ -330,13 +379,15 @@ class _Watch:
 class _Reading:
     """One answer being read under a :class:`_Stalls` watch."""
 
-    def __init__(self, sock: socket.socket, probe_after: float, alive: Callable[[], bool]) -> None:
+    def __init__(self, sock: socket.socket, first: "tuple[float, float]", probe_after: float,
+                 alive: Callable[[float], bool]) -> None:
         self.sock = sock
+        self.first, self.wait = first
         self.probe_after = probe_after
         self.alive = alive
         self.progress = 0  # chunks read; the reader's alone to change
         self.seen = 0  # progress at the last look
-        self.look_at = time.monotonic() + probe_after
+        self.look_at = time.monotonic() + self.first
         self.tripped = False
 
     def step(self) -> None:
@@ -359,8 +410,9 @@ class _Stalls:
         self._reading: "set[_Reading]" = set()
         self._pid = 0  # the process whose thread runs
 
-    def watch(self, sock: socket.socket, probe_after: float, alive: Callable[[], bool]) -> _Reading:
-        rd = _Reading(sock, probe_after, alive)
+    def watch(self, sock: socket.socket, first: "tuple[float, float]", probe_after: float,
+              alive: Callable[[float], bool]) -> _Reading:
+        rd = _Reading(sock, first, probe_after, alive)
         with self._cv:
             self._reading.add(rd)
             if self._pid != os.getpid():
@@ -383,7 +435,12 @@ class _Stalls:
                     self._cv.wait(nxt - now)
                     continue
             for rd in due:
-                if rd.progress == rd.seen and self._watched(rd) and not rd.alive():
+                if rd.progress != rd.seen:
+                    # Bytes came since: the learnt deadline again.
+                    rd.seen = rd.progress
+                    rd.look_at = time.monotonic() + rd.first
+                    continue
+                if self._watched(rd) and not rd.alive(rd.wait):
                     with self._cv:
                         if rd not in self._reading:
                             continue  # read to its end while probed
@@ -394,7 +451,7 @@ class _Stalls:
                     except OSError:
                         pass
                     continue
-                rd.seen = rd.progress
+                rd.wait = PROBE_TIMEOUT
                 rd.look_at = time.monotonic() + rd.probe_after
 
     def _watched(self, rd: _Reading) -> bool:
@@ -437,6 +494,7 @@ class Session:
         self._local = _Conns()
         self._all: List[http.client.HTTPConnection] = []
         self._stalls = _Stalls()
+        self._lag = _Lag(self.probe_after if self.probe_after is not None else PROBE_TIMEOUT)
 
     # -- the request ------------------------------------------------------
 
@@ -542,17 +600,20 @@ class Session:
     ) -> "tuple[int, Mapping[str, str], Any]":
         c = self._connection(node)
         try:
+            first = self._lag.first()
             if probe_after is None:
                 c.request(method, target, body=body, headers=headers)
             else:
-                watch = _Watch(self.timeout, probe_after, lambda: self._alive(node))
+                watch = _Watch(self.timeout, first, probe_after, lambda wait: self._alive(node, wait))
+                sent = time.monotonic()
                 if c.sock is None:
                     c.sock = self._open(node, c.host, c.port, watch)
                 c.request(method, target, body=body, headers=headers)
                 watch.ready(c.sock)
+                self._lag.observe(time.monotonic() - sent)
             rd = None
             if probe_after is not None:
-                rd = self._stalls.watch(c.sock, probe_after, lambda: self._alive(node))
+                rd = self._stalls.watch(c.sock, first, probe_after, lambda wait: self._alive(node, wait))
                 sock, c.sock = c.sock, _Counted(c.sock, rd)  # type: ignore[assignment]
             try:
                 r = c.getresponse()
@@ -563,7 +624,7 @@ class Session:
             except TRANSPORT_ERRORS as e:
                 if rd is not None and rd.tripped:
                     raise _Unresponsive(
-                        f"its answer stopped for {probe_after:g} s, and GET /healthz got none in {PROBE_TIMEOUT:g} s"
+                        f"its answer stopped for {rd.first:.3g} s or more, and GET /healthz got none in {rd.wait:.3g} s"
                     ) from e
                 raise
             finally:
@@ -578,11 +639,11 @@ class Session:
             self._drop(node)
             raise
 
-    def _alive(self, node: Node) -> bool:
-        """Whether ``node`` answers ``GET /healthz`` within PROBE_TIMEOUT, on
-        a connection of its own. Any answer will do: it comes from the
-        node's HTTP server, which is what a stopped node lacks."""
-        c = self._new(node, PROBE_TIMEOUT)
+    def _alive(self, node: Node, wait: float = PROBE_TIMEOUT) -> bool:
+        """Whether ``node`` answers ``GET /healthz`` within ``wait``, on a
+        connection of its own. Any answer will do: it comes from the node's
+        HTTP server, which is what a stopped node lacks."""
+        c = self._new(node, wait)
         try:
             c.request("GET", node.base + "/healthz", headers={"User-Agent": USER_AGENT})
             c.getresponse()
@@ -647,9 +708,9 @@ class Session:
 
     def __getstate__(self) -> Dict[str, Any]:
         # Locks and sockets do not survive pickling (DataLoader workers on
-        # spawn); a copy starts with none.
+        # spawn); a copy starts with none, and learns its own lag.
         s = self.__dict__.copy()
-        for k in ("_lock", "_ssl", "_local", "_all", "_stalls"):
+        for k in ("_lock", "_ssl", "_local", "_all", "_stalls", "_lag"):
             s.pop(k)
         return s
 

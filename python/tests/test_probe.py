@@ -308,3 +308,53 @@ class TestStoppedGateway(ProbeTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestLearntDeadline(ProbeTest):
+    """A home that answered at once and then stops answering, before its
+    headers or in the middle of a body, costs the next batch about the
+    deadline learnt from its answers, not probe_after (10 s here; the
+    bound is a third of it): the batch comes whole, once, from the other
+    node. Before, the first probe came probe_after after the request and
+    waited a second."""
+
+    PROBE_AFTER = 10.0
+    WARM = 24
+
+    def test_fails_over_within_the_learnt_deadline(self):
+        for fault in ("hang", "stalled mid-body"):
+            with self.subTest(fault):
+                fc = Cluster(self.gw.url, 2)
+                self.addCleanup(fc.close)
+                self.addCleanup(fc.release.set)
+                home = fc.urls[0]
+                r = rank_at(fc.urls, home)
+                c = self.client(peers=fc.urls, world=2, rank=r, probe_after=self.PROBE_AFTER)
+                for m in range(self.WARM):  # its answers, learnt
+                    c.batch(1 + m // 4, m % 4)
+                self.assertEqual(c.served, {home: self.WARM})
+                if fault == "hang":
+                    fc.faults[0] = "hang"
+                else:
+                    fc.faults[0] = lambda h: self.stall(h, fc.release)
+                got, took = self.timed(lambda: c.batch(0, 1))
+                self.assertLess(took, self.PROBE_AFTER / 3, f"{fault}: the batch took {took:.1f} s")
+                self.assertEqual(got, self.reference(2, r)[1])
+                self.assertEqual(c.served, {home: self.WARM, fc.urls[1]: 1})
+
+    @staticmethod
+    def stall(h, release):
+        """Headers and part of a body, then nothing (its /healthz too)."""
+        if h.path.startswith("/healthz"):
+            release.wait(10)
+            h.close_connection = True
+            return True
+        h.send_response(200)
+        h.send_header("Content-Type", "application/x-tar")
+        h.send_header("Content-Length", "100000")
+        h.end_headers()
+        h.wfile.write(bytes(1024))
+        h.wfile.flush()
+        release.wait(10)
+        h.close_connection = True
+        return True

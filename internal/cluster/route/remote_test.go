@@ -49,6 +49,8 @@ type fakeNodes struct {
 
 func (f *fakeNodes) Up(k int) bool { return f.how[k] != down }
 
+func (f *fakeNodes) Hedged(int, time.Time, bool) {}
+
 func (f *fakeNodes) Answered(k int) time.Time {
 	if f.how[k] == quiet {
 		return time.Now().Add(-time.Minute)

@@ -9,7 +9,12 @@
 // (Follow) and asks package peer whether each node is up and what it
 // last said of itself. Its remote reads fail over: a node whose fetch
 // fails is skipped and its samples asked of the next node, so a peer's
-// loss costs time, never the read. It fetches the next batch's remote
+// loss costs time, never the read; a node that has not answered within
+// the hedge deadline, learnt from the answers observed
+// (internal/cluster/hedge), is hedged: its samples asked of the next
+// nodes too, within a budget of hedges a second, so that a node that
+// stops answering costs a step about that deadline, not the peer
+// timeout (remote.go). It fetches the next batch's remote
 // samples before its request (FetchNext; a premade.Store holds them), and decides, by
 // the nodes' measured transform load, where a job's samples are
 // transformed (balance.go).
@@ -29,6 +34,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/premade"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/cluster/hedge"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/stopper"
@@ -45,6 +51,10 @@ type Peers interface {
 	// Answered is when node k last answered this node (zero if never);
 	// what it asked this node does not count (a one-way cut).
 	Answered(k int) time.Time
+	// Hedged tells how a fetch from node k, sent at sent, ended: lost (a
+	// hedge answered first), else it answered. A node that keeps losing
+	// is held down as after a timeout.
+	Hedged(k int, sent time.Time, lost bool)
 }
 
 // Config configures a Router.
@@ -56,6 +66,10 @@ type Config struct {
 	Peers    Peers
 	// Timeout bounds the fetches of a next batch's samples.
 	Timeout time.Duration
+	// Hedge is when a fetch from a node that has not answered is also
+	// asked of the next nodes, and how many such hedges a second
+	// (remote.go; zero fields take hedge's defaults).
+	Hedge hedge.Config
 	// Fresh is how recently a node must have answered this one to be
 	// asked for samples where waiting on it would follow a timeout (a
 	// read failing over) or is not worth it (a next batch's fetch): a
@@ -109,6 +123,7 @@ type Router struct {
 	log       zerolog.Logger
 	view      atomic.Pointer[routing]
 	next      *premade.Store[[][][]byte] // next batches' samples, per part
+	hedge     *hedge.Policy
 	part      *stopper.Group
 
 	// Figures: sample bytes of batches served by where they came from,
@@ -129,7 +144,7 @@ func New(c Config) *Router {
 		budget = premade.NewBytes(c.NextBytes)
 	}
 	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, fresh: cmp.Or(c.Fresh, 2*time.Second), load: c.Load, slack: c.Slack, log: c.Log,
-		storeDown: c.StoreDown, holds: c.Holds,
+		storeDown: c.StoreDown, holds: c.Holds, hedge: hedge.New(c.Hedge),
 		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: budget}),
 		part: stopper.Own(c.Group, "route: next batches' samples")}
 	r.part.OnStop(r.next.Close)
@@ -142,6 +157,10 @@ func New(c Config) *Router {
 	counter(c.Registry, "brand_locality_bytes_total", locality, prometheus.Labels{"source": "home"}, &r.home)
 	counter(c.Registry, "brand_locality_bytes_total", locality, prometheus.Labels{"source": "peer"}, &r.peer)
 	counter(c.Registry, "brand_peer_samples_fetched_ahead_total", "Samples of batches that had been fetched from peers ahead of the request.", nil, &r.nextUsed)
+	hedges := "Fetches from peers hedged: started (a fetch not answered within the learnt deadline also asked of the next nodes), won (the hedge answered first and the fetch was cancelled), refused (no hedge left in the budget, --peer-hedge-rate: the fetch was waited for)."
+	for outcome, v := range r.hedge.Counters() {
+		counter(c.Registry, "brand_peer_hedges_total", hedges, prometheus.Labels{"outcome": outcome}, v)
+	}
 	asked := "Samples of jobs with a pipeline asked of the nodes that read them, by where they were to be transformed: at that node (owner), or here (self: the owner's pipeline differs, or its transform queue is longer than this node's)."
 	counter(c.Registry, "brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "owner"}, &r.askedTransformed)
 	counter(c.Registry, "brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "self"}, &r.askedRaw)

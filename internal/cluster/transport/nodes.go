@@ -73,6 +73,12 @@ type node struct {
 
 	fetched, served                     atomic.Int64 // sample bytes
 	down, timeout, refused, versionMiss atomic.Int64 // failed fetches, by kind
+	// slow counts its fetches a hedge answered first (Hedged), lateRun
+	// how many in a row, and lostAt when the last of those was told
+	// (unix nanoseconds).
+	slow    atomic.Int64
+	lateRun atomic.Int32
+	lostAt  atomic.Int64
 
 	stop context.CancelFunc // of its probe loop while probed; under Nodes.mu
 }
@@ -365,6 +371,43 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	return rep, err
 }
 
+// lateHold is how many fetches in a row a node may lose to hedges before
+// it is held down as after a timeout: one late answer is the tail of a
+// healthy node's latencies; several in a row, a node that does not
+// answer now (cut off, its requests dropped, stalled).
+const lateHold = 3
+
+// Hedged records how a fetch from node k, sent at sent, that was hedged
+// (package route, internal/cluster/hedge) ended: lost, its samples came
+// first from elsewhere and it was cancelled; else it answered. Every
+// loss is counted (kind="slow"); the lateHold-th in a row holds the node
+// down as a timeout does (markDown), its samples read elsewhere without
+// waiting on it until its data path answers again. "In a row" counts
+// fetches sent after the loss before them was known: fetches sent
+// together (a step's ranks', a burst of load on this machine) that lose
+// together count once, as failures that come together do in markDown.
+func (n *Nodes) Hedged(k int, sent time.Time, lost bool) {
+	if k < 0 || k == n.self.slot || k >= len(*n.slots.Load()) {
+		return
+	}
+	nd := n.at(k)
+	if !lost {
+		nd.lateRun.Store(0)
+		return
+	}
+	nd.slow.Add(1)
+	if sent.UnixNano() <= nd.lostAt.Load() {
+		return // sent before the last loss was known
+	}
+	nd.lostAt.Store(time.Now().UnixNano())
+	if nd.lateRun.Add(1) < lateHold || !nd.up.Load() {
+		return
+	}
+	nd.lateRun.Store(0)
+	n.log.Warn().Str("peer", nd.url).Int("in_a_row", lateHold).Msg("a peer's fetches kept losing to their hedges; holding it down and reading elsewhere")
+	n.markDown(nd)
+}
+
 // FetchChunkThrough fills buf with chunk c of ds from the node in slot
 // k, read from the store through its cache if its cache does not hold
 // it (Client.ChunkThrough): this node cannot reach the store. A node that
@@ -544,7 +587,7 @@ func (n *Nodes) Stats() []api.PeerStats {
 	for _, k := range *n.probed.Load() {
 		nd := n.at(k)
 		out = append(out, api.PeerStats{URL: nd.url, Up: n.Up(k), FetchedBytes: nd.fetched.Load(), ServedBytes: nd.served.Load(),
-			Failures: nd.down.Load() + nd.timeout.Load() + nd.refused.Load() + nd.versionMiss.Load()})
+			Failures: nd.down.Load() + nd.timeout.Load() + nd.slow.Load() + nd.refused.Load() + nd.versionMiss.Load()})
 	}
 	return out
 }
@@ -555,8 +598,8 @@ func (n *Nodes) registerNode(nd *node) {
 	peer := prometheus.Labels{"peer": nd.url}
 	counter(n.reg, "brand_peer_bytes_fetched_total", "Sample bytes this node fetched from each peer.", peer, &nd.fetched)
 	counter(n.reg, "brand_peer_bytes_served_total", "Sample bytes this node served to each peer (authenticated peers only).", peer, &nd.served)
-	failures := "Sample fetches from each peer that failed and were read elsewhere, by kind: down (refused connection, 503 or bad bytes) or timeout (no answer within --peer-timeout), for which the peer is held down; refused (a store error or 4xx on its side) or version (it does not hold the index version asked for)."
-	for kind, v := range map[string]*atomic.Int64{"down": &nd.down, "timeout": &nd.timeout, "refused": &nd.refused, "version": &nd.versionMiss} {
+	failures := "Sample fetches from each peer that failed and were read elsewhere, by kind: down (refused connection, 503 or bad bytes) or timeout (no answer within --peer-timeout), for which the peer is held down; slow (a hedge answered first; three in a row hold the peer down); refused (a store error or 4xx on its side) or version (it does not hold the index version asked for)."
+	for kind, v := range map[string]*atomic.Int64{"down": &nd.down, "timeout": &nd.timeout, "slow": &nd.slow, "refused": &nd.refused, "version": &nd.versionMiss} {
 		counter(n.reg, "brand_peer_fetch_failures_total", failures, prometheus.Labels{"peer": nd.url, "kind": kind}, v)
 	}
 }

@@ -501,3 +501,59 @@ func TestReturningRunsBeforeTheNodeIsUp(t *testing.T) {
 	s.Heard(k)
 	waitFor(t, func() bool { return calls.Load() == 2 }, "Returning for a node heard from")
 }
+
+// TestHedgedHoldsDownAfterLosingInARow: a fetch that loses to its hedge
+// is counted (brand_peer_fetch_failures_total{kind="slow"}); three in a
+// row hold the node down as a timeout does, and an answer in between
+// starts the count again — one late answer is a healthy node's tail.
+// Fetches sent together that lose together (a step's ranks', or a burst
+// of load on the asker) count once.
+func TestHedgedHoldsDownAfterLosingInARow(t *testing.T) {
+	type told struct {
+		lost     bool
+		together bool // sent with the one before, before its loss was known
+	}
+	lost, answered, alongside := told{lost: true}, told{}, told{lost: true, together: true}
+	tests := []struct {
+		name   string
+		told   []told
+		wantUp bool
+	}{
+		{"one lost", []told{lost}, true},
+		{"two lost", []told{lost, lost}, true},
+		{"three lost in a row", []told{lost, lost, lost}, false},
+		{"an answer between", []told{lost, lost, answered, lost, lost}, true},
+		{"answered first, lost thrice after", []told{answered, lost, lost, lost}, false},
+		{"three lost, sent together", []told{lost, alongside, alongside}, true},
+		{"lost together, then twice in a row", []told{lost, alongside, alongside, lost, lost}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: time.Hour, Registry: reg, Log: zerolog.Nop()})
+			defer s.Close()
+			k := s.Slot("http://peer.invalid")
+			slow := 0
+			var sent time.Time
+			for _, f := range tc.told {
+				if !f.together {
+					sent = time.Now()
+					time.Sleep(time.Microsecond) // the loss is known after the fetch was sent
+				}
+				s.Hedged(k, sent, f.lost)
+				if f.lost {
+					slow++
+				}
+			}
+			if s.Up(k) != tc.wantUp {
+				t.Errorf("up %t, want %t", s.Up(k), tc.wantUp)
+			}
+			if !tc.wantUp && !isHeld(s.at(k)) {
+				t.Error("down, but not held down: a probe would take it back at once")
+			}
+			if got := counted(t, reg, "brand_peer_fetch_failures_total", "slow"); got != float64(slow) {
+				t.Errorf(`brand_peer_fetch_failures_total{kind="slow"} = %v, want %d`, got, slow)
+			}
+		})
+	}
+}
