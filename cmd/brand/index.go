@@ -35,7 +35,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		tok                             tokenFlags
 		chunk                           cli.ByteSize
 		parallel                        int
-		appendNew, skipBad                  bool
+		appendNew, skipBad              bool
 		checksums                       optionalBool
 	)
 	fs := flag.NewFlagSet("index", flag.ContinueOnError)
