@@ -103,7 +103,8 @@ class BrandDataset(IterableDataset):
             job.
         decode: applied to each sample in the worker, e.g. to make tensors
             (with a ``transform``, to the sample with its tensors).
-        batches: yield whole batches instead of samples.
+        batches: yield whole batches instead of samples (default: samples;
+            a token or clip job yields steps, and refuses ``False``).
         collate: with ``batches=True``, applied to each batch's list of
             (decoded) samples, e.g. ``torch.utils.data.default_collate``.
         **keywords: the options' fields by the flat names of the first
@@ -113,8 +114,9 @@ class BrandDataset(IterableDataset):
     Raises:
         ValueError: an option no gateway would take (checked here, in the
             trainer's process, rather than in the first worker that makes a
-            client), a batch size below 1, an offset, or ``collate``
-            without ``batches``.
+            client), a batch size below 1, an offset, ``collate``
+            without ``batches``, or ``batches=False`` for a token or clip
+            job.
         TypeError: an unknown keyword.
 
     Example::
@@ -139,7 +141,7 @@ class BrandDataset(IterableDataset):
         options: Optional[Options] = None,
         *,
         decode: Optional[Callable[[Sample], Any]] = None,
-        batches: bool = False,
+        batches: Optional[bool] = None,
         collate: Optional[Callable[[List[Any]], Any]] = None,
         **keywords: Any,
     ) -> None:
@@ -158,6 +160,9 @@ class BrandDataset(IterableDataset):
             if decode is not None:
                 raise ValueError("brand: decode does not apply to a token job (seq): its steps are tensors "
                                  "(give collate= to change them)")
+            if batches is False:
+                raise ValueError("brand: batches=False does not apply to a token job (seq): it yields steps of "
+                                 "batch_size sequences (leave batches out)")
             batches = True
         if job.clips:
             # A video model's step is B clips: the dataset yields steps,
@@ -165,6 +170,9 @@ class BrandDataset(IterableDataset):
             if decode is not None:
                 raise ValueError("brand: decode does not apply to a clip job: its steps are tensors "
                                  "(give collate= to change them)")
+            if batches is False:
+                raise ValueError("brand: batches=False does not apply to a clip job: it yields steps of "
+                                 "batch_size clips (leave batches out)")
             batches = True
         if collate is not None and not batches:
             raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
@@ -175,7 +183,7 @@ class BrandDataset(IterableDataset):
         self.options: Options = replace(opts, job=job)
         self.url = url
         self.decode = decode
-        self.batches = batches
+        self.batches = bool(batches)
         self.collate = collate
         if opts.tune_malloc:
             # The trainer's process unpickles every batch its workers send:
