@@ -133,6 +133,38 @@ class TestLen(unittest.TestCase):
         self.assertEqual(read, after)
 
 
+class TestLenAppend(unittest.TestCase):
+    def test_append_mid_pass(self):
+        """An append record grows the epoch (120 samples, 30 more) from a
+        step past the loader's reads: len after it is the steps the pass
+        yields in all, with workers too."""
+        from appendgateway import AppendGateway
+
+        gw = AppendGateway()
+        self.addCleanup(gw.stop)
+        old = len(gw.files)
+        with brand.Client(gw.url, dataset="d", seed=5, batch_size=8) as c:
+            pinned = c.epoch_info(0)["index"]
+        for workers, name in ((0, "py-len-grow"), (2, "py-len-grow-workers")):
+            with self.subTest(workers=workers):
+                ds = BrandDataset(gw.url, dataset="d", seed=5, batch_size=8, world=1, rank=0, name=name, ahead=0,
+                                  batches=True, index=pinned)
+                loader = ds.loader(num_workers=workers, **({"prefetch_factor": 1} if workers else {}))
+                self.assertEqual(len(loader), -(-old // 8))
+                it = iter(loader)
+                read = 0
+                for _ in range(3):
+                    next(it)
+                    read += 1
+                if workers == 0:
+                    new = gw.append("extra-0", 30)
+                with brand.Client(gw.url, dataset="d", seed=5, batch_size=8, name=name, index=pinned) as c:
+                    c.append(read + loader.read_ahead_steps() + 1, new)
+                self.assertEqual(len(loader), -(-(old + 30) // 8))
+                read += items(it)
+                self.assertEqual(read, len(loader))
+
+
 class TestLenTokens(unittest.TestCase):
     def test_worlds(self):
         gw = token_gateway()
