@@ -39,8 +39,9 @@ class TestPackage(unittest.TestCase):
             src, dist = os.path.join(tmp, "src"), os.path.join(tmp, "dist")
             shutil.copytree(PACKAGE, src, ignore=shutil.ignore_patterns("tests", "bench", "__pycache__", "build",
                                                                         "*.egg-info"))
-            build = [sys.executable, "-c", "import sys; from setuptools import build_meta; "
-                     "build_meta.build_wheel(sys.argv[1])", dist]
+            # Through the package's backend, as pip builds it (pyproject.toml's backend-path).
+            build = [sys.executable, "-c", "import sys; sys.path.insert(0, '_backend'); import brand_backend; "
+                     "brand_backend.build_wheel(sys.argv[1])", dist]
             r = subprocess.run(build, cwd=src, capture_output=True, text=True, timeout=300)
             self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
             wheels = os.listdir(dist)
@@ -50,6 +51,7 @@ class TestPackage(unittest.TestCase):
                 meta = w.read(f"brand-{brand.__version__}.dist-info/METADATA").decode()
         self.assertIn(f"\nVersion: {brand.__version__}\n", meta)
         self.assertIn("brand/py.typed", names)
+        self.assertFalse([n for n in names if "brand_backend" in n], "the build backend is not the package's")
         self.assertIn("brand/compat.json", names)  # the gateway's table of features, which a Job is checked against
         # Every module, those of subpackages (brand/torch/) too: setuptools
         # ships only the packages pyproject.toml lists.
@@ -60,6 +62,34 @@ class TestPackage(unittest.TestCase):
             modules |= {f"{rel}/{m}" for m in files if m.endswith(".py")}
         self.assertIn("brand/torch/__init__.py", modules)
         self.assertLessEqual(modules, names)
+
+    def test_build_without_wheel_says_why(self):
+        """Built with --no-build-isolation by a Python whose setuptools
+        (before 70.1) needs the wheel package it lacks (a plain venv's, a
+        pyenv Python's), the package's build says so and what to run; it
+        stopped in pip with ``invalid command 'bdist_wheel'``, which named
+        neither."""
+        with tempfile.TemporaryDirectory() as tmp:
+            other = os.path.join(tmp, "other")
+            r = subprocess.run([sys.executable, "-m", "venv", other], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            py = os.path.join(other, "bin", "python")
+            probe = ("import setuptools, importlib.util as u; v = tuple(int(x) for x in setuptools.__version__"
+                     ".split('.')[:2]); print(v < (70, 1) and u.find_spec('wheel') is None)")
+            r = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=60)
+            if r.stdout.strip() != "True":
+                self.skipTest(f"a venv of {sys.executable} builds wheels or has no setuptools: {r.stdout}{r.stderr}")
+            src = os.path.join(tmp, "python")
+            shutil.copytree(PACKAGE, src, ignore=shutil.ignore_patterns("tests", "bench", "__pycache__", "build",
+                                                                        "*.egg-info"))
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("PIP_")}
+            env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+            r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", src], cwd=tmp, env=env,
+                               capture_output=True, text=True, timeout=300)
+            out = r.stdout + r.stderr
+            self.assertNotEqual(r.returncode, 0, out[-3000:])
+            self.assertIn("needs the wheel package", out, out[-3000:])
+            self.assertIn("scripts/install-python.sh", out, out[-3000:])
 
     def test_readme_install(self):
         """The README's install for a machine whose torch comes from the
