@@ -80,6 +80,15 @@ class TestClipDataset(unittest.TestCase):
         with self.assertRaises(ValueError):
             BrandDataset(gw.url, brand.Options(job=dataclasses.replace(JOB, clip=4))).load_state_dict(state)
 
+    def test_samples_refused(self):
+        """A clip job yields steps: batches=False is an error, not
+        overridden in silence (it was). Made without asking a gateway."""
+        from brand.torch import BrandDataset
+
+        with self.assertRaisesRegex(ValueError, "batches=False"):
+            BrandDataset("http://127.0.0.1:1", brand.Options(job=JOB), batches=False)
+        self.assertTrue(BrandDataset("http://127.0.0.1:1", brand.Options(job=JOB)).batches)
+
     def test_workers_hand_frames_over_by_reference(self):
         """A BrandLoader's workers read each clip batch into their shared
         blocks, so a step's frames reach the trainer's process as the

@@ -222,6 +222,14 @@ class TestSequenceSteps(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "decode"):
             BrandDataset(self.gw.url, brand.Options(job=job()), decode=lambda s: s)
 
+    def test_samples_refused(self):
+        """A token job yields steps: batches=False is an error, not
+        overridden in silence (it was)."""
+        with self.assertRaisesRegex(ValueError, "batches=False"):
+            BrandDataset(self.gw.url, brand.Options(job=job()), batches=False)
+        for given in ({}, {"batches": True}):
+            self.assertTrue(BrandDataset(self.gw.url, brand.Options(job=job()), **given).batches)
+
 
 class TestLayout(unittest.TestCase):
     """Batches not as the gateway writes them: copied, or refused."""

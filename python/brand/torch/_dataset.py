@@ -103,7 +103,8 @@ class BrandDataset(IterableDataset):
             job.
         decode: applied to each sample in the worker, e.g. to make tensors
             (with a ``transform``, to the sample with its tensors).
-        batches: yield whole batches instead of samples.
+        batches: yield whole batches instead of samples (default: samples;
+            a token or clip job yields steps, and refuses ``False``).
         collate: with ``batches=True``, applied to each batch's list of
             (decoded) samples, e.g. ``torch.utils.data.default_collate``.
         **keywords: the options' fields by the flat names of the first
@@ -113,8 +114,9 @@ class BrandDataset(IterableDataset):
     Raises:
         ValueError: an option no gateway would take (checked here, in the
             trainer's process, rather than in the first worker that makes a
-            client), a batch size below 1, an offset, or ``collate``
-            without ``batches``.
+            client), a batch size below 1, an offset, ``collate``
+            without ``batches``, or ``batches=False`` for a token or clip
+            job.
         TypeError: an unknown keyword.
 
     Example::
@@ -139,7 +141,7 @@ class BrandDataset(IterableDataset):
         options: Optional[Options] = None,
         *,
         decode: Optional[Callable[[Sample], Any]] = None,
-        batches: bool = False,
+        batches: Optional[bool] = None,
         collate: Optional[Callable[[List[Any]], Any]] = None,
         **keywords: Any,
     ) -> None:
@@ -158,6 +160,9 @@ class BrandDataset(IterableDataset):
             if decode is not None:
                 raise ValueError("brand: decode does not apply to a token job (seq): its steps are tensors "
                                  "(give collate= to change them)")
+            if batches is False:
+                raise ValueError("brand: batches=False does not apply to a token job (seq): it yields steps of "
+                                 "batch_size sequences (leave batches out)")
             batches = True
         if job.clips:
             # A video model's step is B clips: the dataset yields steps,
@@ -165,6 +170,9 @@ class BrandDataset(IterableDataset):
             if decode is not None:
                 raise ValueError("brand: decode does not apply to a clip job: its steps are tensors "
                                  "(give collate= to change them)")
+            if batches is False:
+                raise ValueError("brand: batches=False does not apply to a clip job: it yields steps of "
+                                 "batch_size clips (leave batches out)")
             batches = True
         if collate is not None and not batches:
             raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
@@ -175,7 +183,7 @@ class BrandDataset(IterableDataset):
         self.options: Options = replace(opts, job=job)
         self.url = url
         self.decode = decode
-        self.batches = batches
+        self.batches = bool(batches)
         self.collate = collate
         if opts.tune_malloc:
             # The trainer's process unpickles every batch its workers send:
@@ -192,6 +200,8 @@ class BrandDataset(IterableDataset):
         self._complete = False
         self._by_loader = False  # between begin_pass and end_pass
         self._epoch_samples: Dict[int, int] = {}
+        # The samples of each worker's cut (_worker_samples), by what fixes them.
+        self._lengths: Dict[Any, "tuple[int, ...]"] = {}
         #: The index version every client of this dataset reads: the job's
         #: ``index``, or the one the first epoch plan named (kept in
         #: :meth:`state_dict`). :meth:`loader` learns it in the trainer's
@@ -367,11 +377,84 @@ class BrandDataset(IterableDataset):
         """The current epoch's samples: asked of the gateway again for a job
         whose order an edit can change (:meth:`position`), else those the
         pass began with."""
-        job = self.options.job
-        if job.sent_name is not None and any(
-                _compat.admits(job_query(job), edit) for edit in ("exclusion", "append")):
+        if self._editable():
             self._epoch_samples.pop(self.epoch, None)
         return self.samples_in_epoch()
+
+    def _editable(self) -> bool:
+        """Whether an edit can change the job's epochs while a pass reads
+        them: a named job the gateway's table lets take an exclusion or an
+        append."""
+        job = self.options.job
+        return job.sent_name is not None and any(
+            _compat.admits(job_query(job), edit) for edit in ("exclusion", "append"))
+
+    # -- lengths ----------------------------------------------------------------
+
+    def _worker_samples(self, workers: int, remaining: bool) -> "tuple[int, ...]":
+        """The samples (a token job's sequences, a clip job's clips) each of
+        ``workers`` DataLoader workers of this rank reads in a pass over the
+        current epoch: the ``rank_samples`` of the gateway's plan of each
+        worker's cut, as its client asks for it. From the epoch's start, or
+        with ``remaining`` from the position :meth:`load_state_dict`
+        restored. Asked again at each call for a job an edit can change,
+        else once."""
+        world, rank = self._world()
+        k = max(1, int(workers))
+        offset = self._offset(self.epoch) if remaining else 0
+        self.samples_in_epoch()  # pins the index and membership versions, as a pass does
+        key = (self.epoch, world, rank, k, offset, self.index, self._members.get(self.epoch),
+               self.schedule_version, tuple(sorted(job_query(self.options.job).items())))
+        if key in self._lengths and not self._editable():
+            return self._lengths[key]
+        got = []
+        for wid in range(k):
+            with self._client(world * k, wid * world + rank, offset) as c:
+                got.append(int(c.epoch_info(self.epoch)["rank_samples"]))
+        self._lengths[key] = tuple(got)
+        return self._lengths[key]
+
+    def steps(self, workers: int = 0, *, remaining: bool = False, partial: bool = True) -> int:
+        """The steps (batches of ``batch_size`` samples, sequences or clips)
+        this rank's pass over the current epoch holds, read by ``workers``
+        DataLoader workers (0: in this process, as 1): what
+        :meth:`BrandLoader.__len__` reports.
+
+        Counted from the gateway's plan of each worker's cut (``GET
+        /epoch/N``: the samples each worker's client reads, its last batch
+        short or empty when the epoch ends inside it), so it is exact at
+        any world size, worker count and ``drop_last`` (a job's
+        ``drop_last`` drops the partial batch of the world times the
+        workers, so with workers a rank may hold fewer steps than without).
+        The epoch as it is now: for a job an edit can change (a named job
+        that may take an exclusion or an append), asked again at each
+        call, so an edit made while a pass reads the epoch is counted.
+
+        Args:
+            workers: the DataLoader's ``num_workers``.
+            remaining: count from the position :meth:`load_state_dict`
+                restored for this epoch (what the resumed pass yields),
+                not from the epoch's start (the default: a whole pass, as
+                PyTorch's ``len`` and the schedulers built on it count).
+            partial: count a worker's last, short step (``False``: a
+                ``DataLoader`` that batches samples with ``drop_last=True``
+                drops it).
+
+        A batch every sample of which a gateway in skip mode left out is
+        not yielded, and is counted."""
+        B = self.batch_size
+        return sum(-(-n // B) if partial else n // B for n in self._worker_samples(workers, remaining))
+
+    def __len__(self) -> int:
+        """The items a pass over the current epoch yields when iterated in
+        one process, from the epoch's start (a resumed pass yields those
+        from its position: :meth:`steps` with ``remaining=True``): its
+        steps with ``batches`` (and for token and clip jobs), else its
+        samples, as a ``DataLoader`` that batches them expects. A loader's
+        length, with its workers, is :meth:`BrandLoader.__len__`."""
+        if self.batches:
+            return self.steps()
+        return sum(self._worker_samples(1, False))
 
     def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
         """The data position, to save with a checkpoint (rank 0's suffices):

@@ -75,6 +75,17 @@ class BrandLoader(DataLoader):
         self._board: Optional[Board] = None
         self._board_pass: Optional["weakref.ReferenceType[Any]"] = None
 
+    def __len__(self) -> int:
+        """The steps this rank's pass over the dataset's current epoch holds
+        with this loader's workers (:meth:`BrandDataset.steps`): the whole
+        epoch's, also when :meth:`load_state_dict` restored a position in
+        it (PyTorch's convention, which schedulers and Lightning count
+        on; the resumed pass yields ``dataset.steps(num_workers,
+        remaining=True)``), and the epoch as it is now after an exclusion
+        or an append."""
+        ds: BrandDataset = self.dataset  # type: ignore[assignment]
+        return ds.steps(self.num_workers, partial=ds.batches or not self.drop_last)
+
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         ds: BrandDataset = self.dataset  # type: ignore[assignment]
         # Counts from the epoch's start or the restored position, and pins
