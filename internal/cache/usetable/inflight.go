@@ -1,7 +1,5 @@
 package usetable
 
-import "container/heap"
-
 // inflight is a stream's batches being served: how many began at each
 // start position and when the first of them began, who they are served
 // to (admission: Begin), and the oldest position and start among them.
@@ -13,7 +11,10 @@ import "container/heap"
 // entry of a position no longer in flight, or of an earlier start of
 // one begun again, is dropped when it reaches the top), rebuilt from the
 // maps when stale entries outnumber the live ones: O(log n) a change,
-// amortised.
+// amortised. The heaps are typed (push and pop below), not
+// container/heap's: its Push and Pop box every entry in an interface,
+// four allocations a batch on the warm path for a job with one batch in
+// flight at a time.
 type inflight struct {
 	n     map[epochPos]int   // batches begun at each start position
 	began map[epochPos]int64 // when the first of them began
@@ -40,8 +41,8 @@ func (f *inflight) len() int { return len(f.n) }
 func (f *inflight) add(at epochPos, now int64, who Rank) {
 	if f.n[at] == 0 {
 		f.began[at] = now
-		heap.Push(&f.pos, at)
-		heap.Push(&f.time, timed{at, now})
+		push(&f.pos, at, epochPos.before)
+		push(&f.time, timed{at, now}, timed.sooner)
 	}
 	f.n[at]++
 	f.serving++
@@ -71,7 +72,7 @@ func (f *inflight) remove(at epochPos, who Rank) bool {
 			f.ranks[who.Rank] = k - 1
 		}
 	}
-	if stale := f.pos.Len() + f.time.Len() - 2*len(f.n); stale > 2*len(f.n)+64 {
+	if stale := len(f.pos) + len(f.time) - 2*len(f.n); stale > 2*len(f.n)+64 {
 		f.rebuild()
 	}
 	return true
@@ -79,22 +80,22 @@ func (f *inflight) remove(at epochPos, who Rank) bool {
 
 // oldest is the earliest position in flight; false if none is.
 func (f *inflight) oldest() (epochPos, bool) {
-	for f.pos.Len() > 0 {
+	for len(f.pos) > 0 {
 		if p := f.pos[0]; f.n[p] > 0 {
 			return p, true
 		}
-		heap.Pop(&f.pos)
+		pop(&f.pos, epochPos.before)
 	}
 	return epochPos{}, false
 }
 
 // oldestBegan is when the oldest batch in flight began; false if none is.
 func (f *inflight) oldestBegan() (int64, bool) {
-	for f.time.Len() > 0 {
+	for len(f.time) > 0 {
 		if t := f.time[0]; f.n[t.at] > 0 && f.began[t.at] == t.began {
 			return t.began, true
 		}
-		heap.Pop(&f.time)
+		pop(&f.time, timed.sooner)
 	}
 	return 0, false
 }
@@ -106,22 +107,8 @@ func (f *inflight) rebuild() {
 		f.pos = append(f.pos, p)
 		f.time = append(f.time, timed{p, b})
 	}
-	heap.Init(&f.pos)
-	heap.Init(&f.time)
-}
-
-// posHeap is a min-heap of positions (container/heap).
-type posHeap []epochPos
-
-func (h posHeap) Len() int           { return len(h) }
-func (h posHeap) Less(i, j int) bool { return h[i].before(h[j]) }
-func (h posHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *posHeap) Push(x any)        { *h = append(*h, x.(epochPos)) }
-func (h *posHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	heapify(f.pos, epochPos.before)
+	heapify(f.time, timed.sooner)
 }
 
 // timed is a position and when its first batch began.
@@ -130,16 +117,62 @@ type timed struct {
 	began int64
 }
 
-// timeHeap is a min-heap of starts (container/heap).
-type timeHeap []timed
+// sooner orders timed entries by when they began.
+func (t timed) sooner(u timed) bool { return t.began < u.began }
 
-func (h timeHeap) Len() int           { return len(h) }
-func (h timeHeap) Less(i, j int) bool { return h[i].began < h[j].began }
-func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timeHeap) Push(x any)        { *h = append(*h, x.(timed)) }
-func (h *timeHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// A binary min-heap in a slice under less, h[0] its least.
+type (
+	posHeap  []epochPos
+	timeHeap []timed
+)
+
+// push adds x to the heap h.
+func push[S ~[]T, T any](h *S, x T, less func(a, b T) bool) {
+	*h = append(*h, x)
+	up(*h, len(*h)-1, less)
+}
+
+// pop removes the heap h's least entry.
+func pop[S ~[]T, T any](h *S, less func(a, b T) bool) {
+	s := *h
+	last := len(s) - 1
+	s[0], s[last] = s[last], s[0]
+	*h = s[:last]
+	down(*h, 0, less)
+}
+
+// heapify orders s as a heap.
+func heapify[S ~[]T, T any](s S, less func(a, b T) bool) {
+	for i := len(s)/2 - 1; i >= 0; i-- {
+		down(s, i, less)
+	}
+}
+
+func up[S ~[]T, T any](s S, i int, less func(a, b T) bool) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(s[i], s[p]) {
+			return
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func down[S ~[]T, T any](s S, i int, less func(a, b T) bool) {
+	for {
+		l := 2*i + 1
+		if l >= len(s) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(s) && less(s[r], s[l]) {
+			m = r
+		}
+		if !less(s[m], s[i]) {
+			return
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
 }

@@ -63,7 +63,7 @@ func TestInflightOldest(t *testing.T) {
 				if f.serving != len(live) || f.len() > len(live) {
 					t.Fatalf("step %d: serving %d at %d positions, want %d batches", step, f.serving, f.len(), len(live))
 				}
-				if stale := f.pos.Len() + f.time.Len() - 2*f.len(); stale > 2*f.len()+64+2 {
+				if stale := len(f.pos) + len(f.time) - 2*f.len(); stale > 2*f.len()+64+2 {
 					t.Fatalf("step %d: %d stale heap entries for %d positions", step, stale, f.len())
 				}
 			}
