@@ -161,6 +161,12 @@ func (r *policyRun) batch(job api.Job, epoch, m uint64) (time.Duration, []string
 // each waited in all. Each job's epoch 0 must hold every sample once.
 func (r *policyRun) jobs(jobs []api.Job, epochs, lag int) []time.Duration {
 	r.t.Helper()
+	return r.jobsAfter(jobs, epochs, time.Duration(lag)*switchStepTime)
+}
+
+// jobsAfter is jobs with every job but the first starting delay after it.
+func (r *policyRun) jobsAfter(jobs []api.Job, epochs int, delay time.Duration) []time.Duration {
+	r.t.Helper()
 	batches := uint64((r.ds.Index.NumSamples() + jobs[0].BatchSize - 1) / jobs[0].BatchSize)
 	waits := make([]time.Duration, len(jobs))
 	seen := make([]map[string]int, len(jobs))
@@ -169,7 +175,7 @@ func (r *policyRun) jobs(jobs []api.Job, epochs, lag int) []time.Duration {
 		seen[j] = map[string]int{}
 		wg.Go(func() {
 			if j > 0 {
-				time.Sleep(time.Duration(lag) * switchStepTime)
+				time.Sleep(delay)
 			}
 			for e := range uint64(epochs) {
 				for m := range batches {

@@ -100,6 +100,7 @@ func New(c Config) *Table {
 		s.keep = func(*catalog.Dataset, int) bool { return false }
 	}
 	s.turns.capacity, s.turns.hot = c.Capacity, s.hotKeys
+	s.turns.follows = func(st, h *stream) bool { return follows(s.orders, st, h) }
 	return s
 }
 
