@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"strings"
@@ -47,6 +48,7 @@ func newTransport(c Config) *transport {
 	t := &transport{cred: c.Credentials, self: c.Self, timeout: c.Timeout, quick: max(c.Probe, minProbeTimeout), maxReply: c.MaxReplyBytes,
 		http: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // peers are reached directly, never through a proxy
+			DialContext:         dialDropping,
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: 10 * time.Second,
@@ -55,6 +57,32 @@ func newTransport(c Config) *transport {
 		t.maxReply = 1<<63 - 1
 	}
 	return t
+}
+
+// dialDropping dials a peer over a connection whose close drops what
+// the peer has not acknowledged (SO_LINGER 0: a reset, not a FIN behind
+// the unsent bytes). The transport closes a request's connection when
+// the asker gives the request up (a hedge answered first, its client went
+// away, its bound passed); bytes of it still queued here, behind a link
+// cut one way or a peer that stopped reading, would otherwise be
+// delivered when the link came back, and the peer would serve, and read
+// the store for, a fetch nobody waits for. A reset tells a peer that is
+// sending a reply to stop at once, too. Nothing is lost that is wanted:
+// a connection is closed only when its request is done with or given up,
+// or idle.
+func dialDropping(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		if err := tc.SetLinger(0); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	return conn, nil
 }
 
 // to is the client of the node at url.
