@@ -15,8 +15,14 @@ import (
 func (s *Table) refreshLocked(st *stream) {
 	if o, _, ok := s.originOf(st); ok && o != st.origin {
 		if s.passTurnLocked(st, s.clock()) {
-			s.turnsMovedLocked() // publishes
-			return
+			s.turns.wake()
+			if waitingOf(s.streams) != s.published {
+				// Who waits changed: keyed at once (turnsMovedLocked).
+				s.publishLocked()
+				return
+			}
+			// Given its turn back at once: its new origin is all
+			// that moved, rebuilt as any window crossing is.
 		}
 		s.republishLocked()
 		return
@@ -27,13 +33,65 @@ func (s *Table) refreshLocked(st *stream) {
 }
 
 // republishLocked rebuilds the use table, or, within Coalesce, marks it
-// to be rebuilt when Coalesce returns.
+// to be rebuilt when Coalesce returns, or, sooner after the last rebuild
+// than the spacer allows, marks it to be rebuilt when it does.
 func (s *Table) republishLocked() {
-	if s.coalescing > 0 {
+	if s.coalescing > 0 || !s.rebuilds.due() {
 		s.stale = true
 		return
 	}
 	s.publishLocked()
+}
+
+// The rebuilds that streams' moves ask for (a stream crossing into its
+// next window, a late stream) come at least rebuildCost times the last
+// rebuild's duration after it ends, so that rebuilding takes at most
+// about a twentieth of a core however many streams there are. A rebuild
+// is O(streams × chunks) and every stream asks for one at each window it
+// crosses, so without a bound the rebuilds of n streams cost O(n²): at
+// 1,024 jobs of their own on one gateway they were a quarter to a third
+// of its CPU, and its batches/s a quarter of its best (docs/benchmarks.md,
+// Many streams). A table left stale meanwhile still holds every stream's
+// later windows, keyed by when its pace said they would come; the
+// streams' clocks move between rebuilds as before. A rebuild of a few
+// streams costs microseconds and is never put off for long; rebuilds on
+// turns' moves are not put off at all.
+const rebuildCost = 20
+
+// spacer spaces the use table's rebuilds (rebuildCost), timed by the
+// table's clock (a test's that stands still spaces nothing). Its fields
+// are guarded by the Table's mu; clock and fire are set by New, fire
+// rebuilding a table left stale once the spacing has passed.
+type spacer struct {
+	clock func() time.Time
+	last  time.Time     // when the last rebuild ended
+	cost  time.Duration // how long it took
+	armed bool          // fire is due to run
+	fire  func()
+}
+
+// built records a rebuild that began at began (by clock) and has just
+// ended.
+func (p *spacer) built(began time.Time) {
+	p.last = p.clock()
+	p.cost = p.last.Sub(began)
+}
+
+// due reports whether a rebuild may run now; if not, it arms fire for
+// when one may.
+func (p *spacer) due() bool {
+	if p.clock == nil {
+		return true
+	}
+	wait := rebuildCost*p.cost - p.clock().Sub(p.last)
+	if wait <= 0 {
+		return true
+	}
+	if !p.armed && p.fire != nil {
+		p.armed = true
+		time.AfterFunc(wait, p.fire)
+	}
+	return false
 }
 
 // Coalesce runs f, the calls of one batch's visit (Begin, Advance and
@@ -53,7 +111,7 @@ func (s *Table) Coalesce(f func()) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.coalescing--
-		if s.stale {
+		if s.stale && s.rebuilds.due() {
 			s.stale = false
 			s.publishLocked()
 		}
@@ -88,7 +146,7 @@ func (s *Table) lateLocked() bool {
 		return false
 	}
 	now := s.now()
-	return now > t.crossing && now-t.built >= max(int64(lateRebuildGap), lateRebuildCost*int64(s.publishCost))
+	return now > t.crossing && now-t.built >= max(int64(lateRebuildGap), lateRebuildCost*int64(s.rebuilds.cost))
 }
 
 // weightKey names an importance job on a dataset.
@@ -98,8 +156,7 @@ type weightKey struct{ dataset, job string }
 // origin, edge and pace: O(streams × chunks), once per window a stream
 // crosses, plus a sort of the needed chunks for the prefetch horizon.
 func (s *Table) publishLocked() {
-	began := time.Now()
-	defer func() { s.publishCost = time.Since(began) }()
+	defer s.rebuilds.built(s.clock())
 	s.gen++
 	now := s.now()
 	// Sized as the last table was: a table is rebuilt at nearly every
@@ -139,7 +196,9 @@ func (s *Table) publishLocked() {
 	// turn is expected to come. A waiting stream's uses are keyed from
 	// then.
 	var waiting []*stream
+	s.published = waitSet{}
 	for _, st := range s.streams {
+		s.published.add(st)
 		if st.waiting() {
 			waiting = append(waiting, st)
 			continue

@@ -50,9 +50,12 @@ type Table struct {
 	// was asked for during one.
 	coalescing int
 	stale      bool
-	// publishCost is how long the last table took to build (wall time):
-	// rebuilds for a late stream are spaced by a multiple of it.
-	publishCost time.Duration
+	// published is which streams waited for a turn when the latest
+	// table was built (turn.go's waitSet).
+	published waitSet
+	// rebuilds spaces the rebuilds the streams' moves ask for by a
+	// multiple of what the last one cost (spacer).
+	rebuilds spacer
 	// ticks counts requests: a policy re-keys the chunks of the streams'
 	// current windows when it moved (their clocks did).
 	ticks atomic.Uint64
@@ -101,6 +104,16 @@ func New(c Config) *Table {
 	}
 	s.turns.capacity, s.turns.hot = c.Capacity, s.hotKeys
 	s.turns.follows = func(st, h *stream) bool { return follows(s.orders, st, h) }
+	s.rebuilds.clock = func() time.Time { return s.clock() } // a test's, where it sets one
+	s.rebuilds.fire = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.rebuilds.armed = false
+		if s.stale && s.coalescing == 0 {
+			s.stale = false
+			s.publishLocked()
+		}
+	}
 	return s
 }
 

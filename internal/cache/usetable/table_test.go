@@ -3,6 +3,7 @@ package usetable
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -454,6 +455,75 @@ func TestCoalesceRebuildsOnce(t *testing.T) {
 			if a, b := plain.Distance(k), coalesced.Distance(k); a != b {
 				t.Errorf("%s chunk %d: key %d rebuilt per part, %d coalesced", js.DS.Name, c, a, b)
 			}
+		}
+	}
+}
+
+// TestRebuildsSpaced: streams of jobs of their own crossing windows one
+// after another, each asking for a rebuild, are rebuilt at most once per
+// rebuildCost times a rebuild's duration (1,024 jobs on one gateway spent
+// a quarter to a third of its CPU rebuilding, once per stream per window,
+// and served a quarter of its best batches/s), and the rebuild put off
+// comes by itself once that has passed: the table then holds every
+// stream in the window it crossed into.
+func TestRebuildsSpaced(t *testing.T) {
+	const jobs = 20
+	var streams []layout.Stream
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 8, 4))
+	for i := range jobs {
+		streams = append(streams, layout.Stream{DS: ds, Seed: uint64(i + 1), Window: 1, Name: fmt.Sprintf("j%d", i)})
+	}
+	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 1 << 40})
+	// A clock that moves 100 µs each time it is read: a rebuild, which
+	// reads it a few times, costs some hundreds of µs by it, and the
+	// visits between two rebuilds read it less than 20 times as often.
+	var ticks atomic.Int64
+	zero := s.zero
+	s.clock = func() time.Time { return zero.Add(time.Duration(ticks.Add(1)) * 100 * time.Microsecond) }
+	gen := func() uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.gen
+	}
+	for _, js := range streams {
+		s.Finish(mustBegin(t, s, js, 0, 0, 4))
+		s.Advance(js, 0, 4, 1)
+	}
+	// Let the rebuilds the first windows asked for come.
+	deadline := time.Now().Add(10 * time.Second)
+	settled := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.stale
+	}
+	for !settled() {
+		if time.Now().After(deadline) {
+			t.Fatal("the rebuild put off never came")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := gen()
+	for _, js := range streams {
+		s.Finish(mustBegin(t, s, js, 0, 4, 4))
+		s.Advance(js, 0, 8, 1)
+	}
+	crossing := gen() - before
+	if crossing >= jobs/2 {
+		t.Errorf("%d rebuilds for %d streams crossing a window one after another, want them spaced", crossing, jobs)
+	}
+	for !settled() {
+		if time.Now().After(deadline) {
+			t.Fatal("the rebuild put off never came")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("%d rebuilds as %d streams crossed, %d in all", crossing, jobs, gen()-before)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, js := range streams {
+		st := s.streams[js]
+		if o, _, _ := s.originOf(st); st.origin != o {
+			t.Errorf("%s: the table's origin %v after the rebuilds, the stream's window starts at %v", js.Name, st.origin, o)
 		}
 	}
 }

@@ -3,7 +3,9 @@ package usetable
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -586,4 +588,57 @@ func TestALateStreamKeepsItsOrder(t *testing.T) {
 	c.tick(30 * time.Millisecond)
 	check("later still")
 	c.Finish(f)
+}
+
+// TestTurnsWithoutRebuilds: jobs whose requests come far enough apart for
+// their turns to lapse between batches (a gateway serving 1,024 jobs of
+// their own, each batch queued behind the others' for longer than a
+// turn's idle bound) take a turn again at each batch; with room for
+// every window no stream waits, and the use table, whose keys depend on
+// which streams wait and not on which hold a turn, is not rebuilt for
+// it. It was, once a turn: O(streams × chunks) a batch, a third of the
+// gateway's CPU (docs/benchmarks.md, Many streams). Nor are the holders'
+// windows counted, when the cache holds every dataset the streams read.
+func TestTurnsWithoutRebuilds(t *testing.T) {
+	const jobs = 20
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 8))
+	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 1 << 40, MaxTurnWait: 10 * time.Second})
+	var mu sync.Mutex
+	at := s.zero.Add(time.Second)
+	s.clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+	tick := func(d time.Duration) { mu.Lock(); at = at.Add(d); mu.Unlock() }
+	gen := func() uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.gen
+	}
+	var streams []layout.Stream
+	for i := range jobs {
+		streams = append(streams, layout.Stream{DS: ds, Seed: uint64(i + 1), Window: 16, Name: fmt.Sprintf("j%d", i)})
+	}
+	hot, counted := s.turns.hot, 0
+	s.turns.hot = func(st *stream, set map[chunkcache.Key]struct{}) int64 { counted++; return hot(st, set) }
+	var before uint64
+	for round := range 4 {
+		if round == 1 {
+			before = gen() // every stream known, its window begun
+		}
+		for _, js := range streams {
+			f := mustBegin(t, s, js, 0, round*8, 8)
+			s.Advance(js, 0, round*8+8, 1)
+			if err := s.Turn(t.Context(), f); err != nil {
+				t.Fatal(err)
+			}
+			s.Finish(f)
+			tick(2 * turnIdleMin) // the other streams' turns lapse meanwhile
+		}
+	}
+	if n := gen() - before; n > jobs/4 {
+		t.Errorf("%d rebuilds for %d turns taken with no stream waiting, want few", n, 3*jobs)
+	}
+	// The cache holds the dataset: no stream's windows were counted to
+	// tell whether another's fit beside them (line.roomForAll).
+	if counted > 0 {
+		t.Errorf("the streams' windows were counted %d times for %d turns, in a cache that holds the whole dataset", counted, 4*jobs)
+	}
 }
