@@ -429,12 +429,15 @@ func (r *TrainReport) WriteText(w io.Writer) error {
 	sb.WriteString("| model | feed | trainer cores | gateway cores | workers | images/s | ÷ (S) | device busy | trainer CPU-s per 1,000 images | gateway CPU-s per 1,000 images | steps checked | label errors |\n")
 	sb.WriteString("| --- | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 	for _, row := range r.Rows {
-		gw, gwCPU := "—", "—"
+		gw, gwCPU, ofS := "—", "—", "—"
 		if row.Feed == FeedBrand {
 			gw, gwCPU = row.GatewayCores, fmt.Sprintf("%.2f", row.GatewayCPUPer1000)
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %d | %.1f | %.2f | %.2f | %.2f | %s | %d | %d |\n", row.Model, trainLabels[row.Feed], row.Cores, gw,
-			row.Workers, row.ImagesPerSec, row.OfSynthetic, row.Busy, row.TrainerCPUPer1000, gwCPU, row.StepsChecked, row.LabelErrors)
+		if row.OfSynthetic > 0 {
+			ofS = fmt.Sprintf("%.2f", row.OfSynthetic)
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %d | %.1f | %s | %.2f | %.2f | %s | %d | %d |\n", row.Model, trainLabels[row.Feed], row.Cores, gw,
+			row.Workers, row.ImagesPerSec, ofS, row.Busy, row.TrainerCPUPer1000, gwCPU, row.StepsChecked, row.LabelErrors)
 	}
 	fmt.Fprintf(&sb, "\nEvery step's shapes and every image's label (against the class its pixels carry) checked, warm-up included. Device busy: the fraction of the measured time the device computed (CUDA events around each step's compute; on a CPU that span timed). CPU from /proc: the trainer's process tree (its DataLoader workers included) and the gateway's process. Load average before each model: %s. %d CPUs.\n\nTargets:\n", joinFloats(r.Load, 1), r.Machine.CPUs)
 	for _, t := range r.Targets {
