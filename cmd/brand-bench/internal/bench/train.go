@@ -401,7 +401,7 @@ func (r *TrainReport) targets() []Target {
 	if b, p := find("resnet18", FeedBrand), find("resnet18", FeedFolder); b != nil && p != nil {
 		ts = append(ts, atLeast("ResNet-18 images/s, (B) ÷ (P)", ratio(b.ImagesPerSec, p.ImagesPerSec), 2.0))
 	}
-	if r.Device != "cuda" {
+	if !strings.HasPrefix(r.Device, "cuda") {
 		for i := range ts {
 			ts[i].Status, ts[i].Note = NA, "a goal for a GPU machine; this ran on "+r.Device
 		}

@@ -61,7 +61,7 @@ func TestTrainTargets(t *testing.T) {
 		{Model: "resnet18", Feed: FeedFolder, ImagesPerSec: 1000},
 		{Model: "resnet18", Feed: FeedBrand, ImagesPerSec: 1900},
 	}
-	r := &TrainReport{Device: "cuda", Rows: rows}
+	r := &TrainReport{Device: "cuda:0", Rows: rows}
 	ts := r.targets()
 	if len(ts) != 2 || ts[0].Status != Pass || ts[0].Ratio != 0.96 || ts[1].Status != Miss || ts[1].Ratio != 1.9 {
 		t.Errorf("cuda: %+v", ts)
