@@ -2,14 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
@@ -94,4 +97,25 @@ func need(t *testing.T, why string) {
 		t.Fatal(why + " (CI=true: failing)")
 	}
 	t.Skip(why)
+}
+
+// TestParseTrain: --small is the CI smoke run under the flags given
+// explicitly; a list flag replaces its default.
+func TestParseTrain(t *testing.T) {
+	env := &cli.Env{Stdout: io.Discard, Stderr: io.Discard}
+	o, err := trainBenchmark().parse(env, []string{"--models", "resnet50, resnet18", "--small", "--steps", "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bench.SmokeTrainConfig()
+	want.Models, want.Steps = []string{"resnet50", "resnet18"}, 7
+	if !reflect.DeepEqual(o.cfg, want) || !o.small {
+		t.Errorf("got %+v\nwant %+v", o.cfg, want)
+	}
+	if o, err = trainBenchmark().parse(env, []string{"--feeds", "brand"}); err != nil || !reflect.DeepEqual(o.cfg.Feeds, []string{"brand"}) || o.cfg.Images != bench.DefaultTrainConfig().Images {
+		t.Errorf("--feeds brand: %+v, %v", o.cfg, err)
+	}
+	if _, err := trainBenchmark().parse(env, []string{"--models", " , "}); err == nil {
+		t.Error("--models naming nothing parsed")
+	}
 }
