@@ -1,9 +1,17 @@
 package bench
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 // TestTrainSplit: the cores each side of (B) gets, and the runs no
@@ -74,5 +82,48 @@ func TestTrainTargets(t *testing.T) {
 	}
 	if ts := (&TrainReport{Device: "cuda", Rows: rows[2:]}).targets(); len(ts) != 1 {
 		t.Errorf("ResNet-18 alone: %+v", ts)
+	}
+}
+
+// TestClassChromaMatchesTrainPy: train.py reads a photo's class back with
+// the same grid photos.ClassChroma colours it by, at every class count
+// the flags allow up to 1,000.
+func TestClassChromaMatchesTrainPy(t *testing.T) {
+	python := pythontest.Need(t, "scripts/test.sh", "torch")
+	script, err := findAbove(filepath.Join("python", "bench", "train.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type pair struct{ C, N int }
+	var in []pair
+	for _, n := range []int{1, 2, 4, 10, 99, 100, 101, 1000} {
+		for _, c := range []int{0, 1, n / 2, n - 1} {
+			in = append(in, pair{c, n})
+		}
+	}
+	code := "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport train\n" +
+		"print(json.dumps([train.class_chroma(p['C'], p['N']) for p in json.load(open(sys.argv[2]))]))\n"
+	ref := filepath.Join(t.TempDir(), "chroma.py")
+	if err := os.WriteFile(ref, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inputs := filepath.Join(t.TempDir(), "in.json")
+	b, _ := json.Marshal(in)
+	if err := os.WriteFile(inputs, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(t.Context(), python, ref, filepath.Dir(script), inputs).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", ref, err)
+	}
+	var got [][2]float64
+	if err := json.Unmarshal(out, &got); err != nil || len(got) != len(in) {
+		t.Fatalf("%s printed %s: %v", ref, out, err)
+	}
+	for i, p := range in {
+		cb, cr := photos.ClassChroma(p.C, p.N)
+		if math.Abs(cb-got[i][0]) > 1e-9 || math.Abs(cr-got[i][1]) > 1e-9 {
+			t.Errorf("class %d of %d: Go (%v, %v), train.py %v", p.C, p.N, cb, cr, got[i])
+		}
 	}
 }
