@@ -70,9 +70,9 @@ func TestClassTreeColourCarriesClass(t *testing.T) {
 // sides 500 pixels, a tail past 1,000, a mean file of 110 KB ± 15 %.
 func TestClassTreeSizes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("encodes 400 photos")
+		t.Skip("encodes 200 photos")
 	}
-	tr := ClassTree{Samples: 400, Seed: 1}
+	tr := ClassTree{Samples: 200, Seed: 1}
 	var total, long500, tail int
 	for i := range tr.Samples {
 		p, err := tr.Photo(i)
