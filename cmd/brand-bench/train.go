@@ -32,7 +32,7 @@ func trainBenchmark() benchmark[bench.TrainConfig, *bench.TrainReport] {
 			fs.IntVar(&cfg.Cores, "cores", cfg.Cores, "cores every feed has, 0 to cores-1 (0: every core)")
 			fs.IntVar(&cfg.GatewayCores, "gateway-cores", cfg.GatewayCores, "(B): the gateway's cores, the last of --cores (0: cores-2 from 4 cores up, else 1)")
 			fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "(P): DataLoader workers (0: one a core)")
-			fs.IntVar(&cfg.BrandWorkers, "brand-workers", cfg.BrandWorkers, "(B): BrandDataset's loader's workers, on the trainer's cores")
+			fs.IntVar(&cfg.BrandWorkers, "brand-workers", cfg.BrandWorkers, "(B): BrandDataset's loader's workers, on the trainer's cores (0: the trainer's process reads)")
 			fs.StringVar(&cfg.Device, "device", cfg.Device, "cuda, cpu, or auto (cuda where there is one)")
 			fs.StringVar(&cfg.AMP, "amp", cfg.AMP, "bf16 autocast: bf16, off, or auto (CUDA with bf16; a CPU with AMX or AVX-512 BF16)")
 			fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the photos, the shuffles and the model")

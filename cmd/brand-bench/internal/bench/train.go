@@ -81,9 +81,10 @@ type TrainConfig struct {
 	// from 4 cores up, else 1.
 	GatewayCores int `zero:"kept"`
 	// Workers are (P)'s DataLoader workers (0: one a core), BrandWorkers
-	// (B)'s loader's.
-	Workers      int `zero:"kept"`
-	BrandWorkers int
+	// (B)'s loader's (0: the trainer's process reads, on the client's
+	// threads).
+	Workers      int    `zero:"kept"`
+	BrandWorkers int    `zero:"kept"`
 	Device       string // cuda, cpu, or auto: cuda where there is one
 	AMP          string // bf16, off, or auto: bf16 where the device has it cheaply
 	Seed         uint64
