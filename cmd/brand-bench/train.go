@@ -24,7 +24,7 @@ func trainBenchmark() benchmark[bench.TrainConfig, *bench.TrainReport] {
 			fs.Var((*wordList)(&cfg.Models), "models", "torchvision models, comma-separated (resnet18, resnet50, ...)")
 			fs.Var((*wordList)(&cfg.Feeds), "feeds", "feeds, comma-separated: "+strings.Join(bench.TrainFeeds, ", "))
 			fs.IntVar(&cfg.Images, "images", cfg.Images, "photos in the dataset (internal/gen/photos.ClassTree)")
-			fs.IntVar(&cfg.Classes, "classes", cfg.Classes, "classes (folders); a photo's class is in its colour, checked on every step")
+			fs.IntVar(&cfg.Classes, "classes", cfg.Classes, "classes (folders), at most 1,000; a photo's class is in its colour, checked on every step")
 			fs.IntVar(&cfg.Side, "side", cfg.Side, "photos' sides between side/2 and side pixels, for a smoke run (0: ImageNet's sizes)")
 			fs.IntVar(&cfg.Steps, "steps", cfg.Steps, "measured steps of each model and feed")
 			fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "steps before the measured ones")

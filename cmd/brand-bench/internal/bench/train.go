@@ -207,6 +207,10 @@ func cpuList(first, last int) string {
 	return fmt.Sprintf("%d-%d", first, last)
 }
 
+// maxTrainClasses is the most classes the photos' colours tell apart
+// (photos.ClassChroma's cells 1.9 levels wide; TestClassTreeColourCarriesClass).
+const maxTrainClasses = 1000
+
 // split fills the cores of each side and checks them.
 func (c *TrainConfig) split() error {
 	if c.Cores == 0 {
@@ -228,6 +232,8 @@ func (c *TrainConfig) split() error {
 		return fmt.Errorf("%w: %d gateway cores of %d; the trainer needs one", ErrConfig, c.GatewayCores, c.Cores)
 	case c.Images < c.BatchSize:
 		return fmt.Errorf("%w: %d images, fewer than a batch of %d", ErrConfig, c.Images, c.BatchSize)
+	case c.Classes < 1 || c.Classes > maxTrainClasses:
+		return fmt.Errorf("%w: %d classes; 1 to %d, as many as a photo's colour tells apart", ErrConfig, c.Classes, maxTrainClasses)
 	case c.Side != 0 && c.Side < 8:
 		return fmt.Errorf("%w: side %d; 8 pixels at least", ErrConfig, c.Side)
 	case c.Steps < 1 || c.Warmup < 0:

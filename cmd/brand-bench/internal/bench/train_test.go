@@ -53,10 +53,18 @@ func TestTrainSplit(t *testing.T) {
 			t.Errorf("%d cores: the gateway has %d, %v", n, c.GatewayCores, err)
 		}
 	}
-	bad := DefaultTrainConfig()
-	bad.Cores, bad.Feeds = 2, []string{"folder", "webdataset"}
-	if err := bad.split(); !errors.Is(err, ErrConfig) {
-		t.Errorf("an unknown feed: %v", err)
+	for _, bad := range []func(*TrainConfig){
+		func(c *TrainConfig) { c.Feeds = []string{"folder", "webdataset"} },
+		func(c *TrainConfig) { c.Classes = 1001 },
+		func(c *TrainConfig) { c.Images = c.BatchSize - 1 },
+		func(c *TrainConfig) { c.Side = 4 },
+	} {
+		c := DefaultTrainConfig()
+		c.Cores = 2
+		bad(&c)
+		if err := c.split(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", c, err)
+		}
 	}
 }
 
