@@ -14,18 +14,22 @@
 #   scripts/bench.sh --smoke         # every configuration in seconds
 #   scripts/bench.sh tensors         # issue 34: the trainer decoding, or the gateway (about 8 minutes)
 #   scripts/bench.sh video           # issue 55: PyAV on the trainer, or the gateway's clips
+#   scripts/bench.sh train           # issue 68: a ResNet trained on synthetic tensors, ImageFolder, BrandDataset
 #
 # For `tensors` it also installs, as root on Debian, what the trainer's
 # side needs (python3-torch, python3-torchvision, python3-boto3,
 # python3-pil) and builds brand with libjpeg-turbo
-# (scripts/install-turbojpeg.sh; the pure-Go decoder if that fails). For
+# (scripts/install-turbojpeg.sh; the pure-Go decoder if that fails); for
+# `train` the same without boto3 (a Python that already imports torch,
+# torchvision and PIL, a CUDA build on a GPU machine, is used as it is). For
 # `video` it installs python3-torch, python3-av, python3-boto3 and
 # python3-numpy, ffmpeg (scripts/ensure-ffmpeg.sh) and FFmpeg's libraries
 # (scripts/install-libav.sh), and builds brand with -tags brand_libav.
 #
 # Results go to bench-results/ (report.txt, report.json,
 # throughput.chart.json and throughput.png; tensors.txt, tensors.json,
-# tensors.chart.json, tensors.png; video.txt, video.json) unless --out says otherwise. Run
+# tensors.chart.json, tensors.png; video.txt, video.json; train.txt,
+# train.json) unless --out says otherwise. Run
 # it on a quiet machine: the client, the gateway and MinIO share it, and
 # the report's ratios are only as good as the machine is idle.
 set -euo pipefail
@@ -39,6 +43,18 @@ if [[ ${1:-} == tensors ]]; then
 	. scripts/lib/python.sh
 	if ! find_python torch torchvision boto3 PIL >/dev/null; then
 		apt_install bench.sh python3-torch python3-torchvision python3-boto3 python3-pil
+	fi
+	if scripts/install-turbojpeg.sh >&2; then
+		tags=(-tags brand_turbojpeg)
+	else
+		echo "bench.sh: measuring the pure-Go decoder" >&2
+	fi
+fi
+if [[ ${1:-} == train ]]; then
+	# shellcheck source=lib/python.sh
+	. scripts/lib/python.sh
+	if ! find_python torch torchvision PIL >/dev/null; then
+		apt_install bench.sh python3-torch python3-torchvision python3-pil
 	fi
 	if scripts/install-turbojpeg.sh >&2; then
 		tags=(-tags brand_turbojpeg)

@@ -124,10 +124,11 @@ timed "tools: ensure-sentencepiece" scripts/ensure-sentencepiece.sh
 timed "tools: ensure-ffmpeg" scripts/ensure-ffmpeg.sh
 # torch, which the integration test of a Hub-layout Parquet dataset runs
 # PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
-# what a missing one means).
+# what a missing one means), and torchvision and Pillow, with which
+# brand-bench's train smoke test trains a ResNet-18 on the CPU.
 # shellcheck source=lib/python.sh
 . scripts/lib/python.sh
-find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
+find_python torch torchvision PIL >/dev/null || apt_install test.sh python3-torch python3-torchvision python3-pil python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 timed "tools: ensure-prometheus" scripts/ensure-prometheus.sh

@@ -161,3 +161,22 @@ func (l *groupList) Set(v string) error {
 	*l = out
 	return nil
 }
+
+// wordList is a flag of comma-separated words; it replaces its default.
+type wordList []string
+
+func (l *wordList) String() string { return strings.Join(*l, ",") }
+
+func (l *wordList) Set(v string) error {
+	var out wordList
+	for _, w := range strings.Split(v, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	if len(out) == 0 {
+		return fmt.Errorf("%q names nothing", v)
+	}
+	*l = out
+	return nil
+}

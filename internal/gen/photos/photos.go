@@ -1,7 +1,9 @@
 // Package photos makes photo-like JPEGs: of ImageNet-like sizes for the
 // transform stage's calibration (`brand plan --transform`, /plan), its
-// benchmarks and tests of image decoding, and small ones for the dataset
-// `brand demo` serves (Tree). Deterministic from a seed, with the
+// benchmarks and tests of image decoding, small ones for the dataset
+// `brand demo` serves (Tree), and a class-folder tree sized like
+// ImageNet's whose photos carry their class in their colour, for the
+// training benchmark (ClassTree). Deterministic from a seed, with the
 // statistics that decide a decoder's cost — sides of 300 to 500 pixels,
 // 4:2:0 chroma, quality 75 to 95, and enough texture that the files weigh
 // what photos of that size do (about 77 KiB on average, as the

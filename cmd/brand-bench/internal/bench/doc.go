@@ -70,7 +70,7 @@
 // # The other benchmarks
 //
 // Beside Run, each benchmark of brand-bench (jobs, mix, schedule, resize,
-// formats, appends, s3face, tensors, video, tokens, index) is a
+// formats, appends, s3face, tensors, video, train, tokens, index) is a
 // configuration that embeds Harness, its zero fields filled from its
 // Default…Config by fillZero, a Run… function, and a report that embeds
 // Header and writes itself as text and JSON, and as a chart where it has

@@ -12,12 +12,12 @@ import (
 	"strings"
 )
 
-// trainerNode is the training node of the benchmarks that give a training
-// node and a data node a core each (tensors, video): a python/bench script
-// run as a process of its own under taskset on the trainer's core, its
-// answer one JSON value on stdout.
+// trainerNode is the training node of the benchmarks that split the
+// machine into a training node and a data node (tensors, video, train): a
+// python/bench script run as a process of its own under taskset on the
+// trainer's cores, its answer one JSON value on stdout.
 type trainerNode struct {
-	cpu                     int
+	cpus                    string // taskset's CPU list: "0", "0-13"
 	taskset, interp, script string
 	env                     []string
 }
@@ -36,7 +36,7 @@ func newTrainerNode(ctx context.Context, bench string, trainerCPU, dataCPU int, 
 	if err != nil {
 		return trainerNode{}, fmt.Errorf("bench: %w", err)
 	}
-	return trainerNode{cpu: trainerCPU, taskset: taskset, interp: interp, script: script}, nil
+	return trainerNode{cpus: strconv.Itoa(trainerCPU), taskset: taskset, interp: interp, script: script}, nil
 }
 
 // findScript returns a Python that imports modules (findInterpreter) and
@@ -53,10 +53,10 @@ func findScript(ctx context.Context, name, script, interpreter, modules, package
 	return interp, path, err
 }
 
-// run runs the script with args on the trainer's core and decodes its
+// run runs the script with args on the trainer's cores and decodes its
 // JSON into out.
 func (n trainerNode) run(ctx context.Context, out any, args ...string) error {
-	full := append([]string{"-c", strconv.Itoa(n.cpu), n.interp, "-W", "ignore", n.script}, args...)
+	full := append([]string{"-c", n.cpus, n.interp, "-W", "ignore", n.script}, args...)
 	cmd := exec.CommandContext(ctx, n.taskset, full...)
 	cmd.Env = n.env
 	var stdout, stderr bytes.Buffer

@@ -26,7 +26,7 @@ func TestTrainerNodeRun(t *testing.T) {
 	if err := os.WriteFile(script, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := trainerNode{cpu: 0, taskset: taskset, interp: interp, script: script, env: []string{"NODE=trainer"}}
+	n := trainerNode{cpus: "0", taskset: taskset, interp: interp, script: script, env: []string{"NODE=trainer"}}
 	var out struct {
 		Arg   string `json:"arg"`
 		Cores []int  `json:"cores"`
