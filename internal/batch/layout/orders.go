@@ -3,6 +3,8 @@ package layout
 import (
 	"crypto/sha256"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
@@ -70,7 +72,7 @@ type Orders struct {
 	// sampledEpochs holds importance epochs, which cost 8 bytes a sample
 	// rather than O(chunks): fewer of them.
 	sampledEpochs *lru.Cache[epochKey, *EpochOrder]
-	windows       *lru.Cache[windowKey, []int]
+	windows       *windowMemo
 	mixtures      *lru.Cache[[sha256.Size]byte, *Mixed] // by their keys' digests
 	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
 	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
@@ -89,6 +91,46 @@ const (
 	maxMemoWindows       = 32
 )
 
+// The windows memoised are bounded by the bytes of their sample IDs
+// beyond the first maxMemoWindows, so that a gateway serving many jobs
+// at once keeps each job's current window: with 32 whatever their size,
+// 1,024 jobs of their own on one gateway shuffled every batch's window
+// again (an eighth of its CPU). A window of 8 chunks of 10 KiB samples
+// is about 100 KiB of IDs; 32 MiB hold about 300 such.
+const (
+	maxMemoWindowBytes = 32 << 20
+	maxMemoWindowCount = 4096
+)
+
+// windowMemo memoises windows' sample orders, least recently used out
+// first, at most maxMemoWindowCount of them and, beyond the first
+// maxMemoWindows, maxMemoWindowBytes of IDs. Safe for concurrent use.
+type windowMemo struct {
+	lru   *lru.Cache[windowKey, []int]
+	bytes atomic.Int64 // of the IDs held
+}
+
+func newWindowMemo() *windowMemo {
+	m := &windowMemo{}
+	m.lru, _ = lru.NewWithEvict(maxMemoWindowCount, func(_ windowKey, ids []int) { m.bytes.Add(-idBytes(ids)) })
+	return m
+}
+
+func idBytes(ids []int) int64 { return int64(len(ids)) * strconv.IntSize / 8 }
+
+func (m *windowMemo) get(k windowKey) ([]int, bool) { return m.lru.Get(k) }
+
+func (m *windowMemo) add(k windowKey, ids []int) {
+	if m.lru.Contains(k) {
+		return // another caller computed it first
+	}
+	m.bytes.Add(idBytes(ids))
+	m.lru.Add(k, ids)
+	for m.bytes.Load() > maxMemoWindowBytes && m.lru.Len() > maxMemoWindows {
+		m.lru.RemoveOldest()
+	}
+}
+
 // noSnapshots finds none.
 type noSnapshots struct{}
 
@@ -106,8 +148,7 @@ func New(snaps Snapshots) *Orders {
 	}
 	e, _ := lru.New[epochKey, *EpochOrder](maxMemoEpochs)
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
-	w, _ := lru.New[windowKey, []int](maxMemoWindows)
-	o := &Orders{epochs: e, sampledEpochs: se, windows: w, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
+	o := &Orders{epochs: e, sampledEpochs: se, windows: newWindowMemo(), mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
 	o.asg = newAssigner(o)
 	o.edits.ext = o
 	return o
@@ -174,11 +215,11 @@ func chunkWeights(e *importance.Epoch, chunks int) []float32 {
 // shared and must not be modified.
 func (o *Orders) window(s Stream, epoch uint64, e *EpochOrder, w int) []int {
 	k := windowKey{epochKey{s.Order(), epoch}, w}
-	if ids, ok := o.windows.Get(k); ok {
+	if ids, ok := o.windows.get(k); ok {
 		return ids
 	}
 	ids := e.Window(w)
-	o.windows.Add(k, ids)
+	o.windows.add(k, ids)
 	return ids
 }
 
