@@ -96,7 +96,8 @@ const (
 // at once keeps each job's current window: with 32 whatever their size,
 // 1,024 jobs of their own on one gateway shuffled every batch's window
 // again (an eighth of its CPU). A window of 8 chunks of 10 KiB samples
-// is about 100 KiB of IDs; 64 MiB hold about 600 such, and 1,024 windows of 4 chunks of 4 KiB samples.
+// is about 100 KiB of IDs: 64 MiB hold about 600 such, or the 1,024
+// windows of 4 chunks of 4 KiB samples of the concurrency benchmark.
 const (
 	maxMemoWindowBytes = 64 << 20
 	maxMemoWindowCount = 4096
