@@ -36,7 +36,7 @@ func (s *Table) refreshLocked(st *stream) {
 // to be rebuilt when Coalesce returns, or, sooner after the last rebuild
 // than the spacer allows, marks it to be rebuilt when it does.
 func (s *Table) republishLocked() {
-	if s.coalescing > 0 || !s.rebuilds.due() {
+	if s.coalescing > 0 || len(s.streams) > spacedAbove && !s.rebuilds.due() {
 		s.stale = true
 		return
 	}
@@ -53,10 +53,16 @@ func (s *Table) republishLocked() {
 // of its CPU, and its batches/s a quarter of its best (docs/benchmarks.md,
 // Many streams). A table left stale meanwhile still holds every stream's
 // later windows, keyed by when its pace said they would come; the
-// streams' clocks move between rebuilds as before. A rebuild of a few
-// streams costs microseconds and is never put off for long; rebuilds on
-// turns' moves are not put off at all.
-const rebuildCost = 20
+// streams' clocks move between rebuilds as before. Rebuilds on turns'
+// moves are not put off, nor those of a table of spacedAbove streams or
+// fewer: their rebuilds come a stream's crossing at a time, each costing
+// a few streams' work, and what the table says right after a crossing
+// (which chunks a leaving node's warm-up copies, what a prefetch reads)
+// stays exact.
+const (
+	rebuildCost = 20
+	spacedAbove = 16
+)
 
 // spacer spaces the use table's rebuilds (rebuildCost), timed by the
 // table's clock (a test's that stands still spaces nothing). Its fields
@@ -111,7 +117,7 @@ func (s *Table) Coalesce(f func()) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.coalescing--
-		if s.stale && s.rebuilds.due() {
+		if s.stale && (len(s.streams) <= spacedAbove || s.rebuilds.due()) {
 			s.stale = false
 			s.publishLocked()
 		}
