@@ -117,6 +117,9 @@ timed "tools: ensure-pil" scripts/ensure-pil.sh
 timed "tools: ensure-numpy" scripts/ensure-numpy.sh
 # DuckDB (node), which writes format/parquet's second writer's fixtures.
 timed "tools: ensure-duckdb" scripts/ensure-duckdb.sh
+# Hugging Face tokenizers (node), the reference package tokenize's
+# byte-level BPE is compared with.
+timed "tools: ensure-hf-tokenizers" scripts/ensure-hf-tokenizers.sh
 # SentencePiece, the reference package tokenize's IDs are compared with.
 timed "tools: ensure-sentencepiece" scripts/ensure-sentencepiece.sh
 # ffmpeg and ffprobe, which make format/video's test videos and read them
