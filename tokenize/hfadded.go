@@ -20,7 +20,7 @@ type addedSet struct {
 }
 
 type addedToken struct {
-	id                                int32
+	id                         int32
 	singleWord, lstrip, rstrip bool
 }
 

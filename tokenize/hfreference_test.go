@@ -149,7 +149,7 @@ type hfSpec struct {
 	extraWords int
 	// dupMerge repeats an early merge at the end (the reference ranks it
 	// by its last place).
-	dupMerge bool
+	dupMerge  bool
 	dropBytes []byte // bytes whose character is left out of the vocabulary
 	unk       bool
 }
