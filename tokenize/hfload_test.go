@@ -1,0 +1,213 @@
+package tokenize
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// hfGoldenFile is the committed tokenizer.json (a Llama-3-style file,
+// testdata/hf-golden-tokenizer.json).
+func hfGoldenFile(t testing.TB) []byte {
+	t.Helper()
+	data, err := os.ReadFile(hfGoldenTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// editHF decodes a tokenizer.json, edits it and encodes it again.
+func editHF(t testing.TB, data []byte, edit func(f map[string]any)) []byte {
+	t.Helper()
+	var f map[string]any
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	edit(f)
+	out, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func model(f map[string]any) map[string]any { return f["model"].(map[string]any) }
+
+// TestLoadTokenizerJSONRefuses: tokenizer.json files the reference would
+// not load, and those of kinds this package does not encode, each refused
+// with its error naming the field.
+func TestLoadTokenizerJSONRefuses(t *testing.T) {
+	base := hfGoldenFile(t)
+	edit := func(f func(f map[string]any)) []byte { return editHF(t, base, f) }
+	tooMany := func() []byte {
+		var b strings.Builder
+		b.WriteString(`{"version": "1.0", "model": {"type": "BPE", "merges": [], "vocab": {`)
+		for i := range MaxPieces + 1 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"%x":0`, i)
+		}
+		b.WriteString("}}}")
+		return []byte(b.String())
+	}
+	tooManyMerges := func() []byte {
+		var b strings.Builder
+		b.WriteString(`{"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0}, "merges": [`)
+		for i := range MaxPieces + 1 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`"a a"`)
+		}
+		b.WriteString("]}}")
+		return []byte(b.String())
+	}
+	seq := func(steps ...any) map[string]any { return map[string]any{"type": "Sequence", "pretokenizers": steps} }
+	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}
+	tests := []struct {
+		name string
+		data []byte
+		want error
+		says string
+	}{
+		{"not JSON after the brace", []byte(`{"version": `), ErrNotModel, "tokenizer.json"},
+		{"an array", []byte(`[1, 2]`), ErrNotModel, "object"},
+		{"no model", []byte(`{"version": "1.0"}`), ErrNotModel, "no model"},
+		{"another version", edit(func(f map[string]any) { f["version"] = "2.0" }), ErrNotModel, "version"},
+		{"invalid UTF-8", append(slices.Clone(base[:len(base)-1]), "\xff}"...), ErrNotModel, "UTF-8"},
+		{"data after the object", append(slices.Clone(base), " {}"...), ErrNotModel, "after"},
+		{"a WordPiece model", edit(func(f map[string]any) { model(f)["type"] = "WordPiece" }), ErrUnsupported, `model.type "WordPiece"`},
+		{"a Unigram model", []byte(`{"version": "1.0", "model": {"type": "Unigram", "vocab": [["<unk>", 0.0]]}}`), ErrUnsupported, `model.type "Unigram"`},
+		{"no merges", edit(func(f map[string]any) { delete(model(f), "merges") }), ErrNotModel, "model.merges"},
+		{"a merge of a token not in the vocabulary", edit(func(f map[string]any) {
+			model(f)["merges"] = append(model(f)["merges"].([]any), []any{"Ġ", "zzzz"})
+		}), ErrNotModel, "model.merges["},
+		{"a merge whose result is not in the vocabulary", edit(func(f map[string]any) {
+			model(f)["merges"] = append(model(f)["merges"].([]any), []any{"x", "q"})
+		}), ErrNotModel, "not in model.vocab"},
+		{"a merge of three parts", edit(func(f map[string]any) { model(f)["merges"] = []any{"a b c"} }), ErrNotModel, "two tokens"},
+		{"a merge of one part", edit(func(f map[string]any) { model(f)["merges"] = []any{"ab"} }), ErrNotModel, "two tokens"},
+		{"a merge that is a number", edit(func(f map[string]any) { model(f)["merges"] = []any{7} }), ErrNotModel, "merges[0]"},
+		{"a vocabulary ID that is negative", edit(func(f map[string]any) { model(f)["vocab"].(map[string]any)["Ġ"] = -1 }), ErrNotModel, "model.vocab"},
+		{"a vocabulary ID past the bound", edit(func(f map[string]any) { model(f)["vocab"].(map[string]any)["Ġ"] = MaxPieces }), ErrNotModel, "model.vocab"},
+		{"too many tokens", tooMany(), ErrTooLarge, "model.vocab"},
+		{"too many merges", tooManyMerges(), ErrTooLarge, "model.merges"},
+		{"byte fallback", edit(func(f map[string]any) { model(f)["byte_fallback"] = true }), ErrUnsupported, "byte_fallback"},
+		{"dropout", edit(func(f map[string]any) { model(f)["dropout"] = 0.1 }), ErrUnsupported, "dropout"},
+		{"a subword prefix", edit(func(f map[string]any) { model(f)["continuing_subword_prefix"] = "##" }), ErrUnsupported, "continuing_subword_prefix"},
+		{"a word suffix", edit(func(f map[string]any) { model(f)["end_of_word_suffix"] = "</w>" }), ErrUnsupported, "end_of_word_suffix"},
+		{"an unknown token not in the vocabulary", edit(func(f map[string]any) { model(f)["unk_token"] = "<nope>" }), ErrNotModel, "unk_token"},
+		{"a Lowercase normalizer", edit(func(f map[string]any) { f["normalizer"] = map[string]any{"type": "Lowercase"} }), ErrUnsupported, `normalizer.type "Lowercase"`},
+		{"a Lowercase normalizer in a sequence", edit(func(f map[string]any) {
+			f["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFC"}, map[string]any{"type": "Lowercase"}}}
+		}), ErrUnsupported, `normalizer.normalizers[1].type "Lowercase"`},
+		{"no pre-tokenizer", edit(func(f map[string]any) { f["pre_tokenizer"] = nil }), ErrUnsupported, "pre_tokenizer is null"},
+		{"a Metaspace pre-tokenizer", edit(func(f map[string]any) { f["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }), ErrUnsupported, `pre_tokenizer.type "Metaspace"`},
+		{"an unknown pre-tokenizer in a sequence", edit(func(f map[string]any) { f["pre_tokenizer"] = seq(map[string]any{"type": "Whitespace"}, bl) }), ErrUnsupported, `pre_tokenizer.pretokenizers[0].type "Whitespace"`},
+		{"a regex this package does not match", edit(func(f map[string]any) {
+			f["pre_tokenizer"] = seq(map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\p{N}{1,3}`}, "behavior": "Isolated", "invert": false}, bl)
+		}), ErrUnsupported, `pattern.Regex "\\p{N}{1,3}"`},
+		{"an unknown split behavior", edit(func(f map[string]any) {
+			f["pre_tokenizer"] = seq(map[string]any{"type": "Split", "pattern": map[string]any{"String": "x"}, "behavior": "Sideways", "invert": false}, bl)
+		}), ErrNotModel, `behavior "Sideways"`},
+		{"ByteLevel before another step", edit(func(f map[string]any) { f["pre_tokenizer"] = seq(bl, map[string]any{"type": "Digits"}) }), ErrUnsupported, "ByteLevel followed"},
+		{"no ByteLevel", edit(func(f map[string]any) { f["pre_tokenizer"] = map[string]any{"type": "Digits"} }), ErrUnsupported, "no ByteLevel"},
+		{"two added tokens the normalizer makes one", edit(func(f map[string]any) {
+			f["normalizer"] = map[string]any{"type": "NFC"}
+			f["added_tokens"] = []any{map[string]any{"content": "é", "normalized": true}, map[string]any{"content": "e\u0301", "normalized": true}}
+		}), ErrNotModel, "two added tokens"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Load(tt.data)
+			if !errors.Is(err, tt.want) || m != nil {
+				t.Fatalf("Load = %v, %v; want %v", m, err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("Load: %v; want it to say %q", err, tt.says)
+			}
+		})
+	}
+}
+
+// TestLoadTokenizerJSONAllocation: a hostile tokenizer.json costs what
+// its bytes cost: the most tokens and merges a file may have, each as
+// short as JSON allows, allocate within loadAllocBound of the file.
+func TestLoadTokenizerJSONAllocation(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"version": "1.0", "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {`)
+	// Two-character tokens of the byte alphabet, and the merges that
+	// make them.
+	n := 0
+	var merges []string
+	for x := range 256 {
+		for y := range 256 {
+			if n == MaxPieces-256 {
+				break
+			}
+			if n > 0 {
+				b.WriteByte(',')
+			}
+			a, c := string(byteAlphabet[x]), string(byteAlphabet[y])
+			fmt.Fprintf(&b, "%q:%d", a+c, 256+n)
+			merges = append(merges, fmt.Sprintf("%q", a+" "+c))
+			n++
+		}
+	}
+	for x := range 256 {
+		fmt.Fprintf(&b, ",%q:%d", string(byteAlphabet[x]), x)
+	}
+	b.WriteString(`}, "merges": [` + strings.Join(merges, ",") + "]}}")
+	data := []byte(b.String())
+	var m *Model
+	var err error
+	got := allocated(func() { m, err = Load(data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got > loadAllocBound(len(data)) {
+		t.Errorf("Load of %d bytes (%d tokens, %d merges) allocated %d bytes, more than %d", len(data), m.VocabSize(), len(merges), got, loadAllocBound(len(data)))
+	}
+	t.Logf("Load of %d bytes (%d tokens, %d merges) allocated %d bytes (%.1f a byte)", len(data), m.VocabSize(), len(merges), got, float64(got)/float64(len(data)))
+	ids, err := m.Encode([]byte("hello"))
+	if err != nil || len(ids) != 3 {
+		t.Errorf("Encode(hello) = %v, %v; want 3 IDs (he ll o)", ids, err)
+	}
+}
+
+// TestValidUTF8: ill-formed UTF-8 becomes U+FFFD a maximal subpart, the
+// rule of the reference's users (Python's errors="replace", Rust's
+// from_utf8_lossy, the WHATWG decoder), not Go's one a byte.
+func TestValidUTF8(t *testing.T) {
+	const r = "\uFFFD"
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"abc", "abc"},
+		{"日本", "日本"},
+		{"\xff", r},
+		{"\xfe\xff", r + r},
+		{"a\x80b", "a" + r + "b"},
+		{"\xc0\x80", r + r},                 // overlong: C0 starts nothing
+		{"\xe0\x80\x80", r + r + r},         // E0 needs A0..BF next
+		{"\xe0\xa0", r},                     // a truncated 3-byte sequence: one
+		{"\xed\xa0\x80", r + r + r},         // a surrogate
+		{"\xf0\x9f\x98", r},                 // a truncated emoji: one
+		{"\xf0\x9f\x98 ok", r + " ok"},      // and what follows kept
+		{"\xf4\x90\x80\x80", r + r + r + r}, // past U+10FFFF
+		{"\xf5\x80", r + r},
+		{"caf\xc3", "caf" + r},
+		{"\xe6\x97\xe6\x97\xa5", r + "日"},
+		{"\xef\xbf\xbd", r},
+	}
+	for _, tt := range tests {
+		if got := string(appendValidUTF8(nil, []byte(tt.in))); got != tt.want {
+			t.Errorf("appendValidUTF8(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
