@@ -57,12 +57,8 @@ type hfModel struct {
 // the next free one, in order, and only warns where the file says
 // another.
 type hfAddedToken struct {
-	Content    string `json:"content"`
-	SingleWord bool   `json:"single_word"`
-	LStrip     bool   `json:"lstrip"`
-	RStrip     bool   `json:"rstrip"`
-	Normalized bool   `json:"normalized"`
-	Special    bool   `json:"special"`
+	Content                                         string
+	SingleWord, LStrip, RStrip, Normalized, Special bool
 }
 
 // notJSON wraps a syntax error of the file as ErrNotModel.
@@ -184,11 +180,23 @@ func parseAddedTokens(dec *jsontext.Decoder) ([]hfAddedToken, error) {
 		if len(v) > maxComponentBytes {
 			return nil, fmt.Errorf("%w: tokenizer.json: added_tokens[%d] of %d bytes", ErrTooLarge, len(out), len(v))
 		}
-		var t hfAddedToken
+		// Every field is required, as the reference's serde struct has it.
+		var t struct {
+			ID         *int64  `json:"id"`
+			Content    *string `json:"content"`
+			SingleWord *bool   `json:"single_word"`
+			LStrip     *bool   `json:"lstrip"`
+			RStrip     *bool   `json:"rstrip"`
+			Normalized *bool   `json:"normalized"`
+			Special    *bool   `json:"special"`
+		}
 		if err := json.Unmarshal(v, &t, jsontext.AllowDuplicateNames(true)); err != nil {
 			return nil, fmt.Errorf("%w: tokenizer.json: added_tokens[%d]: %v", ErrNotModel, len(out), err)
 		}
-		out = append(out, t)
+		if t.ID == nil || t.Content == nil || t.SingleWord == nil || t.LStrip == nil || t.RStrip == nil || t.Normalized == nil || t.Special == nil {
+			return nil, fmt.Errorf("%w: tokenizer.json: added_tokens[%d] lacks one of id, content, single_word, lstrip, rstrip, normalized, special", ErrNotModel, len(out))
+		}
+		out = append(out, hfAddedToken{Content: *t.Content, SingleWord: *t.SingleWord, LStrip: *t.LStrip, RStrip: *t.RStrip, Normalized: *t.Normalized, Special: *t.Special})
 	}
 	_, err := dec.ReadToken()
 	return out, notJSONOrNil(err)
@@ -320,9 +328,15 @@ func parseMerges(dec *jsontext.Decoder) ([][2]string, error) {
 		return nil, err
 	}
 	var out [][2]string
+	var spelling jsontext.Kind // the first merge's; the reference refuses a mix
 	for dec.PeekKind() != ']' {
 		if len(out) == MaxPieces {
 			return nil, fmt.Errorf("%w: tokenizer.json: more than %d model.merges", ErrTooLarge, MaxPieces)
+		}
+		if spelling == 0 {
+			spelling = dec.PeekKind()
+		} else if dec.PeekKind() != spelling {
+			return nil, fmt.Errorf("%w: tokenizer.json: model.merges[%d] is spelled otherwise than model.merges[0] (\"a b\" and [a, b] mixed)", ErrNotModel, len(out))
 		}
 		switch dec.PeekKind() {
 		case '"':

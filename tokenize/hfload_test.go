@@ -69,7 +69,7 @@ func TestLoadTokenizerJSONRefuses(t *testing.T) {
 		return []byte(b.String())
 	}
 	seq := func(steps ...any) map[string]any { return map[string]any{"type": "Sequence", "pretokenizers": steps} }
-	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}
+	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
 	tests := []struct {
 		name string
 		data []byte
@@ -93,6 +93,7 @@ func TestLoadTokenizerJSONRefuses(t *testing.T) {
 		}), ErrNotModel, "not in model.vocab"},
 		{"a merge of three parts", edit(func(f map[string]any) { model(f)["merges"] = []any{"a b c"} }), ErrNotModel, "two tokens"},
 		{"a merge of one part", edit(func(f map[string]any) { model(f)["merges"] = []any{"ab"} }), ErrNotModel, "two tokens"},
+		{"merges spelled both ways", edit(func(f map[string]any) { model(f)["merges"] = append(model(f)["merges"].([]any), "Ġ t") }), ErrNotModel, "mixed"},
 		{"a merge that is a number", edit(func(f map[string]any) { model(f)["merges"] = []any{7} }), ErrNotModel, "merges[0]"},
 		{"a vocabulary ID that is negative", edit(func(f map[string]any) { model(f)["vocab"].(map[string]any)["Ġ"] = -1 }), ErrNotModel, "model.vocab"},
 		{"a vocabulary ID past the bound", edit(func(f map[string]any) { model(f)["vocab"].(map[string]any)["Ġ"] = MaxPieces }), ErrNotModel, "model.vocab"},
@@ -117,10 +118,23 @@ func TestLoadTokenizerJSONRefuses(t *testing.T) {
 			f["pre_tokenizer"] = seq(map[string]any{"type": "Split", "pattern": map[string]any{"String": "x"}, "behavior": "Sideways", "invert": false}, bl)
 		}), ErrNotModel, `behavior "Sideways"`},
 		{"ByteLevel before another step", edit(func(f map[string]any) { f["pre_tokenizer"] = seq(bl, map[string]any{"type": "Digits"}) }), ErrUnsupported, "ByteLevel followed"},
-		{"no ByteLevel", edit(func(f map[string]any) { f["pre_tokenizer"] = map[string]any{"type": "Digits"} }), ErrUnsupported, "no ByteLevel"},
+		{"no ByteLevel", edit(func(f map[string]any) {
+			f["pre_tokenizer"] = map[string]any{"type": "Digits", "individual_digits": true}
+		}), ErrUnsupported, "no ByteLevel"},
+		{"ByteLevel without trim_offsets", edit(func(f map[string]any) {
+			f["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "add_prefix_space": false}
+		}), ErrNotModel, "trim_offsets"},
+		{"Digits without individual_digits", edit(func(f map[string]any) { f["pre_tokenizer"] = seq(map[string]any{"type": "Digits"}, bl) }), ErrNotModel, "individual_digits"},
+		{"Split without invert", edit(func(f map[string]any) {
+			f["pre_tokenizer"] = seq(map[string]any{"type": "Split", "pattern": map[string]any{"String": "x"}, "behavior": "Isolated"}, bl)
+		}), ErrNotModel, "invert"},
+		{"an added token without special", edit(func(f map[string]any) { delete(f["added_tokens"].([]any)[0].(map[string]any), "special") }), ErrNotModel, "added_tokens[0]"},
 		{"two added tokens the normalizer makes one", edit(func(f map[string]any) {
 			f["normalizer"] = map[string]any{"type": "NFC"}
-			f["added_tokens"] = []any{map[string]any{"content": "é", "normalized": true}, map[string]any{"content": "e\u0301", "normalized": true}}
+			tok := func(c string) map[string]any {
+				return map[string]any{"id": 0, "content": c, "normalized": true, "single_word": false, "lstrip": false, "rstrip": false, "special": false}
+			}
+			f["added_tokens"] = []any{tok("é"), tok("e\u0301")}
 		}), ErrNotModel, "two added tokens"},
 	}
 	for _, tt := range tests {
@@ -141,7 +155,7 @@ func TestLoadTokenizerJSONRefuses(t *testing.T) {
 // short as JSON allows, allocate within loadAllocBound of the file.
 func TestLoadTokenizerJSONAllocation(t *testing.T) {
 	var b strings.Builder
-	b.WriteString(`{"version": "1.0", "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {`)
+	b.WriteString(`{"version": "1.0", "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false}, "model": {"type": "BPE", "vocab": {`)
 	// Two-character tokens of the byte alphabet, and the merges that
 	// make them.
 	n := 0
@@ -178,6 +192,24 @@ func TestLoadTokenizerJSONAllocation(t *testing.T) {
 	ids, err := m.Encode([]byte("hello"))
 	if err != nil || len(ids) != 3 {
 		t.Errorf("Encode(hello) = %v, %v; want 3 IDs (he ll o)", ids, err)
+	}
+}
+
+// TestSmallTokenizerJSON: FuzzLoad's small seed loads and encodes, so
+// that the fuzzer starts from a file that reaches every step.
+func TestSmallTokenizerJSON(t *testing.T) {
+	m, err := Load(smallTokenizerJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reference's IDs (node, tokenizers 0.23.2): "ab" the added
+	// token of the vocabulary's ID, a single word; <|x|> with the spaces
+	// it strips, given the next free ID (7), not the file's 9; a prefix
+	// space before each piece; "1" and "-" outside the vocabulary, each
+	// an unknown "a", merged with the prefix space.
+	ids, err := m.Encode([]byte("ab  <|x|>  c1-b"))
+	if want := []int32{3, 7, 2, 6, 4, 4, 2, 1}; err != nil || !slices.Equal(ids, want) {
+		t.Errorf("Encode = %v, %v; want %v", ids, err, want)
 	}
 }
 

@@ -23,10 +23,17 @@ type hfComponent struct {
 	PreTokenizers  []jsontext.Value  `json:"pretokenizers"`
 	Pattern        map[string]string `json:"pattern"`
 	Behavior       string            `json:"behavior"`
-	Invert         bool              `json:"invert"`
-	AddPrefixSpace bool              `json:"add_prefix_space"`
+	Invert         *bool             `json:"invert"`
+	AddPrefixSpace *bool             `json:"add_prefix_space"`
+	TrimOffsets    *bool             `json:"trim_offsets"`
 	UseRegex       *bool             `json:"use_regex"`
-	Individual     bool              `json:"individual_digits"`
+	Individual     *bool             `json:"individual_digits"`
+}
+
+// missing refuses a component without a field the reference requires
+// (its serde structs have no default for it).
+func missing(field, name string) error {
+	return fmt.Errorf("%w: tokenizer.json: %s has no %s", ErrNotModel, field, name)
 }
 
 func unmarshalComponent(v jsontext.Value, field string) (*hfComponent, error) {
@@ -138,10 +145,16 @@ func parsePreTokenizer(v jsontext.Value) ([]preStep, byteLevel, error) {
 	for i, f := range flat {
 		c := f.c
 		if c.Type == "ByteLevel" {
+			if c.AddPrefixSpace == nil {
+				return nil, bl, missing(f.field, "add_prefix_space")
+			}
+			if c.TrimOffsets == nil {
+				return nil, bl, missing(f.field, "trim_offsets")
+			}
 			if i != len(flat)-1 {
 				return nil, bl, fmt.Errorf("%w: tokenizer.json: %s: ByteLevel followed by another pre-tokenizer", ErrUnsupported, f.field)
 			}
-			bl.addPrefixSpace = c.AddPrefixSpace
+			bl.addPrefixSpace = *c.AddPrefixSpace
 			if c.UseRegex == nil || *c.UseRegex {
 				bl.regex = &regexSplit{match: knownPatterns[gpt2Pattern], behavior: "Isolated"}
 			}
@@ -159,13 +172,16 @@ func parsePreTokenizer(v jsontext.Value) ([]preStep, byteLevel, error) {
 func parseSplitStep(c *hfComponent, field string) (preStep, error) {
 	switch c.Type {
 	case "Split":
+		if c.Invert == nil {
+			return nil, missing(field, "invert")
+		}
 		if !validBehavior(c.Behavior) {
 			return nil, fmt.Errorf("%w: tokenizer.json: %s.behavior %q", ErrNotModel, field, c.Behavior)
 		}
 		if len(c.Pattern) != 1 {
 			return nil, fmt.Errorf("%w: tokenizer.json: %s.pattern is not {\"Regex\": …} or {\"String\": …}", ErrNotModel, field)
 		}
-		r := &regexSplit{behavior: c.Behavior, invert: c.Invert}
+		r := &regexSplit{behavior: c.Behavior, invert: *c.Invert}
 		if s, ok := c.Pattern["String"]; ok {
 			if s == "" {
 				return nil, fmt.Errorf("%w: tokenizer.json: %s.pattern.String is empty", ErrUnsupported, field)
@@ -180,9 +196,12 @@ func parseSplitStep(c *hfComponent, field string) (preStep, error) {
 		}
 		return r, nil
 	case "Digits":
+		if c.Individual == nil {
+			return nil, missing(field, "individual_digits")
+		}
 		// char::is_numeric, one match a character.
 		r := &regexSplit{match: numericMatcher, behavior: "Contiguous"}
-		if c.Individual {
+		if *c.Individual {
 			r.behavior = "Isolated"
 		}
 		return r, nil
