@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"container/heap"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -221,14 +222,18 @@ func hfTrain(lines []string, pattern string, n int) (merges [][2]string) {
 		words = append(words, word{syms, c})
 	}
 	// Pair counts kept up to date: a merge recounts only the words that
-	// hold its pair.
+	// hold its pair; the best pair is found in a heap whose stale
+	// entries (a count since changed) are skipped.
 	pairs := map[[2]string]int{}
 	where := map[[2]string]map[int]bool{}
+	h := &pairHeap{}
+	changed := map[[2]string]bool{}
 	count := func(k int, sign int) {
 		w := &words[k]
 		for i := 0; i+1 < len(w.syms); i++ {
 			p := [2]string{w.syms[i], w.syms[i+1]}
 			pairs[p] += sign * w.count
+			changed[p] = true
 			if sign > 0 {
 				if where[p] == nil {
 					where[p] = map[int]bool{}
@@ -237,25 +242,35 @@ func hfTrain(lines []string, pattern string, n int) (merges [][2]string) {
 			}
 		}
 	}
+	flush := func() {
+		for p := range changed {
+			if c := pairs[p]; c > 0 {
+				heap.Push(h, pairCount{p, c})
+			} else {
+				delete(pairs, p)
+			}
+		}
+		clear(changed)
+	}
 	for k := range words {
 		count(k, 1)
 	}
-	for range n {
-		var best [2]string
-		bestN := 0
-		for p, c := range pairs {
-			if c > bestN || c == bestN && (p[0] < best[0] || p[0] == best[0] && p[1] < best[1]) {
-				best, bestN = p, c
-			}
+	flush()
+	for len(merges) < n && h.Len() > 0 {
+		top := heap.Pop(h).(pairCount)
+		if pairs[top.p] != top.n {
+			continue // stale
 		}
-		if bestN < 2 {
+		if top.n < 2 {
 			break
 		}
+		best := top.p
 		merges = append(merges, best)
 		ks := make([]int, 0, len(where[best]))
 		for k := range where[best] {
 			ks = append(ks, k)
 		}
+		sort.Ints(ks)
 		for _, k := range ks {
 			count(k, -1)
 			w := &words[k]
@@ -272,13 +287,33 @@ func hfTrain(lines []string, pattern string, n int) (merges [][2]string) {
 			count(k, 1)
 		}
 		delete(where, best)
-		for p, c := range pairs {
-			if c == 0 {
-				delete(pairs, p)
-			}
-		}
+		flush()
 	}
 	return merges
+}
+
+type pairCount struct {
+	p [2]string
+	n int
+}
+
+// pairHeap orders pairs by count, then the smaller pair first.
+type pairHeap []pairCount
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(i, j int) bool {
+	if h[i].n != h[j].n {
+		return h[i].n > h[j].n
+	}
+	return h[i].p[0] < h[j].p[0] || h[i].p[0] == h[j].p[0] && h[i].p[1] < h[j].p[1]
+}
+func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pairCount)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // buildHF writes spec's tokenizer.json, its merges trained on lines.
