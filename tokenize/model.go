@@ -359,6 +359,15 @@ func (m *pieceModel) specialID(mp *modelProto, name, def string, want int8) int3
 	return id
 }
 
+// File names the kind of file the model was loaded from: "SentencePiece"
+// or "tokenizer.json".
+func (m *Model) File() string {
+	if m.kind == ByteLevelBPE {
+		return "tokenizer.json"
+	}
+	return "SentencePiece"
+}
+
 // Kind returns the model's algorithm.
 func (m *Model) Kind() Kind { return m.kind }
 
