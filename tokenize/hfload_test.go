@@ -1,13 +1,18 @@
 package tokenize
 
 import (
+	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 // hfGoldenFile is the committed tokenizer.json (a Llama-3-style file,
@@ -215,7 +220,9 @@ func TestSmallTokenizerJSON(t *testing.T) {
 
 // TestValidUTF8: ill-formed UTF-8 becomes U+FFFD a maximal subpart, the
 // rule of the reference's users (Python's errors="replace", Rust's
-// from_utf8_lossy, the WHATWG decoder), not Go's one a byte.
+// from_utf8_lossy, the WHATWG decoder), not Go's one a byte. The table's
+// values are Python's; TestValidUTF8Python holds the rule to Python on
+// every reference text.
 func TestValidUTF8(t *testing.T) {
 	const r = "\uFFFD"
 	tests := []struct{ in, want string }{
@@ -240,6 +247,38 @@ func TestValidUTF8(t *testing.T) {
 	for _, tt := range tests {
 		if got := string(appendValidUTF8(nil, []byte(tt.in))); got != tt.want {
 			t.Errorf("appendValidUTF8(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestValidUTF8Python: appendValidUTF8 of each of TestReference's texts
+// (a sixth of them with a stray byte, another sixth cut anywhere, and the
+// edge texts' ill-formed sequences of every kind) is what Python's
+// bytes.decode("utf-8", errors="replace") makes of it.
+func TestValidUTF8Python(t *testing.T) {
+	python := pythontest.Need(t, "")
+	texts := referenceTexts()
+	var in strings.Builder
+	for _, s := range texts {
+		in.WriteString(hex.EncodeToString([]byte(s)) + "\n")
+	}
+	const code = `import sys
+for line in sys.stdin:
+    sys.stdout.write(bytes.fromhex(line.strip()).decode("utf-8", errors="replace").encode("utf-8").hex() + "\n")`
+	cmd := exec.Command(python, "-c", code)
+	cmd.Stdin = strings.NewReader(in.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(texts) {
+		t.Fatalf("python wrote %d lines for %d texts", len(lines), len(texts))
+	}
+	for i, s := range texts {
+		want, _ := hex.DecodeString(lines[i])
+		if got := appendValidUTF8(nil, []byte(s)); !bytes.Equal(got, want) {
+			t.Errorf("text %d %s: %q, Python %q", i, describe(s), got, want)
 		}
 	}
 }

@@ -371,7 +371,8 @@ func (m *Model) File() string {
 // Kind returns the model's algorithm.
 func (m *Model) Kind() Kind { return m.kind }
 
-// VocabSize returns the number of pieces: every ID is in [0, VocabSize).
+// VocabSize returns the number of pieces (a tokenizer.json: its largest
+// ID, added tokens included, plus one): every ID is in [0, VocabSize).
 func (m *Model) VocabSize() int { return m.vocab }
 
 // Special returns the model's special IDs.
@@ -383,10 +384,12 @@ func (m *Model) Special() Special { return m.special }
 // restart, so a job or an ETag that names the fingerprint names the IDs.
 func (m *Model) Fingerprint() string { return m.fingerprint }
 
-// Encode returns the IDs of text, exactly those the reference's
-// SentencePieceProcessor.Encode (Python: sp.encode(text)) returns for the
-// same bytes: no BOS or EOS added. Invalid UTF-8 is encoded as the
-// reference does (see the package doc).
+// Encode returns the IDs of text, exactly those the reference returns
+// for the same bytes: SentencePieceProcessor.Encode (Python:
+// sp.encode(text)) for a SentencePiece model, Tokenizer.encode without
+// its post-processor (Python: tok.encode(text,
+// add_special_tokens=False).ids) for a tokenizer.json. No BOS or EOS is
+// added. Invalid UTF-8 is encoded by the package doc's rule for each.
 func (m *Model) Encode(text []byte) ([]int32, error) {
 	return m.Append(nil, text)
 }
