@@ -20,7 +20,8 @@ import (
 //
 // with the committed golden models (vocabularies of 1,000 and 600),
 // Llama-3-style byte-level BPE tokenizer.json files of 1,000 and 16,000
-// tokens whose merges the tests' trainer (hfTrain) learns from both
+// tokens and a DeepSeek-V3-style one of 1,000 (its patterns matched by
+// regexp2) whose merges the tests' trainer (hfTrain) learns from both
 // corpora first, and, where python3-sentencepiece is, BPE and unigram
 // models of 16,000 pieces the reference trains on both corpora first (closer to the
 // models in use: a larger vocabulary means more merges a word in BPE and
@@ -65,9 +66,12 @@ func benchModels(b *testing.B, corpora map[string][]string) map[string]*Model {
 			lines = append(lines, strings.Split(d, "\n")...)
 		}
 	}
-	llama3 := hfSpecs()[1]
-	for name, merges := range map[string]int{"bytelevel-1k": 1000 - 256, "bytelevel-16k": 16000 - 256} {
-		m, err := Load(buildHF(llama3, lines, merges))
+	specs := hfSpecs()
+	for name, f := range map[string]struct {
+		spec   hfSpec
+		merges int
+	}{"bytelevel-1k": {specs[1], 1000 - 256}, "bytelevel-16k": {specs[1], 16000 - 256}, "deepseek-1k": {specs[3], 1000 - 256}} {
+		m, err := Load(buildHF(f.spec, lines, f.merges))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -100,7 +104,7 @@ func benchModels(b *testing.B, corpora map[string][]string) map[string]*Model {
 func BenchmarkEncode(b *testing.B) {
 	corpora := benchCorpora(b)
 	models := benchModels(b, corpora)
-	for _, mname := range []string{"golden-bpe", "golden-unigram", "bytelevel-1k", "bpe-16k", "unigram-16k", "bytelevel-16k"} {
+	for _, mname := range []string{"golden-bpe", "golden-unigram", "bytelevel-1k", "deepseek-1k", "bpe-16k", "unigram-16k", "bytelevel-16k"} {
 		m := models[mname]
 		if m == nil {
 			continue

@@ -139,10 +139,10 @@
 //   - normalizer: null, NFC, NFD, NFKC, NFKD (golang.org/x/text's
 //     tables), or a Sequence of them.
 //   - pre_tokenizer: ByteLevel (add_prefix_space; use_regex, GPT-2's
-//     split), last, after any of Split (a String or one of the known
-//     Regex patterns; behavior Removed, Isolated, Contiguous,
-//     MergedWithPrevious or MergedWithNext; invert) and Digits
-//     (individual_digits), in a Sequence.
+//     split), last, after any of Split (a String or a Regex; behavior
+//     Removed, Isolated, Contiguous, MergedWithPrevious or
+//     MergedWithNext; invert) and Digits (individual_digits), in a
+//     Sequence.
 //   - added_tokens: matched before the model as the reference matches
 //     them, leftmost-longest: those with normalized false in the raw
 //     text, those with normalized true in the normalized text between
@@ -152,23 +152,34 @@
 //     its content, else the next after the vocabulary, in file order.
 //
 // The pre-tokenizer regexes use lookahead (\s+(?!\S)), which Go's
-// regexp lacks. The three patterns byte-level models ship are matched by
-// hand (hfregex.go): GPT-2's (ByteLevel's own; GPT-NeoX, Pythia, OLMo),
-// Llama 3's (tiktoken's cl100k) and Qwen 2's (the same with single
-// digits). Each is its alternation written out with Oniguruma's
-// backtracking, exact by construction and held to the reference by the
-// tests, and as fast as a table lookup a character; a general engine
-// (github.com/dlclark/regexp2) would cost an allocation and a
-// backtracking search a match, and its .NET semantics would need their
-// own proof. Any other pattern is refused, naming it, never matched
-// approximately.
+// regexp lacks. The three patterns most byte-level models ship are
+// matched by hand (hfregex.go): GPT-2's (ByteLevel's own; GPT-NeoX,
+// Pythia, OLMo), Llama 3's (tiktoken's cl100k) and Qwen 2's (the same
+// with single digits). Each is its alternation written out with
+// Oniguruma's backtracking (the reference's engine), exact by
+// construction and held to the reference by the tests, and costs a
+// table lookup a character. Any other pattern (DeepSeek V3's three, for
+// one) is matched by github.com/dlclark/regexp2 v2.13.0, a maintained
+// backtracking engine with lookaround and Unicode classes, pinned in
+// go.mod: a general engine costs a rune slice and a backtracking search
+// a piece, which the known patterns are spared. Its .NET semantics agree
+// with Oniguruma's where these patterns go (TestHFReference holds
+// DeepSeek V3's to the reference), except in how a search steps past an
+// empty match: a pattern that matches the empty string is refused, and
+// one that matches it only in some text (a bare lookahead) fails that
+// text with ErrPattern. A search is bounded by a MatchTimeout of 2 s
+// (regexp2 keeps a clock goroutine of its own while such searches run)
+// and regexp2's default backtracking stack: a pattern that would
+// backtrack past them fails the text with ErrPattern, never returns
+// another split.
 //
 // TestHFReference builds a GPT-2-style file (ByteLevel with its regex,
 // "a b" merges), a Llama-3-style one (Split with Llama 3's pattern, then
 // ByteLevel without regex, [a, b] merges, ignore_merges, its special
 // tokens and a normalized single-word token), a Qwen-style one (NFC,
 // Qwen 2's pattern, <|im_start|> <|im_end|> <|endoftext|>, a pair
-// merged twice, an lstrip and rstrip token) and one with every other
+// merged twice, an lstrip and rstrip token), a DeepSeek-V3-style one
+// (its three Splits, matched by regexp2) and one with every other
 // option (NFKC, Digits, Split by strings with every behavior, inverted,
 // add_prefix_space, missing bytes with a fused unk), their merges learned
 // from the generated corpus by the test's trainer, and requires the

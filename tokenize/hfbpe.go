@@ -183,6 +183,7 @@ func (e *byteBPE) appendIDs(dst []int32, text []byte) ([]int32, error) {
 		sc = new(bpeScratch)
 	}
 	sc.out = dst
+	var err error
 	e.raw.split(s, func(piece string, id int32) {
 		if id >= 0 {
 			sc.out = append(sc.out, id)
@@ -193,7 +194,9 @@ func (e *byteBPE) appendIDs(dst []int32, text []byte) ([]int32, error) {
 				sc.out = append(sc.out, id)
 				return
 			}
-			e.preTokenize(piece, 0, sc)
+			if err == nil {
+				err = e.preTokenize(piece, 0, sc)
+			}
 		})
 	})
 	out := sc.out
@@ -201,24 +204,35 @@ func (e *byteBPE) appendIDs(dst []int32, text []byte) ([]int32, error) {
 	if cap(sc.syms) <= maxPooledScratch {
 		e.scratch.Put(sc)
 	}
+	if err != nil {
+		return dst, err
+	}
 	return out, nil
 }
 
 // preTokenize passes s through the pre-tokenizer's steps from step on,
 // then ByteLevel, then merges each word.
-func (e *byteBPE) preTokenize(s string, step int, sc *bpeScratch) {
+func (e *byteBPE) preTokenize(s string, step int, sc *bpeScratch) error {
 	if step < len(e.steps) {
-		e.steps[step].split(s, func(p string) { e.preTokenize(p, step+1, sc) })
-		return
+		var err error
+		serr := e.steps[step].split(s, func(p string) {
+			if err == nil {
+				err = e.preTokenize(p, step+1, sc)
+			}
+		})
+		if serr != nil {
+			return serr
+		}
+		return err
 	}
 	if e.bl.addPrefixSpace && !strings.HasPrefix(s, " ") {
 		s = " " + s
 	}
 	if e.bl.regex == nil {
 		e.word(s, sc)
-		return
+		return nil
 	}
-	e.bl.regex.split(s, func(w string) { e.word(w, sc) })
+	return e.bl.regex.split(s, func(w string) { e.word(w, sc) })
 }
 
 // word appends the IDs of one pre-tokenized word (its bytes). Words

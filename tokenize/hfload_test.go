@@ -116,9 +116,12 @@ func TestLoadTokenizerJSONRefuses(t *testing.T) {
 		{"no pre-tokenizer", edit(func(f map[string]any) { f["pre_tokenizer"] = nil }), ErrUnsupported, "pre_tokenizer is null"},
 		{"a Metaspace pre-tokenizer", edit(func(f map[string]any) { f["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }), ErrUnsupported, `pre_tokenizer.type "Metaspace"`},
 		{"an unknown pre-tokenizer in a sequence", edit(func(f map[string]any) { f["pre_tokenizer"] = seq(map[string]any{"type": "Whitespace"}, bl) }), ErrUnsupported, `pre_tokenizer.pretokenizers[0].type "Whitespace"`},
-		{"a regex this package does not match", edit(func(f map[string]any) {
-			f["pre_tokenizer"] = seq(map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\p{N}{1,3}`}, "behavior": "Isolated", "invert": false}, bl)
-		}), ErrUnsupported, `pattern.Regex "\\p{N}{1,3}"`},
+		{"a regex that matches the empty string", edit(func(f map[string]any) {
+			f["pre_tokenizer"] = seq(map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\s*`}, "behavior": "Isolated", "invert": false}, bl)
+		}), ErrUnsupported, `pattern.Regex "\\s*" matches the empty string`},
+		{"a regex regexp2 does not compile", edit(func(f map[string]any) {
+			f["pre_tokenizer"] = seq(map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `(\p{L}`}, "behavior": "Isolated", "invert": false}, bl)
+		}), ErrUnsupported, `pattern.Regex "(\\p{L}"`},
 		{"an unknown split behavior", edit(func(f map[string]any) {
 			f["pre_tokenizer"] = seq(map[string]any{"type": "Split", "pattern": map[string]any{"String": "x"}, "behavior": "Sideways", "invert": false}, bl)
 		}), ErrNotModel, `behavior "Sideways"`},
@@ -279,6 +282,31 @@ for line in sys.stdin:
 		want, _ := hex.DecodeString(lines[i])
 		if got := appendValidUTF8(nil, []byte(s)); !bytes.Equal(got, want) {
 			t.Errorf("text %d %s: %q, Python %q", i, describe(s), got, want)
+		}
+	}
+}
+
+// TestPatternFails: a pattern matched by regexp2 that matches the empty
+// string where the text allows it, or that backtracks past its time
+// bound, fails the text with ErrPattern rather than split it otherwise
+// than the reference would.
+func TestPatternFails(t *testing.T) {
+	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
+	for _, tt := range []struct{ pattern, text string }{
+		{`(?=a)`, "ba"},
+		{`(x+x+)+y`, strings.Repeat("x", 64)},
+	} {
+		data := editHF(t, hfGoldenFile(t), func(f map[string]any) {
+			f["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Split", "pattern": map[string]any{"Regex": tt.pattern}, "behavior": "Isolated", "invert": false}, bl}}
+		})
+		m, err := Load(data)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.pattern, err)
+		}
+		ids, err := m.Append([]int32{7}, []byte(tt.text))
+		if !errors.Is(err, ErrPattern) || !slices.Equal(ids, []int32{7}) {
+			t.Errorf("%s on %q: %v, %v; want ErrPattern and dst unchanged", tt.pattern, tt.text, ids, err)
 		}
 	}
 }

@@ -3,9 +3,11 @@ package tokenize
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dlclark/regexp2/v2"
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"golang.org/x/text/unicode/norm"
@@ -91,7 +93,7 @@ func normalize(forms []norm.Form, s string) string {
 // preStep is one splitting pre-tokenizer: it cuts a piece of text into
 // pieces, passing each non-empty one to yield in order.
 type preStep interface {
-	split(s string, yield func(string))
+	split(s string, yield func(string)) error
 }
 
 // byteLevel is the ByteLevel pre-tokenizer, which must be the last step:
@@ -189,7 +191,10 @@ func parseSplitStep(c *hfComponent, field string) (preStep, error) {
 			r.match = literalMatcher(s)
 		} else if p, ok := c.Pattern["Regex"]; ok {
 			if r.match = knownPatterns[p]; r.match == nil {
-				return nil, fmt.Errorf("%w: tokenizer.json: %s.pattern.Regex %q is not one this package matches (GPT-2's, Llama 3's, Qwen 2's; see the package doc)", ErrUnsupported, field, p)
+				var err error
+				if r.re, err = compileFallback(p, field); err != nil {
+					return nil, err
+				}
 			}
 		} else {
 			return nil, fmt.Errorf("%w: tokenizer.json: %s.pattern is not {\"Regex\": …} or {\"String\": …}", ErrNotModel, field)
@@ -228,8 +233,53 @@ type matcher func(s string, from int) (start, end int, ok bool)
 // fold of them (NormalizedString::split).
 type regexSplit struct {
 	match    matcher
+	re       *regexp2.Regexp // a pattern not matched by hand; match is nil
 	behavior string
 	invert   bool
+}
+
+// matchTimeout bounds one search of a pattern matched by regexp2: a
+// backtracking pattern that would search longer fails the text.
+const matchTimeout = 2 * time.Second
+
+// compileFallback compiles a Split's pattern that is not matched by
+// hand with regexp2 (.NET's syntax and semantics: Unicode classes,
+// lookaround, backtracking alternation, as Oniguruma's), its time
+// bounded. A pattern that matches the empty string is refused: the two
+// engines step past an empty match differently.
+func compileFallback(p, field string) (*regexp2.Regexp, error) {
+	re, err := regexp2.Compile(p, regexp2.None)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tokenizer.json: %s.pattern.Regex %q: %v", ErrUnsupported, field, p, err)
+	}
+	re.MatchTimeout = matchTimeout
+	if m, err := re.FindStringMatch(""); err != nil || m != nil {
+		return nil, fmt.Errorf("%w: tokenizer.json: %s.pattern.Regex %q matches the empty string", ErrUnsupported, field, p)
+	}
+	return re, nil
+}
+
+// fallbackMatcher finds the matches of re in s at once, as a matcher.
+func fallbackMatcher(re *regexp2.Regexp, s string) (matcher, error) {
+	idx, err := re.FindAllStringIndex(s, -1)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pattern %q: %v", ErrPattern, re.String(), err)
+	}
+	for _, m := range idx {
+		if m[0] == m[1] {
+			return nil, fmt.Errorf("%w: pattern %q matched the empty string at byte %d", ErrPattern, re.String(), m[0])
+		}
+	}
+	k := 0
+	return func(_ string, from int) (int, int, bool) {
+		for k < len(idx) && idx[k][0] < from {
+			k++
+		}
+		if k == len(idx) {
+			return 0, 0, false
+		}
+		return idx[k][0], idx[k][1], true
+	}, nil
 }
 
 type span struct {
@@ -237,9 +287,16 @@ type span struct {
 	match      bool
 }
 
-func (r *regexSplit) split(s string, yield func(string)) {
+func (r *regexSplit) split(s string, yield func(string)) error {
 	if s == "" {
-		return
+		return nil
+	}
+	match := r.match
+	if r.re != nil {
+		var err error
+		if match, err = fallbackMatcher(r.re, s); err != nil {
+			return err
+		}
 	}
 	// Isolated and Removed, the behaviors models ship, need no list.
 	if r.behavior == "Isolated" || r.behavior == "Removed" {
@@ -254,7 +311,7 @@ func (r *regexSplit) split(s string, yield func(string)) {
 		}
 		prev := 0
 		for prev < len(s) {
-			a, b, ok := r.match(s, prev)
+			a, b, ok := match(s, prev)
 			if !ok {
 				break
 			}
@@ -263,12 +320,12 @@ func (r *regexSplit) split(s string, yield func(string)) {
 			prev = b
 		}
 		emit(prev, len(s), false)
-		return
+		return nil
 	}
 	var spans []span
 	prev := 0
 	for prev < len(s) {
-		a, b, ok := r.match(s, prev)
+		a, b, ok := match(s, prev)
 		if !ok {
 			break
 		}
@@ -323,6 +380,7 @@ func (r *regexSplit) split(s string, yield func(string)) {
 			yield(s[sp.start:sp.end])
 		}
 	}
+	return nil
 }
 
 // literalMatcher is a Split's String pattern (the reference escapes it

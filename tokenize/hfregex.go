@@ -18,11 +18,13 @@ import (
 // are Unicode's, as Oniguruma's are: \p{L} letters, \p{N} numbers (Nd,
 // Nl, No), \s White_Space (Go's unicode.IsSpace is the same set).
 //
-// A pattern not among these is refused: a general engine (regexp2, with
-// .NET's semantics) was not taken, because matching by hand is what
-// keeps the byte-level path as fast as the SentencePiece one, and a
-// pattern matched by a second engine would need its own proof of
-// exactness.
+// A pattern not among these is matched by github.com/dlclark/regexp2
+// (hfpretok.go, compileFallback): a backtracking engine with .NET's
+// syntax, whose classes and alternation agree with Oniguruma's on the
+// patterns models ship (TestHFReference holds DeepSeek V3's three to the
+// reference), but which searches a rune slice with an allocation a call:
+// the known patterns are matched by hand to keep the byte-level path as
+// fast as the SentencePiece one.
 const (
 	// gpt2Pattern is ByteLevel's own (use_regex), and GPT-2's, GPT-J's,
 	// GPT-NeoX's, Pythia's and OLMo's.

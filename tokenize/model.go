@@ -27,6 +27,10 @@ var (
 	// this package refuses (see the package doc); the message names the
 	// field.
 	ErrUnsupported = errkind.New(errkind.Internal, "tokenize: unsupported tokenizer")
+	// ErrPattern: a tokenizer.json's pre-tokenizer pattern, one matched
+	// by regexp2 (see the package doc), failed on a text: it searched
+	// longer than its bound, or matched the empty string.
+	ErrPattern = errkind.New(errkind.Internal, "tokenize: a pre-tokenizer pattern failed")
 	// ErrTextTooLong: a text longer than MaxTextBytes.
 	ErrTextTooLong = errkind.New(errkind.Internal, "tokenize: text too long")
 	// ErrDamagedModel: the model's normalization map points outside
