@@ -117,6 +117,9 @@ timed "tools: ensure-pil" scripts/ensure-pil.sh
 timed "tools: ensure-numpy" scripts/ensure-numpy.sh
 # DuckDB (node), which writes format/parquet's second writer's fixtures.
 timed "tools: ensure-duckdb" scripts/ensure-duckdb.sh
+# Hugging Face tokenizers (node), the reference package tokenize's
+# byte-level BPE is compared with.
+timed "tools: ensure-hf-tokenizers" scripts/ensure-hf-tokenizers.sh
 # SentencePiece, the reference package tokenize's IDs are compared with.
 timed "tools: ensure-sentencepiece" scripts/ensure-sentencepiece.sh
 # ffmpeg and ffprobe, which make format/video's test videos and read them
@@ -219,7 +222,9 @@ fuzz_all() {
 	fuzz internal/s3face/s3proto FuzzRequest || return
 	fuzz transform FuzzParseConfig || return
 	fuzz transform FuzzImageHeader || return
-	fuzz tokenize FuzzLoad || return
+	# A tokenizer.json seed reaches new branches at once: minimizing each
+	# briefly leaves the 6 s to fuzz.
+	fuzz tokenize FuzzLoad -fuzzminimizetime 2s || return
 	fuzz tokenize FuzzEncode || return
 	fuzz format/parquet FuzzSnappyStream || return
 	fuzz format/video/mp4 FuzzIndex || return

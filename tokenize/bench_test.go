@@ -18,9 +18,12 @@ import (
 //   - multilingual: the generator's lines in 15 scripts, 20 lines a
 //     document.
 //
-// with the committed golden models (vocabularies of 1,000 and 600) and,
-// where python3-sentencepiece is, BPE and unigram models of 16,000
-// pieces the reference trains on both corpora first (closer to the
+// with the committed golden models (vocabularies of 1,000 and 600),
+// Llama-3-style byte-level BPE tokenizer.json files of 1,000 and 16,000
+// tokens and a DeepSeek-V3-style one of 1,000 (its patterns matched by
+// regexp2) whose merges the tests' trainer (hfTrain) learns from both
+// corpora first, and, where python3-sentencepiece is, BPE and unigram
+// models of 16,000 pieces the reference trains on both corpora first (closer to the
 // models in use: a larger vocabulary means more merges a word in BPE and
 // more candidates a position in unigram). The benchmarks run one
 // goroutine, so tokens/s is per core on an idle machine; tokens/cpu-s
@@ -57,6 +60,23 @@ func benchModels(b *testing.B, corpora map[string][]string) map[string]*Model {
 	for _, kind := range []string{"bpe", "unigram"} {
 		models["golden-"+kind] = loadFile(b, filepath.Join("testdata", "golden-"+kind+".model"))
 	}
+	var lines []string
+	for _, docs := range corpora {
+		for _, d := range docs {
+			lines = append(lines, strings.Split(d, "\n")...)
+		}
+	}
+	specs := hfSpecs()
+	for name, f := range map[string]struct {
+		spec   hfSpec
+		merges int
+	}{"bytelevel-1k": {specs[1], 1000 - 256}, "bytelevel-16k": {specs[1], 16000 - 256}, "deepseek-1k": {specs[3], 1000 - 256}} {
+		m, err := Load(buildHF(f.spec, lines, f.merges))
+		if err != nil {
+			b.Fatal(err)
+		}
+		models[name] = m
+	}
 	python, err := pythontest.Find(b.Context(), nil, "sentencepiece")
 	if err != nil {
 		b.Log("no python3-sentencepiece: only the golden models are measured")
@@ -84,7 +104,7 @@ func benchModels(b *testing.B, corpora map[string][]string) map[string]*Model {
 func BenchmarkEncode(b *testing.B) {
 	corpora := benchCorpora(b)
 	models := benchModels(b, corpora)
-	for _, mname := range []string{"golden-bpe", "golden-unigram", "bpe-16k", "unigram-16k"} {
+	for _, mname := range []string{"golden-bpe", "golden-unigram", "bytelevel-1k", "deepseek-1k", "bpe-16k", "unigram-16k", "bytelevel-16k"} {
 		m := models[mname]
 		if m == nil {
 			continue
@@ -130,8 +150,13 @@ func BenchmarkEncode(b *testing.B) {
 // BenchmarkEncode's shows what sharing costs (the BPE word cache's locks).
 func BenchmarkEncodeParallel(b *testing.B) {
 	corpora := benchCorpora(b)
-	for _, kind := range []string{"bpe", "unigram"} {
-		m := loadFile(b, filepath.Join("testdata", "golden-"+kind+".model"))
+	for _, kind := range []string{"bpe", "unigram", "hf"} {
+		var m *Model
+		if kind == "hf" {
+			m = loadFile(b, hfGoldenTokenizer)
+		} else {
+			m = loadFile(b, filepath.Join("testdata", "golden-"+kind+".model"))
+		}
 		docs := corpora["english"]
 		if len(docs) == 0 {
 			b.Skip("no $GOROOT/src/testdata/Isaac.Newton-Opticks.txt")

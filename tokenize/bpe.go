@@ -257,3 +257,23 @@ func nextSegmentEnd(s []byte, from int) int {
 	}
 	return len(s)
 }
+
+// getString and putString are get and put for a word held as a string;
+// putString keeps a copy of it, not the text it is a slice of.
+func (c *wordCache) getString(word string) ([]int32, bool) {
+	sh := &c.shards[maphash.String(c.seed, word)%wordCacheShards]
+	sh.mu.RLock()
+	ids, ok := sh.m[word]
+	sh.mu.RUnlock()
+	return ids, ok
+}
+
+func (c *wordCache) putString(word string, ids []int32) {
+	sh := &c.shards[maphash.String(c.seed, word)%wordCacheShards]
+	sh.mu.Lock()
+	if len(sh.m) >= wordShardMax {
+		clear(sh.m)
+	}
+	sh.m[strings.Clone(word)] = ids
+	sh.mu.Unlock()
+}

@@ -24,6 +24,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte(`{"model": {}}`))
+	f.Add(smallTokenizerJSON)
 	f.Add([]byte{0x0a, 0x80, 0x80, 0x80, 0x80, 0x08})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m *Model
@@ -71,6 +72,15 @@ func FuzzEncode(f *testing.F) {
 		}
 		models = append(models, m)
 	}
+	hf, err := os.ReadFile(hfGoldenTokenizer)
+	if err != nil {
+		f.Fatal(err)
+	}
+	m, err := Load(hf)
+	if err != nil {
+		f.Fatal(err)
+	}
+	models = append(models, m)
 	for _, s := range edgeTexts() {
 		f.Add([]byte(s))
 	}
@@ -103,3 +113,18 @@ func FuzzEncode(f *testing.F) {
 // (package doc, "Costs"). Measured at most 150 times the text (a run of
 // emoji, one word, BPE) over the seed corpus.
 func encodeAllocBound(n int) uint64 { return 1<<20 + 512*uint64(n) }
+
+// smallTokenizerJSON is a tokenizer.json small enough for the fuzzer to
+// mutate every part of: a few tokens and merges, a normalizer, each
+// pre-tokenizer step, and added tokens with every option.
+var smallTokenizerJSON = []byte(`{"version":"1.0","added_tokens":[
+{"id":9,"content":"<|x|>","single_word":false,"lstrip":true,"rstrip":true,"normalized":false,"special":true},
+{"id":10,"content":"ab","single_word":true,"lstrip":false,"rstrip":false,"normalized":true,"special":false}],
+"normalizer":{"type":"Sequence","normalizers":[{"type":"NFKC"}]},
+"pre_tokenizer":{"type":"Sequence","pretokenizers":[
+{"type":"Split","pattern":{"String":"-"},"behavior":"MergedWithNext","invert":true},
+{"type":"Digits","individual_digits":true},
+{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},
+{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true}]},
+"model":{"type":"BPE","unk_token":"a","fuse_unk":true,"ignore_merges":true,"vocab":{"a":0,"b":1,"Ġ":2,"ab":3,"Ġa":4,"Ġab":5,"c":6},
+"merges":[["a","b"],["Ġ","a"],["Ġa","b"]]}}`)

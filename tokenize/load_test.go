@@ -67,7 +67,7 @@ func TestLoadRefuses(t *testing.T) {
 		{"gzip of a model", gz.Bytes(), ErrNotModel, ""},
 		{"another protobuf (a FileDescriptorProto)", descriptor, ErrNotModel, ""},
 		{"a protobuf without pieces", protowire.AppendVarint(protowire.AppendTag(nil, 7, protowire.VarintType), 1), ErrNotModel, "no pieces"},
-		{"a tokenizer.json", []byte(`{"version": "1.0", "model": {"type": "Unigram", "vocab": [["<unk>", 0.0]]}}`), ErrNotModel, "JSON"},
+		{"a tokenizer.json of a unigram model", []byte(`{"version": "1.0", "model": {"type": "Unigram", "vocab": [["<unk>", 0.0]]}}`), ErrUnsupported, "model.type \"Unigram\""},
 		{"too large", make([]byte, MaxModelBytes+1), ErrTooLarge, ""},
 		{"too many pieces", tooMany(), ErrTooLarge, "pieces"},
 		{"no unknown piece", edit(uniModel, func(mp *modelProto) { mp.pieces[0].typ = pieceControl }), ErrNotModel, "unknown piece"},

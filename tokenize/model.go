@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,16 +15,22 @@ import (
 
 // Errors, for errors.Is.
 var (
-	// ErrNotModel: the bytes are not a SentencePiece model the reference
-	// would load (empty, truncated, another file or protobuf, or a model
-	// its own loader refuses: no <unk>, a duplicate piece, ...).
-	ErrNotModel = errkind.New(errkind.Internal, "tokenize: not a SentencePiece model")
+	// ErrNotModel: the bytes are not a tokenizer the reference would
+	// load (empty, truncated, another file or protobuf, or a model its
+	// own loader refuses: no <unk>, a duplicate piece, a merge of tokens
+	// not in the vocabulary, ...).
+	ErrNotModel = errkind.New(errkind.Internal, "tokenize: not a tokenizer model")
 	// ErrTooLarge: the model is larger than MaxModelBytes or has more
 	// than MaxPieces pieces.
 	ErrTooLarge = errkind.New(errkind.Internal, "tokenize: model too large")
-	// ErrUnsupported: a SentencePiece model of a kind this package
-	// refuses (see the package doc).
-	ErrUnsupported = errkind.New(errkind.Internal, "tokenize: unsupported SentencePiece model")
+	// ErrUnsupported: a SentencePiece model or tokenizer.json of a kind
+	// this package refuses (see the package doc); the message names the
+	// field.
+	ErrUnsupported = errkind.New(errkind.Internal, "tokenize: unsupported tokenizer")
+	// ErrPattern: a tokenizer.json's pre-tokenizer pattern, one matched
+	// by regexp2 (see the package doc), failed on a text: it searched
+	// longer than its bound, or matched the empty string.
+	ErrPattern = errkind.New(errkind.Internal, "tokenize: a pre-tokenizer pattern failed")
 	// ErrTextTooLong: a text longer than MaxTextBytes.
 	ErrTextTooLong = errkind.New(errkind.Internal, "tokenize: text too long")
 	// ErrDamagedModel: the model's normalization map points outside
@@ -71,6 +76,8 @@ func (k Kind) String() string {
 		return "word"
 	case modelTypeChar:
 		return "char"
+	case ByteLevelBPE:
+		return "byte-level-bpe"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -82,13 +89,28 @@ type Special struct {
 	Unk, BOS, EOS, Pad int32
 }
 
-// Model is a loaded SentencePiece model. It is immutable and safe for
+// Model is a loaded tokenizer: a SentencePiece model or a Hugging Face
+// tokenizer.json of byte-level BPE. It is immutable and safe for
 // concurrent use: one Model serves any number of goroutines.
 type Model struct {
-	kind         Kind
-	vocab        int
-	special      Special
-	fingerprint  string
+	kind        Kind
+	vocab       int
+	special     Special
+	fingerprint string
+	enc         encoder
+}
+
+// encoder is a kind of tokenizer behind Model: the seam each kind of
+// file loads into, so that Model's callers hold one type whatever file
+// they were given.
+type encoder interface {
+	// appendIDs appends the IDs of text (at most MaxTextBytes) to dst; on
+	// error dst is returned unchanged. Safe for concurrent use.
+	appendIDs(dst []int32, text []byte) ([]int32, error)
+}
+
+// pieceModel is a SentencePiece model's encoder.
+type pieceModel struct {
 	norm         *normalizer
 	uni          *unigram // kind Unigram
 	bpe          *bpe     // kind BPE
@@ -98,10 +120,12 @@ type Model struct {
 	bufs         sync.Pool  // *[]byte, normalized text
 }
 
-// Load reads a SentencePiece model (a .model file's bytes, the
-// ModelProto protobuf). It refuses, with an error wrapping ErrNotModel,
-// ErrTooLarge or ErrUnsupported, anything the reference would not load
-// and the kinds this package does not encode. data is not retained.
+// Load reads a tokenizer file: a SentencePiece model (a .model file's
+// bytes, the ModelProto protobuf) or a Hugging Face tokenizer.json of
+// byte-level BPE, told apart by their content (fileKinds). It refuses,
+// with an error wrapping ErrNotModel, ErrTooLarge or ErrUnsupported,
+// anything the reference would not load and what this package does not
+// encode. data is not retained.
 func Load(data []byte) (*Model, error) {
 	switch {
 	case len(data) == 0:
@@ -109,25 +133,42 @@ func Load(data []byte) (*Model, error) {
 	case len(data) > MaxModelBytes:
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, len(data), MaxModelBytes)
 	}
+	sum := sha256.Sum256(data)
+	fingerprint := hex.EncodeToString(sum[:8])
+	for _, k := range fileKinds {
+		if k.is(data) {
+			return k.load(data, fingerprint)
+		}
+	}
+	return loadSentencePiece(data, fingerprint)
+}
+
+// fileKinds are the files Load tells apart by their first bytes, tried
+// in order; a file none of them claims is read as a SentencePiece model.
+// A new kind of tokenizer file is one entry here and an encoder.
+var fileKinds = [...]struct {
+	is   func(data []byte) bool
+	load func(data []byte, fingerprint string) (*Model, error)
+}{
+	{looksLikeJSON, loadTokenizerJSON},
+}
+
+func loadSentencePiece(data []byte, fingerprint string) (*Model, error) {
 	s := string(data) // the one copy the pieces' strings are slices of
 	mp, err := parseModelProto(data, s, MaxPieces)
 	if err == nil && len(mp.pieces) == 0 {
 		err = fmt.Errorf("%w: no pieces", ErrNotModel)
 	}
-	if errors.Is(err, ErrNotModel) && looksLikeJSON(data) {
-		// A tokenizer.json is what one most often has instead.
-		return nil, fmt.Errorf("%w: the file looks like JSON (a Hugging Face tokenizer.json?), not a .model protobuf", ErrNotModel)
-	}
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(data)
-	return newModel(mp, hex.EncodeToString(sum[:8]))
+	return newModel(mp, fingerprint)
 }
 
 // looksLikeJSON reports whether data starts, after whitespace, like a
-// JSON object or array. Asked only of data that is not a model: a
-// model's first byte is a protobuf tag, often '\n'.
+// JSON object or array: a tokenizer.json. A SentencePiece model cannot:
+// its first byte is a protobuf tag, and '{' and '[' are tags of the
+// deprecated group wire type, which no field of a ModelProto has.
 func looksLikeJSON(data []byte) bool {
 	t := bytes.TrimLeft(data[:min(len(data), 64)], " \t\r\n")
 	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
@@ -138,7 +179,7 @@ func newModel(mp *modelProto, fingerprint string) (*Model, error) {
 	if kind != Unigram && kind != BPE {
 		return nil, fmt.Errorf("%w: model type %s (only unigram and BPE are encoded)", ErrUnsupported, kind)
 	}
-	m := &Model{kind: kind, vocab: len(mp.pieces), fingerprint: fingerprint, byteFallback: mp.trainer.byteFallback}
+	m := &pieceModel{byteFallback: mp.trainer.byteFallback}
 	if err := m.checkPieces(mp); err != nil {
 		return nil, err
 	}
@@ -180,13 +221,13 @@ func newModel(mp *modelProto, fingerprint string) (*Model, error) {
 			return nil, err
 		}
 	}
-	m.special = Special{
+	special := Special{
 		Unk: m.specialID(mp, mp.trainer.unkPiece, "<unk>", pieceUnknown),
 		BOS: m.specialID(mp, mp.trainer.bosPiece, "<s>", pieceControl),
 		EOS: m.specialID(mp, mp.trainer.eosPiece, "</s>", pieceControl),
 		Pad: m.specialID(mp, mp.trainer.padPiece, "<pad>", pieceControl),
 	}
-	return m, nil
+	return &Model{kind: kind, vocab: len(mp.pieces), fingerprint: fingerprint, special: special, enc: m}, nil
 }
 
 // checkPieces is the reference's InitializePieces: no empty piece, no
@@ -196,7 +237,7 @@ func newModel(mp *modelProto, fingerprint string) (*Model, error) {
 // where all 256 must be. It also refuses a NUL byte in a segmenting
 // piece (the reference's tries read their keys up to a NUL, so would
 // segment with another piece than the model names).
-func (m *Model) checkPieces(mp *modelProto) error {
+func (m *pieceModel) checkPieces(mp *modelProto) error {
 	m.unk = -1
 	var haveByte [256]bool
 	total := 0
@@ -296,7 +337,7 @@ func bytePiece(s string) (byte, bool) {
 // the trainer spec names (or the default name), looked up among the
 // unknown, control and byte pieces first, then the others, else unk; -1
 // unless that piece has the type the role needs.
-func (m *Model) specialID(mp *modelProto, name, def string, want int8) int32 {
+func (m *pieceModel) specialID(mp *modelProto, name, def string, want int8) int32 {
 	if name == "" {
 		name = def
 	}
@@ -322,10 +363,20 @@ func (m *Model) specialID(mp *modelProto, name, def string, want int8) int32 {
 	return id
 }
 
+// File names the kind of file the model was loaded from: "SentencePiece"
+// or "tokenizer.json".
+func (m *Model) File() string {
+	if m.kind == ByteLevelBPE {
+		return "tokenizer.json"
+	}
+	return "SentencePiece"
+}
+
 // Kind returns the model's algorithm.
 func (m *Model) Kind() Kind { return m.kind }
 
-// VocabSize returns the number of pieces: every ID is in [0, VocabSize).
+// VocabSize returns the number of pieces (a tokenizer.json: its largest
+// ID, added tokens included, plus one): every ID is in [0, VocabSize).
 func (m *Model) VocabSize() int { return m.vocab }
 
 // Special returns the model's special IDs.
@@ -337,10 +388,12 @@ func (m *Model) Special() Special { return m.special }
 // restart, so a job or an ETag that names the fingerprint names the IDs.
 func (m *Model) Fingerprint() string { return m.fingerprint }
 
-// Encode returns the IDs of text, exactly those the reference's
-// SentencePieceProcessor.Encode (Python: sp.encode(text)) returns for the
-// same bytes: no BOS or EOS added. Invalid UTF-8 is encoded as the
-// reference does (see the package doc).
+// Encode returns the IDs of text, exactly those the reference returns
+// for the same bytes: SentencePieceProcessor.Encode (Python:
+// sp.encode(text)) for a SentencePiece model, Tokenizer.encode without
+// its post-processor (Python: tok.encode(text,
+// add_special_tokens=False).ids) for a tokenizer.json. No BOS or EOS is
+// added. Invalid UTF-8 is encoded by the package doc's rule for each.
 func (m *Model) Encode(text []byte) ([]int32, error) {
 	return m.Append(nil, text)
 }
@@ -351,6 +404,10 @@ func (m *Model) Append(dst []int32, text []byte) ([]int32, error) {
 	if len(text) > MaxTextBytes {
 		return dst, fmt.Errorf("%w: %d bytes, more than %d", ErrTextTooLong, len(text), MaxTextBytes)
 	}
+	return m.enc.appendIDs(dst, text)
+}
+
+func (m *pieceModel) appendIDs(dst []int32, text []byte) ([]int32, error) {
 	bp, _ := m.bufs.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
@@ -379,7 +436,7 @@ func (m *Model) Append(dst []int32, text []byte) ([]int32, error) {
 // unknown pieces one unknown ID without.
 type sink struct {
 	ids     []int32
-	m       *Model
+	m       *pieceModel
 	prevUnk bool
 }
 

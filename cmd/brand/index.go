@@ -49,7 +49,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
 	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
-	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the SentencePiece model (tokenizer.model: a file, or s3://bucket/path/tokenizer.model) the text is tokenized with; stored in the dataset's description, so every node uses the same model")
+	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the tokenizer the text is tokenized with, a SentencePiece model (tokenizer.model) or a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen, GPT-2): a file, or s3://bucket/path/FILE; stored in the dataset's description, so every node uses the same one")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	fs.Var(&checksums, "checksums", "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in (a video's: of every GOP), which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file (a video: the GOP, whose clips alone fail), as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Default: on for video and LeRobot, whose damaged packets decode into wrong frames without an error; off for Parquet, MDS and Megatron. --checksums=false refuses them: a local file is then pinned by its size and modification time, an S3 object by its ETag, and bytes damaged at rest are not caught")
 	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept")
@@ -257,15 +257,16 @@ func (t tokenFlags) check() error {
 	case t.tokens != "" && t.text != "":
 		return errors.New("--tokens and --text: a dataset's tokens are a list column or a text, not both")
 	case (t.text == "") != (t.tokenizer == ""):
-		return errors.New("--text and --tokenizer go together: the text column and the SentencePiece model it is tokenized with")
+		return errors.New("--text and --tokenizer go together: the text column and the tokenizer it is tokenized with")
 	case t.vocabulary != "" && t.tokens == "":
 		return errors.New("--vocabulary names a --tokens column's vocabulary (a --text dataset's is its model's fingerprint)")
 	}
 	return nil
 }
 
-// readModel reads a tokenizer model, a file or an object of a store
-// (s3://bucket/path/tokenizer.model), at most tokenize.MaxModelBytes of
+// readModel reads a tokenizer file (tokenizer.model or tokenizer.json), a
+// file or an object of a store (s3://bucket/path/FILE), at most
+// tokenize.MaxModelBytes of
 // it (package tokenize says what a model may be).
 func readModel(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error) {
 	if strings.HasPrefix(path, "s3://") {
@@ -283,7 +284,7 @@ func readModel(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error)
 			return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
 		}
 		if info.Size > tokenize.MaxModelBytes {
-			return nil, fmt.Errorf("--tokenizer: %s is larger than a SentencePiece model may be (%d bytes)", path, tokenize.MaxModelBytes)
+			return nil, fmt.Errorf("--tokenizer: %s is larger than a tokenizer file may be (%d bytes)", path, tokenize.MaxModelBytes)
 		}
 		b := make([]byte, info.Size)
 		if err := st.ReadRange(ctx, key, info.ETag, 0, b); err != nil {
@@ -301,7 +302,7 @@ func readModel(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error)
 		return nil, fmt.Errorf("--tokenizer: %w", err)
 	}
 	if len(b) > tokenize.MaxModelBytes {
-		return nil, fmt.Errorf("--tokenizer: %s is larger than a SentencePiece model may be (%d bytes)", path, tokenize.MaxModelBytes)
+		return nil, fmt.Errorf("--tokenizer: %s is larger than a tokenizer file may be (%d bytes)", path, tokenize.MaxModelBytes)
 	}
 	return b, nil
 }

@@ -57,8 +57,9 @@ func tokenParquet(t *testing.T, rows int) string {
 }
 
 // `brand index --tokens` and `--text --tokenizer` make token datasets of
-// a Parquet file and say so; the flags' misuses are usage errors, and a
-// tokenizer that is not a SentencePiece model is refused naming it.
+// a Parquet file and say so, with a SentencePiece model or a
+// tokenizer.json; the flags' misuses are usage errors, and a tokenizer
+// that is neither is refused naming what is wrong.
 func TestIndexTokens(t *testing.T) {
 	src := tokenParquet(t, 20)
 	code, out, errOut := brand(t, "index", "--src", src, "--dst", t.TempDir(), "--tokens", "input_ids", "--vocabulary", "demo")
@@ -69,6 +70,11 @@ func TestIndexTokens(t *testing.T) {
 	code, out, errOut = brand(t, "index", "--src", src, "--dst", t.TempDir(), "--text", "text", "--tokenizer", "../../tokenize/testdata/golden-bpe.model")
 	if code != 0 || !regexp.MustCompile(`token dataset: 20 documents, [0-9,]+ tokens of int32 in field "tokens", vocabulary [0-9a-f]{16}\n`).MatchString(out) {
 		t.Fatalf("--text: exit %d\n%s%s", code, out, errOut)
+	}
+	// A Hugging Face tokenizer.json (byte-level BPE) takes the same flag.
+	code, out, errOut = brand(t, "index", "--src", src, "--dst", t.TempDir(), "--text", "text", "--tokenizer", "../../tokenize/testdata/hf-golden-tokenizer.json")
+	if code != 0 || !regexp.MustCompile(`token dataset: 20 documents, [0-9,]+ tokens of int32 in field "tokens", vocabulary [0-9a-f]{16}\n`).MatchString(out) {
+		t.Fatalf("--text with a tokenizer.json: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = brand(t, "index", "--src", src, "--dst", t.TempDir())
 	if code != 0 || strings.Contains(out, "token dataset") {
@@ -82,7 +88,7 @@ func TestIndexTokens(t *testing.T) {
 	}{
 		{[]string{"--text", "text"}, "--text and --tokenizer go together"},
 		{[]string{"--tokens", "input_ids", "--text", "text", "--tokenizer", notModel}, "not both"},
-		{[]string{"--text", "text", "--tokenizer", notModel}, "not a SentencePiece model: the file looks like JSON"},
+		{[]string{"--text", "text", "--tokenizer", notModel}, "not a tokenizer model: tokenizer.json: model.vocab or model.merges missing"},
 		{[]string{"--tokens", "text"}, `column "text" is string, not a list of integers`},
 		{[]string{"--text", "input_ids", "--tokenizer", "../../tokenize/testdata/golden-bpe.model"}, `column "input_ids" is list<int32>, not a string`},
 		{[]string{"--vocabulary", "x"}, "--vocabulary names a --tokens column's vocabulary"},

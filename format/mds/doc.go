@@ -72,7 +72,8 @@
 // # Token datasets
 //
 // With format.Options.Tokens naming a 1-D integer ndarray column, or
-// Options.Text a str column and Options.Tokenizer a SentencePiece model,
+// Options.Text a str column and Options.Tokenizer a tokenizer file (a
+// SentencePiece model or a byte-level BPE tokenizer.json, tokenize.Load),
 // Index reads every shard once more, whole (there is no less to read),
 // and counts each sample's tokens: from the ndarray's shape, or by
 // tokenizing the text with package tokenize. The counts (and the model)

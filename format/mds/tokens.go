@@ -316,7 +316,7 @@ func (d *Decoder) openTokens() error {
 		}
 	}
 	d.fields = append(d.fields, format.Field{Name: format.TextTokensField, Ext: ext,
-		Type: "ndarray:int32 (" + d.m.Columns[t.Column].Name + " tokenized, SentencePiece " + m.Fingerprint() + ")"})
+		Type: "ndarray:int32 (" + d.m.Columns[t.Column].Name + " tokenized, " + m.File() + " " + m.Fingerprint() + ")"})
 	return nil
 }
 

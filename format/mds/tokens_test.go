@@ -186,10 +186,20 @@ func TestNoTokensIndexJSONAlone(t *testing.T) {
 	}
 }
 
-// A str column named by Options.Text with a model: counts at index time,
-// the field "tokens" decodes each text into its IDs, counted as indexed.
+// A str column named by Options.Text with a model — a SentencePiece
+// model, or a Hugging Face tokenizer.json of byte-level BPE, through the
+// same path: counts at index time, the field "tokens" decodes each text
+// into its IDs, counted as indexed. A SentencePiece model names its EOS;
+// a tokenizer.json does not (its tokenizer_config.json would), so a
+// concat job over it is given eos=.
 func TestTokensText(t *testing.T) {
-	model, err := os.ReadFile("../../tokenize/testdata/golden-unigram.model")
+	for _, file := range []string{"golden-unigram.model", "hf-golden-tokenizer.json"} {
+		t.Run(file, func(t *testing.T) { testTokensText(t, "../../tokenize/testdata/"+file) })
+	}
+}
+
+func testTokensText(t *testing.T, path string) {
+	model, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +216,7 @@ func TestTokensText(t *testing.T) {
 	if tok.TokenType() != "int32" || tok.TokenField() != "tokens" || tok.Vocabulary() != m.Fingerprint() {
 		t.Fatalf("type %q field %q vocabulary %q", tok.TokenType(), tok.TokenField(), tok.Vocabulary())
 	}
-	if eos, ok := dec.(format.TokenSpecials).EOS(); !ok || eos != m.Special().EOS {
+	if eos, ok := dec.(format.TokenSpecials).EOS(); ok != (m.Special().EOS >= 0) || ok && eos != m.Special().EOS {
 		t.Fatalf("EOS %d %v; the model's is %d", eos, ok, m.Special().EOS)
 	}
 	fs := dec.Fields()
@@ -267,7 +277,7 @@ func TestTokensRefused(t *testing.T) {
 		{format.Options{Tokens: "text"}, `column "text" is str, not a list of integers`},
 		{format.Options{Text: "input_ids", Tokenizer: model}, `column "input_ids" is ndarray:uint16, not a string`},
 		{format.Options{Tokens: "nope"}, `no column "nope"`},
-		{format.Options{Text: "text", Tokenizer: []byte("{\"version\": \"1.0\"}")}, `not a SentencePiece model`},
+		{format.Options{Text: "text", Tokenizer: []byte("{\"version\": \"1.0\"}")}, `not a tokenizer model: tokenizer.json: no model`},
 		{format.Options{Tokens: "input_ids", Limits: format.Limits{DocTokens: 100}}, `tokens, more than 100 (Limits.DocTokens)`},
 	} {
 		_, _, err := indexSource(t, s, c.opt)

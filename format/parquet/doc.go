@@ -137,7 +137,8 @@
 // elements from the pages' repetition and definition levels alone, run by
 // run, never decoding values (nor decompressing a data page v2's); with
 // Options.Text naming a string column and Options.Tokenizer a
-// SentencePiece model, it tokenizes each row's text with package tokenize
+// tokenizer file (a SentencePiece model or a byte-level BPE tokenizer.json,
+// tokenize.Load), it tokenizes each row's text with package tokenize
 // and keeps the counts. The counts (and the model's bytes) are a section
 // of the description, and Open then returns a decoder implementing
 // format.Tokens; a text dataset gains the field format.TextTokensField,

@@ -209,3 +209,90 @@ func TestDuckDBTextReference(t *testing.T) {
 		})
 	}
 }
+
+// hfReferenceIDs has Hugging Face's tokenizers (node; package tokenize's
+// testdata/hf_reference.cjs, scripts/ensure-hf-tokenizers.sh installs
+// it) encode texts with a tokenizer.json, or skips — failing with
+// CI=true, so a CI run cannot pass by skipping.
+func hfReferenceIDs(t testing.TB, tokenizer string, texts [][]byte) [][]int32 {
+	t.Helper()
+	missing := func(msg string) {
+		msg = "Hugging Face tokenizers: " + msg + " (run scripts/ensure-hf-tokenizers.sh)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + "; CI=true: failing")
+		}
+		t.Skip(msg)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("no node")
+	}
+	out, err := exec.Command("../../scripts/ensure-hf-tokenizers.sh", "--print-path").Output()
+	if err != nil {
+		missing("scripts/ensure-hf-tokenizers.sh --print-path: " + err.Error())
+	}
+	mods := filepath.Join(strings.TrimSpace(string(out)), "node_modules")
+	if _, err := os.Stat(filepath.Join(mods, "tokenizers")); err != nil {
+		missing("no tokenizers in " + mods)
+	}
+	dir := t.TempDir()
+	var b strings.Builder
+	for _, s := range texts {
+		b.WriteString(hex.EncodeToString(s))
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "texts.hex"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(tokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(map[string]any{"texts": filepath.Join(dir, "texts.hex"), "tokenizers": map[string]string{"t": abs}})
+	if err := os.WriteFile(filepath.Join(dir, "spec.json"), spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "../../tokenize/testdata/hf_reference.cjs", filepath.Join(dir, "spec.json"), filepath.Join(dir, "out.json"))
+	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hf_reference.cjs: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "out.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res map[string]struct {
+		IDs [][]int32 `json:"ids"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil || len(res["t"].IDs) != len(texts) {
+		t.Fatalf("hf_reference.cjs's output: %v", err)
+	}
+	return res["t"].IDs
+}
+
+// The byte-level twin of TestTokensTextReference: the multilingual
+// sample indexed with --text and a Hugging Face tokenizer.json (package
+// tokenize's committed Llama-3-style file): every count and every decoded
+// document's tokens are the reference's (tokenizers' encode, its rule
+// for invalid UTF-8 applied to the bytes first).
+func TestTokensTextReferenceByteLevel(t *testing.T) {
+	const path = "../../tokenize/testdata/hf-golden-tokenizer.json"
+	texts := multilingualSample()
+	// Special tokens in the text, matched before the model.
+	texts = append(texts, []byte("<|begin_of_text|>Hello<|eot_id|> world"), []byte(" <|end_of_text|>\xff<|eot_id|>"))
+	ref := hfReferenceIDs(t, path, texts)
+	rows := make([]*string, len(texts))
+	for i, b := range texts {
+		s := string(b)
+		rows[i] = &s
+	}
+	model, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStore()
+	st.put("corpus.parquet", textFile(t, rows, pq.WithMaxRowGroupLength(37)))
+	checkReference(t, st, format.Options{Text: "text", Tokenizer: model}, ref)
+}

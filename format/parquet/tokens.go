@@ -452,7 +452,7 @@ func (d *decoder) addTokens() error {
 	f := &field{name: format.TextTokensField, node: tf.node, kind: kindTokens, leaves: []int{tf.bytesLeaf},
 		ext: ext, bytesLeaf: tf.bytesLeaf, pathLeaf: -1, descr: "<i4", size: 4}
 	d.fields = append(d.fields, f)
-	d.pub = append(d.pub, format.Field{Name: f.name, Ext: ext, Type: "list<int32> (" + tf.name + " tokenized, SentencePiece " + m.Fingerprint() + ")"})
+	d.pub = append(d.pub, format.Field{Name: f.name, Ext: ext, Type: "list<int32> (" + tf.name + " tokenized, " + m.File() + " " + m.Fingerprint() + ")"})
 	return nil
 }
 

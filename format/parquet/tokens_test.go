@@ -592,7 +592,8 @@ func TestTokensText(t *testing.T) {
 	}
 }
 
-// A tokenizer that is not a SentencePiece model is refused at index
+// A tokenizer that is neither a SentencePiece model nor a tokenizer.json
+// package tokenize loads is refused at index
 // time, saying so.
 func TestTokensTextNotAModel(t *testing.T) {
 	st := newStore()

@@ -178,6 +178,7 @@ var served = []sentinelCase{
 	{"shuffle.ErrOutOfRange", shuffle.ErrOutOfRange, http.StatusNotFound, "not_found", false},
 	{"tokenize.ErrDamagedModel", tokenize.ErrDamagedModel, http.StatusInternalServerError, "internal", true},
 	{"tokenize.ErrNotModel", tokenize.ErrNotModel, http.StatusInternalServerError, "internal", true},
+	{"tokenize.ErrPattern", tokenize.ErrPattern, http.StatusInternalServerError, "internal", true},
 	{"tokenize.ErrTextTooLong", tokenize.ErrTextTooLong, http.StatusInternalServerError, "internal", true},
 	{"tokenize.ErrTooLarge", tokenize.ErrTooLarge, http.StatusInternalServerError, "internal", true},
 	{"tokenize.ErrUnsupported", tokenize.ErrUnsupported, http.StatusInternalServerError, "internal", true},

@@ -1,0 +1,147 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/parquet"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/tokenize"
+)
+
+// A Parquet text column indexed with a Hugging Face tokenizer.json
+// (byte-level BPE; package tokenize's committed Llama-3-style file) and
+// served as a token job over HTTP: the documents are the texts of
+// tokenize/testdata/hf-golden.json, so the sequences of an epoch of
+// seq=64&pack=concat, cut at each EOS, are the reference's IDs of those
+// texts (Hugging Face tokenizers', recorded there), each once. The
+// tokenizer adds no BOS or EOS to a document, as a SentencePiece model
+// adds none; a tokenizer.json names no EOS (its tokenizer_config.json
+// would), so pack=concat without eos= is a 400 saying to give it.
+func TestByteLevelTextTokensOverHTTP(t *testing.T) {
+	const path = "../tokenize/testdata/hf-golden-tokenizer.json"
+	model, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tokenize.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eos, err := m.Encode([]byte("<|end_of_text|>"))
+	if err != nil || len(eos) != 1 {
+		t.Fatalf("<|end_of_text|>: %v %v", eos, err)
+	}
+	raw, err := os.ReadFile("../tokenize/testdata/hf-golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Hex string  `json:"hex"`
+			IDs []int32 `json:"ids"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	var texts [][]byte
+	var ref [][]int32
+	for _, c := range golden.Cases {
+		if slices.Contains(c.IDs, eos[0]) {
+			continue // a document holding the separator
+		}
+		b, err := hex.DecodeString(c.Hex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts, ref = append(texts, b), append(ref, c.IDs)
+	}
+
+	sc := arrow.NewSchema([]arrow.Field{{Name: "text", Type: arrow.BinaryTypes.String}}, nil)
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(sc, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(16)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	for _, s := range texts {
+		b.Field(0).(*array.StringBuilder).Append(string(s))
+	}
+	rec := b.NewRecordBatch()
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	b.Release()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	putFile(t, st, "data/train-0.parquet", buf.Bytes())
+	formats := []format.Format{parquet.Format{}}
+	if _, err := dataset.IndexInPlace(context.Background(), st, st, dataset.InPlaceOptions{Formats: formats,
+		Options: format.Options{Text: "text", Tokenizer: model}}); err != nil {
+		t.Fatal(err)
+	}
+	_, srv := start(t, st, func(c *gateway.Config) { c.Datasets[0].Formats = formats })
+
+	resp, body := get(t, srv.URL+"/epoch/0/batch/0?seq=64&pack=concat")
+	if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("give eos=ID")) {
+		t.Fatalf("pack=concat without eos=: %s %s, want 400 saying to give eos=", resp.Status, body)
+	}
+	var stream []int32
+	for _, sq := range tokenEpoch(t, srv.URL, fmt.Sprintf("seq=64&pack=concat&eos=%d&batch_size=4", eos[0]), 0) {
+		if len(sq.ids) != 64 {
+			t.Fatalf("sequence %s of %d tokens", sq.key, len(sq.ids))
+		}
+		stream = append(stream, sq.ids...)
+	}
+	last := len(stream) - 1
+	for last >= 0 && stream[last] != eos[0] {
+		last--
+	}
+	if tail := stream[last+1:]; len(tail) >= 64 || slices.ContainsFunc(tail, func(id int32) bool { return id != 0 }) {
+		t.Fatalf("after the epoch's last EOS: %v, want fewer than 64 pads (0)", tail)
+	}
+	var docs, want []string
+	for doc := range bytes.SplitSeq(int32s(stream[:last]), int32s(eos)) {
+		docs = append(docs, string(doc))
+	}
+	for _, ids := range ref {
+		want = append(want, string(int32s(ids)))
+	}
+	slices.Sort(docs)
+	slices.Sort(want)
+	if !slices.Equal(docs, want) {
+		t.Fatalf("the epoch's %d documents are not the reference's %d, each once", len(docs), len(want))
+	}
+}
+
+func int32s(ids []int32) []byte {
+	b := make([]byte, 4*len(ids))
+	for i, id := range ids {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(id))
+	}
+	return b
+}
