@@ -55,6 +55,15 @@ const (
 	// statsJobs is how many job streams keep figures: the ones served most
 	// recently.
 	statsJobs = 16
+	// statsJobIdle is how long a job kept must have gone without a batch
+	// before a job not kept takes its place: with more jobs than
+	// statsJobs served at once, a place given to each new one at once
+	// dropped one job's figures and series and made another's at nearly
+	// every batch (1,024 jobs of their own on one gateway: a sixth of its
+	// CPU, and series that lived a batch). The jobs kept then stay, and
+	// the others' batches count in no job's figures, only in the demand
+	// trace every kept job's optimum is computed over.
+	statsJobIdle = time.Second
 	// statsEpochs is how many epochs a stream keeps figures for: the
 	// highest-numbered ones. A benchmark or a monitoring scrape reads them
 	// after the run's epochs, so this covers a few more than a typical one.
@@ -107,6 +116,8 @@ type Stats struct {
 	jobBytes, jobStall *prometheus.CounterVec
 	jobBatches         *prometheus.CounterVec
 
+	clock func() time.Time // time.Now; a test's
+
 	mu   sync.Mutex
 	jobs map[layout.Stream]*jobStats
 	// byID are the kept jobs by their IDs, which the trace's batches
@@ -147,7 +158,12 @@ type jobStats struct {
 	// labels of every job kept.
 	labels  prometheus.Labels
 	lastUse uint64
-	epochs  map[uint64]*epochCount
+	lastAt  time.Time // when its last batch was counted
+	// kept: it is one of the jobs kept (Stats.jobs); a job not kept
+	// (statsJobIdle) is counted in a jobStats of its own for one batch,
+	// with no series, and dropped.
+	kept   bool
+	epochs map[uint64]*epochCount
 	// trimmed: the trace lost batches of this job; firstTraced is then
 	// the epoch of its oldest batch left, whose optimum lacks its start.
 	trimmed     bool
@@ -217,7 +233,7 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *sto
 	labels := []string{"dataset", "index", "seed", "window", "job", "snapshot", "epoch"}
 	jobLabels := []string{"dataset", "index", "seed", "window", "job"}
 	s := &Stats{
-		capacity: capacity, optimum: optimum, log: log,
+		capacity: capacity, optimum: optimum, log: log, clock: time.Now,
 		hitRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "brand_epoch_hit_ratio",
 			Help: "Per job stream and epoch (the last few): 1 - chunk loads / chunk accesses; policy=live is this gateway, policy=optimal is Belady on the same demand trace and cache size, once the epoch is complete.",
@@ -228,15 +244,15 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *sto
 		}, labels),
 		jobBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brand_job_backend_bytes_total",
-			Help: "Per job (the last few served): bytes of chunks read from the store for it, by demand or prefetch.",
+			Help: "Per job (16 kept, as /stats jobs): bytes of chunks read from the store for it, by demand or prefetch.",
 		}, jobLabels),
 		jobStall: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brand_job_wait_seconds_total",
-			Help: "Per job (the last few served): time its batches waited for their samples — for a turn, for room in the cache, for chunks to load — in all.",
+			Help: "Per job (16 kept, as /stats jobs): time its batches waited for their samples — for a turn, for room in the cache, for chunks to load — in all.",
 		}, jobLabels),
 		jobBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brand_job_batches_total",
-			Help: "Per job (the last few served): batches served.",
+			Help: "Per job (16 kept, as /stats jobs): batches served.",
 		}, jobLabels),
 		traceBatches: statsTraceBatches, jobs: map[layout.Stream]*jobStats{}, byID: map[int]*jobStats{}, comps: map[layout.Stream]layout.Stream{}, wake: make(chan struct{}, 1),
 	}
@@ -290,6 +306,7 @@ const maxComps = 4096
 // mx is the mixture js is the job of (nil: a dataset's job).
 func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 	s.tick++
+	now := s.clock()
 	j, ok := s.jobs[js]
 	if !ok {
 		if len(s.jobs) >= statsJobs {
@@ -299,6 +316,10 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 				if first || o.lastUse < s.jobs[oldest].lastUse {
 					oldest, first = k, false
 				}
+			}
+			if now.Sub(s.jobs[oldest].lastAt) < statsJobIdle {
+				s.ids++
+				return &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}}
 			}
 			for e := range s.jobs[oldest].epochs {
 				s.forgetLocked(oldest, e)
@@ -319,12 +340,12 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 			dataset, index = js.DS.Name, js.DS.ID()
 		}
 		l := jobLabelsOf(dataset, index, js)
-		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, dataset: dataset, index: index, labels: l,
+		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, dataset: dataset, index: index, labels: l, kept: true,
 			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l)}
 		s.jobs[js] = j
 		s.byID[j.id] = j
 	}
-	j.lastUse = s.tick
+	j.lastUse, j.lastAt = s.tick, now
 	return j
 }
 
@@ -385,6 +406,9 @@ func (s *Stats) forgetLocked(js layout.Stream, epoch uint64) {
 }
 
 func (s *Stats) publishLocked(js layout.Stream, j *jobStats, epoch uint64, c *epochCount) {
+	if !j.kept {
+		return // no series
+	}
 	if c.bytesG == nil {
 		l := labelsOf(j.labels, js, epoch)
 		c.bytesG = s.bytes.With(l)
@@ -484,8 +508,10 @@ func (s *Stats) Batch(b Served) {
 	j.batches++
 	j.samples += int64(b.Samples)
 	j.wait += b.Wait
-	j.batchesC.Inc()
-	j.stallC.Add(b.Wait.Seconds())
+	if j.kept {
+		j.batchesC.Inc()
+		j.stallC.Add(b.Wait.Seconds())
+	}
 	c := s.epochLocked(js, j, b.Epoch, b.EpochSamples)
 	if c == nil {
 		return
@@ -558,7 +584,9 @@ func (s *Stats) partLocked(j *jobStats, c *epochCount, p PartServed) int {
 	c.disk += p.DiskBytes
 	j.bytes += p.StoreBytes
 	j.disk += p.DiskBytes
-	j.bytesC.Add(float64(p.StoreBytes))
+	if j.kept {
+		j.bytesC.Add(float64(p.StoreBytes))
+	}
 	return min(loads, len(p.Chunks))
 }
 
@@ -624,7 +652,9 @@ func (s *Stats) Prefetched(js layout.Stream, epoch uint64, chunk int, bytes int6
 	}
 	j.bytes += store
 	j.disk += below
-	j.bytesC.Add(float64(store))
+	if j.kept {
+		j.bytesC.Add(float64(store))
+	}
 	if c == nil {
 		return
 	}

@@ -368,11 +368,15 @@ func TestBoundedJobsAndEpochs(t *testing.T) {
 	serve := func(js layout.Stream, epoch uint64) {
 		s.Batch(Served{Stream: js, Epoch: epoch, EpochSamples: 16, Samples: 1, Chunks: []int{0}, Loads: 1, LoadedBytes: 1024, StoreBytes: 1024})
 	}
+	at := time.Unix(1000, 0)
+	s.clock = func() time.Time { return at }
 	for seed := range uint64(statsJobs) {
 		serve(stream(seed+1), 0)
 	}
-	serve(stream(1), 0)  // seed 1 served again: seed 2 is now the least recent
-	serve(stream(99), 0) // one more than kept
+	serve(stream(99), 0) // one more than kept, while every job kept was served within statsJobIdle: not kept
+	at = at.Add(statsJobIdle)
+	serve(stream(1), 0)  // seed 1 served again: seed 2 is now the least recent, idle for statsJobIdle
+	serve(stream(99), 0) // takes seed 2's place
 	var seeds []uint64
 	for _, j := range s.Jobs() {
 		seeds = append(seeds, j.Seed)
@@ -384,6 +388,9 @@ func TestBoundedJobsAndEpochs(t *testing.T) {
 	want = append(want, 99)
 	if !slices.Equal(seeds, want) {
 		t.Errorf("jobs kept %v, want %v", seeds, want)
+	}
+	if got := series(t, reg, "brand_job_batches_total", map[string]string{"seed": "99"}); len(got) != 1 || got[0] != 1 {
+		t.Errorf("the job that took a place counts %v batches in its series, want [1]: its batch while not kept counts in no job's", got)
 	}
 	for _, name := range []string{"brand_job_batches_total", "brand_epoch_backend_bytes"} {
 		if got := series(t, reg, name, nil); len(got) != statsJobs {
@@ -438,12 +445,15 @@ func TestSharedSeriesSurviveEviction(t *testing.T) {
 	serve := func(js layout.Stream) {
 		s.Batch(Served{Stream: js, Epoch: 0, EpochSamples: 16, Samples: 1, Chunks: []int{0}, Loads: 1, LoadedBytes: 1024, StoreBytes: 1024})
 	}
+	at := time.Unix(1000, 0)
+	s.clock = func() time.Time { return at }
 	serve(plain)
+	at = at.Add(statsJobIdle)
 	serve(comp)
 	for seed := range uint64(statsJobs - 1) {
 		serve(layout.Stream{DS: ds, Seed: 100 + seed, Window: 2})
 	}
-	// plain, served longest ago, was dropped with the labels' series.
+	// plain, served longest ago and statsJobIdle before the others, was dropped with the labels' series.
 	serve(comp)
 	l := map[string]string{"seed": "1", "job": "j"}
 	if got := series(t, reg, "brand_job_batches_total", l); len(got) != 1 || got[0] != 1 {
@@ -452,5 +462,41 @@ func TestSharedSeriesSurviveEviction(t *testing.T) {
 	l["epoch"] = "0"
 	if got := series(t, reg, "brand_epoch_backend_bytes", l); len(got) != 1 || got[0] != 2048 {
 		t.Errorf("the component's brand_epoch_backend_bytes %v, want [2048]", got)
+	}
+}
+
+// TestManyJobsKeepTheirPlaces: more jobs served at once than statsJobs
+// (1,024 jobs of their own on one gateway, each a batch in turn) leave
+// the jobs kept in their places: the others' batches count in no job's
+// figures, and no series is dropped or made for them. Each batch dropped
+// one job's figures and series and made another's before: a sixth of the
+// gateway's CPU, and series that lived a batch.
+func TestManyJobsKeepTheirPlaces(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := New(reg, 1<<20, nil, nil, zerolog.Nop())
+	defer s.Close()
+	at := time.Unix(1000, 0)
+	s.clock = func() time.Time { return at }
+	ds := fourChunks(t, "d")
+	const jobs = 200
+	for round := range 3 {
+		for seed := range uint64(jobs) {
+			s.Batch(Served{Stream: layout.Stream{DS: ds, Seed: seed + 1, Window: 2}, Epoch: 0, EpochSamples: 16, Samples: 1, Chunks: []int{0}, Loads: 1, LoadedBytes: 1024, StoreBytes: 1024})
+			at = at.Add(time.Millisecond) // 200 jobs a round: none idle for statsJobIdle
+		}
+		var seeds []uint64
+		for _, j := range s.Jobs() {
+			seeds = append(seeds, j.Seed)
+			if j.Batches != int64(round+1) {
+				t.Errorf("round %d: job of seed %d counts %d batches, want %d", round, j.Seed, j.Batches, round+1)
+			}
+		}
+		slices.Sort(seeds)
+		if len(seeds) != statsJobs || seeds[0] != 1 || seeds[len(seeds)-1] != statsJobs {
+			t.Fatalf("round %d: jobs kept %v, want the first %d served", round, seeds, statsJobs)
+		}
+	}
+	if got := series(t, reg, "brand_job_batches_total", nil); len(got) != statsJobs {
+		t.Errorf("%d series of brand_job_batches_total, want %d", len(got), statsJobs)
 	}
 }
