@@ -64,6 +64,11 @@ const (
 	// the others' batches count in no job's figures, only in the demand
 	// trace every kept job's optimum is computed over.
 	statsJobIdle = time.Second
+	// othersID is the ID the trace names the batches of jobs not kept by
+	// (statsJobIdle): one for all, so that a trace of many jobs served at
+	// once names no more jobs than the planner's optimum takes (65,536).
+	// Kept jobs' IDs count from 1.
+	othersID = -1
 	// statsEpochs is how many epochs a stream keeps figures for: the
 	// highest-numbered ones. A benchmark or a monitoring scrape reads them
 	// after the run's epochs, so this covers a few more than a typical one.
@@ -318,8 +323,7 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 				}
 			}
 			if now.Sub(s.jobs[oldest].lastAt) < statsJobIdle {
-				s.ids++
-				return &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}}
+				return &jobStats{id: othersID, epochs: map[uint64]*epochCount{}}
 			}
 			for e := range s.jobs[oldest].epochs {
 				s.forgetLocked(oldest, e)

@@ -499,4 +499,15 @@ func TestManyJobsKeepTheirPlaces(t *testing.T) {
 	if got := series(t, reg, "brand_job_batches_total", nil); len(got) != statsJobs {
 		t.Errorf("%d series of brand_job_batches_total, want %d", len(got), statsJobs)
 	}
+	// The trace names the jobs kept and one ID for all the others, so
+	// that the optimum takes it (the planner's bound is 65,536 jobs).
+	s.mu.Lock()
+	ids := map[int]bool{}
+	for _, b := range s.trace {
+		ids[b.job] = true
+	}
+	s.mu.Unlock()
+	if len(ids) != statsJobs+1 {
+		t.Errorf("the trace names %d jobs, want the %d kept and one for the others", len(ids), statsJobs)
+	}
 }
