@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -186,25 +187,7 @@ func serveProc(t *testing.T, bin string, env []string, endpoint string, args ...
 // tests find them: without them the test skips, or fails with CI=true.
 func duckDB(t *testing.T) (node string, env []string) {
 	t.Helper()
-	missing := func(msg string) {
-		msg = "DuckDB writes this test's Parquet: " + msg + " (run scripts/ensure-duckdb.sh)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + "; CI=true: failing")
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("no node")
-	}
-	out, err := exec.Command("../scripts/ensure-duckdb.sh", "--print-path").Output()
-	if err != nil {
-		missing(fmt.Sprintf("scripts/ensure-duckdb.sh --print-path: %v", err))
-	}
-	mods := filepath.Join(strings.TrimSpace(string(out)), "node_modules")
-	if _, err := os.Stat(filepath.Join(mods, "@duckdb", "node-api")); err != nil {
-		missing("no @duckdb/node-api in " + mods)
-	}
+	node, mods := nodetest.Find(t, nodetest.DuckDB)
 	return node, append(os.Environ(), "NODE_PATH="+mods)
 }
 

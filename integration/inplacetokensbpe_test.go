@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,25 +32,7 @@ import (
 // with CI=true.
 func hfReferenceEncode(t *testing.T, tokenizer string, texts []string) [][]int32 {
 	t.Helper()
-	missing := func(msg string) {
-		msg = "Hugging Face tokenizers: " + msg + " (run scripts/ensure-hf-tokenizers.sh)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + "; CI=true: failing")
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("no node")
-	}
-	out, err := exec.Command("../scripts/ensure-hf-tokenizers.sh", "--print-path").Output()
-	if err != nil {
-		missing("scripts/ensure-hf-tokenizers.sh --print-path: " + err.Error())
-	}
-	mods := filepath.Join(strings.TrimSpace(string(out)), "node_modules")
-	if _, err := os.Stat(filepath.Join(mods, "tokenizers")); err != nil {
-		missing("no tokenizers in " + mods)
-	}
+	node, mods := nodetest.Find(t, nodetest.Tokenizers)
 	dir := t.TempDir()
 	var b strings.Builder
 	for _, s := range texts {

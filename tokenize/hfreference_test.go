@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,25 +21,7 @@ import (
 // failing with CI=true, so a CI run cannot pass by skipping.
 func hfNode(t testing.TB) (node, modules string) {
 	t.Helper()
-	missing := func(msg string) {
-		msg = "Hugging Face tokenizers: " + msg + " (run scripts/ensure-hf-tokenizers.sh)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + "; CI=true: failing")
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("no node")
-	}
-	out, err := exec.Command("../scripts/ensure-hf-tokenizers.sh", "--print-path").Output()
-	if err != nil {
-		missing(fmt.Sprintf("scripts/ensure-hf-tokenizers.sh --print-path: %v", err))
-	}
-	modules = filepath.Join(strings.TrimSpace(string(out)), "node_modules")
-	if _, err := os.Stat(filepath.Join(modules, "tokenizers")); err != nil {
-		missing("no tokenizers in " + modules)
-	}
+	node, modules = nodetest.Find(t, nodetest.Tokenizers)
 	return node, modules
 }
 

@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"fmt"
+	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,25 +17,7 @@ import (
 // failing with CI=true, so a CI run cannot pass by skipping.
 func duckdbFixtures(t *testing.T) string {
 	t.Helper()
-	missing := func(msg string) {
-		msg = "DuckDB fixtures: " + msg + " (run scripts/ensure-duckdb.sh)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + "; CI=true: failing")
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("no node")
-	}
-	out, err := exec.Command("../../scripts/ensure-duckdb.sh", "--print-path").Output()
-	if err != nil {
-		missing(fmt.Sprintf("scripts/ensure-duckdb.sh --print-path: %v", err))
-	}
-	mods := filepath.Join(strings.TrimSpace(string(out)), "node_modules")
-	if _, err := os.Stat(filepath.Join(mods, "@duckdb", "node-api")); err != nil {
-		missing("no @duckdb/node-api in " + mods)
-	}
+	node, mods := nodetest.Find(t, nodetest.DuckDB)
 	dir := t.TempDir()
 	cmd := exec.Command(node, "testdata/duckdb.cjs", dir)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,33 +268,6 @@ func ProbeFile(t testing.TB, path string) Probe {
 	return p
 }
 
-// DuckDB returns node and the node_modules directory holding DuckDB's
-// Node.js API (scripts/ensure-duckdb.sh installs it), or skips; with
-// CI=true it fails. root is the module's root directory.
-func DuckDB(t testing.TB, root string) (node, modules string) {
-	t.Helper()
-	missing := func(msg string) {
-		msg = "DuckDB: " + msg + " (run scripts/ensure-duckdb.sh)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + "; CI=true: failing")
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("no node")
-	}
-	out, err := exec.Command(filepath.Join(root, "scripts", "ensure-duckdb.sh"), "--print-path").Output()
-	if err != nil {
-		missing(fmt.Sprintf("scripts/ensure-duckdb.sh --print-path: %v", err))
-	}
-	modules = filepath.Join(strings.TrimSpace(string(out)), "node_modules")
-	if _, err := os.Stat(filepath.Join(modules, "@duckdb", "node-api")); err != nil {
-		missing("no @duckdb/node-api in " + modules)
-	}
-	return node, modules
-}
-
 // Duration is a video's first video stream's duration in seconds, as
 // LeRobot's get_video_duration_in_s takes it (the stream's duration times
 // its time base), from ffprobe.
@@ -365,7 +339,7 @@ func LeRobot(t testing.TB, root string, shift float64) *LeRobotFixture {
 // millisecond after the durations before it, as LeRobot's own files do.
 func LeRobotAt(t testing.TB, root string, fps int, shift float64) *LeRobotFixture {
 	t.Helper()
-	node, modules := DuckDB(t, root)
+	node, modules := nodetest.Find(t, nodetest.DuckDB)
 	fx := &LeRobotFixture{Dir: t.TempDir(), FPS: fps, Lengths: []int{12, 8, 15}, Cameras: []string{CamFront, CamWrist}}
 	tmp := t.TempDir()
 	encoders := map[string][]string{

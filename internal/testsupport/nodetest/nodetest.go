@@ -1,0 +1,82 @@
+// Package nodetest finds the Node.js packages the tests hold Brand to as
+// independent references — DuckDB writes Parquet, Hugging Face's
+// tokenizers encodes byte-level BPE — which the project's scripts install
+// pinned, once, into a cache (scripts/ensure-duckdb.sh,
+// scripts/ensure-hf-tokenizers.sh).
+//
+// A test without them skips; with CI=true it fails, so that a CI run
+// cannot pass by skipping.
+package nodetest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A Reference is a Node.js package a script installs.
+type Reference struct {
+	What    string // named in a skip or failure: "DuckDB"
+	Script  string // under scripts/: "ensure-duckdb.sh"
+	Package string // its directory under node_modules: "@duckdb/node-api"
+}
+
+// The references the tests use.
+var (
+	DuckDB     = Reference{What: "DuckDB", Script: "ensure-duckdb.sh", Package: "@duckdb/node-api"}
+	Tokenizers = Reference{What: "Hugging Face tokenizers", Script: "ensure-hf-tokenizers.sh", Package: "tokenizers"}
+)
+
+// Find returns node and the node_modules directory holding r, installed
+// by its script (asked for the path with --print-path), or skips the
+// test; with CI=true it fails it. The script is found in the scripts
+// directory of the module the test runs in.
+func Find(t testing.TB, r Reference) (node, modules string) {
+	t.Helper()
+	missing := func(msg string) {
+		msg = r.What + ": " + msg + " (run scripts/" + r.Script + ")"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + "; CI=true: failing")
+		}
+		t.Skip(msg)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("no node")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		missing(err.Error())
+	}
+	out, err := exec.Command(filepath.Join(root, "scripts", r.Script), "--print-path").Output()
+	if err != nil {
+		missing(fmt.Sprintf("scripts/%s --print-path: %v", r.Script, err))
+	}
+	modules = filepath.Join(strings.TrimSpace(string(out)), "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, filepath.FromSlash(r.Package))); err != nil {
+		missing("no " + r.Package + " in " + modules)
+	}
+	return node, modules
+}
+
+// moduleRoot is the directory of the go.mod above the working directory
+// (a test runs in its package's directory).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no go.mod above the test's directory")
+		}
+		dir = up
+	}
+}
