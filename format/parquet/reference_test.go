@@ -211,48 +211,9 @@ func TestDuckDBTextReference(t *testing.T) {
 	}
 }
 
-// hfReferenceIDs has Hugging Face's tokenizers (node; package tokenize's
-// testdata/hf_reference.cjs, scripts/ensure-hf-tokenizers.sh installs
-// it) encode texts with a tokenizer.json, or skips — failing with
-// CI=true, so a CI run cannot pass by skipping.
+// hfReferenceIDs is nodetest.EncodeHF: Hugging Face's tokenizers' IDs.
 func hfReferenceIDs(t testing.TB, tokenizer string, texts [][]byte) [][]int32 {
-	t.Helper()
-	node, mods := nodetest.Find(t, nodetest.Tokenizers)
-	dir := t.TempDir()
-	var b strings.Builder
-	for _, s := range texts {
-		b.WriteString(hex.EncodeToString(s))
-		b.WriteByte('\n')
-	}
-	if err := os.WriteFile(filepath.Join(dir, "texts.hex"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	abs, err := filepath.Abs(tokenizer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, _ := json.Marshal(map[string]any{"texts": filepath.Join(dir, "texts.hex"), "tokenizers": map[string]string{"t": abs}})
-	if err := os.WriteFile(filepath.Join(dir, "spec.json"), spec, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "../../tokenize/testdata/hf_reference.cjs", filepath.Join(dir, "spec.json"), filepath.Join(dir, "out.json"))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("hf_reference.cjs: %v\n%s", err, out)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "out.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res map[string]struct {
-		IDs [][]int32 `json:"ids"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil || len(res["t"].IDs) != len(texts) {
-		t.Fatalf("hf_reference.cjs's output: %v", err)
-	}
-	return res["t"].IDs
+	return nodetest.EncodeHF(t, tokenizer, texts)
 }
 
 // The byte-level twin of TestTokensTextReference: the multilingual

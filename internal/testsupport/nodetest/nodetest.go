@@ -9,12 +9,16 @@
 package nodetest
 
 import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A Reference is a Node.js package a script installs.
@@ -79,4 +83,52 @@ func moduleRoot() (string, error) {
 		}
 		dir = up
 	}
+}
+
+// EncodeHF has Hugging Face's tokenizers (Tokenizers; package tokenize's
+// testdata/hf_reference.cjs) encode texts with the tokenizer.json at
+// path, and returns each text's IDs; without the reference it skips, or
+// fails with CI=true.
+func EncodeHF(t testing.TB, path string, texts [][]byte) [][]int32 {
+	t.Helper()
+	node, modules := Find(t, Tokenizers)
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var b strings.Builder
+	for _, s := range texts {
+		b.WriteString(hex.EncodeToString(s))
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "texts.hex"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(map[string]any{"texts": filepath.Join(dir, "texts.hex"), "tokenizers": map[string]string{"t": abs}})
+	if err := os.WriteFile(filepath.Join(dir, "spec.json"), spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "tokenize", "testdata", "hf_reference.cjs"), filepath.Join(dir, "spec.json"), filepath.Join(dir, "out.json"))
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hf_reference.cjs: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "out.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res map[string]struct {
+		IDs [][]int32 `json:"ids"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil || len(res["t"].IDs) != len(texts) {
+		t.Fatalf("hf_reference.cjs's output: %v (%d texts)", err, len(res["t"].IDs))
+	}
+	return res["t"].IDs
 }
