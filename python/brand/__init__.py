@@ -1,5 +1,13 @@
 """Brand: shuffled batches of a chunked dataset from a Brand gateway.
 
+Read a job with the dataset of its kind, each yielding one type:
+``brand.Samples`` (:class:`~brand.torch.SampleBatch`), ``brand.Tensors``
+(:class:`~brand.torch.TensorBatch`), ``brand.Sequences``
+(:class:`~brand.torch.SequenceBatch`), ``brand.Clips``
+(:class:`~brand.torch.ClipBatch`), ``brand.LeRobot``
+(:class:`~brand.torch.WindowBatch`): :mod:`brand.torch`'s, which
+``brand`` imports (and torch with it) when one is first named.
+
 The core (:class:`Client`, configured by :class:`Options`: the :class:`Job`
 read, the :class:`Connection` to the gateways; :func:`decode_tar`;
 :func:`format_mix` for a mixture of datasets) uses only the standard
@@ -39,3 +47,19 @@ __all__ = [
     "tune_malloc",
     "__version__",
 ]
+
+# The entries are brand.torch's: named here, imported (and torch with them)
+# on first use, so that the rest of the package needs no torch.
+_TORCH_ENTRIES = ("Samples", "Tensors", "Sequences", "Clips", "LeRobot")
+
+
+def __getattr__(name: str) -> object:
+    if name in _TORCH_ENTRIES:
+        from . import torch as _torch  # noqa: PLC0415
+
+        return getattr(_torch, name)
+    raise AttributeError(f"module 'brand' has no attribute {name!r}")
+
+
+def __dir__() -> "list[str]":
+    return sorted(list(globals()) + list(_TORCH_ENTRIES))

@@ -9,6 +9,10 @@ python/README.md's "PyTorch" and the sections after it.
 
 Its modules, each one job:
 
+* ``_entries``: the entries, each the arguments its kind needs, checked
+  by the gateway's table of features when made.
+* ``_batches``: the type each entry yields, and the collate that makes it.
+
 * ``_dataset``: :class:`BrandDataset` (the cut of each worker of each rank,
   epochs, positions, ``state_dict``/``load_state_dict``), :func:`ddp_world`,
   :class:`BrandSkipWarning`.
@@ -27,18 +31,22 @@ Its modules, each one job:
   header a loader writes each pass's state into for persistent workers.
 """
 
+from ._batches import ClipBatch, SampleBatch, SequenceBatch, TensorBatch, WindowBatch
 from ._clips import clip_tensors
 from ._dataset import BrandDataset, BrandSkipWarning, ddp_world
+from ._entries import Clips, LeRobot, Samples, Sequences, Tensors
 from ._loader import BrandLoader
 from ._sequences import sequence_tensors
 from ._tensors import collate_tensors, npy_tensor
 
-__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "clip_tensors", "collate_tensors", "ddp_world",
-           "npy_tensor", "sequence_tensors"]
+__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "ClipBatch", "Clips", "LeRobot", "SampleBatch",
+           "Samples", "SequenceBatch", "Sequences", "TensorBatch", "Tensors", "WindowBatch", "clip_tensors",
+           "collate_tensors", "ddp_world", "npy_tensor", "sequence_tensors"]
 
 # Named where users import them from, as before the package was split: in
 # reprs, help() and pickles (a dataset sent to spawned workers).
-for _public in (BrandDataset, BrandLoader, BrandSkipWarning, clip_tensors, collate_tensors, ddp_world, npy_tensor,
-                sequence_tensors):
+for _public in (BrandDataset, BrandLoader, BrandSkipWarning, ClipBatch, Clips, LeRobot, SampleBatch, Samples,
+                SequenceBatch, Sequences, TensorBatch, Tensors, WindowBatch, clip_tensors, collate_tensors, ddp_world,
+                npy_tensor, sequence_tensors):
     _public.__module__ = __name__
 del _public

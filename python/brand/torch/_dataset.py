@@ -147,6 +147,10 @@ class BrandDataset(IterableDataset):
     ) -> None:
         super().__init__()
         opts = resolve(options, keywords, "BrandDataset")
+        if type(self) is BrandDataset:
+            warnings.warn(f"brand: BrandDataset() is deprecated: read this job with brand.{_entry_of(opts)}, "
+                          "which takes its kind's arguments and yields one type (python/README.md)",
+                          DeprecationWarning, stacklevel=2)
         job = opts.job
         if job.batch_size is None:
             job = replace(job, batch_size=_DEFAULT_BATCH_SIZE)
@@ -803,6 +807,20 @@ class BrandDataset(IterableDataset):
         ``collate_fn``, ``pin_memory``, ...); a job with a ``transform``
         collates with :func:`collate_tensors` unless told otherwise."""
         return BrandLoader(self, **kwargs)
+
+
+def _entry_of(opts: Options) -> str:
+    """The entry that reads the job of ``opts`` (``brand.torch._entries``)."""
+    job = opts.job
+    if job.seq is not None:
+        return "Sequences"
+    if job.clip is not None:
+        return "Clips"
+    if job.clips:
+        return "LeRobot"
+    if job.transform is not None:
+        return "Tensors"
+    return "Samples"
 
 
 def _warn_missing(batch: Batch) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 from torch.utils.data._utils.collate import default_convert
 
+from ._batches import BATCH_TYPES
 from ._shm import BLOCKS_PER_WORKER, Board, WorkerInit
 from ._tensors import collate_tensors
 
@@ -23,6 +24,8 @@ def convert_step(step: Any) -> Any:
     array to convert, and walking a clip batch's (each clip's frame
     numbers, timestamps and PTS) was about a tenth of a worker's CPU a
     step. Every other member is converted as ``default_convert`` does."""
+    if isinstance(step, BATCH_TYPES):
+        return step  # made in the worker of tensors and plain values: nothing to convert
     if not isinstance(step, dict):
         return default_convert(step)
     return {k: v if k == "json" or k.endswith(".json") else default_convert(v) for k, v in step.items()}
@@ -70,10 +73,21 @@ class BrandLoader(DataLoader):
         else:
             kwargs.setdefault("collate_fn", convert_step)
         super().__init__(dataset, **kwargs)
+        # Trainers that find the epoch's setter on the loader's sampler
+        # (PyTorch Lightning's _set_sampler_epoch, and loops written for a
+        # DistributedSampler) reach the dataset's. An IterableDataset's
+        # DataLoader takes no sampler as an argument; the one it makes
+        # yields None forever, as this one does.
+        object.__setattr__(self, "sampler", EpochSampler(dataset))
         # The workers' shared blocks, kept across passes (see _shm.py), and
         # the DataLoader iterator of the pass using them.
         self._board: Optional[Board] = None
         self._board_pass: Optional["weakref.ReferenceType[Any]"] = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """The dataset's :meth:`~BrandDataset.set_epoch`: read ``epoch``
+        next (as ``loader.sampler.set_epoch``, where Lightning calls it)."""
+        self.dataset.set_epoch(epoch)  # type: ignore[attr-defined]
 
     def __len__(self) -> int:
         """The steps this rank's pass over the dataset's current epoch holds
@@ -203,3 +217,23 @@ class BrandLoader(DataLoader):
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """The dataset's :meth:`~BrandDataset.load_state_dict`."""
         self.dataset.load_state_dict(state)  # type: ignore[attr-defined]
+
+
+class EpochSampler(Sampler):
+    """A BrandLoader's sampler: as the one a DataLoader makes for an
+    ``IterableDataset`` it yields ``None`` forever (the dataset chooses its
+    samples), and its :meth:`set_epoch` is the dataset's, where trainers
+    look for a sampler's (Lightning calls ``loader.sampler.set_epoch``
+    before each epoch)."""
+
+    def __init__(self, dataset: Any) -> None:
+        super().__init__(None)
+        self.dataset = dataset
+
+    def __iter__(self) -> Iterator[None]:
+        while True:
+            yield None
+
+    def set_epoch(self, epoch: int) -> None:
+        """The dataset's :meth:`~BrandDataset.set_epoch`."""
+        self.dataset.set_epoch(epoch)

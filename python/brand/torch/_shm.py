@@ -60,7 +60,7 @@ import pickle
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy
 import torch
@@ -139,8 +139,7 @@ class Board:
         from torch.multiprocessing.reductions import StorageWeakRef
 
         self._expire()
-        values = item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else ()
-        for v in values:
+        for v in _tensors_of(item):
             # A collated stack starts at the block's data; a clip step's
             # frames are a view further into the batch read there.
             if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.storage_offset() >= BLOCK_HEAD:
@@ -191,6 +190,21 @@ class Board:
             finally:
                 os.close(fd)
             self.blocks.append(torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,)))
+
+
+def _values(item: Any) -> Any:
+    return item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else ()
+
+
+def _tensors_of(item: Any) -> Iterator[Any]:
+    """The values of a step (a dict, a list or a tuple, such as an
+    entry's batch), and those of the dicts among them (a
+    :class:`WindowBatch`'s features): where a worker's blocks can be."""
+    for v in _values(item):
+        if isinstance(v, Mapping):
+            yield from v.values()
+        else:
+            yield v
 
 
 class Blocks:
