@@ -11,7 +11,9 @@ Read a job with the dataset of its kind, each yielding one type:
 The core (:class:`Client`, configured by :class:`Options`: the :class:`Job`
 read, the :class:`Connection` to the gateways; :func:`decode_tar`;
 :func:`format_mix` for a mixture of datasets) uses only the standard
-library. :mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
+library. :mod:`brand.edits` changes a named job while it trains (its
+exclusion list, append record, stored schedule, importance feedback).
+:mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
 ``torch.utils.data.IterableDataset`` for DataLoader and DDP training, which
 takes the same options.
 """
@@ -23,8 +25,10 @@ from ._options import Connection, Importance, Job, Options
 from ._sequences import sequence_arrays
 from ._tar import TarError, decode_tar, split_key
 from ._version import __version__
+from ._http import EditRefused
 from .client import (Batch, BrandConnectionError, BrandError, Client, IndexChangedError, MembersUnknownError,
                      ScheduleConflictError)
+from . import edits
 
 __all__ = [
     "Batch",
@@ -32,6 +36,7 @@ __all__ = [
     "BrandError",
     "Client",
     "Connection",
+    "EditRefused",
     "Importance",
     "IndexChangedError",
     "Job",
@@ -41,6 +46,7 @@ __all__ = [
     "TarError",
     "clip_arrays",
     "decode_tar",
+    "edits",
     "format_mix",
     "sequence_arrays",
     "split_key",

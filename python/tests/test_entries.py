@@ -171,7 +171,8 @@ class TestChecked(unittest.TestCase):
         for kw, entry in (({}, "Samples"), ({"transform": "flip"}, "Tensors"), ({"seq": 8}, "Sequences"),
                           ({"clip": 4}, "Clips"), ({"frames": [0, 1]}, "LeRobot")):
             with self.subTest(entry=entry):
-                with self.assertWarnsRegex(DeprecationWarning, rf"BrandDataset\(\) is deprecated.*brand\.{entry}\b") as w:
+                want = rf"BrandDataset\(\) is deprecated.*brand\.{entry}\b"
+                with self.assertWarnsRegex(DeprecationWarning, want) as w:
                     ds = BrandDataset(NOWHERE, dataset="t", **kw)
                 self.assertEqual(w.filename, os.path.abspath(__file__))
                 self.assertIsInstance(ds, BrandDataset)
@@ -179,6 +180,29 @@ class TestChecked(unittest.TestCase):
             warnings.simplefilter("error")
             brand.Samples(NOWHERE, "t")
             brand.Sequences(NOWHERE, "t")
+
+
+class TestIterations(unittest.TestCase):
+    def test_the_pass_methods_are_renamed(self):
+        """A loader's run over an epoch is an iteration; a pass is a
+        mixture component's epoch, as in the Go client and the HTTP API.
+        The first releases' names still work, and warn."""
+        gw = gateway()
+        ds = brand.Samples(gw.url, "t", batch_size=9, seed=3)
+        ds.begin_iteration()
+        ds.step_received()
+        self.assertEqual(ds.iteration_state()["epoch"], 0)
+        ds.end_iteration(False)
+        self.assertEqual(ds.state_dict()["position"], 9)
+        with self.assertWarnsRegex(DeprecationWarning, "begin_pass is deprecated: it is begin_iteration"):
+            ds.begin_pass()
+        ds.step_received()
+        ds.step_received()
+        with self.assertWarnsRegex(DeprecationWarning, "pass_state is deprecated"):
+            self.assertEqual(ds.pass_state()["epoch"], 0)
+        with self.assertWarnsRegex(DeprecationWarning, "end_pass is deprecated"):
+            ds.end_pass(False)
+        self.assertEqual(ds.state_dict()["position"], 18)
 
 
 def _features(b: SampleBatch) -> "tuple[torch.Tensor, torch.Tensor]":

@@ -17,9 +17,9 @@ Its modules, each one job:
   epochs, positions, ``state_dict``/``load_state_dict``), :func:`ddp_world`,
   :class:`BrandSkipWarning`.
 * ``_loader``: :class:`BrandLoader`, which counts steps through the
-  dataset's pass methods (``begin_pass``, ``step_received``, ``end_pass``),
+  dataset's iteration methods (``begin_iteration``, ``step_received``, ``end_iteration``),
   hands its workers their shared blocks and frees them as the trainer lets
-  go of them, and hands persistent workers each pass's state.
+  go of them, and hands persistent workers each iteration's state.
 * ``_sequences``: :func:`sequence_tensors`, a token job's batch as
   ``(B, seq)`` int32 tensors on its buffer.
 * ``_clips``: :func:`clip_tensors`, a clip job's batch as ``(B, T, H, W,
@@ -28,7 +28,7 @@ Its modules, each one job:
   batch's buffer, and :func:`collate_tensors`, which stacks a step's images.
 * ``_shm``: the shared-memory blocks a loader's workers stack steps into and
   reuse, the ``worker_init_fn`` that hands them to each worker, and the
-  header a loader writes each pass's state into for persistent workers.
+  header a loader writes each iteration's state into for persistent workers.
 """
 
 from ._batches import ClipBatch, SampleBatch, SequenceBatch, TensorBatch, WindowBatch

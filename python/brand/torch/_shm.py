@@ -14,30 +14,30 @@ never reused, and past the pool's size the worker makes new blocks as
 PyTorch does.
 
 The loader's process keeps a :class:`Board` for as long as the loader
-lives and hands it to each pass's workers as the argument of their init
+lives and hands it to each iteration's workers as the argument of their init
 (:class:`WorkerInit`, the DataLoader's ``worker_init_fn``); each worker
 takes its own :class:`Blocks` of it, which
 :func:`~brand.torch.collate_tensors` stacks into (:func:`worker_blocks`).
 The dataset carries none of it.
 
 Workers with ``persistent_workers=True`` live as long as the loader: each
-keeps its blocks mapped from pass to pass, and the loader tells them, as
-each pass begins, which blocks its process still holds
-(:class:`PassHeader`): the rest are free again, whatever the pass before
+keeps its blocks mapped from iteration to iteration, and the loader tells them, as
+each iteration begins, which blocks its process still holds
+(:class:`IterationHeader`): the rest are free again, whatever the iteration before
 left in them (steps made ahead of a trainer that stopped early).
 
-Workers without ``persistent_workers`` end with their pass, and the next
-pass forks new ones: a block a worker made would go with it, and the next
-pass's workers would allocate new ones. So the board keeps the blocks
-across passes: the loader's process keeps a
+Workers without ``persistent_workers`` end with their iteration, and the next
+iteration forks new ones: a block a worker made would go with it, and the next
+iteration's workers would allocate new ones. So the board keeps the blocks
+across iterations: the loader's process keeps a
 mapping of each block it has received a step in (:meth:`Board.received`;
-never touched there, so it costs no pages), and the next pass's workers
+never touched there, so it costs no pages), and the next iteration's workers
 start with those blocks, inherited when forked, their descriptors passed
 when spawned: the blocks' memory is allocated once a loader, not once a
-pass. At most ``workers × per_worker`` blocks, one a slot; a block
+iteration. At most ``workers × per_worker`` blocks, one a slot; a block
 replaced in its slot (outgrown) is let go, and all of them with the
 loader. Only the ``file_descriptor`` sharing strategy (Linux's default)
-gives a block's descriptor: under ``file_system`` each pass makes its
+gives a block's descriptor: under ``file_system`` each iteration makes its
 blocks anew.
 
 A new worker still maps each block anew — a fork does not copy a shared
@@ -46,8 +46,8 @@ is dear whether the page is new or kept (5.7 and 5.5 ms of CPU a MB on
 the benchmark's VM, against 0.013 ms to write a page already mapped). So
 a worker maps the part of a block it takes into its page tables in one
 call (:func:`populate`, 2.2–2.5 ms a MB there) before a body is read
-into it. Over a pass, each block's first use in a worker costs that; a
-pass of many more steps than a worker has blocks amortizes it.
+into it. Over an iteration, each block's first use in a worker costs that; a
+iteration of many more steps than a worker has blocks amortizes it.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ BLOCK_MAGIC = b"BRANDBLK"
 BLOCK_HEAD = 64  # magic, slot number (4 bytes, little-endian), padding
 BLOCKS_PER_WORKER = 6
 BLOCK_SLACK = 16  # a block is made 1/16 larger than the step it is made for
-PASS_HEADER_BYTES = 1 << 20  # a pass's state, pickled; its pages are touched only as far as it goes
+ITERATION_HEADER_BYTES = 1 << 20  # an iteration's state, pickled; its pages are touched only as far as it goes
 
 
 def storage(t: torch.Tensor) -> Any:
@@ -79,7 +79,7 @@ def storage(t: torch.Tensor) -> Any:
 class Board:
     """Flags shared by a BrandLoader's process and its workers, one per
     block: 1 while the trainer's process may hold the block, 0 free; and
-    the blocks themselves, kept by the loader's process across passes.
+    the blocks themselves, kept by the loader's process across iterations.
     Made in the loader's process before the workers start, which then share
     it (inherited, or passed as shared memory when workers are spawned)."""
 
@@ -98,19 +98,19 @@ class Board:
         self.ids: List[Optional["tuple[int, int]"]] = [None] * len(self.flags)
         self.keeps = torch.multiprocessing.get_sharing_strategy() == "file_descriptor"
         #: With persistent workers, where the loader's process writes each
-        #: pass's state for them (they started with the dataset of the
-        #: first pass); ``None`` when a pass's workers are forked for it.
-        self.header: Optional[PassHeader] = PassHeader() if persistent else None
+        #: iteration's state for them (they started with the dataset of the
+        #: first iteration); ``None`` when an iteration's workers are forked for it.
+        self.header: Optional[IterationHeader] = IterationHeader() if persistent else None
 
     def fits(self, workers: int, per_worker: int) -> bool:
-        """Whether this board has the slots of a pass of ``workers``
+        """Whether this board has the slots of an iteration of ``workers``
         workers keeping ``per_worker`` blocks each."""
         return self.workers == max(1, workers) and self.per_worker == max(1, per_worker)
 
     def begin(self) -> None:
-        """In the loader's process, before a pass's workers start (those of
-        the pass before have ended): a block is free unless a tensor of
-        this process still refers to it. A block the last pass's workers
+        """In the loader's process, before an iteration's workers start (those of
+        the iteration before have ended): a block is free unless a tensor of
+        this process still refers to it. A block the last iteration's workers
         took and this process never received was theirs alone."""
         self._expire()
         self.flags.zero_()
@@ -135,7 +135,7 @@ class Board:
     def received(self, item: Any) -> None:
         """In the loader's process: frees the blocks no tensor refers to any
         more, and notes those of ``item`` (a collated step), keeping each
-        block for the passes after this one."""
+        block for the iterations after this one."""
         from torch.multiprocessing.reductions import StorageWeakRef
 
         self._expire()
@@ -214,7 +214,7 @@ class Blocks:
     def __init__(self, board: Board, worker: int) -> None:
         self.board = board
         self.first = worker * board.per_worker
-        # Each whole block, uint8: those the board kept from the passes
+        # Each whole block, uint8: those the board kept from the iterations
         # before, their pages there already.
         self.blocks: List[Optional[torch.Tensor]] = list(board.blocks[self.first:self.first + board.per_worker])
         # Per block, the bytes of it this process has mapped in (populate).
@@ -224,10 +224,10 @@ class Blocks:
         self.lock = threading.Lock()
 
     def free_unheld(self, held: Sequence[int]) -> None:
-        """As a persistent worker's pass begins: frees each of this
+        """As a persistent worker's iteration begins: frees each of this
         worker's blocks but those of the slots ``held`` (the loader's
         process still refers to them). The others hold nothing the trainer
-        will see: steps of the pass before it never received (made ahead
+        will see: steps of the iteration before it never received (made ahead
         of a trainer that stopped, dropped by the DataLoader's reset) or
         let go of (freed by that process as it received the next, but a
         block it never received a step in is never freed there)."""
@@ -298,21 +298,21 @@ class Blocks:
         return None
 
 
-class PassHeader:
-    """A pass's state, written by a BrandLoader's process before each pass
+class IterationHeader:
+    """An iteration's state, written by a BrandLoader's process before each iteration
     and read by each of its persistent workers as its iteration of the
-    pass begins: a persistent worker keeps the dataset it was started with
-    (PyTorch re-enters its ``__iter__`` each pass, on that copy), so the
+    iteration begins: a persistent worker keeps the dataset it was started with
+    (PyTorch re-enters its ``__iter__`` each iteration, on that copy), so the
     epoch, a restored position and the versions pinned since reach it
     here. Shared memory: a sequence number (odd while a write is under
     way), the length, the pickled state.
 
     The loader writes before the DataLoader's reset asks the workers to
-    begin the pass (a queue between the processes orders the two); a
-    worker reading while the loader writes — a generator of the pass
+    begin the iteration (a queue between the processes orders the two); a
+    worker reading while the loader writes — a generator of the iteration
     before, started late, whose steps the reset drops — reads again."""
 
-    def __init__(self, size: int = PASS_HEADER_BYTES) -> None:
+    def __init__(self, size: int = ITERATION_HEADER_BYTES) -> None:
         st = torch.UntypedStorage._new_shared(size)  # its pages allocated as written, not zeroed ahead
         self.buf = torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
 
@@ -320,11 +320,11 @@ class PassHeader:
         return self.buf[:16].numpy().view(numpy.int64)
 
     def write(self, state: Any) -> None:
-        """In the loader's process, between passes: ``state`` for the
-        workers' next pass."""
+        """In the loader's process, between iterations: ``state`` for the
+        workers' next iteration."""
         data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         if 16 + len(data) > self.buf.numel():
-            raise ValueError(f"brand: a pass's state of {len(data)} bytes is over the {self.buf.numel() - 16} "
+            raise ValueError(f"brand: an iteration's state of {len(data)} bytes is over the {self.buf.numel() - 16} "
                              "a persistent worker's header holds")
         w = self._words()
         seq = int(w[0])
@@ -352,8 +352,8 @@ def populate(b: torch.Tensor, n: int) -> bool:
     """Maps the first ``n`` bytes of block ``b`` into this process's page
     tables at once, writable (``madvise(MADV_POPULATE_WRITE)``), rather
     than one page fault at a time as a body is read into it: a worker
-    forked for a pass maps its blocks anew, even those whose pages the
-    blocks kept across passes already have, and faulting them in one page
+    forked for an iteration maps its blocks anew, even those whose pages the
+    blocks kept across iterations already have, and faulting them in one page
     at a time cost 5.5 ms of CPU a MB on the benchmark's VM, 2.2 ms
     populated. Returns False where the kernel (before 5.14) or the C library
     has no such call: the pages then fault in as they are written."""
@@ -390,11 +390,11 @@ def worker_blocks() -> Optional[Blocks]:
     return _worker_blocks
 
 
-def worker_pass() -> Optional[Any]:
-    """In a persistent worker of a BrandLoader, as its iteration of a pass
-    begins (after the pass before has let go of its blocks: its client
-    closed): the dataset's state the loader wrote for the pass
-    (:meth:`BrandDataset.pass_state`), this worker's blocks the trainer's
+def worker_iteration() -> Optional[Any]:
+    """In a persistent worker of a BrandLoader, as its iteration
+    begins (after the iteration before has let go of its blocks: its client
+    closed): the dataset's state the loader wrote for the iteration
+    (:meth:`BrandDataset.iteration_state`), this worker's blocks the trainer's
     process no longer holds freed. ``None`` in any other process."""
     blocks = _worker_blocks
     if blocks is None or blocks.board.header is None:
@@ -407,7 +407,7 @@ def worker_pass() -> Optional[Any]:
 
 
 class WorkerInit:
-    """A BrandLoader's ``worker_init_fn`` for one pass: gives each worker
+    """A BrandLoader's ``worker_init_fn`` for one iteration: gives each worker
     its :class:`Blocks` of the loader's ``board``, then calls the
     ``worker_init_fn`` the loader was given (``then``), if any. Pickled to
     spawned workers with the board's flags."""
