@@ -60,6 +60,7 @@ import pickle
 import sys
 import threading
 import time
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy
@@ -96,7 +97,7 @@ class Board:
         # and the identity (device, inode) of its shared-memory file.
         self.blocks: List[Optional[torch.Tensor]] = [None] * len(self.flags)
         self.ids: List[Optional["tuple[int, int]"]] = [None] * len(self.flags)
-        self.keeps = torch.multiprocessing.get_sharing_strategy() == "file_descriptor"
+        self.keeps = torch.multiprocessing.get_sharing_strategy() == "file_descriptor" and can_keep()
         #: With persistent workers, where the loader's process writes each
         #: iteration's state for them (they started with the dataset of the
         #: first iteration); ``None`` when an iteration's workers are forked for it.
@@ -156,13 +157,12 @@ class Board:
         never expire, and the block would never be free."""
         if not self.keeps:
             return
-        fd, size = st._share_fd_cpu_()  # the descriptor the storage keeps: no copy
+        fd, size = block_fd(st)
         info = os.fstat(fd)
         ident = (info.st_dev, info.st_ino)
         if self.ids[slot] == ident:
             return
-        kept = torch.UntypedStorage._new_shared_fd_cpu(fd, size)  # maps a duplicate of fd
-        self.blocks[slot] = torch.empty(0, dtype=torch.uint8).set_(kept, 0, (size,), (1,))
+        self.blocks[slot] = map_fd(fd, size)
         self.ids[slot] = ident
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -171,7 +171,7 @@ class Board:
         # own.
         from multiprocessing.reduction import DupFd
 
-        fds = [None if b is None else (DupFd(storage(b)._share_fd_cpu_()[0]), b.numel()) for b in self.blocks]
+        fds = [None if b is None else (DupFd(block_fd(storage(b))[0]), b.numel()) for b in self.blocks]
         return {"workers": self.workers, "flags": self.flags, "per_worker": self.per_worker, "held": [],
                 "fds": fds, "keeps": self.keeps, "header": self.header}
 
@@ -186,10 +186,9 @@ class Board:
             df, size = f
             fd = df.detach()
             try:
-                st = torch.UntypedStorage._new_shared_fd_cpu(fd, size)
+                self.blocks.append(map_fd(fd, size))
             finally:
                 os.close(fd)
-            self.blocks.append(torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,)))
 
 
 def _values(item: Any) -> Any:
@@ -262,8 +261,7 @@ class Blocks:
             # batch's JSON members, a last smaller stack), and a block
             # outgrown is made anew, its pages with it.
             size = -(-(BLOCK_HEAD + nbytes + nbytes // BLOCK_SLACK) // 4096) * 4096
-            st = torch.UntypedStorage._new_shared(size)
-            b = torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
+            b = new_block(size)
             b[:12] = torch.frombuffer(bytearray(BLOCK_MAGIC + (self.first + free).to_bytes(4, "little")),
                                       dtype=torch.uint8)
             self.blocks[free] = b
@@ -313,8 +311,7 @@ class IterationHeader:
     before, started late, whose steps the reset drops — reads again."""
 
     def __init__(self, size: int = ITERATION_HEADER_BYTES) -> None:
-        st = torch.UntypedStorage._new_shared(size)  # its pages allocated as written, not zeroed ahead
-        self.buf = torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
+        self.buf = new_block(size)  # its pages allocated as written, not zeroed ahead (with torch's own call)
 
     def _words(self) -> numpy.ndarray:
         return self.buf[:16].numpy().view(numpy.int64)
@@ -343,6 +340,77 @@ class IterationHeader:
                 if int(w[0]) == seq:
                     return pickle.loads(data) if seq else None
             time.sleep(0.001)
+
+
+# -- torch's private storage calls ---------------------------------------------
+#
+# Three calls of torch's storages are private: making a block in shared
+# memory without touching its pages (UntypedStorage._new_shared), a
+# storage's descriptor (_share_fd_cpu_) and a second mapping of one
+# (UntypedStorage._new_shared_fd_cpu), by which the loader's process keeps
+# its workers' blocks from one iteration to the next. Torch 1.13 and 2.x
+# have them; a torch that does not is met here, and only here: each is
+# looked up when used, and one that is missing warns once (a
+# RuntimeWarning naming it and the torch) and the public path is taken:
+# Tensor.share_memory_() for a block (it copies the new block's pages
+# into shared memory once, a fault a page), and no blocks kept across
+# iterations (each iteration's workers make theirs, as under the
+# file_system sharing strategy; persistent workers keep theirs anyway).
+# python/bench/handoff.py measures the two side by side.
+
+#: Where the private calls are looked up: torch's UntypedStorage (a test
+#: puts a class without them here, as a torch that lacks them would be).
+UntypedStorage: Any = torch.UntypedStorage
+_warned: set = set()
+
+
+class PrivateTorchWarning(RuntimeWarning):
+    """A private call of torch's that the shared blocks use is missing:
+    the public path, measured slower (docs/benchmarks.md), is taken."""
+
+
+def _private(name: str) -> Optional[Callable[..., Any]]:
+    """torch's ``UntypedStorage.<name>``, or ``None`` after a warning (once
+    a process) that this torch lacks it."""
+    fn = getattr(UntypedStorage, name, None)
+    if fn is None and name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"brand: torch {torch.__version__} has no UntypedStorage.{name}: the loader's shared blocks "
+                      "take the public path (Tensor.share_memory_(), blocks not kept across iterations)",
+                      PrivateTorchWarning, stacklevel=3)
+    return fn
+
+
+def new_block(size: int) -> torch.Tensor:
+    """A whole uint8 block of ``size`` bytes in shared memory (torch's
+    kind, which a worker hands to the trainer's process by reference):
+    its pages untouched, by torch's private call; else made private and
+    moved there by the public ``share_memory_()``."""
+    make = _private("_new_shared")
+    if make is not None:
+        return torch.empty(0, dtype=torch.uint8).set_(make(size), 0, (size,), (1,))
+    return torch.empty(size, dtype=torch.uint8).share_memory_()
+
+
+def can_keep() -> bool:
+    """Whether this torch gives a shared block's descriptor and maps one
+    anew (private calls both), so that a loader keeps its workers' blocks
+    from one iteration to the next."""
+    fd, mapped = _private("_share_fd_cpu_"), _private("_new_shared_fd_cpu")  # each warns if missing
+    return fd is not None and mapped is not None
+
+
+def block_fd(st: Any) -> "tuple[int, int]":
+    """(descriptor, size) of shared storage ``st``: the one it keeps, not
+    a copy. Only where :func:`can_keep`."""
+    return st._share_fd_cpu_()
+
+
+def map_fd(fd: int, size: int) -> torch.Tensor:
+    """A whole uint8 block on a mapping of its own of ``fd`` (a duplicate
+    of it is kept). Only where :func:`can_keep`."""
+    st = UntypedStorage._new_shared_fd_cpu(fd, size)
+    return torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
 
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14
