@@ -146,6 +146,7 @@ class Client:
         self._bodies = _Bodies(opts.ahead + 3)
         # Where batch bodies read as views go first (read_batches_into).
         self._into: Optional[Callable[[int], Any]] = None
+        self._views = False  # member_views
         # The router of the requests: the URL alone, the peers, or (with
         # discover) None until the cluster has answered.
         self._router: Optional[Router] = None
@@ -490,7 +491,7 @@ class Client:
         # A transformed or token batch is read into a buffer of its own,
         # writable, so that its tensors are handed out as views of it, not
         # copies.
-        into = self._body if "transform" in q or "seq" in q or _clips(q) else None
+        into = self._body if self._views or "transform" in q or "seq" in q or _clips(q) else None
         a = self._send_pinned(f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
         return a.headers, a.body
 
@@ -503,6 +504,15 @@ class Client:
         shared memory, so that a step's tensors reach the trainer's
         process without a copy. ``None`` restores the default."""
         self._into = get
+
+    def member_views(self, on: bool = True) -> None:
+        """Hand every member of a batch out as a ``memoryview`` of the
+        batch's buffer (read into :meth:`read_batches_into`'s buffers, or
+        the client's own, reused once nothing refers to them) rather than a
+        ``bytes`` copy of it, and the buffer as the batch's ``body``: no
+        copy of a sample's bytes in the client. ``brand.Samples`` reads so
+        (its steps' members are tensors on the buffer)."""
+        self._views = bool(on)
 
     def _body(self, n: int) -> Any:
         """A buffer for a batch body of ``n`` bytes (read_batches_into)."""
@@ -541,7 +551,7 @@ class Client:
             # images are not the tensors asked for.
             raise BrandError(f"brand: epoch {epoch} batch {batch}: asked for transform {pipeline!r}, "
                              f"Brand-Transform says {headers.get('Brand-Transform')!r}")
-        views = pipeline is not None or "seq" in params or _clips(params)
+        views = self._views or pipeline is not None or "seq" in params or _clips(params)
         out = Batch(self._samples(epoch, batch, params, headers, body, views))
         out.transform = pipeline
         if views:
@@ -557,7 +567,7 @@ class Client:
 
     def _samples(self, epoch: int, batch: int, params: Mapping[str, str], headers: Mapping[str, str],
                  body: Any, npy_views: bool) -> List[Sample]:
-        samples = _decode(epoch, batch, body, npy_views)
+        samples = _decode(epoch, batch, body, npy_views, views=self._views)
         mix = self._mix_text
         if mix is None:
             return samples
@@ -577,7 +587,7 @@ class Client:
             # sample's members there have distinct extensions, so a
             # repeated one starts the next sample.
             if npy_views:
-                samples = _decode(epoch, batch, body, npy_views, split_repeats=True)
+                samples = _decode(epoch, batch, body, npy_views, split_repeats=True, views=self._views)
             else:
                 samples = self._split(epoch, batch, params, body, where, npy_views)
         if len(samples) != len(comps):
@@ -601,7 +611,7 @@ class Client:
         at = 0
         for n in lengths:
             part = body[at:at + n] if isinstance(body, bytes) else memoryview(body)[at:at + n]
-            one = _decode(epoch, batch, part, npy_views)
+            one = _decode(epoch, batch, part, npy_views, views=self._views)
             if len(one) != 1:
                 raise BrandError(f"{where}: bytes [{at}, {at + n}) hold {len(one)} samples, not one")
             out.append(one[0])
@@ -787,9 +797,10 @@ def _components(header: Optional[str], k: int, where: str) -> List[int]:
     return out
 
 
-def _decode(epoch: int, batch: int, body: Any, npy_views: bool = False, split_repeats: bool = False) -> List[Sample]:
+def _decode(epoch: int, batch: int, body: Any, npy_views: bool = False, split_repeats: bool = False,
+            views: bool = False) -> List[Sample]:
     try:
-        return decode_tar(body, npy_views, split_repeats)
+        return decode_tar(body, npy_views, split_repeats, views)
     except TarError as e:
         raise BrandError(f"brand: epoch {epoch} batch {batch}: {e}") from e
 

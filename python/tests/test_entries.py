@@ -54,14 +54,39 @@ class TestTypes(unittest.TestCase):
         for b in loader:
             self.assertIsInstance(b, SampleBatch)
             self.assertEqual(len(b.keys), len(b.fields["jpg"]))
-            for k, data, cls in zip(b.keys, b.fields["jpg"], b.fields["cls"]):
+            for k, data, cls in zip(b.keys, b.bytes("jpg"), b.bytes("cls")):
                 self.assertEqual(data, gw.files[k]["jpg"])
                 self.assertEqual(cls, gw.files[k]["cls"])
+            self.assertEqual(b.labels().tolist(), [int(gw.files[k]["cls"]) for k in b.keys])
+            # Every member a view of the one buffer its batch was read
+            # into, which crossed from the worker whole: no copy a member.
+            members = b.fields["jpg"] + b.fields["cls"]
+            self.assertTrue(all(t.dtype == torch.uint8 for t in members))
+            self.assertEqual(len({t.data_ptr() - t.storage_offset() for t in members}), 1)
             self.assertIsNone(b.datasets)
             keys += b.keys
             steps += 1
         self.assertEqual(steps, len(loader))
         self.assertEqual(sorted(keys), sorted(gw.files))
+
+    def test_samples_pickle_as_one_buffer(self):
+        """A step crosses from a worker as its one buffer and where each
+        member lies: pickled, a step of 50 samples names one storage, not
+        one a member."""
+        import pickle
+        from multiprocessing.reduction import ForkingPickler
+
+        gw = gateway()
+        ds = brand.Samples(gw.url, "t", batch_size=50, seed=3)
+        b = next(iter(ds))
+        self.assertEqual(len({t.data_ptr() - t.storage_offset() for t in b.fields["jpg"]}), 1)
+        data = ForkingPickler.dumps(b)
+        got = pickle.loads(data)
+        self.assertIsInstance(got, SampleBatch)
+        self.assertEqual(got.keys, b.keys)
+        self.assertEqual(got.bytes("jpg"), [gw.files[k]["jpg"] for k in b.keys])
+        self.assertEqual(len({t.data_ptr() - t.storage_offset() for t in got.fields["jpg"]}), 1)
+        self.assertLess(len(data), 50 * 200, "the step pickles a tensor a member")
 
     def test_samples_decoded(self):
         gw = gateway()
@@ -209,9 +234,9 @@ def _features(b: SampleBatch) -> "tuple[torch.Tensor, torch.Tensor]":
     """A batch's inputs (each sample's first 16 bytes, scaled) and labels."""
     x = torch.zeros(len(b.keys), 16)
     for i, data in enumerate(b.fields["jpg"]):
-        head = torch.frombuffer(bytearray(data[:16]), dtype=torch.uint8).float() / 255
+        head = data[:16].float() / 255
         x[i, :len(head)] = head
-    y = torch.tensor([int(c) for c in b.fields["cls"]])
+    y = b.labels()
     return x, y
 
 

@@ -15,10 +15,14 @@ trainer's process whole.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
+import builtins
+import ctypes
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
+import numpy
 import torch
 
+from ._shm import storage
 from ._tensors import collate_tensors
 
 __all__ = ["ClipBatch", "SampleBatch", "SequenceBatch", "TensorBatch", "WindowBatch", "BATCH_TYPES"]
@@ -29,17 +33,76 @@ class SampleBatch(NamedTuple):
 
     Attributes:
         keys: each sample's key (``"n01440764/000123"``).
-        fields: each member's values by extension, in the samples' order
-            (``fields["jpg"][i]``: sample ``i``'s JPEG bytes;
-            ``fields["cls"][i]``: its label as stored, ``b"3"``); ``None``
-            where a sample lacks the member. With ``decode=``, the members
-            ``decode`` returned.
+        fields: each member's values by extension, in the samples' order:
+            ``fields["jpg"][i]`` is sample ``i``'s JPEG, a 1-D
+            ``torch.uint8`` tensor of its bytes (``torchvision.io.
+            decode_jpeg`` takes it as it is; :meth:`bytes` copies them
+            out, :meth:`labels` reads integers); ``None`` where a sample
+            lacks the member. Every tensor of a step is a view of the one
+            buffer the batch was read into: no sample's bytes are
+            copied on the way but once, into shared memory as PyTorch
+            hands the step from a worker to the trainer. With ``decode=``,
+            the values ``decode`` returned instead.
         datasets: with a mixture, each sample's dataset; else ``None``.
     """
 
     keys: List[str]
     fields: Dict[str, List[Any]]
     datasets: Optional[List[str]] = None
+
+    def bytes(self, member: str) -> List[Optional[builtins.bytes]]:
+        """Each sample's ``member`` as ``bytes`` (a copy), ``None`` where it
+        has none."""
+        return [None if v is None else v.numpy().tobytes() if isinstance(v, torch.Tensor) else builtins.bytes(v)
+                for v in self.fields[member]]
+
+    def labels(self, member: str = "cls") -> torch.Tensor:
+        """Each sample's ``member`` (ASCII digits, as ``.cls`` files hold
+        them) as an int64 tensor, ``-1`` where it has none or no integer."""
+        return torch.tensor([_label(v) for v in self.bytes(member)], dtype=torch.int64)
+
+    def __reduce__(self) -> Any:
+        # Pickled (a worker's step on its way to the trainer) as the one
+        # buffer its tensors view and where each lies, rather than a
+        # tensor each: PyTorch would send a descriptor per tensor.
+        packed = _pack(self.fields)
+        if packed is None:
+            return (SampleBatch, tuple(self))
+        return (_unpack, (self.keys, *packed, self.datasets))
+
+
+def _pack(fields: Mapping[str, List[Any]]) -> Optional["tuple[torch.Tensor, Dict[str, List[Any]]]"]:
+    """A step's fields as (the buffer every tensor of them views, each
+    tensor's (offset, length) there, ``None`` as it is); ``None`` if they
+    hold anything else, or tensors on several buffers."""
+    first = None
+    base = 0
+    spans: Dict[str, List[Any]] = {}
+    for name, values in fields.items():
+        out = spans[name] = []
+        for v in values:
+            if v is None:
+                out.append(None)
+                continue
+            if type(v) is not torch.Tensor or v.dtype != torch.uint8 or v.dim() != 1:
+                return None
+            off = v.storage_offset()
+            if first is None:
+                first, base = v, v.data_ptr() - off
+            elif v.data_ptr() - off != base:  # another storage
+                return None
+            out.append((off, v.numel()))
+    if first is None:
+        return None
+    st = storage(first)
+    return torch.empty(0, dtype=torch.uint8).set_(st, 0, (st.nbytes(),), (1,)), spans
+
+
+def _unpack(keys: List[str], body: torch.Tensor, spans: Dict[str, List[Any]],
+            datasets: Optional[List[str]]) -> SampleBatch:
+    fields = {name: [None if sp is None else body[sp[0]:sp[0] + sp[1]] for sp in values]
+              for name, values in spans.items()}
+    return SampleBatch(keys, fields, datasets)
 
 
 class TensorBatch(NamedTuple):
@@ -142,15 +205,52 @@ def _members(samples: Sequence[Mapping[str, Any]]) -> List[str]:
 
 
 def sample_batch(samples: List[Any]) -> SampleBatch:
-    """A :class:`SampleBatch` of a batch's samples (dicts)."""
+    """A :class:`SampleBatch` of a batch's samples (dicts): their members
+    tensors on the batch's buffer when they are views of it (a
+    :class:`brand.Batch` of a client of ``member_views``), else as they
+    are (``decode``'s)."""
     for s in samples:
         if not isinstance(s, Mapping):
             raise TypeError(f"brand.Samples: decode returned a {type(s).__name__}; it must return the sample's "
                             "dict (its members by extension)")
     keys = [s.get("__key__") for s in samples]
-    fields = {m: [s.get(m) for s in samples] for m in _members(samples)}
+    body = getattr(samples, "body", None)
+    on = _on_body(body) if body is not None else None
+    fields = {}
+    for m in _members(samples):
+        values = [s.get(m) for s in samples]
+        fields[m] = [on(v) for v in values] if on is not None else values
     datasets = [s.get("__dataset__") for s in samples] if samples and "__dataset__" in samples[0] else None
     return SampleBatch(keys, fields, datasets)
+
+
+def _on_body(body: Any) -> Callable[[Any], Any]:
+    """The function that makes a member (a ``memoryview`` of ``body``) a
+    1-D uint8 tensor on the same memory."""
+    arr = numpy.frombuffer(body, numpy.uint8)
+    # Not copied into a worker's shared blocks: steps so were found, under
+    # load, overwritten in their block before the trainer read them
+    # (python/bench/blockrace.py); PyTorch moves the one buffer into shared
+    # memory as the step leaves the worker. PyTorch has no read-only
+    # tensors: a read-only buffer is copied first.
+    whole = torch.frombuffer(body if not memoryview(body).readonly else bytearray(body), dtype=torch.uint8)
+    base = arr.ctypes.data
+    if memoryview(body).readonly:
+        def address(v: memoryview) -> int:
+            return numpy.frombuffer(v, numpy.uint8).ctypes.data
+    else:  # a client's buffer, or a block: ctypes finds the address in a quarter of numpy's time
+        def address(v: memoryview) -> int:
+            return ctypes.addressof(ctypes.c_char.from_buffer(v))
+
+    def on(v: Any) -> Any:
+        if type(v) is not memoryview:
+            return v
+        if not v.nbytes:
+            return whole[:0]
+        off = address(v) - base
+        return whole[off:off + v.nbytes]
+
+    return on
 
 
 def _label(v: Any) -> int:

@@ -107,6 +107,10 @@ class BrandDataset(IterableDataset):
             a token or clip job yields steps, and refuses ``False``).
         collate: with ``batches=True``, applied to each batch's list of
             (decoded) samples, e.g. ``torch.utils.data.default_collate``.
+        member_views: with ``batches=True`` and no ``decode``: each
+            member reaches ``collate`` as a ``memoryview`` of the batch's
+            buffer (the list's ``body``), not a ``bytes`` copy
+            (``brand.Samples`` reads so).
         **keywords: the options' fields by the flat names of the first
             releases (``batch_size=64, seed=7, peers=...``), applied over
             ``options``, as :class:`brand.Client` takes them.
@@ -143,6 +147,7 @@ class BrandDataset(IterableDataset):
         decode: Optional[Callable[[Sample], Any]] = None,
         batches: Optional[bool] = None,
         collate: Optional[Callable[[List[Any]], Any]] = None,
+        member_views: bool = False,
         **keywords: Any,
     ) -> None:
         super().__init__()
@@ -180,6 +185,9 @@ class BrandDataset(IterableDataset):
             batches = True
         if collate is not None and not batches:
             raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
+        if member_views and (not batches or decode is not None):
+            raise ValueError("brand: member_views hands collate a batch's members as views of its buffer: it needs "
+                             "batches=True and no decode")
         #: The options every worker's client reads with (its world, rank and
         #: offset aside): those given, the batch size filled in, and what
         #: :meth:`load_state_dict` (the job's name, a mixture's block and
@@ -189,6 +197,9 @@ class BrandDataset(IterableDataset):
         self.decode = decode
         self.batches = bool(batches)
         self.collate = collate
+        #: Whether each batch's members reach ``collate`` as ``memoryview``
+        #: objects of the batch's buffer, no copy (:meth:`brand.Client.member_views`).
+        self.member_views = bool(member_views)
         if opts.tune_malloc:
             # The trainer's process unpickles every batch its workers send:
             # memory reused, not faulted in anew (see brand.tune_malloc).
@@ -725,6 +736,11 @@ class BrandDataset(IterableDataset):
         seq = self.options.job.seq is not None
         clips = self.options.job.clips
         blocks = worker_blocks() if info is not None else None
+        if self.member_views:
+            # Not into the workers' shared blocks (python/bench/blockrace.py):
+            # the body, one buffer, crosses once, moved into shared memory
+            # by PyTorch's pickling.
+            client.member_views(True)
         if clips and blocks is not None:
             # A clip step's frames are views of its batch's buffer: read
             # into the worker's shared blocks, they reach the trainer's

@@ -103,7 +103,7 @@ class Samples(BrandDataset):
                  **more: Any) -> None:
         opts = _options("Samples", {"dataset": dataset, "batch_size": batch_size, "seed": seed,
                                     "drop_last": drop_last}, more)
-        super().__init__(url, opts, decode=decode, batches=True, collate=sample_batch)
+        super().__init__(url, opts, decode=decode, batches=True, collate=sample_batch, member_views=decode is None)
 
 
 class Tensors(BrandDataset):
