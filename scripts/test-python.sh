@@ -54,6 +54,8 @@ if ((${#tags[@]})); then
 fi
 
 cd python/tests
+# The torch the suite runs on, as pytest's header names it (conftest.py).
+echo "test-python.sh: $("$py" -c 'import conftest; print(conftest.torch_line())')" >&2
 if [[ -n ${nontorch:-} ]]; then
 	timeout 10m "$py" -m unittest test_tar test_client test_epoch_grows test_security test_cluster test_serve_cluster test_importance test_transform test_npy "$@"
 else

@@ -10,6 +10,9 @@ object it prints on stdout. Each mode reads samples the way a PyTorch user would
                 a ``RandomSampler``, ``batch_size`` samples a step.
 ``brand``       the same ``DataLoader`` over ``brand.torch.BrandDataset``,
                 per sample, as the README recommends (``ds.loader(...)``).
+``samples``     ``brand.Samples``, the entry of samples as stored, through its
+                loader (``ds.loader(num_workers=...)``): a step is a
+                ``SampleBatch`` of ``batch_size`` samples.
 ``client``      ``brand.Client.epoch`` alone, no torch: the Python client's
                 own speed, compared with the Go client's on one gateway.
 
@@ -36,9 +39,26 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 
 def cpu_seconds() -> float:
+    """This process's CPU, its reaped children's and its live children's
+    (persistent DataLoader workers, from /proc)."""
     s = resource.getrusage(resource.RUSAGE_SELF)
     c = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + live_children_cpu()
+
+
+def live_children_cpu() -> float:
+    me, total = str(os.getpid()), 0
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:  # ppid
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def payload(sample: Dict[str, Any]) -> int:
@@ -51,20 +71,25 @@ def keep(batch: List[Any]) -> List[Any]:
     return batch
 
 
-def measure(steps: Iterable[List[Dict[str, Any]]], count_bytes=None) -> Dict[str, Any]:
+def measure(steps: Iterable[List[Dict[str, Any]]], count_bytes=None, payload_of=payload) -> Dict[str, Any]:
     """Consume steps (lists of samples) and time them."""
     samples = nbytes = 0
     waits = []
     cpu0 = cpu_seconds()
     start = last = time.perf_counter()
     for step in steps:
+        if step is START:
+            waits, samples, nbytes = [], 0, 0
+            cpu0 = cpu_seconds()
+            start = last = time.perf_counter()
+            continue
         now = time.perf_counter()
         waits.append((now - last) * 1e3)
         last = now
         samples += len(step)
         if count_bytes is None:
             for s in step:
-                nbytes += payload(s)
+                nbytes += payload_of(s)
     cpu = cpu_seconds() - cpu0
     if count_bytes is not None:
         nbytes = count_bytes()
@@ -117,6 +142,24 @@ def per_object(a: argparse.Namespace) -> Dict[str, Any]:
     return out
 
 
+def epochs(ds: Any, loader: Any, a: argparse.Namespace) -> Iterable[Any]:
+    """The loader's steps over epochs ``a.epoch`` to ``a.epoch + a.epochs
+    - 1``, after ``a.warmup`` epochs read unmeasured (the workers started
+    and their memory mapped, as in a run of many epochs)."""
+    for e in range(a.epoch - a.warmup, a.epoch):
+        ds.set_epoch(e)
+        for _ in loader:
+            pass
+    yield START
+    for e in range(a.epoch, a.epoch + a.epochs):
+        ds.set_epoch(e)
+        yield from loader
+
+
+#: What epochs() yields where the measurement starts.
+START = object()
+
+
 def brand_torch(a: argparse.Namespace) -> Dict[str, Any]:
     from brand.torch import BrandDataset
 
@@ -125,9 +168,29 @@ def brand_torch(a: argparse.Namespace) -> Dict[str, Any]:
     # loaders measured as docs/benchmarks.md quotes them.
     ds = BrandDataset(a.url, dataset=a.dataset, batch_size=a.batch_size, seed=a.seed, window=a.window,
                       tune_malloc=True, **kw)
-    ds.set_epoch(a.epoch)
-    loader = ds.loader(num_workers=a.workers, collate_fn=keep)
-    return measure(loader)
+    loader = ds.loader(num_workers=a.workers, collate_fn=keep, persistent_workers=a.persistent and a.workers > 0)
+    return measure(epochs(ds, loader, a))
+
+
+def brand_samples(a: argparse.Namespace) -> Dict[str, Any]:
+    import brand
+
+    more = {"columns": tuple(a.columns.split(","))} if a.columns else {}
+    ds = brand.Samples(a.url, a.dataset, batch_size=a.batch_size, seed=a.seed, window=a.window, tune_malloc=True,
+                       **more)
+    loader = ds.loader(num_workers=a.workers, persistent_workers=a.persistent and a.workers > 0)
+
+    def steps() -> Iterable[List[Any]]:
+        # Each step's members as a list of samples' payloads, so that
+        # measure() counts samples and bytes as for the other modes.
+        for b in epochs(ds, loader, a):
+            if b is START:
+                yield b
+                continue
+            cols = list(b.fields.values())
+            yield [{"m": [c[i] for c in cols if c[i] is not None]} for i in range(len(b.keys))]
+
+    return measure(steps(), count_bytes=None, payload_of=lambda s: sum(t.numel() for t in s["m"]))
 
 
 def brand_client(a: argparse.Namespace) -> Dict[str, Any]:
@@ -159,7 +222,7 @@ def brand_client(a: argparse.Namespace) -> Dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=("per-object", "brand", "client"))
+    p.add_argument("mode", choices=("per-object", "brand", "samples", "client"))
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers")
@@ -176,9 +239,12 @@ def main() -> None:
     p.add_argument("--epoch", type=int, default=0)
     p.add_argument("--columns", help="fields of a dataset served in place, comma-separated (mode brand)")
     p.add_argument("--ahead", type=int, default=2, help="batches the client keeps requested ahead (mode client)")
-    p.add_argument("--warmup", type=int, default=0, help="read the epoch this many times, unmeasured, first (mode client)")
+    p.add_argument("--warmup", type=int, default=0, help="read the epoch this many times, unmeasured, first (mode "
+                   "client); the epochs before --epoch, unmeasured, through the same loader (modes brand, samples)")
+    p.add_argument("--epochs", type=int, default=1, help="epochs measured from --epoch on (modes brand, samples)")
+    p.add_argument("--persistent", action="store_true", help="persistent DataLoader workers (modes brand, samples)")
     a = p.parse_args()
-    run = {"per-object": per_object, "brand": brand_torch, "client": brand_client}[a.mode]
+    run = {"per-object": per_object, "brand": brand_torch, "samples": brand_samples, "client": brand_client}[a.mode]
     out = run(a)
     out["mode"], out["epoch"] = a.mode, a.epoch
     if a.mode != "client":

@@ -1,9 +1,19 @@
 """Brand: shuffled batches of a chunked dataset from a Brand gateway.
 
+Read a job with the dataset of its kind, each yielding one type:
+``brand.Samples`` (:class:`~brand.torch.SampleBatch`), ``brand.Tensors``
+(:class:`~brand.torch.TensorBatch`), ``brand.Sequences``
+(:class:`~brand.torch.SequenceBatch`), ``brand.Clips``
+(:class:`~brand.torch.ClipBatch`), ``brand.LeRobot``
+(:class:`~brand.torch.WindowBatch`): :mod:`brand.torch`'s, which
+``brand`` imports (and torch with it) when one is first named.
+
 The core (:class:`Client`, configured by :class:`Options`: the :class:`Job`
 read, the :class:`Connection` to the gateways; :func:`decode_tar`;
 :func:`format_mix` for a mixture of datasets) uses only the standard
-library. :mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
+library. :mod:`brand.edits` changes a named job while it trains (its
+exclusion list, append record, stored schedule, importance feedback).
+:mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
 ``torch.utils.data.IterableDataset`` for DataLoader and DDP training, which
 takes the same options.
 """
@@ -15,8 +25,10 @@ from ._options import Connection, Importance, Job, Options
 from ._sequences import sequence_arrays
 from ._tar import TarError, decode_tar, split_key
 from ._version import __version__
+from ._http import EditRefused
 from .client import (Batch, BrandConnectionError, BrandError, Client, IndexChangedError, MembersUnknownError,
                      ScheduleConflictError)
+from . import edits
 
 __all__ = [
     "Batch",
@@ -24,6 +36,7 @@ __all__ = [
     "BrandError",
     "Client",
     "Connection",
+    "EditRefused",
     "Importance",
     "IndexChangedError",
     "Job",
@@ -33,9 +46,26 @@ __all__ = [
     "TarError",
     "clip_arrays",
     "decode_tar",
+    "edits",
     "format_mix",
     "sequence_arrays",
     "split_key",
     "tune_malloc",
     "__version__",
 ]
+
+# The entries are brand.torch's: named here, imported (and torch with them)
+# on first use, so that the rest of the package needs no torch.
+_TORCH_ENTRIES = ("Samples", "Tensors", "Sequences", "Clips", "LeRobot")
+
+
+def __getattr__(name: str) -> object:
+    if name in _TORCH_ENTRIES:
+        from . import torch as _torch  # noqa: PLC0415
+
+        return getattr(_torch, name)
+    raise AttributeError(f"module 'brand' has no attribute {name!r}")
+
+
+def __dir__() -> "list[str]":
+    return sorted(list(globals()) + list(_TORCH_ENTRIES))

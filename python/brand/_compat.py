@@ -29,7 +29,7 @@ import json
 import pkgutil
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-__all__ = ["admits", "check", "features", "refusal", "table"]
+__all__ = ["Refused", "admits", "check", "features", "refusal", "refused", "table"]
 
 #: The version of compat.json this module reads.
 VERSION = 1
@@ -82,40 +82,68 @@ def features(params: Mapping[str, str]) -> Tuple[str, ...]:
     return tuple(out)
 
 
-def refusal(params: Mapping[str, str]) -> Optional[str]:
-    """The table's message refusing a job's query parameters, or ``None``
-    if it takes them. In the gateway's order: a group of exclusive
-    parameters given two ways; then a companion parameter given without a
-    feature it applies to (``{param}`` in its message is the parameter's
-    name), the groups and their parameters in the table's order; then the
-    first refused pair of the features the parameters name."""
+class Refused(ValueError):
+    """A job's parameters the table refuses (:func:`check`): a
+    ``ValueError`` whose text is the gateway's, carrying what was refused.
+
+    Attributes:
+        what: the two features of a refused pair (``("tokens",
+            "transform")``, in the table's order), the exclusive parameters
+            given together, or the one companion parameter given without
+            its feature.
+        message: the table's message.
+    """
+
+    def __init__(self, what: Tuple[str, ...], message: str) -> None:
+        super().__init__(f"brand: {table()['error']}: {message}")
+        self.what = what
+        self.message = message
+
+
+def refused(params: Mapping[str, str]) -> Optional[Tuple[Tuple[str, ...], str]]:
+    """What the table refuses of a job's query parameters and its
+    message, or ``None`` if it takes them. In the gateway's order: a group
+    of exclusive parameters given two ways; then a companion parameter
+    given without a feature it applies to (``{param}`` in its message is
+    the parameter's name), the groups and their parameters in the table's
+    order; then the first refused pair of the features the parameters
+    name."""
     t = table()
     for e in t["exclusives"]:
-        if sum(1 for p in e["params"] if params.get(p)) > 1:
-            return e["message"]
+        given = tuple(p for p in e["params"] if params.get(p))
+        if len(given) > 1:
+            return given, e["message"]
     have = features(params)
     for c in t["companions"]:
         if any(f in have for f in c["needs"]):
             continue
         for p in c["params"]:
             if params.get(p):
-                return c["message"].replace("{param}", p)
+                return (p,), c["message"].replace("{param}", p)
     for cell in t["pairs"]:
         if cell["kind"] == "refuse" and cell["a"] in have and cell["b"] in have:
-            return cell["message"]
+            return (cell["a"], cell["b"]), cell["message"]
     return None
+
+
+def refusal(params: Mapping[str, str]) -> Optional[str]:
+    """The table's message refusing a job's query parameters
+    (:func:`refused`), or ``None`` if it takes them."""
+    got = refused(params)
+    return None if got is None else got[1]
 
 
 def check(params: Mapping[str, str]) -> None:
     """Refuses a job's query parameters the gateway's table refuses.
 
     Raises:
-        ValueError: ``"brand: features do not go together: "`` (the
-            table's ``error``) and the table's message (:func:`refusal`).
+        Refused: a ``ValueError``, ``"brand: features do not go together: "``
+            (the table's ``error``) and the table's message, with what was
+            refused (:func:`refused`).
     """
-    msg = refusal(params)
-    if msg is not None:
-        raise ValueError(f"brand: {table()['error']}: {msg}")
+    got = refused(params)
+    if got is not None:
+        raise Refused(*got)
 
 
 def admits(params: Mapping[str, str], feature: str) -> bool:

@@ -111,7 +111,34 @@ class BrandError(Exception):
         self.edit_version = edit_version
 
 
-class ScheduleConflictError(BrandError):
+class EditRefused(BrandError):
+    """An edit of a job (an exclusion list, an append record, a stored
+    schedule) or its feedback that the gateway refused: 409 (from a step
+    the job has read, or over a version that is no longer the current one),
+    400 or 422 (an edit it cannot take; :attr:`message` says why).
+
+    Attributes:
+        first_editable_step: on a refusal for a step read, the first step
+            an edit could start at when it was refused (the job's loaders
+            may have read on since); else ``None``.
+        current_version: on a refusal for a version that is not the
+            current one, the current one (the job's current edit of its
+            chain of exclusions and appends, or its schedule's), to name as
+            ``previous`` or ``base``; else ``None``.
+    """
+
+    @property
+    def current_version(self) -> Optional[str]:
+        return self.edit_version or self.exclusion_version or self.schedule_version
+
+    @classmethod
+    def of(cls, e: BrandError) -> "EditRefused":
+        """``e`` (an edit's refusal) as this type, its fields kept."""
+        return cls(e.message, e.status, e.retry_after, e.members, e.schedule_version, e.first_editable_step,
+                   e.exclusion_version, e.edit_version)
+
+
+class ScheduleConflictError(EditRefused):
     """An edit of a job's stored schedule the gateway refused (409): from a
     step the job has read (:attr:`first_editable_step` is the first step an
     edit could start at when it was refused; an edit from ``"next"`` is

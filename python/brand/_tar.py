@@ -145,7 +145,7 @@ def is_npy(ext: str) -> bool:
     return ext == "npy" or ext.endswith(".npy")
 
 
-def _tarfile_members(buf: Any, npy_views: bool = False) -> List["tuple[str, Any]"]:
+def _tarfile_members(buf: Any, npy_views: bool = False, views: bool = False) -> List["tuple[str, Any]"]:
     out = []
     mv = memoryview(buf).cast("B")
     try:
@@ -156,7 +156,7 @@ def _tarfile_members(buf: Any, npy_views: bool = False) -> List["tuple[str, Any]
                     continue
                 if not ti.isfile():
                     raise TarError(f"tar member {ti.name!r} is not a regular file (type {ti.type!r})")
-                if npy_views and not ti.issparse() and is_npy(split_key(ti.name)[1]):
+                if (views or npy_views and is_npy(split_key(ti.name)[1])) and not ti.issparse():
                     out.append((ti.name, mv[ti.offset_data : ti.offset_data + ti.size]))
                     continue
                 f = tf.extractfile(ti)
@@ -166,14 +166,15 @@ def _tarfile_members(buf: Any, npy_views: bool = False) -> List["tuple[str, Any]
     return out
 
 
-def decode_tar(buf: Any, npy_views: bool = False, split_repeats: bool = False) -> List[Sample]:
+def decode_tar(buf: Any, npy_views: bool = False, split_repeats: bool = False, views: bool = False) -> List[Sample]:
     """Decode a tar archive held in ``buf`` (``bytes``, or any buffer such
     as a ``bytearray``) into samples, in archive order.
 
     Each sample is a dict ``{"__key__": key, ext: bytes, ...}``; a member
     without an extension is stored under ``""``. With ``npy_views``, a
     ``.npy`` member (:func:`is_npy`) is a ``memoryview`` of ``buf`` instead
-    of a copy, valid as long as ``buf`` is not changed. With
+    of a copy, valid as long as ``buf`` is not changed; with ``views``,
+    every member is (no copy at all). With
     ``split_repeats``, a member whose extension its sample has already
     starts another sample of the same key: adjacent samples of one key
     (two datasets of a mixture) stay apart as long as they share an
@@ -187,17 +188,18 @@ def decode_tar(buf: Any, npy_views: bool = False, split_repeats: bool = False) -
     except _NotPlain:
         members = None
     if members is not None:
-        return _group(buf, members, npy_views, split_repeats)
-    return _decode_tarfile(buf, npy_views, split_repeats)
+        return _group(buf, members, npy_views, split_repeats, views)
+    return _decode_tarfile(buf, npy_views, split_repeats, views)
 
 
-def _decode_tarfile(buf: Any, npy_views: bool = False, split_repeats: bool = False) -> List[Sample]:
+def _decode_tarfile(buf: Any, npy_views: bool = False, split_repeats: bool = False,
+                    views: bool = False) -> List[Sample]:
     """decode_tar through tarfile alone: the fallback, and the reference
     the fast path is tested against."""
     samples: List[Sample] = []
     cur: Sample = {}
     key = None
-    for name, data in _tarfile_members(buf, npy_views):
+    for name, data in _tarfile_members(buf, npy_views, views):
         if name is None:
             key = None
             continue
@@ -211,7 +213,7 @@ def _decode_tarfile(buf: Any, npy_views: bool = False, split_repeats: bool = Fal
 
 
 def _group(buf: Any, members: List["tuple[bytes, int, int]"], npy_views: bool = False,
-           split_repeats: bool = False) -> List[Sample]:
+           split_repeats: bool = False, views: bool = False) -> List[Sample]:
     """Samples from the fast path's members: split_key on the raw name.
 
     '/' and '.' are ASCII, which UTF-8 never uses inside a multi-byte
@@ -241,7 +243,7 @@ def _group(buf: Any, members: List["tuple[bytes, int, int]"], npy_views: bool = 
             key = kb
             cur = {"__key__": kb.decode("utf-8", "surrogateescape")}
             append(cur)
-        if npy_views and is_npy(ext):
+        if views or npy_views and is_npy(ext):
             cur[ext] = (memoryview(buf) if mv is None else mv)[start:end]
         elif mv is None:
             cur[ext] = buf[start:end]

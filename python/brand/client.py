@@ -8,11 +8,11 @@ import re
 import sys
 import threading
 import urllib.parse
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from . import importance
 from ._malloc import tune_malloc
 from ._http import (Answer, BrandConnectionError, BrandError, IndexChangedError, MembersUnknownError,
                     ScheduleConflictError, Session)
@@ -146,6 +146,7 @@ class Client:
         self._bodies = _Bodies(opts.ahead + 3)
         # Where batch bodies read as views go first (read_batches_into).
         self._into: Optional[Callable[[int], Any]] = None
+        self._views = False  # member_views
         # The router of the requests: the URL alone, the peers, or (with
         # discover) None until the cluster has answered.
         self._router: Optional[Router] = None
@@ -177,7 +178,16 @@ class Client:
             job = replace(job, schedule_version=self.schedule_version)
         return job_query(job, self.index)
 
-    # -- importance sampling ---------------------------------------------
+    # -- edits and feedback, deprecated: brand.edits ------------------------
+
+    def _editor(self, what: str) -> Any:
+        """The :class:`brand.edits.Editor` sending through this client,
+        after a DeprecationWarning naming ``what``'s place there."""
+        from . import edits  # noqa: PLC0415 - edits is above the client
+
+        warnings.warn(f"brand: Client.{what} is deprecated: use brand.edits.of(client).{what}, which answers a "
+                      "typed record and raises brand.EditRefused", DeprecationWarning, stacklevel=3)
+        return edits.Editor(client=self)
 
     def _importance(self) -> Importance:
         imp = self.options.job.importance
@@ -187,217 +197,62 @@ class Client:
         return imp
 
     def feedback(self, epoch: int, keys: Sequence[str], losses: Sequence[float]) -> int:
-        """Report the losses of samples of ``epoch`` by key (a batch's
-        ``__key__``); see :func:`brand.importance.feedback`. Sent as every
-        request of the client is: to its home node, failing over."""
-        return importance.feedback_via(self._send, self._importance().name, epoch, keys=keys, losses=losses,
-                                       dataset=self.options.job.dataset)
+        """Deprecated: :meth:`brand.edits.Editor.feedback`."""
+        return self._editor("feedback").feedback(epoch, keys, losses)
 
     def seal(self, epoch: int, prev: Optional[str] = None) -> str:
-        """Seal ``epoch``'s feedback onto ``prev`` (``None``: the version the
-        epochs are drawn from now) and return the new version; one rank
-        seals."""
-        imp = self._importance()
-        return importance.seal_via(self._send, imp.name, epoch, prev=imp.version if prev is None else prev,
-                                   dataset=self.options.job.dataset)
+        """Deprecated: :meth:`brand.edits.Editor.seal`."""
+        return self._editor("seal").seal(epoch, prev)
 
     def version_for(self, epoch: int, wait: float = 60.0) -> str:
-        """The version sealed for ``epoch``, waiting up to ``wait`` seconds."""
-        return importance.version_for_via(self._send, self._importance().name, epoch, wait=wait,
-                                          dataset=self.options.job.dataset)
+        """Deprecated: :meth:`brand.edits.Editor.version_for`."""
+        return self._editor("version_for").version_for(epoch, wait)
 
     def set_importance(self, version: Optional[str]) -> None:
         """Draw the following epochs from snapshot ``version`` (what
-        :meth:`seal` or :meth:`version_for` returned)."""
+        :meth:`brand.edits.Editor.seal` or
+        :meth:`~brand.edits.Editor.version_for` returned)."""
         job = self.options.job
         job = replace(job, importance=replace(self._importance(), version=version))
         self.options = replace(self.options, job=job)
 
-    # -- a stored schedule ------------------------------------------------
-
-    def _schedule_path(self) -> str:
-        name = self.options.job.name
-        if name is None:
-            raise ValueError("brand: a schedule is stored under the job's name: give the job a name (Job.name, name=)")
-        return "/jobs/" + urllib.parse.quote(name, safe="") + "/schedule"
-
     def schedule(self) -> Dict[str, Any]:
-        """The current version of the schedule stored under the job's name
-        (``GET /jobs/NAME/schedule``): ``version``, ``schedule`` (the whole
-        schedule, as ``mix_schedule`` writes it), ``previous`` and
-        ``from_step`` (the version it edits and the step they differ from),
-        and ``latest_step``, the latest step the answering node has served
-        of the job (absent before the first)."""
-        return json.loads(self._send("GET", self._schedule_path()).body)
+        """Deprecated: :meth:`brand.edits.Editor.schedule` (this answers
+        the gateway's JSON, a dict)."""
+        return self._editor("schedule")._schedule()
 
     def store_schedule(self, schedule: str) -> Dict[str, Any]:
-        """Store the job's first schedule (``PUT /jobs/NAME/schedule``), its
-        first phase at step 0, and return its version as :meth:`schedule`
-        does.
-
-        Raises:
-            ScheduleConflictError: the job has a schedule already
-                (:attr:`~BrandError.schedule_version` names its version).
-        """
-        return self._edit("PUT", {"schedule": schedule, "from_step": 0, "base": ""})
+        """Deprecated: :meth:`brand.edits.Editor.store_schedule` (this
+        answers a dict)."""
+        return self._editor("store_schedule")._store_schedule(schedule)
 
     def edit_schedule(self, schedule: str, from_step: Union[int, str] = "next",
                       base: Optional[str] = None) -> Dict[str, Any]:
-        """Edit the job's stored schedule from step ``from_step`` on and
-        return the version made, as :meth:`schedule` does: its
-        ``from_step`` is the step the edit took effect from.
-
-        ``"next"`` (the default) is the first step the job has not read,
-        which the gateway takes as it makes the edit: the edit is never
-        refused for a step the job's loaders read meanwhile. ``schedule``
-        then writes its first phase at ``next`` (``"next:web:0.5,code:0.5"``,
-        or ``"next~3000:..."`` to ramp to step 3,000), and steps written
-        ``+N`` count from the step taken (``"next~+500:..."`` ramps over
-        the 500 steps from it). A trainer sees the new weights from that
-        step: its loaders have read ahead of the step it is on by at most
-        :meth:`brand.torch.BrandLoader.read_ahead_steps`.
-
-        A step given as a number must not have been read; the steps read
-        run ahead of those the trainer has received by the loaders'
-        read-ahead, so a number closer than that is refused.
-
-        Args:
-            base: the version edited; ``None``: the current one, read first.
-                An edit made by someone else since ``base`` refuses this one.
-
-        Raises:
-            ScheduleConflictError: the step was read
-                (:attr:`~BrandError.first_editable_step` is the first step
-                an edit could start at when refused), or ``base`` is no
-                longer the current version
-                (:attr:`~BrandError.schedule_version` is).
-            BrandError: a schedule the gateway cannot read (400, its
-                message says why), such as one starting inside a ramp.
-        """
-        if from_step != "next" and (not isinstance(from_step, int) or isinstance(from_step, bool) or from_step < 0):
-            raise ValueError(f"brand: from_step {from_step!r}: a step (a whole number) or \"next\"")
-        if base is None:
-            base = str(self.schedule()["version"])
-        return self._edit("POST", {"schedule": schedule, "from_step": from_step, "base": base})
-
-    def _edit(self, method: str, body: Mapping[str, Any]) -> Dict[str, Any]:
-        try:
-            a = self._send(method, self._schedule_path(), None, json.dumps(body).encode(), "application/json")
-        except BrandError as e:
-            if e.status != 409:
-                raise
-            raise ScheduleConflictError(e.message, e.status, e.retry_after, e.members, e.schedule_version,
-                                        e.first_editable_step) from None
-        return json.loads(a.body)
-
-    # -- an exclusion list -------------------------------------------------
-
-    def _job_path(self, what: str, kind: str) -> str:
-        """The path of what is stored under the job's name (``what``:
-        "exclude", "append"; ``kind`` names it in the error)."""
-        name = self.options.job.name
-        if name is None:
-            raise ValueError(f"brand: {kind} is stored under the job's name: give the job a name (Job.name, name=)")
-        return "/jobs/" + urllib.parse.quote(name, safe="") + "/" + what
+        """Deprecated: :meth:`brand.edits.Editor.edit_schedule` (this
+        answers a dict; a refusal raises :class:`ScheduleConflictError`,
+        an :class:`brand.EditRefused`)."""
+        return self._editor("edit_schedule")._edit_schedule(schedule, from_step, base)
 
     def exclude(self, keys: Sequence[str], from_step: int, previous: Optional[str] = None) -> Dict[str, Any]:
-        """Leave the samples ``keys`` out of the job's order from global
-        step ``from_step`` on, and in every later epoch, without a reshard
-        (``POST /jobs/NAME/exclude``, docs/http-api.md "Exclusions"): the
-        steps before it keep their bytes, and a chunk the list empties is
-        never read again. ``from_step`` counts the job's global batches
-        (epoch × batches an epoch + batch) under this client's batch size,
-        world and offset. Returns the list as stored: its ``version``, the
-        ``epoch`` and ``from_position`` it applies from, ``samples`` and
-        ``empty_chunks``.
-
-        A job's list grows by versions: with ``previous``, the list's
-        current version, the keys are left out too from ``from_step`` (at
-        or after the list's own step) on; the new version's order is the
-        current one's before that step, and ``samples`` counts both lists.
-
-        The job's loaders read ahead of the step the trainer is on (by at
-        most :meth:`brand.torch.BrandLoader.read_ahead_steps`), and a step
-        read cannot be changed: choose ``from_step`` past that.
-
-        Raises:
-            BrandError: 409 if the job has read ``from_step``
-                (:attr:`~BrandError.first_editable_step` is the first step
-                a list could start at), or has a list already and
-                ``previous`` is not its current version
-                (:attr:`~BrandError.exclusion_version` names it); 400 for a
-                list the gateway cannot take (its message says why).
-        """
-        _check_step(from_step)
-        if isinstance(keys, str):
-            raise ValueError("brand: keys is a list of sample keys, not one string")
-        edit: Dict[str, Any] = {"from_step": from_step, "keys": list(keys)}
-        if previous is not None:
-            edit["previous"] = previous
-        return self._post_edit("exclude", "an exclusion list", edit)
+        """Deprecated: :meth:`brand.edits.Editor.exclude` (this answers a
+        dict; a refusal raises :class:`brand.EditRefused`, a
+        :class:`BrandError` of the gateway's status)."""
+        return self._editor("exclude")._exclude(keys, from_step, previous)
 
     def exclusion(self) -> Dict[str, Any]:
-        """The job's exclusion list (``GET /jobs/NAME/exclude``): the fields
-        :meth:`exclude` returns and its ``keys``.
-
-        Raises:
-            BrandError: 404 if the job has none.
-        """
-        params = {"dataset": self.options.job.dataset} if self.options.job.dataset else None
-        return self._get_edit("exclude", "an exclusion list", params)
+        """Deprecated: :meth:`brand.edits.Editor.exclusion` (this answers a
+        dict)."""
+        return self._editor("exclusion")._exclusion()
 
     def append(self, from_step: int, index: str, previous: Optional[str] = None) -> Dict[str, Any]:
-        """Take the samples of files appended to the job's dataset during
-        the run from global step ``from_step`` on (``POST
-        /jobs/NAME/append``, docs/http-api.md "Appends"): ``index`` is the
-        version ``brand index --append`` printed, which extends the one this
-        client reads (:attr:`index`, pinned by its first answer or given as
-        ``index=``). The steps before ``from_step`` keep their bytes; the
-        rest of that epoch serves every old sample not read yet and every
-        new one, each once, and later epochs the whole new version. The job
-        goes on naming and pinning the version it read. Returns the record
-        as stored: its ``version``, the ``epoch`` and ``from_position`` it
-        applies from, ``new_samples`` and ``samples``.
-
-        A job takes several appends in turn (files added every hour): a
-        later record names the current one's ``version`` as ``previous``
-        and an ``index`` extending that record's, from its step or a later
-        one (steps counted through the epochs the records grew).
-
-        Raises:
-            BrandError: 409 if the job has read ``from_step``
-                (:attr:`~BrandError.first_editable_step` is the first step
-                a record could start at), has a record and ``previous`` does
-                not name it, or the gateway does not hold ``index`` yet; 422
-                if ``index`` does not extend the job's version (or the
-                previous record's), or ``from_step`` is before the previous
-                record's.
-        """
-        _check_step(from_step)
-        if not isinstance(index, str):
-            raise ValueError(f"brand: index {index!r}: the version brand index --append printed (16 hex digits)")
-        edit: Dict[str, Any] = {"from_step": from_step, "index": index}
-        if previous is not None:
-            if not isinstance(previous, str):
-                raise ValueError(f"brand: previous {previous!r}: the version of the job's current append record")
-            edit["previous"] = previous
-        return self._post_edit("append", "an append record", edit)
+        """Deprecated: :meth:`brand.edits.Editor.append` (this answers a
+        dict)."""
+        return self._editor("append")._append(from_step, index, previous)
 
     def append_record(self) -> Dict[str, Any]:
-        """The job's append record (``GET /jobs/NAME/append``): the fields
-        :meth:`append` returns.
-
-        Raises:
-            BrandError: 404 if the job has none.
-        """
-        return self._get_edit("append", "an append record", self.params())
-
-    def _post_edit(self, what: str, kind: str, edit: Mapping[str, Any]) -> Dict[str, Any]:
-        body = json.dumps(edit).encode()
-        return json.loads(self._send("POST", self._job_path(what, kind), self.params(), body, "application/json").body)
-
-    def _get_edit(self, what: str, kind: str, params: Optional[Mapping[str, str]]) -> Dict[str, Any]:
-        return json.loads(self._send("GET", self._job_path(what, kind), params).body)
+        """Deprecated: :meth:`brand.edits.Editor.append_record` (this
+        answers a dict)."""
+        return self._editor("append_record")._append_record()
 
     # -- requests ---------------------------------------------------------
 
@@ -636,7 +491,7 @@ class Client:
         # A transformed or token batch is read into a buffer of its own,
         # writable, so that its tensors are handed out as views of it, not
         # copies.
-        into = self._body if "transform" in q or "seq" in q or _clips(q) else None
+        into = self._body if self._views or "transform" in q or "seq" in q or _clips(q) else None
         a = self._send_pinned(f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
         return a.headers, a.body
 
@@ -649,6 +504,15 @@ class Client:
         shared memory, so that a step's tensors reach the trainer's
         process without a copy. ``None`` restores the default."""
         self._into = get
+
+    def member_views(self, on: bool = True) -> None:
+        """Hand every member of a batch out as a ``memoryview`` of the
+        batch's buffer (read into :meth:`read_batches_into`'s buffers, or
+        the client's own, reused once nothing refers to them) rather than a
+        ``bytes`` copy of it, and the buffer as the batch's ``body``: no
+        copy of a sample's bytes in the client. ``brand.Samples`` reads so
+        (its steps' members are tensors on the buffer)."""
+        self._views = bool(on)
 
     def _body(self, n: int) -> Any:
         """A buffer for a batch body of ``n`` bytes (read_batches_into)."""
@@ -687,7 +551,7 @@ class Client:
             # images are not the tensors asked for.
             raise BrandError(f"brand: epoch {epoch} batch {batch}: asked for transform {pipeline!r}, "
                              f"Brand-Transform says {headers.get('Brand-Transform')!r}")
-        views = pipeline is not None or "seq" in params or _clips(params)
+        views = self._views or pipeline is not None or "seq" in params or _clips(params)
         out = Batch(self._samples(epoch, batch, params, headers, body, views))
         out.transform = pipeline
         if views:
@@ -703,7 +567,7 @@ class Client:
 
     def _samples(self, epoch: int, batch: int, params: Mapping[str, str], headers: Mapping[str, str],
                  body: Any, npy_views: bool) -> List[Sample]:
-        samples = _decode(epoch, batch, body, npy_views)
+        samples = _decode(epoch, batch, body, npy_views, views=self._views)
         mix = self._mix_text
         if mix is None:
             return samples
@@ -723,7 +587,7 @@ class Client:
             # sample's members there have distinct extensions, so a
             # repeated one starts the next sample.
             if npy_views:
-                samples = _decode(epoch, batch, body, npy_views, split_repeats=True)
+                samples = _decode(epoch, batch, body, npy_views, split_repeats=True, views=self._views)
             else:
                 samples = self._split(epoch, batch, params, body, where, npy_views)
         if len(samples) != len(comps):
@@ -747,7 +611,7 @@ class Client:
         at = 0
         for n in lengths:
             part = body[at:at + n] if isinstance(body, bytes) else memoryview(body)[at:at + n]
-            one = _decode(epoch, batch, part, npy_views)
+            one = _decode(epoch, batch, part, npy_views, views=self._views)
             if len(one) != 1:
                 raise BrandError(f"{where}: bytes [{at}, {at + n}) hold {len(one)} samples, not one")
             out.append(one[0])
@@ -933,9 +797,10 @@ def _components(header: Optional[str], k: int, where: str) -> List[int]:
     return out
 
 
-def _decode(epoch: int, batch: int, body: Any, npy_views: bool = False, split_repeats: bool = False) -> List[Sample]:
+def _decode(epoch: int, batch: int, body: Any, npy_views: bool = False, split_repeats: bool = False,
+            views: bool = False) -> List[Sample]:
     try:
-        return decode_tar(body, npy_views, split_repeats)
+        return decode_tar(body, npy_views, split_repeats, views)
     except TarError as e:
         raise BrandError(f"brand: epoch {epoch} batch {batch}: {e}") from e
 
@@ -974,9 +839,3 @@ def _clips(params: Mapping[str, str]) -> bool:
     """Whether a job's query is a clip job's: its batch is read into a
     buffer of its own, its frames viewed there."""
     return "clip" in params or "delta_timestamps" in params or "frames" in params
-
-
-def _check_step(from_step: Any) -> None:
-    """Refuses a ``from_step`` that is not a step (a whole number, 0 or more)."""
-    if not isinstance(from_step, int) or isinstance(from_step, bool) or from_step < 0:
-        raise ValueError(f"brand: from_step {from_step!r}: a step (a whole number)")

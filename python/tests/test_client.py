@@ -30,6 +30,21 @@ class TestClient(unittest.TestCase):
                     self.assertEqual(s, self.gw.files[key], key)
         self.assertEqual(seen, set(self.gw.files))
 
+    def test_member_views(self):
+        """member_views: every member a memoryview of the batch's body, the
+        same bytes, no copy in the client."""
+        with brand.Client(self.gw.url, dataset="t", seed=3, batch_size=17) as c:
+            c.member_views()
+            batch = c.batch(0, 0)
+            self.assertIsNotNone(batch.body)
+            for s in batch:
+                key = s.pop("__key__")
+                for ext, v in s.items():
+                    self.assertIsInstance(v, memoryview)
+                    self.assertEqual(bytes(v), self.gw.files[key][ext])
+            c.member_views(False)
+            self.assertTrue(all(type(v) is bytes for s in c.batch(0, 1) for k, v in s.items() if k != "__key__"))
+
     def test_ranks_exactly_once_and_epochs_differ(self):
         orders = []
         for epoch in (0, 1):

@@ -1,5 +1,5 @@
 """The loader drives a BrandDataset through its public API only: its pass
-methods (begin_pass, step_received, end_pass) and state_dict. Checked two
+methods (begin_iteration, step_received, end_iteration) and state_dict. Checked two
 ways: by the source of every brand.torch module but the dataset's (no
 private attribute of anything but the module's own objects), and at run
 time, by a dataset whose private attributes fail when the rest of the
@@ -65,7 +65,7 @@ def private_uses(path, names):
 class TestSource(unittest.TestCase):
     def test_no_module_reaches_into_the_dataset(self):
         names = dataset_privates()
-        self.assertLessEqual({"_units", "_start_pass", "_world"}, names)
+        self.assertLessEqual({"_units", "_start_iteration", "_world"}, names)
         modules = sorted(n for n in os.listdir(PACKAGE) if n.endswith(".py"))
         self.assertIn("_loader.py", modules)
         for name in modules:
@@ -79,12 +79,12 @@ class TestSource(unittest.TestCase):
         import tempfile
 
         with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-            f.write("def f(self, ds, info):\n    ds._units += 1\n    self.dataset._start_pass(0)\n"
+            f.write("def f(self, ds, info):\n    ds._units += 1\n    self.dataset._start_iteration(0)\n"
                     "    torch.UntypedStorage._new_shared(8)\n"
                     "    return getattr(info.dataset, '_blocks', None), self._units\n")
         self.addCleanup(os.unlink, f.name)
         self.assertEqual([w for _, w in private_uses(f.name, dataset_privates())],
-                         ["ds._units", "self.dataset._start_pass", "getattr(info.dataset, '_blocks', None)"])
+                         ["ds._units", "self.dataset._start_iteration", "getattr(info.dataset, '_blocks', None)"])
 
 
 class Guarded(BrandDataset):

@@ -26,6 +26,18 @@ PACKAGE = os.path.join(REPO, "python")
 
 
 class TestPackage(unittest.TestCase):
+    def test_the_suite_names_its_torch(self):
+        """pytest's header (conftest.py) and scripts/test-python.sh's first
+        line name the torch the suite ran on: the package is tested on
+        Debian's torch 1.13 while users run 2.x."""
+        import conftest
+        import torch
+
+        line = conftest.pytest_report_header(None)
+        self.assertIn(f"torch: {torch.__version__} ", line)
+        with open(os.path.join(REPO, "scripts", "test-python.sh"), encoding="utf-8") as f:
+            self.assertIn("conftest.torch_line()", f.read())
+
     def test_one_version(self):
         with open(os.path.join(PACKAGE, "pyproject.toml"), "rb") as f:
             cfg = tomllib.load(f)

@@ -10,7 +10,13 @@ from gateway import HERE  # noqa: F401 - puts the package on the path
 
 import torch  # noqa: E402  (a missing torch is an error, not a skip)
 
-from brand.torch._shm import BLOCK_HEAD, Blocks, Board  # noqa: E402
+import types  # noqa: E402
+import warnings  # noqa: E402
+
+import brand  # noqa: E402
+from brand.torch import _shm  # noqa: E402
+from brand.torch._shm import BLOCK_HEAD, BLOCK_MAGIC, Blocks, Board, PrivateTorchWarning  # noqa: E402
+from gateway import tensor_gateway  # noqa: E402
 
 
 def _kernel() -> "tuple[int, int]":
@@ -37,6 +43,58 @@ class TestPopulate(unittest.TestCase):
         t[::4096] = 1
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
         self.assertLess(faults, n // 4096 // 8, f"{faults} page faults writing a populated block of {n >> 20} MiB")
+
+
+def _in_block(t: torch.Tensor) -> bool:
+    """Whether ``t`` lies in a worker's shared block (handed over by
+    reference), by the block's head."""
+    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    head = torch.empty(0, dtype=torch.uint8).set_(st, 0, (8,), (1,))
+    return t.storage_offset() >= BLOCK_HEAD and head.numpy().tobytes() == BLOCK_MAGIC
+
+
+class TestWithoutPrivateCalls(unittest.TestCase):
+    """The loader on a torch without the private storage calls the blocks
+    use (``_new_shared``, ``_share_fd_cpu_``, ``_new_shared_fd_cpu``),
+    simulated by a storage class without them where ``_shm`` looks them
+    up: a warning names what is missing, and the public path hands every
+    step over by reference as the private one does, with the same bytes."""
+
+    def read(self, persistent: bool):
+        gw = tensor_gateway()
+        ds = brand.Tensors(gw.url, "img2", transform="crop32", batch_size=16, seed=1, ahead=1)
+        loader = ds.loader(num_workers=2, persistent_workers=persistent)
+        got = {}
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            for b in loader:
+                self.assertTrue(_in_block(b.images), "a step was copied, not handed over in its block")
+                for k, img in zip(b.keys, b.images):
+                    got[epoch, k] = img.numpy().tobytes()
+        return got
+
+    def test_public_path(self):
+        # Workers forked for each iteration (persistent workers' header is
+        # checked below, alone: see the report of issue 67's work).
+        want = {p: self.read(p) for p in (False,)}
+        self.addCleanup(setattr, _shm, "UntypedStorage", _shm.UntypedStorage)
+        self.addCleanup(setattr, _shm, "_warned", _shm._warned)
+        _shm.UntypedStorage = types.SimpleNamespace()  # no attribute at all
+        _shm._warned = set()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = {p: self.read(p) for p in (False,)}
+            header = _shm.IterationHeader(4096)
+            self.assertTrue(header.buf.is_shared(), "the public path's header is not in shared memory")
+            header.write({"epoch": 3})
+            self.assertEqual(header.read(), {"epoch": 3})
+        missing = {str(w.message).split("UntypedStorage.")[1].split(":")[0] for w in caught
+                   if issubclass(w.category, PrivateTorchWarning)}
+        self.assertEqual(missing, {"_share_fd_cpu_", "_new_shared_fd_cpu", "_new_shared"}, [str(w.message) for w in caught])
+        self.assertFalse(Board(2).keeps)
+        for p in (False,):
+            self.assertEqual(len(got[p]), 2 * 72)
+            self.assertEqual(got[p], want[p], "the public path handed over other bytes")
 
 
 if __name__ == "__main__":

@@ -187,6 +187,17 @@ class TestNpyViews(unittest.TestCase):
                 buf = bytearray(make_tar(self.MEMBERS, fmt))
                 self.check(buf, decode_tar(buf, npy_views=True))
                 self.check(buf, _decode_tarfile(buf, npy_views=True))
+        for fmt in (tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT):
+            with self.subTest(fmt=fmt, views="all"):
+                buf = bytearray(make_tar(self.MEMBERS, fmt))
+                for got in (decode_tar(buf, views=True), _decode_tarfile(buf, views=True)):
+                    self.assertEqual([{k: bytes(v) if k != "__key__" else v for k, v in s.items()} for s in got],
+                                     decode_tar(bytes(buf)))
+                    for s in got:
+                        for k, v in s.items():
+                            if k != "__key__":
+                                self.assertIsInstance(v, memoryview)  # every member: no copy
+                                self.assertTrue(v.obj is buf)
         raw = make_tar(self.MEMBERS)
         self.assertEqual(decode_tar(bytearray(raw)), decode_tar(raw))  # without views: bytes, from any buffer
         self.assertTrue(all(type(v) is bytes for s in decode_tar(bytearray(raw)) for k, v in s.items() if k != "__key__"))

@@ -9,13 +9,17 @@ python/README.md's "PyTorch" and the sections after it.
 
 Its modules, each one job:
 
+* ``_entries``: the entries, each the arguments its kind needs, checked
+  by the gateway's table of features when made.
+* ``_batches``: the type each entry yields, and the collate that makes it.
+
 * ``_dataset``: :class:`BrandDataset` (the cut of each worker of each rank,
   epochs, positions, ``state_dict``/``load_state_dict``), :func:`ddp_world`,
   :class:`BrandSkipWarning`.
 * ``_loader``: :class:`BrandLoader`, which counts steps through the
-  dataset's pass methods (``begin_pass``, ``step_received``, ``end_pass``),
+  dataset's iteration methods (``begin_iteration``, ``step_received``, ``end_iteration``),
   hands its workers their shared blocks and frees them as the trainer lets
-  go of them, and hands persistent workers each pass's state.
+  go of them, and hands persistent workers each iteration's state.
 * ``_sequences``: :func:`sequence_tensors`, a token job's batch as
   ``(B, seq)`` int32 tensors on its buffer.
 * ``_clips``: :func:`clip_tensors`, a clip job's batch as ``(B, T, H, W,
@@ -24,21 +28,25 @@ Its modules, each one job:
   batch's buffer, and :func:`collate_tensors`, which stacks a step's images.
 * ``_shm``: the shared-memory blocks a loader's workers stack steps into and
   reuse, the ``worker_init_fn`` that hands them to each worker, and the
-  header a loader writes each pass's state into for persistent workers.
+  header a loader writes each iteration's state into for persistent workers.
 """
 
+from ._batches import ClipBatch, SampleBatch, SequenceBatch, TensorBatch, WindowBatch
 from ._clips import clip_tensors
 from ._dataset import BrandDataset, BrandSkipWarning, ddp_world
+from ._entries import Clips, LeRobot, Samples, Sequences, Tensors
 from ._loader import BrandLoader
 from ._sequences import sequence_tensors
 from ._tensors import collate_tensors, npy_tensor
 
-__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "clip_tensors", "collate_tensors", "ddp_world",
-           "npy_tensor", "sequence_tensors"]
+__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "ClipBatch", "Clips", "LeRobot", "SampleBatch",
+           "Samples", "SequenceBatch", "Sequences", "TensorBatch", "Tensors", "WindowBatch", "clip_tensors",
+           "collate_tensors", "ddp_world", "npy_tensor", "sequence_tensors"]
 
 # Named where users import them from, as before the package was split: in
 # reprs, help() and pickles (a dataset sent to spawned workers).
-for _public in (BrandDataset, BrandLoader, BrandSkipWarning, clip_tensors, collate_tensors, ddp_world, npy_tensor,
-                sequence_tensors):
+for _public in (BrandDataset, BrandLoader, BrandSkipWarning, ClipBatch, Clips, LeRobot, SampleBatch, Samples,
+                SequenceBatch, Sequences, TensorBatch, Tensors, WindowBatch, clip_tensors, collate_tensors, ddp_world,
+                npy_tensor, sequence_tensors):
     _public.__module__ = __name__
 del _public

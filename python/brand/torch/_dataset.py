@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 import torch.distributed as _dist
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .. import _compat
+from .. import _compat, edits
 from .._malloc import tune_malloc
 from .._options import Options, check_rank, job_query, resolve
 from .._tar import Sample
@@ -21,7 +21,7 @@ from ..client import Batch, Client
 from ._loader import BrandLoader
 from ._clips import clip_tensors
 from ._sequences import sequence_tensors
-from ._shm import worker_blocks, worker_pass
+from ._shm import worker_blocks, worker_iteration
 from ._tensors import to_tensors
 
 _STATE_VERSION = 1
@@ -76,10 +76,10 @@ class BrandDataset(IterableDataset):
 
     Every sample of the epoch is delivered exactly once over all DDP ranks
     and DataLoader workers (python/README.md, *Sharding and the exactly-once
-    rule*, for the cut). A loader drives each pass over an epoch through
-    :meth:`begin_pass`, :meth:`step_received` and :meth:`end_pass`, and
+    rule*, for the cut). A loader drives each iteration over an epoch through
+    :meth:`begin_iteration`, :meth:`step_received` and :meth:`end_iteration`, and
     saves and restores the position with :meth:`state_dict` and
-    :meth:`load_state_dict` (python/README.md, *Passes and the state*).
+    :meth:`load_state_dict` (python/README.md, *Iterations and the state*).
     With ``mix``, the samples of a mixture of datasets, each tagged with its
     dataset (``"__dataset__"``).
     Call :meth:`set_epoch` before each epoch, as with ``DistributedSampler``.
@@ -107,6 +107,10 @@ class BrandDataset(IterableDataset):
             a token or clip job yields steps, and refuses ``False``).
         collate: with ``batches=True``, applied to each batch's list of
             (decoded) samples, e.g. ``torch.utils.data.default_collate``.
+        member_views: with ``batches=True`` and no ``decode``: each
+            member reaches ``collate`` as a ``memoryview`` of the batch's
+            buffer (the list's ``body``), not a ``bytes`` copy
+            (``brand.Samples`` reads so).
         **keywords: the options' fields by the flat names of the first
             releases (``batch_size=64, seed=7, peers=...``), applied over
             ``options``, as :class:`brand.Client` takes them.
@@ -143,10 +147,15 @@ class BrandDataset(IterableDataset):
         decode: Optional[Callable[[Sample], Any]] = None,
         batches: Optional[bool] = None,
         collate: Optional[Callable[[List[Any]], Any]] = None,
+        member_views: bool = False,
         **keywords: Any,
     ) -> None:
         super().__init__()
         opts = resolve(options, keywords, "BrandDataset")
+        if type(self) is BrandDataset:
+            warnings.warn(f"brand: BrandDataset() is deprecated: read this job with brand.{_entry_of(opts)}, "
+                          "which takes its kind's arguments and yields one type (python/README.md)",
+                          DeprecationWarning, stacklevel=2)
         job = opts.job
         if job.batch_size is None:
             job = replace(job, batch_size=_DEFAULT_BATCH_SIZE)
@@ -176,6 +185,9 @@ class BrandDataset(IterableDataset):
             batches = True
         if collate is not None and not batches:
             raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
+        if member_views and (not batches or decode is not None):
+            raise ValueError("brand: member_views hands collate a batch's members as views of its buffer: it needs "
+                             "batches=True and no decode")
         #: The options every worker's client reads with (its world, rank and
         #: offset aside): those given, the batch size filled in, and what
         #: :meth:`load_state_dict` (the job's name, a mixture's block and
@@ -185,6 +197,9 @@ class BrandDataset(IterableDataset):
         self.decode = decode
         self.batches = bool(batches)
         self.collate = collate
+        #: Whether each batch's members reach ``collate`` as ``memoryview``
+        #: objects of the batch's buffer, no copy (:meth:`brand.Client.member_views`).
+        self.member_views = bool(member_views)
         if opts.tune_malloc:
             # The trainer's process unpickles every batch its workers send:
             # memory reused, not faulted in anew (see brand.tune_malloc).
@@ -192,13 +207,13 @@ class BrandDataset(IterableDataset):
         self.epoch = 0
         # Resume point: (epoch, position) from load_state_dict.
         self._resume: Optional["tuple[int, int]"] = None
-        # Progress of the current pass, kept in the trainer's process.
-        self._base = 0  # the offset the pass started from
+        # Progress of the current iteration, kept in the trainer's process.
+        self._base = 0  # the offset the iteration started from
         self._units = 0  # steps (of batch_size samples per rank) received
         self._samples_seen = 0  # samples received, when iterated directly
-        self._pass_world = 1
+        self._iteration_world = 1
         self._complete = False
-        self._by_loader = False  # between begin_pass and end_pass
+        self._by_loader = False  # between begin_iteration and end_iteration
         self._epoch_samples: Dict[int, int] = {}
         # The samples of each worker's cut (_worker_samples), by what fixes them.
         self._lengths: Dict[Any, "tuple[int, ...]"] = {}
@@ -216,8 +231,8 @@ class BrandDataset(IterableDataset):
         # the index is, so that every worker's client sends the same one;
         # None on a single gateway, or with the job's own members.
         self._members: Dict[int, Optional[str]] = {}
-        # In a DataLoader worker: the client of its last pass, closed as
-        # the next begins (a persistent worker's pass the trainer stopped
+        # In a DataLoader worker: the client of its last iteration, closed as
+        # the next begins (a persistent worker's iteration the trainer stopped
         # may still be reading ahead into its shared blocks).
         self._worker_client: Optional[Client] = None
 
@@ -261,7 +276,7 @@ class BrandDataset(IterableDataset):
         """Read epoch ``epoch`` next (each epoch has its own order). An epoch
         restored by :meth:`load_state_dict` resumes where it stopped."""
         if epoch != self.epoch:
-            self._start_pass(epoch)
+            self._start_iteration(epoch)
 
     def set_importance(self, version: Optional[str]) -> None:
         """With an importance-sampled job: draw the epochs read from now on
@@ -276,13 +291,13 @@ class BrandDataset(IterableDataset):
         job = replace(job, importance=replace(job.importance, version=version))
         self.options = replace(self.options, job=job)
 
-    def _start_pass(self, epoch: int) -> None:
+    def _start_iteration(self, epoch: int) -> None:
         self.epoch = epoch
         self._base = self._offset(epoch)
         self._units = 0
         self._samples_seen = 0
         self._complete = False
-        self._pass_world = self._world()[0]
+        self._iteration_world = self._world()[0]
 
     @property
     def mix_block(self) -> Optional[int]:
@@ -362,7 +377,7 @@ class BrandDataset(IterableDataset):
 
         ``N`` is the epoch's size as it is now. An append record or an
         exclusion list of a named job's order grows or shrinks the epoch
-        it applies in while a pass reads it, which a loader's workers see
+        it applies in while an iteration reads it, which a loader's workers see
         and this process does not: for a job that can have one (a named
         job the gateway's table lets take an edit), ``N`` is asked of the
         gateway again at each call (one ``GET /epoch/N``)."""
@@ -371,18 +386,18 @@ class BrandDataset(IterableDataset):
             if self._complete:
                 return n
             steps = self._units
-        return min(n, self._base + steps * self._pass_world * self.batch_size)
+        return min(n, self._base + steps * self._iteration_world * self.batch_size)
 
     def _samples_now(self) -> int:
         """The current epoch's samples: asked of the gateway again for a job
         whose order an edit can change (:meth:`position`), else those the
-        pass began with."""
+        iteration began with."""
         if self._editable():
             self._epoch_samples.pop(self.epoch, None)
         return self.samples_in_epoch()
 
     def _editable(self) -> bool:
-        """Whether an edit can change the job's epochs while a pass reads
+        """Whether an edit can change the job's epochs while an iteration reads
         them: a named job the gateway's table lets take an exclusion or an
         append."""
         job = self.options.job
@@ -393,7 +408,7 @@ class BrandDataset(IterableDataset):
 
     def _worker_samples(self, workers: int, remaining: bool) -> "tuple[int, ...]":
         """The samples (a token job's sequences, a clip job's clips) each of
-        ``workers`` DataLoader workers of this rank reads in a pass over the
+        ``workers`` DataLoader workers of this rank reads in an iteration over the
         current epoch: the ``rank_samples`` of the gateway's plan of each
         worker's cut, as its client asks for it. From the epoch's start, or
         with ``remaining`` from the position :meth:`load_state_dict`
@@ -402,7 +417,7 @@ class BrandDataset(IterableDataset):
         world, rank = self._world()
         k = max(1, int(workers))
         offset = self._offset(self.epoch) if remaining else 0
-        self.samples_in_epoch()  # pins the index and membership versions, as a pass does
+        self.samples_in_epoch()  # pins the index and membership versions, as an iteration does
         key = (self.epoch, world, rank, k, offset, self.index, self._members.get(self.epoch),
                self.schedule_version, tuple(sorted(job_query(self.options.job).items())))
         if key in self._lengths and not self._editable():
@@ -416,7 +431,7 @@ class BrandDataset(IterableDataset):
 
     def steps(self, workers: int = 0, *, remaining: bool = False, partial: bool = True) -> int:
         """The steps (batches of ``batch_size`` samples, sequences or clips)
-        this rank's pass over the current epoch holds, read by ``workers``
+        this rank's iteration over the current epoch holds, read by ``workers``
         DataLoader workers (0: in this process, as 1): what
         :meth:`BrandLoader.__len__` reports.
 
@@ -428,13 +443,13 @@ class BrandDataset(IterableDataset):
         workers, so with workers a rank may hold fewer steps than without).
         The epoch as it is now: for a job an edit can change (a named job
         that may take an exclusion or an append), asked again at each
-        call, so an edit made while a pass reads the epoch is counted.
+        call, so an edit made while an iteration reads the epoch is counted.
 
         Args:
             workers: the DataLoader's ``num_workers``.
             remaining: count from the position :meth:`load_state_dict`
-                restored for this epoch (what the resumed pass yields),
-                not from the epoch's start (the default: a whole pass, as
+                restored for this epoch (what the resumed iteration yields),
+                not from the epoch's start (the default: a whole iteration, as
                 PyTorch's ``len`` and the schedulers built on it count).
             partial: count a worker's last, short step (``False``: a
                 ``DataLoader`` that batches samples with ``drop_last=True``
@@ -446,8 +461,8 @@ class BrandDataset(IterableDataset):
         return sum(-(-n // B) if partial else n // B for n in self._worker_samples(workers, remaining))
 
     def __len__(self) -> int:
-        """The items a pass over the current epoch yields when iterated in
-        one process, from the epoch's start (a resumed pass yields those
+        """The items an iteration over the current epoch yields when iterated in
+        one process, from the epoch's start (a resumed iteration yields those
         from its position: :meth:`steps` with ``remaining=True``): its
         steps with ``batches`` (and for token and clip jobs), else its
         samples, as a ``DataLoader`` that batches them expects. A loader's
@@ -476,8 +491,8 @@ class BrandDataset(IterableDataset):
         ``"step"``, ``"clip_start"``, ``"delta_timestamps"``,
         ``"frames"``).
 
-        The position counts the steps of the current pass (see
-        :meth:`begin_pass`): those a loader reported, or those the
+        The position counts the steps of the current iteration (see
+        :meth:`begin_iteration`): those a loader reported, or those the
         dataset, iterated directly, yielded.
 
         Args:
@@ -518,7 +533,7 @@ class BrandDataset(IterableDataset):
         return {"seq": job.seq, "pack": job.pack or "bestfit", "eos": job.eos}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict`'s ``state``: the next pass over its
+        """Resume from :meth:`state_dict`'s ``state``: the next iteration over its
         epoch starts at its position, at any world size and worker count.
 
         A dataset whose job has no name (neither ``name`` nor
@@ -575,7 +590,7 @@ class BrandDataset(IterableDataset):
             self.schedule_version = state["schedule_version"]
         self._resume = (int(state["epoch"]), int(state["position"]))
         self._epoch_samples[int(state["epoch"])] = int(state["samples"])
-        self._start_pass(int(state["epoch"]))
+        self._start_iteration(int(state["epoch"]))
 
     def _mix_of_state(self, state: Dict[str, Any]) -> Dict[str, int]:
         """The mixing block and epoch length (``mix_block``, ``mix_samples``)
@@ -597,23 +612,23 @@ class BrandDataset(IterableDataset):
             )
         return {"mix_block": block, "mix_samples": length}
 
-    def _finish_pass(self) -> None:
+    def _finish_iteration(self) -> None:
         self._complete = True
         if self._resume is not None and self._resume[0] == self.epoch:
-            self._resume = None  # a second pass over the epoch is a whole one
+            self._resume = None  # a second iteration over the epoch is a whole one
 
-    # -- passes ---------------------------------------------------------------
+    # -- iterations ---------------------------------------------------------------
     #
-    # A pass is one iteration over the current epoch: from its start, or
+    # An iteration is one run of a loader over the current epoch: from its start, or
     # from the position load_state_dict restored, to its end or to where
     # the trainer stops. The dataset counts the steps the trainer received
-    # in the pass (in its own process), which is what position() and
+    # in the iteration (in its own process), which is what position() and
     # state_dict() report. Iterated directly, it counts them itself; under
-    # a loader with workers it cannot see them, so the loader says when a
-    # pass begins, each step it hands over and when the pass ends.
+    # a loader with workers it cannot see them, so the loader says when an
+    # iteration begins, each step it hands over and when the iteration ends.
 
-    def begin_pass(self) -> None:
-        """Begin a pass over the current epoch that a loader drives and
+    def begin_iteration(self) -> None:
+        """Begin an iteration over the current epoch that a loader drives and
         counts (:class:`BrandLoader` calls it at the start of each
         iteration; a loader of one's own does the same, in the trainer's
         process, before its workers start).
@@ -623,31 +638,31 @@ class BrandDataset(IterableDataset):
         the index and membership versions every worker reads (from the
         epoch's plan; with a :mod:`torch.distributed` world of more than
         one rank and no ``world`` in the job, rank 0's, by :meth:`agree`,
-        a collective call every rank makes). Until :meth:`end_pass`, the
+        a collective call every rank makes). Until :meth:`end_iteration`, the
         dataset's own iteration in this process (a loader without workers)
         counts nothing: the loader's :meth:`step_received` calls do."""
-        self._start_pass(self.epoch)
+        self._start_iteration(self.epoch)
         if self._ddp_agrees():
             self.agree()
         else:
             self.samples_in_epoch()
         self._by_loader = True
 
-    def pass_state(self) -> Dict[str, Any]:
-        """What the workers of a loader that keeps them from pass to pass
-        (``persistent_workers=True``) need to read the pass
-        :meth:`begin_pass` began, which the dataset they hold (the copy
+    def iteration_state(self) -> Dict[str, Any]:
+        """What the workers of a loader that keeps them from iteration to iteration
+        (``persistent_workers=True``) need to read the iteration
+        :meth:`begin_iteration` began, which the dataset they hold (the copy
         they started with) does not know: the epoch, the position a
         :meth:`load_state_dict` restored, the options (a restored job
         name, mixing block and length, an importance version) and the
         index and membership versions pinned. Plain values and
         :class:`brand.Options`, to pickle; a :class:`BrandLoader` hands it
-        to its persistent workers, whose iteration of the pass reads it."""
+        to its persistent workers, whose iteration reads it."""
         return {"epoch": self.epoch, "resume": self._resume, "options": self.options, "index": self.index,
                 "schedule_version": self.schedule_version, "members": self._members.get(self.epoch)}
 
-    def _take_pass_state(self, state: Dict[str, Any]) -> None:
-        """In a persistent worker: the pass's state (:meth:`pass_state`)."""
+    def _take_iteration_state(self, state: Dict[str, Any]) -> None:
+        """In a persistent worker: the iteration's state (:meth:`iteration_state`)."""
         self.epoch = int(state["epoch"])
         self._resume = state["resume"]
         self.options = state["options"]
@@ -656,43 +671,62 @@ class BrandDataset(IterableDataset):
         self._members = {self.epoch: state["members"]}
 
     def step_received(self) -> None:
-        """Count one step handed to the trainer in the pass
-        :meth:`begin_pass` began: one item of the loader, ``batch_size``
+        """Count one step handed to the trainer in the iteration
+        :meth:`begin_iteration` began: one item of the loader, ``batch_size``
         samples per rank (fewer at the epoch's end). :meth:`state_dict`
         then reports the position after it."""
         self._units += 1
 
-    def end_pass(self, finished: bool) -> None:
-        """End the pass :meth:`begin_pass` began. ``finished``: the loader
+    def end_iteration(self, finished: bool) -> None:
+        """End the iteration :meth:`begin_iteration` began. ``finished``: the loader
         handed over the epoch's last step, so that the position is the
-        whole epoch and a later pass over it reads it whole again (not from
+        whole epoch and a later iteration over it reads it whole again (not from
         a restored position); ``False`` when the trainer stopped early
         (the position stays at the steps counted)."""
         if finished:
-            self._finish_pass()
+            self._finish_iteration()
         self._by_loader = False
+
+    # The first releases' names, from when an iteration was called a pass
+    # (the word is a mixture component's epoch, in Go's client and the HTTP
+    # API as here).
+
+    def begin_pass(self) -> None:
+        """Deprecated: :meth:`begin_iteration`."""
+        _renamed("begin_pass", "begin_iteration")
+        self.begin_iteration()
+
+    def end_pass(self, finished: bool) -> None:
+        """Deprecated: :meth:`end_iteration`."""
+        _renamed("end_pass", "end_iteration")
+        self.end_iteration(finished)
+
+    def pass_state(self) -> Dict[str, Any]:
+        """Deprecated: :meth:`iteration_state`."""
+        _renamed("pass_state", "iteration_state")
+        return self.iteration_state()
 
     # -- iteration --------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()
         if info is not None:
-            # A worker's pass before this one, if the trainer stopped it,
-            # reads no more (into shared blocks, which the pass's state
+            # A worker's iteration before this one, if the trainer stopped it,
+            # reads no more (into shared blocks, which the iteration's state
             # below may free); a persistent worker's dataset is the copy
-            # it started with, and the loader says which pass this is.
+            # it started with, and the loader says which iteration this is.
             if self._worker_client is not None:
                 self._worker_client.close()
                 self._worker_client = None
-            state = worker_pass()
+            state = worker_iteration()
             if state is not None:
-                self._take_pass_state(state)
+                self._take_iteration_state(state)
         world, rank = self._world()
         workers, wid = (info.num_workers, info.id) if info is not None else (1, 0)
         in_trainer = info is None and not self._by_loader
         offset = self._offset(self.epoch)
         if in_trainer:
-            self._start_pass(self.epoch)
+            self._start_iteration(self.epoch)
             if self._ddp_agrees():
                 self.agree()
         client = self._client(world * workers, wid * world + rank, offset)
@@ -702,6 +736,11 @@ class BrandDataset(IterableDataset):
         seq = self.options.job.seq is not None
         clips = self.options.job.clips
         blocks = worker_blocks() if info is not None else None
+        if self.member_views:
+            # Not into the workers' shared blocks (python/bench/blockrace.py):
+            # the body, one buffer, crosses once, moved into shared memory
+            # by PyTorch's pickling.
+            client.member_views(True)
         if clips and blocks is not None:
             # A clip step's frames are views of its batch's buffer: read
             # into the worker's shared blocks, they reach the trainer's
@@ -714,14 +753,14 @@ class BrandDataset(IterableDataset):
             rank_samples = int(plan["rank_samples"])
             # The epoch's size as its batches report it: an edit of the
             # job's order (an append record, an exclusion list) grows or
-            # shrinks it from a step this pass may read.
+            # shrinks it from a step this iteration may read.
             laid_out = int(plan["samples"])
             if in_trainer and self.index is None:
-                self.index = client.index  # the version this pass reads, which its state names
+                self.index = client.index  # the version this iteration reads, which its state names
             for batch in client.epoch(self.epoch, plan):
                 if in_trainer and batch.epoch_samples is not None and batch.epoch_samples != laid_out:
                     # This rank's share of the epoch as it is now: the plan
-                    # asked again from the pass's offset.
+                    # asked again from the iteration's offset.
                     laid_out = batch.epoch_samples
                     plan = client.epoch_info(self.epoch)
                     rank_samples = int(plan["rank_samples"])
@@ -768,33 +807,42 @@ class BrandDataset(IterableDataset):
                             self._complete = True
                     yield s
             if in_trainer:
-                self._finish_pass()
+                self._finish_iteration()
         finally:
             client.close()
 
+    def edits(self) -> "edits.Editor":
+        """The :class:`brand.edits.Editor` of this dataset's job: its
+        exclusion list, append record, stored schedule and importance
+        feedback, with steps counted in this dataset's world (the DDP
+        world unless the job gives one) and the index version it reads.
+        A schedule version it makes is the one this dataset's workers read
+        on under, and its :meth:`state_dict` records. Edit on one rank
+        (rank 0): every rank reads the edit."""
+        world, _ = self._world()
+        job = replace(self.options.job, world=world, rank=0, index=self.index)
+        return edits.Editor(self.url, replace(self.options, job=job), on_schedule=self._schedule_made)
+
+    def _schedule_made(self, version: str) -> None:
+        self.schedule_version = version
+
     def edit_schedule(self, schedule: str, from_step: Union[int, str] = "next") -> Dict[str, Any]:
-        """Edit the schedule stored under the job's name, which this dataset
-        reads (``schedule_version``), from the first step none of the job's
-        loaders has read (``"next"``; or from step ``from_step``), with
-        :meth:`brand.Client.edit_schedule`, and return the version made:
-        its ``from_step`` is the step the edit took effect from, at most
-        :meth:`BrandLoader.read_ahead_steps` after the step the trainer is
-        on. The workers read on under it from that step (the gateway names
-        it when they ask for a step it changed), and :meth:`state_dict`
-        records it. The schedule is the job's: edit it on one rank (rank
-        0), every rank reads the edit.
+        """Deprecated: ``ds.edits().edit_schedule(schedule, from_step)``
+        (:meth:`brand.edits.Editor.edit_schedule`, which answers a typed
+        :class:`brand.edits.Schedule`); this answers the gateway's JSON,
+        a dict.
 
         Raises:
             brand.ScheduleConflictError: ``from_step`` was read, or another
                 edit was made meanwhile.
         """
+        warnings.warn("brand: BrandDataset.edit_schedule is deprecated: use ds.edits().edit_schedule (brand.edits)",
+                      DeprecationWarning, stacklevel=2)
         if self.options.job.schedule_version is None:
             raise ValueError("brand: edit_schedule edits the schedule stored under the job's name, which a dataset "
                              "reads with schedule_version=\"latest\"")
-        with Client(self.url, self.options) as c:
-            made = c.edit_schedule(schedule, from_step)
-        self.schedule_version = str(made["version"])
-        return made
+        with self.edits() as ed:
+            return ed._edit_schedule(schedule, from_step)
 
     def loader(self, **kwargs: Any) -> "BrandLoader":
         """A :class:`BrandLoader` over this dataset: a ``DataLoader`` whose
@@ -803,6 +851,25 @@ class BrandDataset(IterableDataset):
         ``collate_fn``, ``pin_memory``, ...); a job with a ``transform``
         collates with :func:`collate_tensors` unless told otherwise."""
         return BrandLoader(self, **kwargs)
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(f"brand: BrandDataset.{old} is deprecated: it is {new} (a pass is a mixture component's epoch)",
+                  DeprecationWarning, stacklevel=3)
+
+
+def _entry_of(opts: Options) -> str:
+    """The entry that reads the job of ``opts`` (``brand.torch._entries``)."""
+    job = opts.job
+    if job.seq is not None:
+        return "Sequences"
+    if job.clip is not None:
+        return "Clips"
+    if job.clips:
+        return "LeRobot"
+    if job.transform is not None:
+        return "Tensors"
+    return "Samples"
 
 
 def _warn_missing(batch: Batch) -> None:

@@ -14,30 +14,30 @@ never reused, and past the pool's size the worker makes new blocks as
 PyTorch does.
 
 The loader's process keeps a :class:`Board` for as long as the loader
-lives and hands it to each pass's workers as the argument of their init
+lives and hands it to each iteration's workers as the argument of their init
 (:class:`WorkerInit`, the DataLoader's ``worker_init_fn``); each worker
 takes its own :class:`Blocks` of it, which
 :func:`~brand.torch.collate_tensors` stacks into (:func:`worker_blocks`).
 The dataset carries none of it.
 
 Workers with ``persistent_workers=True`` live as long as the loader: each
-keeps its blocks mapped from pass to pass, and the loader tells them, as
-each pass begins, which blocks its process still holds
-(:class:`PassHeader`): the rest are free again, whatever the pass before
+keeps its blocks mapped from iteration to iteration, and the loader tells them, as
+each iteration begins, which blocks its process still holds
+(:class:`IterationHeader`): the rest are free again, whatever the iteration before
 left in them (steps made ahead of a trainer that stopped early).
 
-Workers without ``persistent_workers`` end with their pass, and the next
-pass forks new ones: a block a worker made would go with it, and the next
-pass's workers would allocate new ones. So the board keeps the blocks
-across passes: the loader's process keeps a
+Workers without ``persistent_workers`` end with their iteration, and the next
+iteration forks new ones: a block a worker made would go with it, and the next
+iteration's workers would allocate new ones. So the board keeps the blocks
+across iterations: the loader's process keeps a
 mapping of each block it has received a step in (:meth:`Board.received`;
-never touched there, so it costs no pages), and the next pass's workers
+never touched there, so it costs no pages), and the next iteration's workers
 start with those blocks, inherited when forked, their descriptors passed
 when spawned: the blocks' memory is allocated once a loader, not once a
-pass. At most ``workers × per_worker`` blocks, one a slot; a block
+iteration. At most ``workers × per_worker`` blocks, one a slot; a block
 replaced in its slot (outgrown) is let go, and all of them with the
 loader. Only the ``file_descriptor`` sharing strategy (Linux's default)
-gives a block's descriptor: under ``file_system`` each pass makes its
+gives a block's descriptor: under ``file_system`` each iteration makes its
 blocks anew.
 
 A new worker still maps each block anew — a fork does not copy a shared
@@ -46,8 +46,8 @@ is dear whether the page is new or kept (5.7 and 5.5 ms of CPU a MB on
 the benchmark's VM, against 0.013 ms to write a page already mapped). So
 a worker maps the part of a block it takes into its page tables in one
 call (:func:`populate`, 2.2–2.5 ms a MB there) before a body is read
-into it. Over a pass, each block's first use in a worker costs that; a
-pass of many more steps than a worker has blocks amortizes it.
+into it. Over an iteration, each block's first use in a worker costs that; a
+iteration of many more steps than a worker has blocks amortizes it.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ import pickle
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy
 import torch
@@ -69,7 +70,7 @@ BLOCK_MAGIC = b"BRANDBLK"
 BLOCK_HEAD = 64  # magic, slot number (4 bytes, little-endian), padding
 BLOCKS_PER_WORKER = 6
 BLOCK_SLACK = 16  # a block is made 1/16 larger than the step it is made for
-PASS_HEADER_BYTES = 1 << 20  # a pass's state, pickled; its pages are touched only as far as it goes
+ITERATION_HEADER_BYTES = 1 << 20  # an iteration's state, pickled; its pages are touched only as far as it goes
 
 
 def storage(t: torch.Tensor) -> Any:
@@ -79,7 +80,7 @@ def storage(t: torch.Tensor) -> Any:
 class Board:
     """Flags shared by a BrandLoader's process and its workers, one per
     block: 1 while the trainer's process may hold the block, 0 free; and
-    the blocks themselves, kept by the loader's process across passes.
+    the blocks themselves, kept by the loader's process across iterations.
     Made in the loader's process before the workers start, which then share
     it (inherited, or passed as shared memory when workers are spawned)."""
 
@@ -96,21 +97,21 @@ class Board:
         # and the identity (device, inode) of its shared-memory file.
         self.blocks: List[Optional[torch.Tensor]] = [None] * len(self.flags)
         self.ids: List[Optional["tuple[int, int]"]] = [None] * len(self.flags)
-        self.keeps = torch.multiprocessing.get_sharing_strategy() == "file_descriptor"
+        self.keeps = torch.multiprocessing.get_sharing_strategy() == "file_descriptor" and can_keep()
         #: With persistent workers, where the loader's process writes each
-        #: pass's state for them (they started with the dataset of the
-        #: first pass); ``None`` when a pass's workers are forked for it.
-        self.header: Optional[PassHeader] = PassHeader() if persistent else None
+        #: iteration's state for them (they started with the dataset of the
+        #: first iteration); ``None`` when an iteration's workers are forked for it.
+        self.header: Optional[IterationHeader] = IterationHeader() if persistent else None
 
     def fits(self, workers: int, per_worker: int) -> bool:
-        """Whether this board has the slots of a pass of ``workers``
+        """Whether this board has the slots of an iteration of ``workers``
         workers keeping ``per_worker`` blocks each."""
         return self.workers == max(1, workers) and self.per_worker == max(1, per_worker)
 
     def begin(self) -> None:
-        """In the loader's process, before a pass's workers start (those of
-        the pass before have ended): a block is free unless a tensor of
-        this process still refers to it. A block the last pass's workers
+        """In the loader's process, before an iteration's workers start (those of
+        the iteration before have ended): a block is free unless a tensor of
+        this process still refers to it. A block the last iteration's workers
         took and this process never received was theirs alone."""
         self._expire()
         self.flags.zero_()
@@ -135,12 +136,11 @@ class Board:
     def received(self, item: Any) -> None:
         """In the loader's process: frees the blocks no tensor refers to any
         more, and notes those of ``item`` (a collated step), keeping each
-        block for the passes after this one."""
+        block for the iterations after this one."""
         from torch.multiprocessing.reductions import StorageWeakRef
 
         self._expire()
-        values = item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else ()
-        for v in values:
+        for v in _tensors_of(item):
             # A collated stack starts at the block's data; a clip step's
             # frames are a view further into the batch read there.
             if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.storage_offset() >= BLOCK_HEAD:
@@ -157,13 +157,12 @@ class Board:
         never expire, and the block would never be free."""
         if not self.keeps:
             return
-        fd, size = st._share_fd_cpu_()  # the descriptor the storage keeps: no copy
+        fd, size = block_fd(st)
         info = os.fstat(fd)
         ident = (info.st_dev, info.st_ino)
         if self.ids[slot] == ident:
             return
-        kept = torch.UntypedStorage._new_shared_fd_cpu(fd, size)  # maps a duplicate of fd
-        self.blocks[slot] = torch.empty(0, dtype=torch.uint8).set_(kept, 0, (size,), (1,))
+        self.blocks[slot] = map_fd(fd, size)
         self.ids[slot] = ident
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -172,7 +171,7 @@ class Board:
         # own.
         from multiprocessing.reduction import DupFd
 
-        fds = [None if b is None else (DupFd(storage(b)._share_fd_cpu_()[0]), b.numel()) for b in self.blocks]
+        fds = [None if b is None else (DupFd(block_fd(storage(b))[0]), b.numel()) for b in self.blocks]
         return {"workers": self.workers, "flags": self.flags, "per_worker": self.per_worker, "held": [],
                 "fds": fds, "keeps": self.keeps, "header": self.header}
 
@@ -187,10 +186,24 @@ class Board:
             df, size = f
             fd = df.detach()
             try:
-                st = torch.UntypedStorage._new_shared_fd_cpu(fd, size)
+                self.blocks.append(map_fd(fd, size))
             finally:
                 os.close(fd)
-            self.blocks.append(torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,)))
+
+
+def _values(item: Any) -> Any:
+    return item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else ()
+
+
+def _tensors_of(item: Any) -> Iterator[Any]:
+    """The values of a step (a dict, a list or a tuple, such as an
+    entry's batch), and those of the dicts among them (a
+    :class:`WindowBatch`'s features): where a worker's blocks can be."""
+    for v in _values(item):
+        if isinstance(v, Mapping):
+            yield from v.values()
+        else:
+            yield v
 
 
 class Blocks:
@@ -200,7 +213,7 @@ class Blocks:
     def __init__(self, board: Board, worker: int) -> None:
         self.board = board
         self.first = worker * board.per_worker
-        # Each whole block, uint8: those the board kept from the passes
+        # Each whole block, uint8: those the board kept from the iterations
         # before, their pages there already.
         self.blocks: List[Optional[torch.Tensor]] = list(board.blocks[self.first:self.first + board.per_worker])
         # Per block, the bytes of it this process has mapped in (populate).
@@ -210,10 +223,10 @@ class Blocks:
         self.lock = threading.Lock()
 
     def free_unheld(self, held: Sequence[int]) -> None:
-        """As a persistent worker's pass begins: frees each of this
+        """As a persistent worker's iteration begins: frees each of this
         worker's blocks but those of the slots ``held`` (the loader's
         process still refers to them). The others hold nothing the trainer
-        will see: steps of the pass before it never received (made ahead
+        will see: steps of the iteration before it never received (made ahead
         of a trainer that stopped, dropped by the DataLoader's reset) or
         let go of (freed by that process as it received the next, but a
         block it never received a step in is never freed there)."""
@@ -248,8 +261,7 @@ class Blocks:
             # batch's JSON members, a last smaller stack), and a block
             # outgrown is made anew, its pages with it.
             size = -(-(BLOCK_HEAD + nbytes + nbytes // BLOCK_SLACK) // 4096) * 4096
-            st = torch.UntypedStorage._new_shared(size)
-            b = torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
+            b = new_block(size)
             b[:12] = torch.frombuffer(bytearray(BLOCK_MAGIC + (self.first + free).to_bytes(4, "little")),
                                       dtype=torch.uint8)
             self.blocks[free] = b
@@ -284,33 +296,32 @@ class Blocks:
         return None
 
 
-class PassHeader:
-    """A pass's state, written by a BrandLoader's process before each pass
+class IterationHeader:
+    """An iteration's state, written by a BrandLoader's process before each iteration
     and read by each of its persistent workers as its iteration of the
-    pass begins: a persistent worker keeps the dataset it was started with
-    (PyTorch re-enters its ``__iter__`` each pass, on that copy), so the
+    iteration begins: a persistent worker keeps the dataset it was started with
+    (PyTorch re-enters its ``__iter__`` each iteration, on that copy), so the
     epoch, a restored position and the versions pinned since reach it
     here. Shared memory: a sequence number (odd while a write is under
     way), the length, the pickled state.
 
     The loader writes before the DataLoader's reset asks the workers to
-    begin the pass (a queue between the processes orders the two); a
-    worker reading while the loader writes — a generator of the pass
+    begin the iteration (a queue between the processes orders the two); a
+    worker reading while the loader writes — a generator of the iteration
     before, started late, whose steps the reset drops — reads again."""
 
-    def __init__(self, size: int = PASS_HEADER_BYTES) -> None:
-        st = torch.UntypedStorage._new_shared(size)  # its pages allocated as written, not zeroed ahead
-        self.buf = torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
+    def __init__(self, size: int = ITERATION_HEADER_BYTES) -> None:
+        self.buf = new_block(size)  # its pages allocated as written, not zeroed ahead (with torch's own call)
 
     def _words(self) -> numpy.ndarray:
         return self.buf[:16].numpy().view(numpy.int64)
 
     def write(self, state: Any) -> None:
-        """In the loader's process, between passes: ``state`` for the
-        workers' next pass."""
+        """In the loader's process, between iterations: ``state`` for the
+        workers' next iteration."""
         data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         if 16 + len(data) > self.buf.numel():
-            raise ValueError(f"brand: a pass's state of {len(data)} bytes is over the {self.buf.numel() - 16} "
+            raise ValueError(f"brand: an iteration's state of {len(data)} bytes is over the {self.buf.numel() - 16} "
                              "a persistent worker's header holds")
         w = self._words()
         seq = int(w[0])
@@ -331,6 +342,77 @@ class PassHeader:
             time.sleep(0.001)
 
 
+# -- torch's private storage calls ---------------------------------------------
+#
+# Three calls of torch's storages are private: making a block in shared
+# memory without touching its pages (UntypedStorage._new_shared), a
+# storage's descriptor (_share_fd_cpu_) and a second mapping of one
+# (UntypedStorage._new_shared_fd_cpu), by which the loader's process keeps
+# its workers' blocks from one iteration to the next. Torch 1.13 and 2.x
+# have them; a torch that does not is met here, and only here: each is
+# looked up when used, and one that is missing warns once (a
+# RuntimeWarning naming it and the torch) and the public path is taken:
+# Tensor.share_memory_() for a block (it copies the new block's pages
+# into shared memory once, a fault a page), and no blocks kept across
+# iterations (each iteration's workers make theirs, as under the
+# file_system sharing strategy; persistent workers keep theirs anyway).
+# python/bench/handoff.py measures the two side by side.
+
+#: Where the private calls are looked up: torch's UntypedStorage (a test
+#: puts a class without them here, as a torch that lacks them would be).
+UntypedStorage: Any = torch.UntypedStorage
+_warned: set = set()
+
+
+class PrivateTorchWarning(RuntimeWarning):
+    """A private call of torch's that the shared blocks use is missing:
+    the public path, measured slower (docs/benchmarks.md), is taken."""
+
+
+def _private(name: str) -> Optional[Callable[..., Any]]:
+    """torch's ``UntypedStorage.<name>``, or ``None`` after a warning (once
+    a process) that this torch lacks it."""
+    fn = getattr(UntypedStorage, name, None)
+    if fn is None and name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"brand: torch {torch.__version__} has no UntypedStorage.{name}: the loader's shared blocks "
+                      "take the public path (Tensor.share_memory_(), blocks not kept across iterations)",
+                      PrivateTorchWarning, stacklevel=3)
+    return fn
+
+
+def new_block(size: int) -> torch.Tensor:
+    """A whole uint8 block of ``size`` bytes in shared memory (torch's
+    kind, which a worker hands to the trainer's process by reference):
+    its pages untouched, by torch's private call; else made private and
+    moved there by the public ``share_memory_()``."""
+    make = _private("_new_shared")
+    if make is not None:
+        return torch.empty(0, dtype=torch.uint8).set_(make(size), 0, (size,), (1,))
+    return torch.empty(size, dtype=torch.uint8).share_memory_()
+
+
+def can_keep() -> bool:
+    """Whether this torch gives a shared block's descriptor and maps one
+    anew (private calls both), so that a loader keeps its workers' blocks
+    from one iteration to the next."""
+    fd, mapped = _private("_share_fd_cpu_"), _private("_new_shared_fd_cpu")  # each warns if missing
+    return fd is not None and mapped is not None
+
+
+def block_fd(st: Any) -> "tuple[int, int]":
+    """(descriptor, size) of shared storage ``st``: the one it keeps, not
+    a copy. Only where :func:`can_keep`."""
+    return st._share_fd_cpu_()
+
+
+def map_fd(fd: int, size: int) -> torch.Tensor:
+    """A whole uint8 block on a mapping of its own of ``fd`` (a duplicate
+    of it is kept). Only where :func:`can_keep`."""
+    st = UntypedStorage._new_shared_fd_cpu(fd, size)
+    return torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
+
+
 _MADV_POPULATE_WRITE = 23  # Linux 5.14
 
 
@@ -338,8 +420,8 @@ def populate(b: torch.Tensor, n: int) -> bool:
     """Maps the first ``n`` bytes of block ``b`` into this process's page
     tables at once, writable (``madvise(MADV_POPULATE_WRITE)``), rather
     than one page fault at a time as a body is read into it: a worker
-    forked for a pass maps its blocks anew, even those whose pages the
-    blocks kept across passes already have, and faulting them in one page
+    forked for an iteration maps its blocks anew, even those whose pages the
+    blocks kept across iterations already have, and faulting them in one page
     at a time cost 5.5 ms of CPU a MB on the benchmark's VM, 2.2 ms
     populated. Returns False where the kernel (before 5.14) or the C library
     has no such call: the pages then fault in as they are written."""
@@ -376,11 +458,11 @@ def worker_blocks() -> Optional[Blocks]:
     return _worker_blocks
 
 
-def worker_pass() -> Optional[Any]:
-    """In a persistent worker of a BrandLoader, as its iteration of a pass
-    begins (after the pass before has let go of its blocks: its client
-    closed): the dataset's state the loader wrote for the pass
-    (:meth:`BrandDataset.pass_state`), this worker's blocks the trainer's
+def worker_iteration() -> Optional[Any]:
+    """In a persistent worker of a BrandLoader, as its iteration
+    begins (after the iteration before has let go of its blocks: its client
+    closed): the dataset's state the loader wrote for the iteration
+    (:meth:`BrandDataset.iteration_state`), this worker's blocks the trainer's
     process no longer holds freed. ``None`` in any other process."""
     blocks = _worker_blocks
     if blocks is None or blocks.board.header is None:
@@ -393,7 +475,7 @@ def worker_pass() -> Optional[Any]:
 
 
 class WorkerInit:
-    """A BrandLoader's ``worker_init_fn`` for one pass: gives each worker
+    """A BrandLoader's ``worker_init_fn`` for one iteration: gives each worker
     its :class:`Blocks` of the loader's ``board``, then calls the
     ``worker_init_fn`` the loader was given (``then``), if any. Pickled to
     spawned workers with the board's flags."""
