@@ -125,12 +125,15 @@ class Board:
         return sorted({slot for _, slot in self.held})
 
     def _expire(self) -> None:
-        kept = []
-        for ref, slot in self.held:
-            if ref.expired():
+        # A slot is free once every tensor on its block has been let go:
+        # a step's members can reach one block through storages of their
+        # own, and freed when the first of them expired, the block was
+        # reused for a later step while the trainer still read the others.
+        kept = [(ref, slot) for ref, slot in self.held if not ref.expired()]
+        alive = {slot for _, slot in kept}
+        for _, slot in self.held:
+            if slot not in alive:
                 self.flags[slot] = 0
-            else:
-                kept.append((ref, slot))
         self.held = kept
 
     def received(self, item: Any) -> None:
