@@ -138,3 +138,36 @@ class TestBlockFreedWhenAllLetGo(unittest.TestCase):
         gc.collect()
         self.assertEqual(board.held_slots(), [])
         self.assertEqual(int(board.flags[slot]), 0, "a block no tensor refers to is not freed")
+
+    def test_a_slot_is_freed_once(self):
+        """Several entries of one slot expiring together clear its flag
+        once: a worker takes a block the moment its flag is cleared, and a
+        second clearing handed back as free the block it had just filled,
+        to be filled again before the trainer read it."""
+        import gc
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        board = _shm.Board(1, per_worker=2)
+        writes: "list[tuple[int, int]]" = []
+
+        class Flags:
+            def __init__(self, t):
+                self.t = t
+
+            def __len__(self):
+                return len(self.t)
+
+            def __getitem__(self, i):
+                return self.t[i]
+
+            def __setitem__(self, i, v):
+                writes.append((i, int(v)))
+                self.t[i] = v
+
+        board.flags = Flags(board.flags)
+        a, b = torch.zeros(4, dtype=torch.uint8), torch.zeros(4, dtype=torch.uint8)
+        board.held = [(StorageWeakRef(_shm.storage(a)), 0), (StorageWeakRef(_shm.storage(b)), 0)]
+        del a, b
+        gc.collect()
+        board._expire()
+        self.assertEqual(writes, [(0, 0)], "slot 0's flag cleared more than once")

@@ -125,15 +125,18 @@ class Board:
         return sorted({slot for _, slot in self.held})
 
     def _expire(self) -> None:
-        # A slot is free once every tensor on its block has been let go:
-        # a step's members can reach one block through storages of their
-        # own, and freed when the first of them expired, the block was
-        # reused for a later step while the trainer still read the others.
+        # A slot is free once every tensor on its block has been let go (a
+        # step's members can reach one block through storages of their
+        # own), and its flag is cleared once: a worker may take the block
+        # the moment it is, and a second clearing, for another entry of
+        # the same slot, handed the block it had just filled back as free,
+        # to be filled again before the trainer read it (steps overwritten:
+        # python/bench/blockrace.py, whose steps are noted by an entry a
+        # column).
         kept = [(ref, slot) for ref, slot in self.held if not ref.expired()]
         alive = {slot for _, slot in kept}
-        for _, slot in self.held:
-            if slot not in alive:
-                self.flags[slot] = 0
+        for slot in sorted({slot for _, slot in self.held} - alive):
+            self.flags[slot] = 0
         self.held = kept
 
     def received(self, item: Any) -> None:
