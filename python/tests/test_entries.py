@@ -44,6 +44,10 @@ def _message(a: str, b: str) -> str:
     raise AssertionError(f"the table refuses no pair {a}, {b}")
 
 
+def _storage(t):
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
 class TestTypes(unittest.TestCase):
     def test_samples(self):
         gw = gateway()
@@ -68,6 +72,43 @@ class TestTypes(unittest.TestCase):
             steps += 1
         self.assertEqual(steps, len(loader))
         self.assertEqual(sorted(keys), sorted(gw.files))
+
+    def test_samples_in_workers_blocks(self):
+        """A loader's steps of brand.Samples reach the trainer in their
+        workers' shared blocks, reused, by reference; a step is never
+        overwritten while the trainer holds it, however many it holds
+        (each checked again as it is let go, three steps later), over
+        epochs of persistent workers and of workers forked each epoch.
+        The blocks' flags were once cleared twice for a step's entries,
+        and the steps overwritten (python/bench/blockrace.py)."""
+        from brand.torch._shm import BLOCK_HEAD, BLOCK_MAGIC
+
+        gw = gateway()
+
+        def check(b):
+            for k, data, cls in zip(b.keys, b.bytes("jpg"), b.bytes("cls")):
+                self.assertEqual(data, gw.files[k]["jpg"], k)
+                self.assertEqual(cls, gw.files[k]["cls"], k)
+
+        for persistent in (True, False):
+            ds = brand.Samples(gw.url, "t", batch_size=9, seed=5, ahead=1)
+            loader = ds.loader(num_workers=2, prefetch_factor=2, persistent_workers=persistent)
+            in_blocks = 0
+            for epoch in range(3):
+                ds.set_epoch(epoch)
+                held = []
+                for b in loader:
+                    check(b)
+                    t = b.fields["jpg"][0]
+                    head = torch.empty(0, dtype=torch.uint8).set_(_storage(t), 0, (8,), (1,)).numpy().tobytes()
+                    if head == BLOCK_MAGIC and t.storage_offset() >= BLOCK_HEAD:
+                        in_blocks += 1
+                    held.append(b)
+                    if len(held) > 3:
+                        check(held.pop(0))
+                for b in held:
+                    check(b)
+            self.assertGreater(in_blocks, 0, f"persistent={persistent}: no step came in a worker's block")
 
     def test_samples_pickle_as_one_buffer(self):
         """A step crosses from a worker as its one buffer and where each

@@ -21,8 +21,9 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy
 import torch
+from torch.utils.data import get_worker_info
 
-from ._shm import storage
+from ._shm import storage, worker_blocks
 from ._tensors import collate_tensors
 
 __all__ = ["ClipBatch", "SampleBatch", "SequenceBatch", "TensorBatch", "WindowBatch", "BATCH_TYPES"]
@@ -228,12 +229,19 @@ def _on_body(body: Any) -> Callable[[Any], Any]:
     """The function that makes a member (a ``memoryview`` of ``body``) a
     1-D uint8 tensor on the same memory."""
     arr = numpy.frombuffer(body, numpy.uint8)
-    # Not copied into a worker's shared blocks: steps so were found, under
-    # load, overwritten in their block before the trainer read them
-    # (python/bench/blockrace.py); PyTorch moves the one buffer into shared
-    # memory as the step leaves the worker. PyTorch has no read-only
-    # tensors: a read-only buffer is copied first.
-    whole = torch.frombuffer(body if not memoryview(body).readonly else bytearray(body), dtype=torch.uint8)
+    # In a loader's worker, copied into one of its shared blocks, reused
+    # (as brand.Tensors stacks a step): the step leaves the worker by
+    # reference, where PyTorch would move the buffer into a new
+    # shared-memory file for every step, its pages faulted in each time
+    # (docs/benchmarks.md: 129 µs of CPU a sample of 100 KiB so, 61 in a
+    # block). Elsewhere, or with every block held, the buffer itself;
+    # PyTorch has no read-only tensors: a read-only buffer is copied first.
+    blocks = worker_blocks() if arr.size and get_worker_info() is not None else None
+    whole = blocks.take(arr.size, (arr.size,)) if blocks is not None else None
+    if whole is not None:
+        whole.numpy()[:] = arr
+    else:
+        whole = torch.frombuffer(body if not memoryview(body).readonly else bytearray(body), dtype=torch.uint8)
     base = arr.ctypes.data
     if memoryview(body).readonly:
         def address(v: memoryview) -> int:

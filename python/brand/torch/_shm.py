@@ -203,11 +203,17 @@ def _values(item: Any) -> Any:
 
 def _tensors_of(item: Any) -> Iterator[Any]:
     """The values of a step (a dict, a list or a tuple, such as an
-    entry's batch), and those of the dicts among them (a
-    :class:`WindowBatch`'s features): where a worker's blocks can be."""
+    entry's batch), those of the dicts among them (a
+    :class:`WindowBatch`'s features), and the first tensor of each list
+    there (a :class:`SampleBatch`'s columns, its members views of one
+    block): where a worker's blocks can be."""
     for v in _values(item):
         if isinstance(v, Mapping):
-            yield from v.values()
+            for w in v.values():
+                if isinstance(w, list):
+                    yield next((x for x in w if isinstance(x, torch.Tensor)), None)
+                else:
+                    yield w
         else:
             yield v
 
