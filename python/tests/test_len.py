@@ -26,7 +26,9 @@ from brand.torch import BrandDataset  # noqa: E402
 
 # 300 samples of dataset "t" in batches of 9: at world 2 a global batch of
 # 18, 16 whole ones and 12 samples over (rank 0 takes 9, rank 1 3); at
-# world 3, 27: 11 whole and 3 over (rank 0 takes 3, ranks 1 and 2 none).
+# world 3, 27: 11 whole and 3 over (rank 0 takes 3, ranks 1 and 2 none);
+# at world 8, 72: 4 whole and 12 over (rank 0 takes 9, rank 1 3, the
+# others none).
 B = 9
 
 
@@ -47,8 +49,9 @@ class TestLen(unittest.TestCase):
         n = len(self.gw.files)
         # (world, drop_last) -> each rank's steps.
         table = {(1, False): [34], (1, True): [33], (2, False): [17, 17], (2, True): [16, 16],
-                 (3, False): [12, 11, 11], (3, True): [11, 11, 11]}
-        for world in (1, 2, 3):
+                 (3, False): [12, 11, 11], (3, True): [11, 11, 11],
+                 (8, False): [5, 5, 4, 4, 4, 4, 4, 4], (8, True): [4] * 8}
+        for world in (1, 2, 3, 8):
             for drop in (False, True):
                 total = 0
                 for rank in range(world):
@@ -95,7 +98,7 @@ class TestLen(unittest.TestCase):
             next(it)
         state = ds.state_dict()
         del it
-        for world, workers in ((1, 0), (2, 2), (3, 0)):
+        for world, workers in ((1, 0), (2, 2), (3, 0), (8, 0)):
             for rank in range(world):
                 with self.subTest(world=world, workers=workers, rank=rank):
                     r = self.dataset(world=world, rank=rank, batches=True)
