@@ -237,8 +237,12 @@ func (l *line) roomForAll(streams map[layout.Stream]*stream) bool {
 			continue
 		}
 		seen[st.DS] = struct{}{}
-		for c := range st.DS.Index.NumChunks() {
-			total += st.DS.ChunkSize(c)
+		if st.DS.InPlace == nil {
+			total += st.DS.Index.TotalBytes() // a tar chunk is cached as stored: its size, summed in the index
+		} else {
+			for c := range st.DS.Index.NumChunks() {
+				total += st.DS.ChunkSize(c) // its resident bound with the fields read
+			}
 		}
 		if total > l.capacity {
 			return false
