@@ -101,6 +101,53 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class TestIterationHeader(unittest.TestCase):
+    """A persistent worker reads its iteration's state from the header the
+    loader's process writes. Twice under scripts/test-python.sh a worker
+    spun there without end, its sequence number odd."""
+
+    def test_a_write_left_under_way_is_an_error(self):
+        import threading
+
+        header = _shm.IterationHeader(4096)
+        header.write({"epoch": 1})
+        header._words()[0] += 1  # a write begun and never ended
+        got = []
+
+        def read():
+            try:
+                got.append(header.read(timeout=0.2))
+            except RuntimeError as e:
+                got.append(e)
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(10)
+        self.assertFalse(t.is_alive(), "a worker waits without end on a write under way")
+        self.assertIsInstance(got[0], RuntimeError)
+        self.assertIn("mid-write", str(got[0]))
+
+
+class TestBodiesLetGo(unittest.TestCase):
+    """A batch read into a block (Blocks.body) and handed on to no one (an
+    empty batch) frees its block at once; before, its flag stayed set until
+    the next iteration, one fewer block for every such batch."""
+
+    def test_an_unsent_body_frees_its_block(self):
+        board = _shm.Board(1, per_worker=2)
+        blocks = _shm.Blocks(board, 0)
+        kept = blocks.body(100)
+        body = blocks.body(1024)
+        self.assertEqual(board.flags.tolist(), [1, 1])
+        self.assertIsNone(blocks.body(10), "a third body with both blocks held")
+        blocks.let_go(body[512:])  # any view of it
+        self.assertEqual(board.flags.tolist(), [1, 0])
+        blocks.let_go(memoryview(bytearray(8)))  # not a block's: nothing
+        blocks.let_go(None)
+        self.assertEqual(board.flags.tolist(), [1, 0])
+        del kept
+
+
 class TestBlockFreedWhenAllLetGo(unittest.TestCase):
     """A block is free again only once no tensor of the loader's process
     refers to it: a step whose tensors reach it through several storages

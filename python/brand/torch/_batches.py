@@ -16,8 +16,9 @@ trainer's process whole.
 from __future__ import annotations
 
 import builtins
+import collections.abc
 import ctypes
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy
 import torch
@@ -66,6 +67,8 @@ class SampleBatch(NamedTuple):
         # Pickled (a worker's step on its way to the trainer) as the one
         # buffer its tensors view and where each lies, rather than a
         # tensor each: PyTorch would send a descriptor per tensor.
+        if isinstance(self.fields, _Spans):
+            return (_unpack, (self.keys, self.fields.body, self.fields.spans, self.datasets))
         packed = _pack(self.fields)
         if packed is None:
             return (SampleBatch, tuple(self))
@@ -101,9 +104,7 @@ def _pack(fields: Mapping[str, List[Any]]) -> Optional["tuple[torch.Tensor, Dict
 
 def _unpack(keys: List[str], body: torch.Tensor, spans: Dict[str, List[Any]],
             datasets: Optional[List[str]]) -> SampleBatch:
-    fields = {name: [None if sp is None else body[sp[0]:sp[0] + sp[1]] for sp in values]
-              for name, values in spans.items()}
-    return SampleBatch(keys, fields, datasets)
+    return SampleBatch(keys, _views(body, spans), datasets)
 
 
 class TensorBatch(NamedTuple):
@@ -215,34 +216,95 @@ def sample_batch(samples: List[Any]) -> SampleBatch:
             raise TypeError(f"brand.Samples: decode returned a {type(s).__name__}; it must return the sample's "
                             "dict (its members by extension)")
     keys = [s.get("__key__") for s in samples]
-    body = getattr(samples, "body", None)
-    on = _on_body(body) if body is not None else None
-    fields = {}
-    for m in _members(samples):
-        values = [s.get(m) for s in samples]
-        fields[m] = [on(v) for v in values] if on is not None else values
     datasets = [s.get("__dataset__") for s in samples] if samples and "__dataset__" in samples[0] else None
-    return SampleBatch(keys, fields, datasets)
+    members = _members(samples)
+    columns = {m: [s.get(m) for s in samples] for m in members}
+    body = getattr(samples, "body", None)
+    if body is None:
+        return SampleBatch(keys, columns, datasets)
+    whole, span, in_block = _on_body(body)
+    if any(type(v) is not memoryview and v is not None for values in columns.values() for v in values):
+        # Not every member a view of the body: the views made tensors, the
+        # rest as they are.
+        on = _tensor_on(whole)
+        return SampleBatch(keys, {m: [on(span(v)) if type(v) is memoryview else v for v in values]
+                                  for m, values in columns.items()}, datasets)
+    fields = _Spans(whole, {m: [span(v) for v in values] for m, values in columns.items()})
+    if in_block:
+        # In a loader's worker, the step on one of its shared blocks: the
+        # step is pickled as the block and the spans (SampleBatch.
+        # __reduce__), and the trainer's process makes the tensors; making
+        # them here too (about 1.5 µs a tensor) would be lost work.
+        return SampleBatch(keys, fields, datasets)
+    return SampleBatch(keys, fields.made(), datasets)
 
 
-def _on_body(body: Any) -> Callable[[Any], Any]:
-    """The function that makes a member (a ``memoryview`` of ``body``) a
-    1-D uint8 tensor on the same memory."""
+class _Spans(collections.abc.Mapping):
+    """A step's members as spans of the one buffer they view: ``spans[ext]``
+    each sample's ``(offset, length)`` in ``body``'s storage, ``None``
+    where it has none. A mapping of each member's tensors, made as first
+    read: a worker's step is pickled as the spans alone."""
+
+    def __init__(self, body: torch.Tensor, spans: Dict[str, List[Any]]) -> None:
+        self.body = torch.empty(0, dtype=torch.uint8).set_(storage(body), 0, (storage(body).nbytes(),), (1,))
+        self.spans = spans
+        self._made: Optional[Dict[str, List[Any]]] = None
+
+    def made(self) -> Dict[str, List[Any]]:
+        if self._made is None:
+            self._made = _views(self.body, self.spans)
+        return self._made
+
+    def __getitem__(self, ext: str) -> List[Any]:
+        return self.made()[ext]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.spans)
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+
+def _views(body: torch.Tensor, spans: Mapping[str, List[Any]]) -> Dict[str, List[Any]]:
+    return {name: [None if sp is None else body[sp[0]:sp[0] + sp[1]] for sp in values]
+            for name, values in spans.items()}
+
+
+def _tensor_on(whole: torch.Tensor) -> Callable[[Any], torch.Tensor]:
+    base = whole.storage_offset()
+
+    def on(sp: "tuple[int, int]") -> torch.Tensor:
+        return whole[sp[0] - base:sp[0] - base + sp[1]]
+
+    return on
+
+
+def _on_body(body: Any) -> "tuple[torch.Tensor, Callable[[Any], Any], bool]":
+    """``body`` as a 1-D uint8 tensor, the function that gives a member
+    (a ``memoryview`` of ``body``) as its ``(offset, length)`` in that
+    tensor's storage, and whether the tensor is on a worker's shared
+    block."""
     arr = numpy.frombuffer(body, numpy.uint8)
-    # In a loader's worker, copied into one of its shared blocks, reused
-    # (as brand.Tensors stacks a step): the step leaves the worker by
+    # In a loader's worker, on one of its shared blocks, reused (as
+    # brand.Tensors stacks a step): the step leaves the worker by
     # reference, where PyTorch would move the buffer into a new
     # shared-memory file for every step, its pages faulted in each time
     # (docs/benchmarks.md: 129 µs of CPU a sample of 100 KiB so, 61 in a
-    # block). Elsewhere, or with every block held, the buffer itself;
-    # PyTorch has no read-only tensors: a read-only buffer is copied first.
+    # block). The worker's client reads the body into a block
+    # (read_batches_into), so the step is on it already; a body read
+    # elsewhere (every block held then) is copied into one if one is free
+    # now. Elsewhere, or with every block held, the buffer itself; PyTorch
+    # has no read-only tensors: a read-only buffer is copied first.
     blocks = worker_blocks() if arr.size and get_worker_info() is not None else None
-    whole = blocks.take(arr.size, (arr.size,)) if blocks is not None else None
-    if whole is not None:
-        whole.numpy()[:] = arr
-    else:
+    whole = blocks.tensor_of(arr) if blocks is not None else None
+    if whole is None and blocks is not None:
+        whole = blocks.take(arr.size, (arr.size,))
+        if whole is not None:
+            whole.numpy()[:] = arr
+    on_block = whole is not None
+    if whole is None:
         whole = torch.frombuffer(body if not memoryview(body).readonly else bytearray(body), dtype=torch.uint8)
-    base = arr.ctypes.data
+    base = arr.ctypes.data - whole.storage_offset()
     if memoryview(body).readonly:
         def address(v: memoryview) -> int:
             return numpy.frombuffer(v, numpy.uint8).ctypes.data
@@ -250,15 +312,14 @@ def _on_body(body: Any) -> Callable[[Any], Any]:
         def address(v: memoryview) -> int:
             return ctypes.addressof(ctypes.c_char.from_buffer(v))
 
-    def on(v: Any) -> Any:
-        if type(v) is not memoryview:
-            return v
+    def span(v: Any) -> Any:
+        if v is None:
+            return None
         if not v.nbytes:
-            return whole[:0]
-        off = address(v) - base
-        return whole[off:off + v.nbytes]
+            return (whole.storage_offset(), 0)
+        return (address(v) - base, v.nbytes)
 
-    return on
+    return whole, span, on_block
 
 
 def _label(v: Any) -> int:

@@ -737,11 +737,8 @@ class BrandDataset(IterableDataset):
         clips = self.options.job.clips
         blocks = worker_blocks() if info is not None else None
         if self.member_views:
-            # Not into the workers' shared blocks (python/bench/blockrace.py):
-            # the body, one buffer, crosses once, moved into shared memory
-            # by PyTorch's pickling.
             client.member_views(True)
-        if clips and blocks is not None:
+        if (clips or self.member_views) and blocks is not None:
             # A clip step's frames are views of its batch's buffer: read
             # into the worker's shared blocks, they reach the trainer's
             # process without a copy (PyTorch copies a tensor in private
@@ -775,6 +772,8 @@ class BrandDataset(IterableDataset):
                 if not batch:
                     if in_trainer and self.batches and batch.missing:
                         self._units += 1  # a step all of whose samples were left out
+                    if blocks is not None:
+                        blocks.let_go(getattr(batch, "body", None))  # read into a block, handed on to no one
                     continue  # an empty final slice; nothing follows it
                 if seq:
                     if in_trainer:

@@ -174,10 +174,11 @@ class BrandLoader(DataLoader):
         ahead, the step the trainer holds and the one before it (freed
         when the next arrives) — and, for a clip job, whose batches are
         read into blocks, its client's ``ahead`` batches and the one it is
-        making. A worker that finds none free copies the step as PyTorch
-        does."""
+        making; so too for ``brand.Samples`` (``member_views``), whose
+        batches are read into blocks as well. A worker that finds none free
+        copies the step as PyTorch does."""
         per = BLOCKS_PER_WORKER
-        if self.dataset.options.job.clips:  # type: ignore[attr-defined]
+        if self.dataset.options.job.clips or getattr(self.dataset, "member_views", False):  # type: ignore[attr-defined]
             ahead = self.dataset.options.ahead  # type: ignore[attr-defined]
             per = max(per, (self.prefetch_factor or 2) + ahead + 4)
         return per

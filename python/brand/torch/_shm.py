@@ -55,6 +55,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 import os
 import pickle
 import sys
@@ -71,6 +72,7 @@ BLOCK_HEAD = 64  # magic, slot number (4 bytes, little-endian), padding
 BLOCKS_PER_WORKER = 6
 BLOCK_SLACK = 16  # a block is made 1/16 larger than the step it is made for
 ITERATION_HEADER_BYTES = 1 << 20  # an iteration's state, pickled; its pages are touched only as far as it goes
+READ_TIMEOUT = 60.0  # seconds a worker waits for a write of the iteration's state under way
 
 
 def storage(t: torch.Tensor) -> Any:
@@ -293,6 +295,20 @@ class Blocks:
         t = self.take(n, (n,))
         return None if t is None else memoryview(t.numpy())
 
+    def let_go(self, buf: Any) -> None:
+        """Frees the block a body read into :meth:`body` lies in, when
+        none of it is handed on (an empty batch): its flag would stay set
+        until the next iteration, only the trainer's process clearing
+        flags of blocks it received."""
+        if buf is None or not memoryview(buf).nbytes:
+            return
+        ptr = numpy.frombuffer(buf, numpy.uint8).ctypes.data
+        with self.lock:
+            for i, b in enumerate(self.blocks):
+                if b is not None and b.data_ptr() <= ptr < b.data_ptr() + b.numel():
+                    self.board.flags[self.first + i] = 0
+                    return
+
     def tensor_of(self, a: Any) -> Optional[torch.Tensor]:
         """The uint8 array ``a`` (a view of a batch read into :meth:`body`)
         as a tensor on its block's shared storage — which a worker hands
@@ -330,27 +346,47 @@ class IterationHeader:
 
     def write(self, state: Any) -> None:
         """In the loader's process, between iterations: ``state`` for the
-        workers' next iteration."""
+        workers' next iteration. Everything is made before the sequence
+        number turns odd, and the collector is held off while it is: a
+        finalizer run in between (a DataLoader iterator's, which waits on
+        its workers) would leave the workers reading an odd number."""
         data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         if 16 + len(data) > self.buf.numel():
             raise ValueError(f"brand: an iteration's state of {len(data)} bytes is over the {self.buf.numel() - 16} "
                              "a persistent worker's header holds")
         w = self._words()
+        body = self.buf[16:16 + len(data)].numpy()
+        src = numpy.frombuffer(data, numpy.uint8)
         seq = int(w[0])
-        w[0] = seq + 1
-        w[1] = len(data)
-        self.buf[16:16 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        w[0] = seq + 2
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            w[0] = seq + 1
+            w[1] = len(data)
+            body[:] = src
+            w[0] = seq + 2
+        finally:
+            if collecting:
+                gc.enable()
 
-    def read(self) -> Any:
-        """In a worker: the state last written, ``None`` before any."""
+    def read(self, timeout: float = READ_TIMEOUT) -> Any:
+        """In a worker: the state last written, ``None`` before any.
+
+        Raises:
+            RuntimeError: a write stayed under way (its sequence number
+                odd) for ``timeout`` seconds: the loader's process stopped
+                in the middle of one. A write takes microseconds."""
         w = self._words()
+        deadline = time.monotonic() + timeout
         while True:
             seq = int(w[0])
             if seq % 2 == 0:
                 data = self.buf[16:16 + int(w[1])].numpy().tobytes()
                 if int(w[0]) == seq:
                     return pickle.loads(data) if seq else None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"brand: a persistent worker waited {timeout:g} s for the loader's process to "
+                                   f"finish writing the iteration's state (sequence {seq}); it stopped mid-write")
             time.sleep(0.001)
 
 
