@@ -417,6 +417,9 @@ class Job:
 
     def __post_init__(self) -> None:
         # Each parameter's own value first, normalised as it is sent...
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or not 0 <= self.seed < 1 << 64:
+            # True would be sent as "True", which the gateway refuses.
+            raise ValueError(f"brand: seed {self.seed!r} must be an unsigned 64-bit integer")
         self._check_tokens()
         self._check_clips()
         if self.balance is not None and self.balance not in ("attention", "tokens", "bytes"):

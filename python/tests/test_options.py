@@ -194,6 +194,10 @@ class TestOptions(unittest.TestCase):
             (brand.Job, dict(world=0)),
             (brand.Job, dict(rank=-1)),
             (brand.Job, dict(offset=-1)),
+            (brand.Job, dict(seed=True)),  # was sent as seed=True, refused by the gateway at the first request
+            (brand.Job, dict(seed=-1)),
+            (brand.Job, dict(seed=1 << 64)),
+            (brand.Job, dict(seed="7")),
             (brand.Job, dict(name="a b")),
             (brand.Job, dict(weight=0)),
             (brand.Job, dict(name="a", importance=brand.Importance("b"))),
