@@ -41,10 +41,13 @@ class SampleBatch(NamedTuple):
             decode_jpeg`` takes it as it is; :meth:`bytes` copies them
             out, :meth:`labels` reads integers); ``None`` where a sample
             lacks the member. Every tensor of a step is a view of the one
-            buffer the batch was read into: no sample's bytes are
-            copied on the way but once, into shared memory as PyTorch
-            hands the step from a worker to the trainer. With ``decode=``,
-            the values ``decode`` returned instead.
+            buffer the batch was read into: in a :class:`BrandLoader`'s
+            worker, one of its shared blocks, so that no sample's bytes
+            are copied between the socket and the trainer (with a plain
+            ``DataLoader``, once, into shared memory as PyTorch hands the
+            step over). With ``decode=``, the values ``decode`` returned
+            instead. In the worker, before the step is handed over, a
+            read-only mapping whose tensors are made as first read.
         datasets: with a mixture, each sample's dataset; else ``None``.
     """
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/shuffle"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -328,6 +329,10 @@ func (m *memServer) load(ctx context.Context, store *s3backend.S3, ix *chunkinde
 }
 
 func (m *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/"+shuffledPath {
+		m.serveSamples(w, r)
+		return
+	}
 	c, ok := m.chunks[strings.TrimPrefix(r.URL.Path, "/")]
 	if !ok {
 		http.NotFound(w, r)
@@ -353,6 +358,87 @@ func (m *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if tail != nil {
 		_, _ = w.Write(tail)
 	}
+}
+
+// shuffledPath is where memServer answers limit (b″): /samples?ids=i,j,...
+// (global sample IDs).
+const shuffledPath = "samples"
+
+// serveSamples answers limit (b″): the samples named by ids, in that
+// order, closed as a tar, written as Brand's gateway writes a batch — a
+// part a sample straight from the chunks in memory, gathered into writev
+// calls — with nothing else of a gateway's work: the ceiling of a
+// shuffled order's batches, whose samples lie scattered over the cache
+// where (b′)'s lie side by side.
+func (m *memServer) serveSamples(w http.ResponseWriter, r *http.Request) {
+	list := r.URL.Query().Get("ids")
+	parts := make(net.Buffers, 0, strings.Count(list, ",")+2)
+	n := int64(len(chunkindex.EndOfArchive))
+	for s := range strings.SplitSeq(list, ",") {
+		id, err := strconv.Atoi(s)
+		if err != nil || id < 0 || id >= m.ix.NumSamples() {
+			http.Error(w, "bad sample ID", http.StatusBadRequest)
+			return
+		}
+		c, off, length, _ := m.ix.SampleRange(id)
+		parts = append(parts, m.bufs[c][off:off+length])
+		n += length
+	}
+	parts = append(parts, chunkindex.EndOfArchive[:])
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	if rf, ok := w.(io.ReaderFrom); ok {
+		_, _ = rf.ReadFrom(&gathered{parts})
+		return
+	}
+	_, _ = parts.WriteTo(w)
+}
+
+// gathered is a body of scattered parts that net/http's ReadFrom hands
+// the connection itself, so that net.Buffers writes it with writev, as
+// internal/batch/respond's body does.
+type gathered struct{ parts net.Buffers }
+
+func (g *gathered) Read(p []byte) (int, error)         { return g.parts.Read(p) }
+func (g *gathered) WriteTo(w io.Writer) (int64, error) { return g.parts.WriteTo(w) }
+
+// shuffledBatches lists limit (b″)'s requests: a warm epoch's batches in
+// the order the gateway serves them to one rank (shuffle.NewEpoch of the
+// job's seed and window, epoch 1), batchSize samples each.
+func shuffledBatches(ix *chunkindex.Index, seed uint64, window, batchSize int) ([]string, error) {
+	counts := make([]int, ix.NumChunks())
+	for c := range counts {
+		_, counts[c] = ix.ChunkRange(c)
+	}
+	e, err := shuffle.NewEpoch(counts, seed, 1, window)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	ids := make([]int, 0, batchSize)
+	var b strings.Builder
+	for start := 0; start < e.NumSamples(); start += batchSize {
+		ids = e.AppendRange(ids[:0], start, min(start+batchSize, e.NumSamples()))
+		b.Reset()
+		b.WriteString(shuffledPath + "?ids=")
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(id))
+		}
+		out = append(out, b.String())
+	}
+	return out, nil
+}
+
+// identity is 0, 1, ..., n-1: requests read in the order listed.
+func identity(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // batchSlices lists, for chunks in order, each chunk's samples in slices of
@@ -434,13 +520,21 @@ func (r *runner) runLimit(ctx context.Context, hc *http.Client, kind, config, la
 	if err == nil && kind == LimitMemory {
 		// (b′): the same server and bytes, in requests of a batch's size.
 		slices := batchSlices(r.tb.index, order, r.cfg.Job.BatchSize)
-		ident := make([]int, len(slices))
-		for i := range ident {
-			ident[i] = i
-		}
+		ident := identity(len(slices))
 		r.logf("limit (b'): the same, %d requests of %d samples; concurrency %v", len(slices), r.cfg.Job.BatchSize, r.cfg.Concurrency.StreamReaders)
 		err = r.sweepRow(ctx, p.cmd.Process.Pid, ConfigMemoryBatches, GroupLimits, "(b') limit: from memory, batch-sized requests", r.cfg.Concurrency.StreamReaders,
 			r.streamThrough(hc, p.base, slices, ident, p.limitUpstream))
+		if err == nil {
+			// (b″): the same server and bytes, in the batches of a warm
+			// epoch's shuffled order.
+			var batches []string
+			batches, err = shuffledBatches(r.tb.index, r.cfg.Job.Seed, r.cfg.Job.Window, r.cfg.Job.BatchSize)
+			if err == nil {
+				r.logf("limit (b''): the same, %d shuffled batches of %d samples; concurrency %v", len(batches), r.cfg.Job.BatchSize, r.cfg.Concurrency.StreamReaders)
+				err = r.sweepRow(ctx, p.cmd.Process.Pid, ConfigMemoryShuffled, GroupLimits, "(b'') limit: from memory, shuffled batches", r.cfg.Concurrency.StreamReaders,
+					r.streamThrough(hc, p.base, batches, identity(len(batches)), p.limitUpstream))
+			}
+		}
 	}
 	hc.CloseIdleConnections()
 	if err == nil {

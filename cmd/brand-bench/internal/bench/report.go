@@ -176,7 +176,7 @@ func (rep *Report) writeCPU(ew *errWriter, pad func(string) string) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(ew, "\nharness = this process: the clients (and the proxy of \"(a) in the client's process\"); gateway = the",
-		"\nserver process between them and the store: Brand's gateway, or the limit server of (a), (a'), (a''), (b) or (b');",
+		"\nserver process between them and the store: Brand's gateway, or the limit server of (a), (a'), (a''), (b), (b') or (b'');",
 		"\nstore = MinIO; busy = all three ÷ (wall time × CPUs).")
 	return ew.err
 }
@@ -215,18 +215,25 @@ func (rep *Report) writeCeilings(ew *errWriter) {
 }
 
 // writeWarmCeilings relates the warm epochs of a cache that holds the whole
-// dataset to (b), a server writing whole chunks from memory, and (b′), the
-// same server answering requests of a batch's size: (b′) ÷ (b) is what
-// serving in batches costs whatever the server does, Brand ÷ (b′) what
-// assembling shuffled batches costs on top. The warm epochs at the best
-// read-ahead depth compare with the limits at their best concurrency.
+// dataset to (b), a server writing whole chunks from memory, (b′), the
+// same server answering requests of a batch's size, and (b″), the same
+// server answering a warm epoch's shuffled batches as the gateway writes
+// them: (b′) ÷ (b) is what serving in batches costs whatever the server
+// does, (b″) ÷ (b′) what a shuffled order's scattered samples cost, and
+// Brand ÷ (b″) what the gateway's own work costs on top. The warm epochs
+// at the best read-ahead depth compare with the limits at their best
+// concurrency.
 func (rep *Report) writeWarmCeilings(ew *errWriter) {
-	mem, memb := rep.limitRow(ConfigMemory), rep.limitRow(ConfigMemoryBatches)
+	mem, memb, mems := rep.limitRow(ConfigMemory), rep.limitRow(ConfigMemoryBatches), rep.limitRow(ConfigMemoryShuffled)
 	if mem == nil || memb == nil {
 		return
 	}
 	fmt.Fprintf(ew, "\nWarm-path ceilings: batch-sized requests from memory (b') ÷ whole chunks (b) = %.3f (what requests of a batch's size cost)\n",
 		memb.SamplesPerSec/mem.SamplesPerSec)
+	if mems != nil {
+		fmt.Fprintf(ew, "  shuffled batches (b'') ÷ (b') = %.3f (what a shuffled order's scattered samples cost)\n",
+			mems.SamplesPerSec/memb.SamplesPerSec)
+	}
 	for _, r := range rep.Rows {
 		label := r.Label
 		switch {
@@ -236,7 +243,11 @@ func (rep *Report) writeWarmCeilings(ew *errWriter) {
 		default:
 			continue
 		}
-		fmt.Fprintf(ew, "  %s ÷ (b') = %.3f, ÷ (b) = %.3f\n", label, r.SamplesPerSec/memb.SamplesPerSec, r.SamplesPerSec/mem.SamplesPerSec)
+		fmt.Fprintf(ew, "  %s", label)
+		if mems != nil {
+			fmt.Fprintf(ew, " ÷ (b'') = %.3f,", r.SamplesPerSec/mems.SamplesPerSec)
+		}
+		fmt.Fprintf(ew, " ÷ (b') = %.3f, ÷ (b) = %.3f\n", r.SamplesPerSec/memb.SamplesPerSec, r.SamplesPerSec/mem.SamplesPerSec)
 	}
 }
 
@@ -263,7 +274,7 @@ func (rep *Report) limitRow(config string) *Row {
 // limit server) served the row's client.
 func (r *Row) serverProcess() bool {
 	switch r.Config {
-	case ConfigBrand, ConfigBrandAhead, ConfigBrandDisk, ConfigBrandRestart, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches,
+	case ConfigBrand, ConfigBrandAhead, ConfigBrandDisk, ConfigBrandRestart, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches, ConfigMemoryShuffled,
 		ConfigPyBrand, ConfigPyClient, ConfigGoClient:
 		return true
 	}

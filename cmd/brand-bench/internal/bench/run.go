@@ -28,9 +28,13 @@ const (
 	// ConfigMemoryBatches is (b′): (b)'s server asked for slices of a
 	// batch's size.
 	ConfigMemoryBatches = "limit-memory-batches"
-	ConfigObjects       = "per-object" // (c)
-	ConfigWebDataset    = "webdataset" // (d)
-	ConfigBrand         = "brand"
+	// ConfigMemoryShuffled is (b″): (b)'s server asked for a warm epoch's
+	// shuffled batches, each sample a part of its own, written with
+	// writev as the gateway writes a batch.
+	ConfigMemoryShuffled = "limit-memory-shuffled"
+	ConfigObjects        = "per-object" // (c)
+	ConfigWebDataset     = "webdataset" // (d)
+	ConfigBrand          = "brand"
 	// ConfigBrandAhead is Brand's warm epochs with the cache holding the
 	// dataset, at the best of Config.AheadLevels.
 	ConfigBrandAhead = "brand-ahead"

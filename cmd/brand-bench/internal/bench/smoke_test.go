@@ -48,6 +48,8 @@ func TestSmoke(t *testing.T) {
 		switch r.Config {
 		case ConfigProxy, ConfigProxyInProcess, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigWebDataset:
 			wantBytes = d.Bytes // whole chunks
+		case ConfigMemoryShuffled:
+			wantBytes = d.SampleBytes + int64(batches)*1024 // every sample once, in batches, each closing its tar
 		case ConfigBrand, ConfigBrandAhead, ConfigBrandDisk, ConfigBrandRestart:
 			wantBytes = d.SampleBytes + int64(batches)*1024 // each batch closes its tar
 			if r.HitRatio == nil || *r.HitRatio < 0 || *r.HitRatio > 1 {
@@ -79,7 +81,7 @@ func TestSmoke(t *testing.T) {
 		if (r.Config == ConfigBrandDisk && *r.Epoch > 0 || r.Config == ConfigBrandRestart) && r.BackendBytes > d.Bytes/100 {
 			t.Errorf("%s: %d backend bytes; want at most a hundredth of the dataset's %d, the disk holds it", r.Label, r.BackendBytes, d.Bytes)
 		}
-		if !slices.Contains([]string{ConfigMemory, ConfigMemoryBatches, ConfigBrand, ConfigBrandAhead, ConfigBrandDisk, ConfigBrandRestart}, r.Config) && r.BackendBytes != r.Bytes {
+		if !slices.Contains([]string{ConfigMemory, ConfigMemoryBatches, ConfigMemoryShuffled, ConfigBrand, ConfigBrandAhead, ConfigBrandDisk, ConfigBrandRestart}, r.Config) && r.BackendBytes != r.Bytes {
 			t.Errorf("%s: %d backend bytes for %d delivered, want them equal", r.Label, r.BackendBytes, r.Bytes)
 		}
 		if r.Config == ConfigBrandAhead && (len(r.Sweep) != len(cfg.Brand.AheadLevels) || !slices.Contains(cfg.Brand.AheadLevels, r.Concurrency) || r.CacheFraction != 1) {
@@ -98,7 +100,7 @@ func TestSmoke(t *testing.T) {
 	}
 	wantBrand := len(cfg.Brand.CacheFractions)*cfg.Brand.Epochs + (cfg.Policy.Epochs + 1) + // the lru run
 		max(0, cfg.Policy.Epochs+1-cfg.Brand.Epochs) // the schedule run at the policy fraction reads the extra epochs
-	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigMemoryBatches: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand, ConfigBrandAhead: 1,
+	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigMemoryBatches: 1, ConfigMemoryShuffled: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand, ConfigBrandAhead: 1,
 		ConfigBrandDisk: len(cfg.Disk.CacheFractions) * cfg.Brand.Epochs, ConfigBrandRestart: len(cfg.Disk.CacheFractions)} {
 		if count[config] != want {
 			t.Errorf("%d rows of %s, want %d", count[config], config, want)

@@ -61,6 +61,7 @@ func (r *runner) targets() []Target {
 		return nil
 	}
 	proxy, memory, objects, wds := find(ConfigProxy), find(ConfigMemory), find(ConfigObjects), find(ConfigWebDataset)
+	verify, memb, mems := find(ConfigStoreVerify), find(ConfigMemoryBatches), find(ConfigMemoryShuffled)
 	var out []Target
 
 	for _, f := range r.cfg.Brand.CacheFractions {
@@ -74,12 +75,30 @@ func (r *runner) targets() []Target {
 		if proxy != nil {
 			out = append(out, atLeast("cold epoch ÷ limit (a) reverse proxy"+at, cold/proxy.SamplesPerSec, 0.9))
 		}
+		if t, ok := gatewayCPUTarget("gateway CPU per GB, cold epoch ÷ limit (a'') store-and-forward + CRC32C's"+at, &brand[0], verify, 1.15); ok {
+			out = append(out, t)
+		}
 		if memory != nil && f == 1 {
 			out = append(out, atLeast("warm epochs ÷ limit (b) memory server"+at, warm/memory.SamplesPerSec, 0.85))
 			if a := find(ConfigBrandAhead); a != nil {
 				t := atLeast("warm epoch at best ahead ÷ limit (b) memory server"+at, a.SamplesPerSec/memory.SamplesPerSec, 0.85)
 				t.Note = fmt.Sprintf("%d batches ahead (of %s) against %d streams (of %s)", a.Concurrency, sweepLevels(a.Sweep), memory.Concurrency, sweepLevels(memory.Sweep))
 				out = append(out, t)
+			}
+		}
+		if f == 1 {
+			if a := find(ConfigBrandAhead); a != nil {
+				if mems != nil {
+					out = append(out, atLeast("warm epoch at best ahead ÷ limit (b'') shuffled batches from memory"+at, a.SamplesPerSec/mems.SamplesPerSec, 0.9))
+				}
+				for _, lim := range []struct {
+					name string
+					row  *Row
+				}{{"(b') batch-sized requests from memory", memb}, {"(b'') shuffled batches from memory", mems}} {
+					if t, ok := gatewayCPUTarget("gateway CPU per GB, warm at best ahead ÷ limit "+lim.name+"'s"+at, a, lim.row, 1.15); ok {
+						out = append(out, t)
+					}
+				}
 			}
 		}
 		if objects != nil {
@@ -236,4 +255,17 @@ func cpuPerGB(r *Row) float64 {
 		return 0
 	}
 	return r.CPU.Harness / (float64(r.Bytes) / 1e9)
+}
+
+// gatewayCPUTarget is the target that the server process's CPU per GB delivered
+// in row be at most want × limit's; false when either was not measured.
+func gatewayCPUTarget(name string, row, limit *Row, want float64) (Target, bool) {
+	if row == nil || limit == nil || row.CPU == nil || limit.CPU == nil || row.Bytes == 0 || limit.Bytes == 0 {
+		return Target{}, false
+	}
+	got := row.CPU.Gateway / float64(row.Bytes) * 1e9
+	ceiling := limit.CPU.Gateway / float64(limit.Bytes) * 1e9
+	t := atMost(name, ratio(got, ceiling), want)
+	t.Note = fmt.Sprintf("%.3f against %.3f CPU-s/GB", got, ceiling)
+	return t, true
 }
