@@ -74,16 +74,16 @@ class TestWithoutPrivateCalls(unittest.TestCase):
         return got
 
     def test_public_path(self):
-        # Workers forked for each iteration (persistent workers' header is
-        # checked below, alone: see the report of issue 67's work).
-        want = {p: self.read(p) for p in (False,)}
+        # Workers forked for each iteration, and persistent ones (whose
+        # header is checked alone below too).
+        want = {p: self.read(p) for p in (False, True)}
         self.addCleanup(setattr, _shm, "UntypedStorage", _shm.UntypedStorage)
         self.addCleanup(setattr, _shm, "_warned", _shm._warned)
         _shm.UntypedStorage = types.SimpleNamespace()  # no attribute at all
         _shm._warned = set()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            got = {p: self.read(p) for p in (False,)}
+            got = {p: self.read(p) for p in (False, True)}
             header = _shm.IterationHeader(4096)
             self.assertTrue(header.buf.is_shared(), "the public path's header is not in shared memory")
             header.write({"epoch": 3})
@@ -92,7 +92,7 @@ class TestWithoutPrivateCalls(unittest.TestCase):
                    if issubclass(w.category, PrivateTorchWarning)}
         self.assertEqual(missing, {"_share_fd_cpu_", "_new_shared_fd_cpu", "_new_shared"}, [str(w.message) for w in caught])
         self.assertFalse(Board(2).keeps)
-        for p in (False,):
+        for p in (False, True):
             self.assertEqual(len(got[p]), 2 * 72)
             self.assertEqual(got[p], want[p], "the public path handed over other bytes")
 
@@ -105,6 +105,21 @@ class TestIterationHeader(unittest.TestCase):
     """A persistent worker reads its iteration's state from the header the
     loader's process writes. Twice under scripts/test-python.sh a worker
     spun there without end, its sequence number odd."""
+
+    def test_a_header_over_old_memory(self):
+        """The public path's block is a copy of ``torch.empty``'s memory,
+        whatever it held: an odd number where the sequence number lies made
+        every write end odd, and a persistent worker waited on the header
+        for good (found by the timeout below, under scripts/
+        test-python.sh: sequence 7596570299435334247)."""
+        self.addCleanup(setattr, _shm, "new_block", _shm.new_block)
+        _shm.new_block = lambda size: torch.full((size,), 0x55, dtype=torch.uint8)  # 0x5555...: odd
+        header = _shm.IterationHeader(4096)
+        self.assertIsNone(header.read(timeout=1), "a header never written")
+        header.write({"epoch": 2})
+        self.assertEqual(header.read(timeout=1), {"epoch": 2})
+        header.write({"epoch": 3})
+        self.assertEqual(header.read(timeout=1), {"epoch": 3})
 
     def test_a_write_left_under_way_is_an_error(self):
         import threading

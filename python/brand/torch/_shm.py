@@ -340,6 +340,11 @@ class IterationHeader:
 
     def __init__(self, size: int = ITERATION_HEADER_BYTES) -> None:
         self.buf = new_block(size)  # its pages allocated as written, not zeroed ahead (with torch's own call)
+        # The sequence number and length start at 0: the public path's
+        # block is a copy of torch.empty's memory, whatever it held, and an
+        # odd number there made every write end odd, a worker waiting on
+        # it for good (twice under scripts/test-python.sh).
+        self.buf[:16].zero_()
 
     def _words(self) -> numpy.ndarray:
         return self.buf[:16].numpy().view(numpy.int64)
@@ -375,7 +380,8 @@ class IterationHeader:
         Raises:
             RuntimeError: a write stayed under way (its sequence number
                 odd) for ``timeout`` seconds: the loader's process stopped
-                in the middle of one. A write takes microseconds."""
+                in the middle of one, or the header is not one it writes.
+                A write takes microseconds."""
         w = self._words()
         deadline = time.monotonic() + timeout
         while True:
@@ -386,7 +392,7 @@ class IterationHeader:
                     return pickle.loads(data) if seq else None
             if time.monotonic() > deadline:
                 raise RuntimeError(f"brand: a persistent worker waited {timeout:g} s for the loader's process to "
-                                   f"finish writing the iteration's state (sequence {seq}); it stopped mid-write")
+                                   f"finish writing the iteration's state (sequence {seq}): it stopped mid-write, or the header is not its")
             time.sleep(0.001)
 
 
