@@ -76,13 +76,17 @@ func cells() []Cell {
 		refuse(Importance, Resize, "nodes_after plans a resize for the uniform shuffle, not sampling=importance"),
 		refuse(Samples, BalanceC, "balance=attention and balance=tokens weigh a token job's sequences (seq=); a job of samples as stored takes balance=bytes, on a dataset of tar chunks"),
 		refuse(Tokens, Clips, "seq and clip do not go together: a clip job's samples are frames"),
-		refuse(Tokens, Transform, "transform and seq do not go together: a token job's sequences have no images"),
+		refuse(Tokens, Transform, "transform and seq do not go together: a token job's sequences have no pipeline of images; give vision= for image-text sequences"),
 		refuse(Tokens, Columns, "columns and seq do not go together: a token job reads its dataset's token field"),
 		refuse(Tokens, Exclusion, "an exclusion list leaves samples out of an order of samples; a token job's steps are sequences packed from many documents, which a list would change before its step"),
 		refuse(Tokens, Append, "an append record merges samples into an order of samples; a token job's steps are sequences packed from many documents, which a record would change before its step"),
 		downgrade(Tokens, Locality, Locality, "a token job's ranks take the plain cut of each global batch of sequences: locality does not apply"),
 		refuse(Tokens, BalanceB, "balance=bytes weighs samples as stored; a token job's sequences are weighed by balance=attention or balance=tokens"),
 		refuse(Tokens, Resize, "a token job's plan is of its epochs, not of a resize (nodes_after=)"),
+		refuse(Mix, Vision, "a vision job reads one dataset of image-text samples; a mixture with text-only token datasets is not served yet"),
+		refuse(Schedule, Vision, "a vision job reads one dataset of image-text samples; a schedule is not served yet"),
+		refuse(Vision, InPlace, "a vision job reads image-text samples of tar chunks (WebDataset pairs); a dataset served in place is not read as one yet"),
+		refuse(Vision, BalanceC, "balance= does not count a vision job's encoder work yet: its sequences take the plain cut"),
 		refuse(Clips, Columns, "columns and clip do not go together: a clip job reads the GOPs (and rows) its clips need"),
 		refuse(Clips, Exclusion, "an exclusion list leaves samples out of an order of samples; a clip job's samples are clips drawn afresh each epoch"),
 		refuse(Clips, Append, "an append record merges samples into an order of samples; a clip job's samples are clips drawn afresh each epoch"),
@@ -250,6 +254,8 @@ var companions = []Companion{
 		Message: "mix_block and mix_samples apply only with mix=, mix_schedule= or schedule="},
 	{Params: []string{api.ParamImportance, api.ParamHot}, Needs: []Feature{Importance},
 		Message: "importance and hot apply only with sampling=importance"},
+	{Params: []string{api.ParamVision}, Needs: []Feature{Tokens},
+		Message: "{param} applies only to a token job (seq=): its images are counted in the sequence's tokens"},
 }
 
 // message is c's message for param.
