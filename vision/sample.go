@@ -1,0 +1,227 @@
+package vision
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/transform"
+)
+
+var (
+	// ErrBadImage marks a sample whose image is missing (a member of no
+	// bytes, a sample of text alone with a placeholder) or whose header
+	// does not decode, or claims more pixels than the bound.
+	ErrBadImage = errkind.Named(errkind.Unprocessable, "bad_image", "vision: bad image")
+	// ErrPlaceholders marks a text whose placeholders are not its
+	// sample's images, one for one.
+	ErrPlaceholders = errkind.New(errkind.Unprocessable, "vision: placeholders do not match the images")
+	// ErrSample marks a sample that is not an image-text pair: not a tar
+	// of members, no txt, two images of one place.
+	ErrSample = errkind.New(errkind.Unprocessable, "vision: not an image-text sample")
+	// ErrTooLong marks a sample of more tokens than a sequence holds, or
+	// more images than a sequence may: images are never cut, so it is
+	// refused or skipped, never split.
+	ErrTooLong = errkind.New(errkind.Unprocessable, "vision: sample longer than a sequence")
+)
+
+// Placeholder is where a text puts an image: each occurrence, in order,
+// stands for the sample's next image (LLaVA's convention). A text with
+// none takes its images before it, as a caption follows its picture.
+const Placeholder = "<image>"
+
+// Encoder tokenizes text, as *tokenize.Model does: IDs appended to dst.
+type Encoder interface {
+	Append(dst []int32, text []byte) ([]int32, error)
+}
+
+// A Reader reads image-text samples into what a sequence holds of them.
+// It is immutable and safe for concurrent use if its Encoder is.
+type Reader struct {
+	Rule    Rule
+	Encoder Encoder
+	// MaxPixels bounds an image's pixels as its header claims them
+	// (transform.Options.MaxPixels; 0 is transform's default).
+	MaxPixels int64
+}
+
+// A Sample is one image-text sample as a sequence holds it: its token
+// IDs (the text's, with each image's span of vision tokens in place of
+// its placeholder), the loss mask over them (1 for a text token, 0 for a
+// vision token), and its images.
+type Sample struct {
+	IDs    []int32
+	Loss   []uint8
+	Images []Image
+}
+
+// Tokens is the sample's length in a sequence.
+func (s Sample) Tokens() int { return len(s.IDs) }
+
+// An Image is one image of a sample: its member's bytes, its size as
+// stored and as resized, and its span in the sample's IDs.
+type Image struct {
+	Member     string
+	Data       []byte
+	W, H       int // as stored (its header's)
+	OutW, OutH int // as resized: Rule.Size
+	// Span is the image's placeholder tokens in the sample (Start and
+	// End excluded): Rule.Tokens(OutW, OutH) of them.
+	Span Span
+}
+
+// A Span is a run of tokens: [Start, Start+Len).
+type Span struct{ Start, Len int }
+
+// Read reads one sample: sample is its tar members as the read stage
+// hands them over (KEY.jpg and KEY.txt; several images as KEY.0.jpg,
+// KEY.1.png, ... in that order). name names it in errors. A sample that
+// is not one wraps ErrSample, ErrBadImage, ErrPlaceholders or
+// ErrImageBounds; Read does not decode pixels (Write does), only
+// headers.
+func (r *Reader) Read(name string, sample []byte) (Sample, error) {
+	text, images, err := members(sample)
+	if err != nil {
+		return Sample{}, fmt.Errorf("%w (sample %s)", err, name)
+	}
+	s, err := r.build(text, images)
+	if err != nil {
+		return Sample{}, fmt.Errorf("%w (sample %s)", err, name)
+	}
+	return s, nil
+}
+
+// build tokenizes text around its placeholders and sizes its images.
+func (r *Reader) build(text []byte, images []Image) (Sample, error) {
+	parts := bytes.Split(text, []byte(Placeholder))
+	holes := len(parts) - 1
+	switch {
+	case holes == 0 && len(images) > 0:
+		parts = append(make([][]byte, len(images)), text)
+	case holes != len(images):
+		return Sample{}, fmt.Errorf("%w: %d %s in the text, %d images", ErrPlaceholders, holes, Placeholder, len(images))
+	}
+	var s Sample
+	for i := range images {
+		im := &images[i]
+		if len(im.Data) == 0 {
+			return Sample{}, fmt.Errorf("%w: member %s is empty", ErrBadImage, im.Member)
+		}
+		w, h, err := transform.Dims(im.Data, r.MaxPixels)
+		if err != nil {
+			return Sample{}, fmt.Errorf("%w: member %s: %w", ErrBadImage, im.Member, err)
+		}
+		im.W, im.H = w, h
+		if im.OutW, im.OutH, err = r.Rule.Size(w, h); err != nil {
+			return Sample{}, fmt.Errorf("%w (member %s)", err, im.Member)
+		}
+	}
+	for i, p := range parts {
+		n := len(s.IDs)
+		var err error
+		if s.IDs, err = r.Encoder.Append(s.IDs, p); err != nil {
+			return Sample{}, fmt.Errorf("tokenizing: %w", err)
+		}
+		s.Loss = appendN(s.Loss, 1, len(s.IDs)-n)
+		if i == len(parts)-1 {
+			break
+		}
+		im := &images[i]
+		k := r.Rule.Tokens(im.OutW, im.OutH)
+		if r.Rule.Start >= 0 {
+			s.IDs = append(s.IDs, r.Rule.Start)
+		}
+		im.Span = Span{Start: len(s.IDs), Len: k}
+		s.IDs = appendN(s.IDs, r.Rule.Image, k)
+		if r.Rule.End >= 0 {
+			s.IDs = append(s.IDs, r.Rule.End)
+		}
+		s.Loss = appendN(s.Loss, 0, len(s.IDs)-len(s.Loss))
+	}
+	s.Images = images
+	return s, nil
+}
+
+func appendN[T any](dst []T, v T, n int) []T {
+	for range n {
+		dst = append(dst, v)
+	}
+	return dst
+}
+
+// members splits a sample's tar into its text and its images, in order.
+// A member's kind is its name's extension after the key (WebDataset's
+// rule: from the first dot of the base name): txt; jpg, jpeg or png (the
+// sample's one image); N.jpg, N.jpeg or N.png (image N). Other members
+// are left alone.
+func members(sample []byte) ([]byte, []Image, error) {
+	var text []byte
+	hasText := false
+	type numbered struct {
+		n  int
+		im Image
+	}
+	var ims []numbered
+	tr := tar.NewReader(bytes.NewReader(sample))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: its tar members: %v", ErrSample, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		base := path.Base(h.Name)
+		_, ext, ok := strings.Cut(base, ".")
+		if !ok {
+			continue
+		}
+		n, kind := 0, ext
+		if num, rest, ok := strings.Cut(ext, "."); ok {
+			v, err := strconv.Atoi(num)
+			if err != nil || v < 0 || v > 1<<20 {
+				continue
+			}
+			n, kind = v, rest
+		}
+		switch kind {
+		case "txt":
+			if ext != "txt" || hasText {
+				return nil, nil, fmt.Errorf("%w: more than one txt member", ErrSample)
+			}
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: member %s: %v", ErrSample, h.Name, err)
+			}
+			text, hasText = b, true
+		case "jpg", "jpeg", "png":
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: member %s: %v", ErrSample, h.Name, err)
+			}
+			ims = append(ims, numbered{n, Image{Member: h.Name, Data: b}})
+		}
+	}
+	if !hasText {
+		return nil, nil, fmt.Errorf("%w: no txt member", ErrSample)
+	}
+	slices.SortStableFunc(ims, func(a, b numbered) int { return a.n - b.n })
+	out := make([]Image, len(ims))
+	for i, x := range ims {
+		if i > 0 && ims[i-1].n == x.n {
+			return nil, nil, fmt.Errorf("%w: members %s and %s are one image", ErrSample, ims[i-1].im.Member, x.im.Member)
+		}
+		out[i] = x.im
+	}
+	return text, out, nil
+}
