@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -82,7 +83,7 @@ type made struct {
 }
 
 // corpus is n image-text samples: captions and questions in several
-// scripts, 0 to 3 images each of 28 to 400 pixels a side, placeholders
+// scripts, 0 to 3 images each of 28 to 224 pixels a side, placeholders
 // inline, or none (images first).
 func corpus(n int) []made {
 	rng := rand.New(rand.NewPCG(70, 2))
@@ -95,7 +96,7 @@ func corpus(n int) []made {
 		inline := rng.IntN(3) > 0
 		var sb strings.Builder
 		for j := range k {
-			w, h := 28+rng.IntN(373), 28+rng.IntN(373)
+			w, h := 28+rng.IntN(197), 28+rng.IntN(197)
 			m.sizes = append(m.sizes, [2]int{w, h})
 			m.images = append(m.images, pngOf(w, h, uint64(i*10+j)))
 			if inline {
@@ -407,4 +408,160 @@ func countOf(v []int32, x int32) int {
 		}
 	}
 	return n
+}
+
+// TestResumeAtAnotherWorld: the epoch is a pure function of the job's
+// parameters: built again from the samples it is the same; a global
+// batch cut at world 2 (3 sequences a rank) and at world 3 (2 a rank)
+// is the same sequences, written to the same bytes; and a run of world 2
+// stopped after 4 steps and resumed at world 3 with its offset reads
+// exactly the sequences the run would have read next.
+func TestResumeAtAnotherWorld(t *testing.T) {
+	const seq = 768
+	j := newJob(t, 60, seq, rule)
+	epoch := func() (*Epoch, []Item) {
+		items, _, err := j.reader.Items(j.src, len(j.corpus), seq, Fail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order, err := shuffle.NewEpoch([]int{15, 15, 15, 15}, 9, 3, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEpoch(order, func(id int) Item { return items[id] }, seq, j.reader.Rule.MaxImages, 9, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, items
+	}
+	e, items := epoch()
+	again, _ := epoch()
+	if e.NumSequences() < 12 {
+		t.Fatalf("%d sequences: too few for the test", e.NumSequences())
+	}
+	global := func(e *Epoch, world, batch, offset, m int) []Sequence {
+		var out []Sequence
+		for rank := range world {
+			p := shuffle.Params{Seed: 9, Window: 2, BatchSize: batch, World: world, Rank: rank, Offset: offset}
+			b, err := e.Batch(p, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b...)
+		}
+		return out
+	}
+	bytesOf := func(qs []Sequence) [][]byte {
+		var out [][]byte
+		for i, q := range qs {
+			out = append(out, j.write(t, e, items, q, fmt.Sprintf("k%d", i)))
+		}
+		return out
+	}
+	equal := func(a, b []Sequence) bool {
+		return slices.EqualFunc(a, b, func(x, y Sequence) bool { return slices.Equal(x.Samples, y.Samples) && x.Pad == y.Pad })
+	}
+	for m := range e.NumSequences() / 6 {
+		at2, at3 := global(e, 2, 3, 0, m), global(again, 3, 2, 0, m)
+		if !equal(at2, at3) || !slices.EqualFunc(bytesOf(at2), bytesOf(at3), bytes.Equal) {
+			t.Fatalf("global batch %d differs between world 2 and world 3", m)
+		}
+	}
+	const steps = 4
+	consumed := steps * 2 * 3
+	for m := 0; (m+1)*6 <= e.NumSequences()-consumed; m++ {
+		resumed, continued := global(again, 3, 2, consumed, m), global(e, 2, 3, 0, steps+m)
+		if !equal(resumed, continued) {
+			t.Fatalf("resumed at world 3, batch %d is not the run's batch %d", m, steps+m)
+		}
+	}
+}
+
+// TestBadSamples: each kind of bad sample fails the epoch under Fail,
+// with its sentinel and naming the sample, and under Skip is counted by
+// its kind and in no sequence, the others' sequences still aligned.
+func TestBadSamples(t *testing.T) {
+	const seq = 512
+	good := pngOf(64, 48, 1)
+	truncated := good[:len(good)/2] // the header reads, the pixels do not
+	j := newJob(t, 20, seq, rule)
+	j.reader.MaxPixels = 224 * 224 // the corpus's largest
+	for _, tc := range []struct {
+		name     string
+		sample   []byte
+		sentinel error
+		count    func(Skipped) int
+	}{
+		{"undecodable", tarOf("x.jpg", []byte("\xff\xd8\xffnot a jpeg at all"), "x.txt", []byte("a <image> b")), ErrBadImage, func(s Skipped) int { return s.BadImage }},
+		{"not an image", tarOf("x.png", []byte("GIF89a......"), "x.txt", []byte("a")), ErrBadImage, func(s Skipped) int { return s.BadImage }},
+		{"empty image", tarOf("x.png", []byte{}, "x.txt", []byte("<image> b")), ErrBadImage, func(s Skipped) int { return s.BadImage }},
+		{"image missing", tarOf("x.txt", []byte("look: <image>")), ErrPlaceholders, func(s Skipped) int { return s.Placeholders }},
+		{"two placeholders, one image", tarOf("x.png", good, "x.txt", []byte("<image> and <image>")), ErrPlaceholders, func(s Skipped) int { return s.Placeholders }},
+		{"one placeholder, two images", tarOf("x.0.png", good, "x.1.png", good, "x.txt", []byte("<image>")), ErrPlaceholders, func(s Skipped) int { return s.Placeholders }},
+		{"image under a token", tarOf("x.png", pngOf(20, 300, 2), "x.txt", []byte("<image>")), ErrImageBounds, func(s Skipped) int { return s.Bounds }},
+		{"image past the pixel bound", tarOf("x.png", pngOf(225, 224, 3), "x.txt", []byte("<image>")), ErrBadImage, func(s Skipped) int { return s.BadImage }},
+		{"longer than seq", tarOf("x.txt", bytes.Repeat([]byte("many words here "), 200)), ErrTooLong, func(s Skipped) int { return s.TooLong }},
+		{"more images than the cap", tarOf("x.0.png", good, "x.1.png", good, "x.2.png", good, "x.3.png", good, "x.4.png", good, "x.txt", []byte("five")), ErrTooLong, func(s Skipped) int { return s.TooLong }},
+		{"no text", tarOf("x.png", good), ErrSample, func(s Skipped) int { return s.NotSample }},
+		{"one image twice", tarOf("x.0.png", good, "x.00.png", good, "x.txt", []byte("a")), ErrSample, func(s Skipped) int { return s.NotSample }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const bad = 7
+			src := func(id int) (string, []byte, error) {
+				if id == bad {
+					return "bad-one", tc.sample, nil
+				}
+				return j.src(id)
+			}
+			_, _, err := j.reader.Items(src, len(j.corpus), seq, Fail)
+			if !errors.Is(err, tc.sentinel) || !strings.Contains(err.Error(), "bad-one") {
+				t.Fatalf("Fail: %v; want %v naming the sample", err, tc.sentinel)
+			}
+			items, sk, err := j.reader.Items(src, len(j.corpus), seq, Skip)
+			if err != nil || sk.Total() != 1 || tc.count(sk) != 1 || items[bad] != (Item{}) {
+				t.Fatalf("Skip: %v, %+v, item %+v; want it counted as %s alone", err, sk, items[bad], tc.name)
+			}
+			order, _ := shuffle.NewEpoch([]int{20}, 1, 0, 1)
+			e, err := NewEpoch(order, func(id int) Item { return items[id] }, seq, 4, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := 0
+			for i := range e.NumSequences() {
+				q := e.Sequence(i)
+				if slices.Contains(q.Samples, bad) {
+					t.Fatalf("the skipped sample is in sequence %d", i)
+				}
+				in += len(q.Samples)
+				key := fmt.Sprintf("k%d", i)
+				w := readBack(t, j.write(t, e, items, q, key), key)
+				for k := 0; k < len(w.spans); k += 2 {
+					start, n := int(w.spans[k]), int(w.spans[k+1])
+					if countOf(w.ids[start:start+n], j.reader.Rule.Image) != n || n != j.reader.Rule.Tokens(int(w.sizes[k+1]), int(w.sizes[k])) {
+						t.Fatalf("sequence %d: span (%d, %d) misaligned", i, start, n)
+					}
+				}
+			}
+			if in != len(j.corpus)-1 {
+				t.Fatalf("%d samples in sequences; want %d", in, len(j.corpus)-1)
+			}
+		})
+	}
+	// A header that reads over pixels that do not: laid out, then the
+	// write fails naming the member, never a sequence without its image.
+	s, err := j.reader.Read("trunc", tarOf("t.png", truncated, "t.txt", []byte("<image> x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = j.writer.Write(tar.NewWriter(io.Discard), "k", []Sample{s})
+	if !errors.Is(err, ErrBadImage) || !strings.Contains(err.Error(), "t.png") {
+		t.Fatalf("truncated pixels: %v; want ErrBadImage naming t.png", err)
+	}
+	// A sample that reads otherwise than it was laid out is refused.
+	items := []Item{{Tokens: s.Tokens() + 1, Images: 1}}
+	if _, err := j.reader.ReadSequence(func(int) (string, []byte, error) {
+		return "trunc", tarOf("t.png", truncated, "t.txt", []byte("<image> x")), nil
+	}, Sequence{Samples: []int{0}}, items); !errors.Is(err, ErrSequence) {
+		t.Fatalf("a changed sample: %v; want ErrSequence", err)
+	}
 }
