@@ -81,7 +81,7 @@ func (r *Reader) Items(src Source, n, seq int, policy Policy) ([]Item, Skipped, 
 			}
 			continue
 		}
-		items[id] = Item{Tokens: s.Tokens(), Images: len(s.Images)}
+		items[id] = r.item(s)
 	}
 	return items, sk, nil
 }
@@ -101,10 +101,21 @@ func (r *Reader) ReadSequence(src Source, q Sequence, items []Item) ([]Sample, e
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSequence, err)
 		}
-		if got := (Item{Tokens: s.Tokens(), Images: len(s.Images)}); got != items[id] {
+		if got := r.item(s); got != items[id] {
 			return nil, fmt.Errorf("%w: sample %s reads as %+v, laid out as %+v", ErrSequence, name, got, items[id])
 		}
 		out[i] = s
 	}
 	return out, nil
+}
+
+// item is what packing and balancing know of s.
+func (r *Reader) item(s Sample) Item {
+	it := Item{Tokens: s.Tokens(), Images: len(s.Images)}
+	m2 := uint64(r.Rule.Merge * r.Rule.Merge)
+	for _, im := range s.Images {
+		p := uint64(im.Span.Len) * m2
+		it.Encoder += p * p
+	}
+	return it
 }

@@ -16,9 +16,16 @@ import (
 const domainPack uint64 = 0x6272616e64766973
 
 // An Item is what packing knows of a sample: its tokens (text and
-// vision) and its images. An item of no tokens is in no sequence: a
+// vision) and its images, and what balancing knows: its vision
+// encoder's work (Encoder). An item of no tokens is in no sequence: a
 // skipped sample.
-type Item struct{ Tokens, Images int }
+type Item struct {
+	Tokens, Images int
+	// Encoder is the sample's vision-encoder cost: Σ patches² over its
+	// images (a ViT attends over each image's patches; patches are its
+	// vision tokens × Merge²), in the units of Cost.
+	Encoder uint64
+}
 
 // A Sequence is whole samples, by their IDs in the order, packed in
 // that order, then Pad pad tokens. A sample is never cut: its images'
@@ -94,6 +101,22 @@ func (e *Epoch) Batch(p shuffle.Params, m int) ([]Sequence, error) {
 		return nil, err
 	}
 	return slices.Clone(e.seqs[start:end]), nil
+}
+
+// Cost is a vision sequence's compute for balance= (balance.Assign): its
+// language model's attention, Σ tokens² over its samples (each sample
+// attends within itself: its position_ids restart, as
+// balance.Attention's pieces), plus its vision encoder's, Σ Item.Encoder.
+// Both count pairs of tokens attended; the pad costs nothing. Weighing
+// the ranks of a global batch by it moves sequences between ranks, never
+// out of the batch.
+func Cost(q Sequence, items []Item) uint64 {
+	var c uint64
+	for _, id := range q.Samples {
+		it := items[id]
+		c += uint64(it.Tokens)*uint64(it.Tokens) + it.Encoder
+	}
+	return c
 }
 
 // packer packs one window at a time. Not safe for concurrent use.
