@@ -76,7 +76,7 @@ func cells() []Cell {
 		refuse(Importance, Resize, "nodes_after plans a resize for the uniform shuffle, not sampling=importance"),
 		refuse(Samples, BalanceC, "balance=attention and balance=tokens weigh a token job's sequences (seq=); a job of samples as stored takes balance=bytes, on a dataset of tar chunks"),
 		refuse(Tokens, Clips, "seq and clip do not go together: a clip job's samples are frames"),
-		refuse(Tokens, Transform, "transform and seq do not go together: a token job's sequences have no pipeline of images; give vision= for image-text sequences"),
+		refuse(Tokens, Transform, "transform and seq do not go together: a token job's sequences have no images"),
 		refuse(Tokens, Columns, "columns and seq do not go together: a token job reads its dataset's token field"),
 		refuse(Tokens, Exclusion, "an exclusion list leaves samples out of an order of samples; a token job's steps are sequences packed from many documents, which a list would change before its step"),
 		refuse(Tokens, Append, "an append record merges samples into an order of samples; a token job's steps are sequences packed from many documents, which a record would change before its step"),
