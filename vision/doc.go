@@ -19,7 +19,8 @@
 //
 // # What a sample is
 //
-// A WebDataset-style sample (Reader.Read): a txt member and its images,
+// A WebDataset-style sample (Reader.Read): a txt member, or a json
+// conversation (LLaVA's turns, or chat messages), and its images,
 // KEY.jpg or KEY.png for one, KEY.0.jpg, KEY.1.png, … for several, in
 // that order. Each Placeholder ("<image>") of the text stands for the
 // next image; a text with none takes its images before it (a caption
@@ -27,7 +28,8 @@
 // job's tokenizer piece by piece, as a Hugging Face processor does with
 // its image token an added token; each image becomes Rule.Start (if
 // any), Rule.Tokens of Rule.Image, Rule.End (if any). The loss mask is 1
-// on text tokens and 0 on vision tokens and pad.
+// on a txt's text and on a conversation's assistant turns, and 0 on
+// other turns, vision tokens and pad.
 //
 // # Bad samples
 //

@@ -3,6 +3,7 @@ package vision
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +18,8 @@ import (
 
 var (
 	// ErrBadImage marks a sample whose image is missing (a member of no
-	// bytes, a sample of text alone with a placeholder) or whose header
-	// does not decode, or claims more pixels than the bound.
+	// bytes) or whose header does not decode, or claims more pixels than
+	// the bound. (A placeholder without its image is ErrPlaceholders.)
 	ErrBadImage = errkind.Named(errkind.Unprocessable, "bad_image", "vision: bad image")
 	// ErrPlaceholders marks a text whose placeholders are not its
 	// sample's images, one for one.
@@ -54,8 +55,9 @@ type Reader struct {
 
 // A Sample is one image-text sample as a sequence holds it: its token
 // IDs (the text's, with each image's span of vision tokens in place of
-// its placeholder), the loss mask over them (1 for a text token, 0 for a
-// vision token), and its images.
+// its placeholder), the loss mask over them (1 for a text token of a
+// txt or of an assistant's turn, 0 for another turn's and for a vision
+// token), and its images.
 type Sample struct {
 	IDs    []int32
 	Loss   []uint8
@@ -81,30 +83,42 @@ type Image struct {
 type Span struct{ Start, Len int }
 
 // Read reads one sample: sample is its tar members as the read stage
-// hands them over (KEY.jpg and KEY.txt; several images as KEY.0.jpg,
-// KEY.1.png, ... in that order). name names it in errors. A sample that
+// hands them over (KEY.jpg and KEY.txt, or KEY.json a conversation;
+// several images as KEY.0.jpg, KEY.1.png, ... in that order). name names it in errors. A sample that
 // is not one wraps ErrSample, ErrBadImage, ErrPlaceholders or
 // ErrImageBounds; Read does not decode pixels (Write does), only
 // headers.
 func (r *Reader) Read(name string, sample []byte) (Sample, error) {
-	text, images, err := members(sample)
+	turns, images, err := members(sample)
 	if err != nil {
 		return Sample{}, fmt.Errorf("%w (sample %s)", err, name)
 	}
-	s, err := r.build(text, images)
+	s, err := r.build(turns, images)
 	if err != nil {
 		return Sample{}, fmt.Errorf("%w (sample %s)", err, name)
 	}
 	return s, nil
 }
 
-// build tokenizes text around its placeholders and sizes its images.
-func (r *Reader) build(text []byte, images []Image) (Sample, error) {
-	parts := bytes.Split(text, []byte(Placeholder))
-	holes := len(parts) - 1
+// A turn is a run of a sample's text and the loss its tokens take: a
+// txt member is one turn of loss 1; a conversation, one turn a message,
+// of loss 1 for the assistant's alone.
+type turn struct {
+	text []byte
+	loss uint8
+}
+
+// build tokenizes the turns around their placeholders and sizes the
+// images.
+func (r *Reader) build(turns []turn, images []Image) (Sample, error) {
+	holes := 0
+	for _, t := range turns {
+		holes += bytes.Count(t.text, []byte(Placeholder))
+	}
+	first := 0 // images before the first turn: a text with no placeholder
 	switch {
-	case holes == 0 && len(images) > 0:
-		parts = append(make([][]byte, len(images)), text)
+	case holes == 0:
+		first = len(images)
 	case holes != len(images):
 		return Sample{}, fmt.Errorf("%w: %d %s in the text, %d images", ErrPlaceholders, holes, Placeholder, len(images))
 	}
@@ -123,17 +137,10 @@ func (r *Reader) build(text []byte, images []Image) (Sample, error) {
 			return Sample{}, fmt.Errorf("%w (member %s)", err, im.Member)
 		}
 	}
-	for i, p := range parts {
-		n := len(s.IDs)
-		var err error
-		if s.IDs, err = r.Encoder.Append(s.IDs, p); err != nil {
-			return Sample{}, fmt.Errorf("tokenizing: %w", err)
-		}
-		s.Loss = appendN(s.Loss, 1, len(s.IDs)-n)
-		if i == len(parts)-1 {
-			break
-		}
-		im := &images[i]
+	next := 0
+	image := func() {
+		im := &images[next]
+		next++
 		k := r.Rule.Tokens(im.OutW, im.OutH)
 		if r.Rule.Start >= 0 {
 			s.IDs = append(s.IDs, r.Rule.Start)
@@ -144,6 +151,23 @@ func (r *Reader) build(text []byte, images []Image) (Sample, error) {
 			s.IDs = append(s.IDs, r.Rule.End)
 		}
 		s.Loss = appendN(s.Loss, 0, len(s.IDs)-len(s.Loss))
+	}
+	for range first {
+		image()
+	}
+	for _, t := range turns {
+		parts := bytes.Split(t.text, []byte(Placeholder))
+		for i, p := range parts {
+			n := len(s.IDs)
+			var err error
+			if s.IDs, err = r.Encoder.Append(s.IDs, p); err != nil {
+				return Sample{}, fmt.Errorf("tokenizing: %w", err)
+			}
+			s.Loss = appendN(s.Loss, t.loss, len(s.IDs)-n)
+			if i < len(parts)-1 {
+				image()
+			}
+		}
 	}
 	s.Images = images
 	return s, nil
@@ -156,13 +180,13 @@ func appendN[T any](dst []T, v T, n int) []T {
 	return dst
 }
 
-// members splits a sample's tar into its text and its images, in order.
-// A member's kind is its name's extension after the key (WebDataset's
-// rule: from the first dot of the base name): txt; jpg, jpeg or png (the
-// sample's one image); N.jpg, N.jpeg or N.png (image N). Other members
-// are left alone.
-func members(sample []byte) ([]byte, []Image, error) {
-	var text []byte
+// members splits a sample's tar into its turns of text and its images,
+// in order. A member's kind is its name's extension after the key
+// (WebDataset's rule: from the first dot of the base name): txt or json
+// (the text: one of them); jpg, jpeg or png (the sample's one image);
+// N.jpg, N.jpeg or N.png (image N). Other members are left alone.
+func members(sample []byte) ([]turn, []Image, error) {
+	var turns []turn
 	hasText := false
 	type numbered struct {
 		n  int
@@ -195,15 +219,23 @@ func members(sample []byte) ([]byte, []Image, error) {
 			n, kind = v, rest
 		}
 		switch kind {
-		case "txt":
-			if ext != "txt" || hasText {
-				return nil, nil, fmt.Errorf("%w: more than one txt member", ErrSample)
+		case "txt", "json":
+			if ext != kind {
+				continue
+			}
+			if hasText {
+				return nil, nil, fmt.Errorf("%w: more than one txt or json member", ErrSample)
 			}
 			b, err := io.ReadAll(tr)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: member %s: %v", ErrSample, h.Name, err)
 			}
-			text, hasText = b, true
+			hasText = true
+			if kind == "txt" {
+				turns = []turn{{text: b, loss: 1}}
+			} else if turns, err = conversation(b); err != nil {
+				return nil, nil, fmt.Errorf("%w: member %s: %w", ErrSample, h.Name, err)
+			}
 		case "jpg", "jpeg", "png":
 			b, err := io.ReadAll(tr)
 			if err != nil {
@@ -213,7 +245,7 @@ func members(sample []byte) ([]byte, []Image, error) {
 		}
 	}
 	if !hasText {
-		return nil, nil, fmt.Errorf("%w: no txt member", ErrSample)
+		return nil, nil, fmt.Errorf("%w: no txt or json member", ErrSample)
 	}
 	slices.SortStableFunc(ims, func(a, b numbered) int { return a.n - b.n })
 	out := make([]Image, len(ims))
@@ -223,5 +255,58 @@ func members(sample []byte) ([]byte, []Image, error) {
 		}
 		out[i] = x.im
 	}
-	return text, out, nil
+	return turns, out, nil
+}
+
+// conversation reads a json member's turns: LLaVA's
+// {"conversations": [{"from": "human", "value": "<image>\n…"}, {"from":
+// "gpt", "value": "…"}]}, or the same list under "messages" with "role"
+// and "content" as Hugging Face chat datasets write it. The assistant's
+// turns ("gpt", "assistant") take loss 1; every other's ("human",
+// "user", "system") 0. The values are tokenized as they are, one after
+// the other: a chat template, where a model needs one, is the dataset
+// writer's to apply to the values.
+func conversation(b []byte) ([]turn, error) {
+	var doc struct {
+		Conversations []struct {
+			From  string  `json:"from"`
+			Value *string `json:"value"`
+		} `json:"conversations"`
+		Messages []struct {
+			Role    string  `json:"role"`
+			Content *string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("not a conversation: %v", err)
+	}
+	type msg struct {
+		who  string
+		text *string
+	}
+	var msgs []msg
+	for _, c := range doc.Conversations {
+		msgs = append(msgs, msg{c.From, c.Value})
+	}
+	for _, m := range doc.Messages {
+		msgs = append(msgs, msg{m.Role, m.Content})
+	}
+	if len(msgs) == 0 || len(doc.Conversations) > 0 && len(doc.Messages) > 0 {
+		return nil, fmt.Errorf("a conversation has turns under \"conversations\" or \"messages\", one of them")
+	}
+	turns := make([]turn, len(msgs))
+	for i, m := range msgs {
+		if m.text == nil {
+			return nil, fmt.Errorf("turn %d has no text", i)
+		}
+		switch m.who {
+		case "gpt", "assistant":
+			turns[i] = turn{text: []byte(*m.text), loss: 1}
+		case "human", "user", "system":
+			turns[i] = turn{text: []byte(*m.text)}
+		default:
+			return nil, fmt.Errorf("turn %d is of %q: human, user, system, gpt or assistant", i, m.who)
+		}
+	}
+	return turns, nil
 }
