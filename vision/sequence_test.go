@@ -28,7 +28,7 @@ import (
 )
 
 // model is a byte-level BPE tokenizer of the tokenize package's tests.
-func model(t *testing.T) *tokenize.Model {
+func model(t testing.TB) *tokenize.Model {
 	t.Helper()
 	b, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
 	if err != nil {
@@ -222,7 +222,7 @@ type job struct {
 	src    Source
 }
 
-func newJob(t *testing.T, n, seq int, rule string) job {
+func newJob(t testing.TB, n, seq int, rule string) job {
 	enc := model(t)
 	v := enc.VocabSize()
 	r, err := ParseRule(fmt.Sprintf(rule, v, v+1, v+2))
