@@ -22,7 +22,9 @@
 // A WebDataset-style sample (Reader.Read): a txt member, or a json
 // conversation (LLaVA's turns, or chat messages), and its images,
 // KEY.jpg or KEY.png for one, KEY.0.jpg, KEY.1.png, … for several, in
-// that order. Each Placeholder ("<image>") of the text stands for the
+// that order. A Parquet row served in place by format/parquet is one as
+// its members are named: an image bytes column, a string column (txt),
+// a list of {from, value} structs (json). Each Placeholder ("<image>") of the text stands for the
 // next image; a text with none takes its images before it (a caption
 // after its picture). The text between placeholders is tokenized by the
 // job's tokenizer piece by piece, as a Hugging Face processor does with

@@ -260,52 +260,57 @@ func members(sample []byte) ([]turn, []Image, error) {
 
 // conversation reads a json member's turns: LLaVA's
 // {"conversations": [{"from": "human", "value": "<image>\n…"}, {"from":
-// "gpt", "value": "…"}]}, or the same list under "messages" with "role"
-// and "content" as Hugging Face chat datasets write it. The assistant's
-// turns ("gpt", "assistant") take loss 1; every other's ("human",
-// "user", "system") 0. The values are tokenized as they are, one after
-// the other: a chat template, where a model needs one, is the dataset
-// writer's to apply to the values.
+// "gpt", "value": "…"}]}, the same list under "messages" with "role" and
+// "content" as Hugging Face chat datasets write it, or the list alone
+// (a Parquet column of such structs, as format/parquet serves it). The
+// assistant's turns ("gpt", "assistant") take loss 1; every other's
+// ("human", "user", "system") 0. The values are tokenized as they are,
+// one after the other: a chat template, where a model needs one, is the
+// dataset writer's to apply to the values.
 func conversation(b []byte) ([]turn, error) {
-	var doc struct {
-		Conversations []struct {
-			From  string  `json:"from"`
-			Value *string `json:"value"`
-		} `json:"conversations"`
-		Messages []struct {
-			Role    string  `json:"role"`
-			Content *string `json:"content"`
-		} `json:"messages"`
+	type message struct {
+		From    string  `json:"from"`
+		Value   *string `json:"value"`
+		Role    string  `json:"role"`
+		Content *string `json:"content"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("not a conversation: %v", err)
+	var msgs []message
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if err := json.Unmarshal(b, &msgs); err != nil {
+			return nil, fmt.Errorf("not a conversation: %v", err)
+		}
+	} else {
+		var doc struct {
+			Conversations []message `json:"conversations"`
+			Messages      []message `json:"messages"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("not a conversation: %v", err)
+		}
+		if len(doc.Conversations) > 0 && len(doc.Messages) > 0 {
+			return nil, fmt.Errorf("a conversation has turns under \"conversations\" or \"messages\", not both")
+		}
+		msgs = append(doc.Conversations, doc.Messages...)
 	}
-	type msg struct {
-		who  string
-		text *string
-	}
-	var msgs []msg
-	for _, c := range doc.Conversations {
-		msgs = append(msgs, msg{c.From, c.Value})
-	}
-	for _, m := range doc.Messages {
-		msgs = append(msgs, msg{m.Role, m.Content})
-	}
-	if len(msgs) == 0 || len(doc.Conversations) > 0 && len(doc.Messages) > 0 {
-		return nil, fmt.Errorf("a conversation has turns under \"conversations\" or \"messages\", one of them")
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("a conversation of no turns")
 	}
 	turns := make([]turn, len(msgs))
 	for i, m := range msgs {
-		if m.text == nil {
-			return nil, fmt.Errorf("turn %d has no text", i)
+		who, text := m.From, m.Value
+		if who == "" && text == nil {
+			who, text = m.Role, m.Content
 		}
-		switch m.who {
+		if text == nil {
+			return nil, fmt.Errorf("turn %d has no text (value or content)", i)
+		}
+		switch who {
 		case "gpt", "assistant":
-			turns[i] = turn{text: []byte(*m.text), loss: 1}
+			turns[i] = turn{text: []byte(*text), loss: 1}
 		case "human", "user", "system":
-			turns[i] = turn{text: []byte(*m.text)}
+			turns[i] = turn{text: []byte(*text)}
 		default:
-			return nil, fmt.Errorf("turn %d is of %q: human, user, system, gpt or assistant", i, m.who)
+			return nil, fmt.Errorf("turn %d is of %q: human, user, system, gpt or assistant", i, who)
 		}
 	}
 	return turns, nil
