@@ -19,8 +19,9 @@
 //
 // # What a sample is
 //
-// A WebDataset-style sample (Reader.Read): a txt member, or a json
-// conversation (LLaVA's turns, or chat messages), and its images,
+// A WebDataset-style sample (Reader.Read): a txt member, or without one
+// a json conversation (LLaVA's turns, or chat messages; beside a txt, a
+// json is metadata), and its images,
 // KEY.jpg or KEY.png for one, KEY.0.jpg, KEY.1.png, … for several, in
 // that order. A Parquet row served in place by format/parquet is one as
 // its members are named: an image bytes column, a string column (txt),

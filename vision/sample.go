@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -161,6 +162,9 @@ func (r *Reader) build(turns []turn, images []Image) (Sample, error) {
 			n := len(s.IDs)
 			var err error
 			if s.IDs, err = r.Encoder.Append(s.IDs, p); err != nil {
+				if errors.Is(err, tokenize.ErrTextTooLong) { // the sample's fault, not the server's
+					return Sample{}, fmt.Errorf("%w: tokenizing: %v", ErrTooLong, err)
+				}
 				return Sample{}, fmt.Errorf("tokenizing: %w", err)
 			}
 			s.Loss = appendN(s.Loss, t.loss, len(s.IDs)-n)
@@ -182,12 +186,15 @@ func appendN[T any](dst []T, v T, n int) []T {
 
 // members splits a sample's tar into its turns of text and its images,
 // in order. A member's kind is its name's extension after the key
-// (WebDataset's rule: from the first dot of the base name): txt or json
-// (the text: one of them); jpg, jpeg or png (the sample's one image);
-// N.jpg, N.jpeg or N.png (image N). Other members are left alone.
+// (WebDataset's rule: from the first dot of the base name): txt (the
+// text), json (a conversation, read only without a txt: beside one, a
+// json is metadata, as LAION's shards hold); jpg, jpeg or png (the
+// sample's one image); N.jpg, N.jpeg or N.png (image N). Other members
+// are left alone.
 func members(sample []byte) ([]turn, []Image, error) {
 	var turns []turn
-	hasText := false
+	var txt, js []byte // a txt's text; a json's conversation, unless a txt is there
+	var jsName string
 	type numbered struct {
 		n  int
 		im Image
@@ -223,18 +230,17 @@ func members(sample []byte) ([]turn, []Image, error) {
 			if ext != kind {
 				continue
 			}
-			if hasText {
-				return nil, nil, fmt.Errorf("%w: more than one txt or json member", ErrSample)
+			if kind == "txt" && txt != nil || kind == "json" && js != nil {
+				return nil, nil, fmt.Errorf("%w: more than one %s member", ErrSample, kind)
 			}
 			b, err := io.ReadAll(tr)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: member %s: %v", ErrSample, h.Name, err)
 			}
-			hasText = true
 			if kind == "txt" {
-				turns = []turn{{text: b, loss: 1}}
-			} else if turns, err = conversation(b); err != nil {
-				return nil, nil, fmt.Errorf("%w: member %s: %w", ErrSample, h.Name, err)
+				txt = b
+			} else {
+				js, jsName = b, h.Name
 			}
 		case "jpg", "jpeg", "png":
 			b, err := io.ReadAll(tr)
@@ -244,7 +250,15 @@ func members(sample []byte) ([]turn, []Image, error) {
 			ims = append(ims, numbered{n, Image{Member: h.Name, Data: b}})
 		}
 	}
-	if !hasText {
+	switch {
+	case txt != nil:
+		turns = []turn{{text: txt, loss: 1}}
+	case js != nil:
+		var err error
+		if turns, err = conversation(js); err != nil {
+			return nil, nil, fmt.Errorf("%w: member %s: %w", ErrSample, jsName, err)
+		}
+	default:
 		return nil, nil, fmt.Errorf("%w: no txt or json member", ErrSample)
 	}
 	slices.SortStableFunc(ims, func(a, b numbered) int { return a.n - b.n })

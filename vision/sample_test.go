@@ -1,11 +1,23 @@
 package vision
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/tokenize"
 )
+
+// int32sOfLoss widens a loss mask for countOf.
+func int32sOfLoss(l []uint8) []int32 {
+	out := make([]int32, len(l))
+	for i, x := range l {
+		out[i] = int32(x)
+	}
+	return out
+}
 
 // TestConversation: a json member's turns, LLaVA's and the messages
 // form, are tokenized one after the other with their placeholders
@@ -81,7 +93,20 @@ func TestConversation(t *testing.T) {
 			t.Errorf("%s: %v; want ErrSample", bad, err)
 		}
 	}
-	if _, err := j.reader.Read("c", tarOf("c.json", []byte(`{"messages": [{"role": "user", "content": "hi"}]}`), "c.txt", []byte("x"))); !errors.Is(err, ErrSample) {
-		t.Errorf("a txt beside a json: %v; want ErrSample", err)
+	// Beside a txt, a json is metadata (LAION's shards): the txt is the
+	// text, all of it learnt.
+	s, err := j.reader.Read("c", tarOf("c.json", []byte(`{"url": "http://x", "width": 64}`), "c.txt", []byte("a caption"), "c.jpg", jpegOf(img0)))
+	want, _ := enc.Encode([]byte("a caption"))
+	if err != nil || !slices.Equal(s.IDs[len(s.IDs)-len(want):], want) || countOf(int32sOfLoss(s.Loss), 1) != len(want) || len(s.Images) != 1 {
+		t.Errorf("a txt beside a json: %v, %v; want the txt's %v after the image, its loss 1", err, s.IDs, want)
+	}
+	for _, two := range [][]byte{tarOf("c.txt", []byte("a"), "c.txt", []byte("b")), tarOf("c.json", []byte("[]"), "c.json", []byte("[]"))} {
+		if _, err := j.reader.Read("c", two); !errors.Is(err, ErrSample) {
+			t.Errorf("two text members: %v; want ErrSample", err)
+		}
+	}
+	// A text past the tokenizer's bound is the sample's: too long.
+	if _, err := j.reader.Read("c", tarOf("c.txt", bytes.Repeat([]byte("a"), tokenize.MaxTextBytes+1))); !errors.Is(err, ErrTooLong) {
+		t.Errorf("a text past tokenize.MaxTextBytes: %v; want ErrTooLong", err)
 	}
 }
