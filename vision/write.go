@@ -3,7 +3,6 @@ package vision
 import (
 	"archive/tar"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -74,14 +73,20 @@ func (wr *Writer) Write(tw *tar.Writer, key string, samples []Sample) error {
 		loss = append(loss, 0)
 	}
 	n := int64(len(images))
-	if err := errors.Join(
-		member(tw, key+".input_ids.npy", "<i4", []int64{int64(seq)}, int32s(ids)),
-		member(tw, key+".position_ids.npy", "<i4", []int64{int64(seq)}, int32s(pos)),
-		member(tw, key+".loss_mask.npy", "|u1", []int64{int64(seq)}, loss),
-		member(tw, key+".image_spans.npy", "<i4", []int64{n, 2}, int32s(spans)),
-		member(tw, key+".image_sizes.npy", "<i4", []int64{n, 2}, int32s(sizes)),
-	); err != nil {
-		return err
+	for _, m := range []struct {
+		ext, descr string
+		shape      []int64
+		data       []byte
+	}{
+		{".input_ids.npy", "<i4", []int64{int64(seq)}, int32s(ids)},
+		{".position_ids.npy", "<i4", []int64{int64(seq)}, int32s(pos)},
+		{".loss_mask.npy", "|u1", []int64{int64(seq)}, loss},
+		{".image_spans.npy", "<i4", []int64{n, 2}, int32s(spans)},
+		{".image_sizes.npy", "<i4", []int64{n, 2}, int32s(sizes)},
+	} {
+		if err := member(tw, key+m.ext, m.descr, m.shape, m.data); err != nil {
+			return err
+		}
 	}
 	var sc transform.Scratch
 	var out []byte
