@@ -214,6 +214,10 @@ const (
 	ParamPack = "pack"
 	ParamPad  = "pad"
 	ParamEOS  = "eos"
+	// ParamVision is a token job's vision side (package vision's Rule):
+	// its samples are image-text pairs whose images count as vision
+	// tokens. Not yet among JobParams: the gateway does not serve it.
+	ParamVision = "vision"
 	// ParamBalance balances each global batch's ranks by cost
 	// (Job.Balance).
 	ParamBalance = "balance"

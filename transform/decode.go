@@ -424,3 +424,20 @@ func clamp8(v int) uint8 {
 	}
 	return uint8(v)
 }
+
+// Dims returns an image's width and height as its header claims them,
+// stored pixels (EXIF ignored), with no pixel decoded: what a caller that
+// sizes its output by the image (package vision's dynamic resolution)
+// knows before Apply. It refuses what Apply refuses from the header
+// alone: not a JPEG or PNG, a header that does not decode (ErrDecode),
+// more pixels than maxPixels (ErrTooLarge; 0 is DefaultMaxPixels).
+func Dims(image []byte, maxPixels int64) (w, h int, err error) {
+	if maxPixels <= 0 {
+		maxPixels = DefaultMaxPixels
+	}
+	hdr, err := readHeader(image, maxPixels, IgnoreEXIF)
+	if err != nil {
+		return 0, 0, err
+	}
+	return hdr.w, hdr.h, nil
+}

@@ -290,7 +290,7 @@ func TestDecodeDenom(t *testing.T) {
 func TestConfig(t *testing.T) {
 	bad := []struct{ cfg, mention string }{
 		{`{"pipelines": {"x": {"ops": [{"op": "rotate"}]}}}`, `unknown operator "rotate"`},
-		{`{"pipelines": {"x": {"ops": [{"op": "resize", "size": [2, 3]}]}}}`, "shorter side"},
+		{`{"pipelines": {"x": {"ops": [{"op": "resize", "size": [2, 3], "max_size": 9}]}}}`, "max_size applies to a size of one number"},
 		{`{"pipelines": {"x": {"ops": [{"op": "hflip", "p": 1.5}]}}}`, "p 1.5"},
 		{`{"pipelines": {"x": {"ops": [{"op": "hflip", "size": 3}]}}}`, `hflip takes no "size"`},
 		{`{"pipelines": {"x": {"ops": [{"op": "random_resized_crop", "size": 224, "scale": [0.5, 0.1]}]}}}`, "scale"},

@@ -112,6 +112,10 @@ func (p *Pipeline) makePlan(w, h int, key Key) plan {
 	for i, op := range p.spec.Ops {
 		switch op.Op {
 		case OpResize:
+			if !op.Size.Square { // torchvision's Resize([h, w]): that size, aspect not kept
+				resizeTo(op.Size.W, op.Size.H)
+				continue
+			}
 			resizeTo(resizedSize(w, h, op.Size.H, op.MaxSize))
 		case OpCenterCrop:
 			cropTo(centerCropBox(w, h, op.Size.W, op.Size.H))

@@ -46,6 +46,7 @@ const maxSide = 1 << 14
 // Op is one operator of a pipeline, as JSON:
 //
 //	{"op": "resize", "size": 256}                     shorter side to 256, aspect kept
+//	{"op": "resize", "size": [336, 448]}              to 448 wide, 336 high, aspect not kept
 //	{"op": "center_crop", "size": 224}                or "size": [h, w]
 //	{"op": "random_resized_crop", "size": 224, "scale": [0.08, 1], "ratio": [0.75, 1.3333333333333333]}
 //	{"op": "hflip", "p": 0.5}
@@ -237,11 +238,11 @@ func (op Op) validate() (Op, error) {
 		if err := only("size", "max_size"); err != nil {
 			return op, err
 		}
-		if !op.Size.Square {
-			return op, fmt.Errorf("resize: size is the shorter side, one number (a [height, width] resize distorts)")
-		}
 		if err := sizeOK(); err != nil {
 			return op, err
+		}
+		if !op.Size.Square && op.MaxSize != 0 {
+			return op, fmt.Errorf("resize: max_size applies to a size of one number (the shorter side), not [height, width]")
 		}
 		if op.MaxSize != 0 && (op.MaxSize <= op.Size.H || op.MaxSize > maxSide) {
 			return op, fmt.Errorf("resize: max_size %d must exceed size %d and be at most %d", op.MaxSize, op.Size.H, maxSide)

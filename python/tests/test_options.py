@@ -281,7 +281,12 @@ FEATURE_FIELDS = {
     "locality": dict(),
     "balance-bytes": dict(balance="bytes"),
     "balance-cost": dict(balance="attention"),
+    # None: no Job field sends it yet (the gateway does not serve vision=);
+    # its pairs are checked on the parameters (VISION_QUERY).
+    "vision": None,
 }
+# The parameters of a vision job, for the table's checks of its pairs.
+VISION_QUERY = {"seq": "64", "vision": "size:448x448,patch:14,pad:1"}
 # And a Job field sending each parameter of the table's companions and
 # exclusive groups; None: a Job cannot send it alone (an Importance always
 # sends sampling=importance beside its version and hot).
@@ -294,6 +299,7 @@ PARAM_FIELDS = {
     "dataset": dict(dataset="t"), "mix": dict(mix="web:1"), "mix_schedule": dict(mix_schedule="0:web:1"),
     "schedule": dict(name="n", schedule_version="latest"),
     "clip": dict(clip=8), "delta_timestamps": dict(delta_timestamps={"cam": [0]}), "frames": dict(frames=[0]),
+    "vision": None,
 }
 
 
@@ -382,6 +388,13 @@ class TestCompat(unittest.TestCase):
         for c in pairs:
             a, b = FEATURE_FIELDS[c["a"]], FEATURE_FIELDS[c["b"]]
             with self.subTest(pair=(c["a"], c["b"])):
+                if a is None or b is None:  # vision: on the parameters
+                    job = object.__new__(brand.Job)
+                    for f in dataclasses.fields(brand.Job):
+                        object.__setattr__(job, f.name, (a or b).get(f.name, f.default))
+                    q = {**job_query(job), **VISION_QUERY}
+                    self.assertEqual(_compat.refusal(q), c["message"])
+                    continue
                 if set(a) & set(b):  # one field: a job is balanced by one cost
                     self.assertEqual((c["a"], c["b"]), ("balance-bytes", "balance-cost"))
                     continue

@@ -21,6 +21,7 @@ const (
 	Importance Feature = "importance"
 	Samples    Feature = "samples"
 	Tokens     Feature = "tokens"
+	Vision     Feature = "vision"
 	Clips      Feature = "clips"
 	Transform  Feature = "transform"
 	Columns    Feature = "columns"
@@ -109,6 +110,8 @@ func features() []Def {
 			SetBy: []Param{{Name: api.ParamSampling, Value: api.SamplingImportance}}},
 		{Name: Samples, What: "samples served as stored", DefaultUnless: units},
 		{Name: Tokens, What: "a token dataset's documents packed into sequences (seq=)", SetBy: []Param{p(api.ParamSeq)}},
+		{Name: Vision, What: "a token job's samples are image-text pairs: each image resized by a rule and counted as vision tokens in the sequence (vision=, with seq=; package vision, not served by the gateway yet)",
+			SetBy: []Param{p(api.ParamVision)}},
 		{Name: Clips, What: "a video dataset's clips decoded on the data node (clip=, delta_timestamps=, frames=)",
 			SetBy: []Param{p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}},
 		{Name: Transform, What: "images decoded and augmented into tensors on the data node (transform=)", SetBy: []Param{p(api.ParamTransform)}},

@@ -83,6 +83,10 @@ func cells() []Cell {
 		downgrade(Tokens, Locality, Locality, "a token job's ranks take the plain cut of each global batch of sequences: locality does not apply"),
 		refuse(Tokens, BalanceB, "balance=bytes weighs samples as stored; a token job's sequences are weighed by balance=attention or balance=tokens"),
 		refuse(Tokens, Resize, "a token job's plan is of its epochs, not of a resize (nodes_after=)"),
+		refuse(Mix, Vision, "a vision job reads one dataset of image-text samples; a mixture with text-only token datasets is not served yet"),
+		refuse(Schedule, Vision, "a vision job reads one dataset of image-text samples; a schedule is not served yet"),
+		refuse(Vision, InPlace, "a vision job reads image-text samples of tar chunks (WebDataset pairs); a dataset served in place is not read as one yet"),
+		refuse(Vision, BalanceC, "balance= does not count a vision job's encoder work yet: its sequences take the plain cut"),
 		refuse(Clips, Columns, "columns and clip do not go together: a clip job reads the GOPs (and rows) its clips need"),
 		refuse(Clips, Exclusion, "an exclusion list leaves samples out of an order of samples; a clip job's samples are clips drawn afresh each epoch"),
 		refuse(Clips, Append, "an append record merges samples into an order of samples; a clip job's samples are clips drawn afresh each epoch"),
@@ -250,6 +254,8 @@ var companions = []Companion{
 		Message: "mix_block and mix_samples apply only with mix=, mix_schedule= or schedule="},
 	{Params: []string{api.ParamImportance, api.ParamHot}, Needs: []Feature{Importance},
 		Message: "importance and hot apply only with sampling=importance"},
+	{Params: []string{api.ParamVision}, Needs: []Feature{Tokens},
+		Message: "{param} applies only to a token job (seq=): its images are counted in the sequence's tokens"},
 }
 
 // message is c's message for param.

@@ -1,0 +1,147 @@
+package vision
+
+import (
+	"archive/tar"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/brandgw/brand/internal/codec/npy"
+	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/transform"
+)
+
+// ErrSequence marks samples that do not make the sequence their layout
+// said: read again, they are not the tokens or images the items counted
+// (the dataset changed under the job, or another rule read them).
+var ErrSequence = errkind.New(errkind.Internal, "vision: samples do not make their sequence")
+
+// A Writer writes vision sequences as tar members. It is immutable and
+// safe for concurrent use.
+type Writer struct {
+	Seq int
+	// Pad is the ID of the pad tokens after the samples (the job's pad=).
+	Pad int32
+	// Images are the options of the resampling: the decoder and the pixel
+	// bound (transform.Options).
+	Images transform.Options
+}
+
+// Write appends sequence key, made of samples (the sequence's, read by
+// a Reader, in its order), to tw as members:
+//
+//	KEY.input_ids.npy     int32 [seq]: the samples' IDs, then Pad
+//	KEY.position_ids.npy  int32 [seq]: 0, 1, … restarting at each sample; 0 … pad-1 over the pad
+//	KEY.loss_mask.npy     uint8 [seq]: 1 on text tokens, 0 on vision tokens and pad
+//	KEY.image_spans.npy   int32 [n, 2]: each image's placeholders in the sequence, (start, length)
+//	KEY.image_sizes.npy   int32 [n, 2]: each image's (height, width) as resized
+//	KEY.image.K.npy       uint8 [3, h, w]: image K, resized by transform's exact resampler
+//
+// n is the sequence's images, in the order of their spans. An image
+// whose pixels do not decode fails the write (ErrBadImage): its tokens
+// are already laid out, so it is never left out of its sequence.
+func (wr *Writer) Write(tw *tar.Writer, key string, samples []Sample) error {
+	seq := wr.Seq
+	ids := make([]int32, 0, seq)
+	pos := make([]int32, 0, seq)
+	loss := make([]uint8, 0, seq)
+	var spans, sizes []int32
+	var images []Image
+	for _, s := range samples {
+		if len(s.IDs) != len(s.Loss) {
+			return fmt.Errorf("%w: a sample of %d IDs and %d loss flags", ErrSequence, len(s.IDs), len(s.Loss))
+		}
+		at := len(ids)
+		ids = append(ids, s.IDs...)
+		loss = append(loss, s.Loss...)
+		for i := range s.IDs {
+			pos = append(pos, int32(i))
+		}
+		for _, im := range s.Images {
+			spans = append(spans, int32(at+im.Span.Start), int32(im.Span.Len))
+			sizes = append(sizes, int32(im.OutH), int32(im.OutW))
+			images = append(images, im)
+		}
+	}
+	if len(ids) > seq {
+		return fmt.Errorf("%w: %d tokens, more than seq %d", ErrSequence, len(ids), seq)
+	}
+	for i := range seq - len(ids) {
+		ids = append(ids, wr.Pad)
+		pos = append(pos, int32(i))
+		loss = append(loss, 0)
+	}
+	n := int64(len(images))
+	for _, m := range []struct {
+		ext, descr string
+		shape      []int64
+		data       []byte
+	}{
+		{".input_ids.npy", "<i4", []int64{int64(seq)}, int32s(ids)},
+		{".position_ids.npy", "<i4", []int64{int64(seq)}, int32s(pos)},
+		{".loss_mask.npy", "|u1", []int64{int64(seq)}, loss},
+		{".image_spans.npy", "<i4", []int64{n, 2}, int32s(spans)},
+		{".image_sizes.npy", "<i4", []int64{n, 2}, int32s(sizes)},
+	} {
+		if err := member(tw, key+m.ext, m.descr, m.shape, m.data); err != nil {
+			return err
+		}
+	}
+	var sc transform.Scratch
+	var out []byte
+	for k, im := range images {
+		p, err := resizer(im.OutW, im.OutH, wr.Images)
+		if err != nil {
+			return err
+		}
+		res, err := p.Apply(out[:0], im.Data, transform.Key{}, &sc)
+		if err != nil {
+			return fmt.Errorf("%w: member %s: %w", ErrBadImage, im.Member, err)
+		}
+		out = res.Out
+		if err := raw(tw, key+".image."+strconv.Itoa(k)+".npy", out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resizer is the pipeline that resizes an image to w×h: torchvision's
+// Resize([h, w]) with Pillow's bilinear filter, the whole image decoded
+// (no reduced decode: Pillow's resize does not draft), as CHW.
+func resizer(w, h int, opt transform.Options) (*transform.Pipeline, error) {
+	off := false
+	return transform.New("vision", transform.Spec{
+		Ops:           []transform.Op{{Op: transform.OpResize, Size: transform.Size{H: h, W: w}}},
+		Layout:        transform.CHW,
+		ReducedDecode: &off,
+	}, opt)
+}
+
+func int32s(v []int32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+	return b
+}
+
+// member writes a .npy member of data.
+func member(tw *tar.Writer, name, descr string, shape []int64, data []byte) error {
+	b, err := npy.AppendHeader(nil, descr, shape)
+	if err != nil {
+		return err
+	}
+	return raw(tw, name, append(b, data...))
+}
+
+// raw writes a member of b, as the sequences stage writes its own: mode
+// 0644, modified at 0.
+func raw(tw *tar.Writer, name string, b []byte) error {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(0, 0), Format: tar.FormatUSTAR}); err != nil {
+		return err
+	}
+	_, err := tw.Write(b)
+	return err
+}
