@@ -334,14 +334,14 @@ func (j *mJob) refusePairs(seed uint64) {
 		pair := refused[i]
 		if pair.A == "vision" || pair.B == "vision" {
 			// The table holds vision= (package vision), which the gateway
-			// does not serve yet: a job naming it is refused as an unknown
-			// parameter, before the table is asked.
+			// does not serve yet: a job naming it is answered 501, naming
+			// it, before the table is asked.
 			v := url.Values{"seed": {"5"}, "batch_size": {"2"}, "world": {"2"}, "seq": {"64"}, "vision": {"size:28x28,patch:14,image:1"}}
-			want := `bad request: unknown query parameter "vision"`
+			want := `not served: query parameter "vision": image-text sequences`
 			for _, path := range []string{"/epoch/0?", "/epoch/0/batch/0?", "/plan?"} {
 				resp, b := get(j.t, j.nodes.urls[j.anyNode(0)]+path+v.Encode())
-				if got := errorOf(b); resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(got, want) {
-					j.t.Fatalf("%s%s: %s %s; want 400 %q…", path, v.Encode(), resp.Status, b, want)
+				if got := errorOf(b); resp.StatusCode != http.StatusNotImplemented || !strings.HasPrefix(got, want) {
+					j.t.Fatalf("%s%s: %s %s; want 501 %q…", path, v.Encode(), resp.Status, b, want)
 				}
 			}
 			continue

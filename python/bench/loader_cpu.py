@@ -3,9 +3,9 @@
 
 Runs ``loaders.py`` (each run a process of its own) for every dataset given,
 alternating, ``--rounds`` times: mode ``brand`` (``BrandDataset`` per
-sample, ``ds.loader(collate_fn=keep)``: the loader issue 67 measured) of
-the ``--baseline`` tree ("before") and of this tree, and mode ``samples``
-(``brand.Samples``) of this tree. Each run reads ``--warmup`` epochs
+sample, ``ds.loader(collate_fn=keep)``: the loader issue 67 measured) and
+mode ``samples`` (``brand.Samples``) of the ``--baseline`` tree
+("before"; ``--baseline-modes``) and of this tree ("after"). Each run reads ``--warmup`` epochs
 unmeasured (workers started, memory mapped) and measures ``--epochs``
 more through the same loader, with persistent workers; CPU is the
 trainer's process and its workers'. Prints each run and the median µs of
@@ -35,7 +35,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", required=True)
     p.add_argument("--datasets", required=True, help="comma-separated")
-    p.add_argument("--baseline", help="another python/ tree, measured in mode brand as 'before'")
+    p.add_argument("--baseline", help="another python/ tree, measured as 'before'")
+    p.add_argument("--baseline-modes", default="brand,samples",
+                   help="the modes the baseline runs, comma-separated (samples: a tree with brand.Samples)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--workers", type=int, default=2)
@@ -51,7 +53,8 @@ def main() -> None:
             os.makedirs(os.path.join(tmp, "bench"))
             shutil.copy(os.path.join(HERE, "loaders.py"), os.path.join(tmp, "bench", "loaders.py"))
             os.symlink(os.path.abspath(os.path.join(a.baseline, "brand")), os.path.join(tmp, "brand"))
-            runs.append(("before brand", os.path.join(tmp, "bench", "loaders.py"), "brand"))
+            for mode in a.baseline_modes.split(","):
+                runs.append((f"before {mode}", os.path.join(tmp, "bench", "loaders.py"), mode))
         runs += [("after brand", os.path.join(HERE, "loaders.py"), "brand"),
                  ("after samples", os.path.join(HERE, "loaders.py"), "samples")]
         got: Dict[Tuple[str, str], List[float]] = {}

@@ -28,7 +28,17 @@ var (
 	// ErrOutOfRange marks a rank or number outside its valid range (a
 	// resource that does not exist, rather than a malformed request).
 	ErrOutOfRange = errkind.New(errkind.NotFound, "not found")
+	// ErrNotServed marks a parameter of a job the table knows but this
+	// gateway does not serve yet (notServed): 501, naming it, rather than
+	// the 400 of a parameter nobody knows.
+	ErrNotServed = errkind.New(errkind.NotImplemented, "not served")
 )
+
+// notServed are the job parameters the table of features holds whose
+// jobs the gateway does not serve yet, each with why.
+var notServed = map[string]string{
+	api.ParamVision: "image-text sequences (vision=, package vision) are built and tested as a library; the gateway does not serve them yet",
+}
 
 // Defaults are the job parameters used when a request does not give them,
 // so that plain curl needs none.
@@ -512,6 +522,9 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	}
 	q := base
 	for k, vs := range values {
+		if why, ok := notServed[k]; ok {
+			return Query{}, fmt.Errorf("%w: query parameter %q: %s", ErrNotServed, k, why)
+		}
 		if !slices.Contains(accepted, k) {
 			known := "none"
 			if len(accepted) > 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -310,5 +311,17 @@ func TestFill(t *testing.T) {
 	l = Limits{MaxEpoch: 1 << 40}
 	if l.Fill(); l.MaxEpoch != MaxEpoch {
 		t.Errorf("MaxEpoch %d given, %d kept; want at most %d", uint64(1<<40), l.MaxEpoch, uint64(MaxEpoch))
+	}
+}
+
+// TestNotServed: a parameter the table of features holds but the gateway
+// does not serve yet (vision=) is answered 501 naming it, not 400 as an
+// unknown parameter, on every endpoint that takes a job.
+func TestNotServed(t *testing.T) {
+	for _, accepted := range [][]string{JobParams, PlanParams} {
+		_, err := Parse("seq=64&vision=size:28x28,patch:14,image:1", accepted, Query{}, Limits{})
+		if !errors.Is(err, ErrNotServed) || errkind.Of(err) != errkind.NotImplemented || !strings.Contains(err.Error(), `"vision"`) {
+			t.Errorf("accepted %v: %v; want ErrNotServed naming vision", accepted, err)
+		}
 	}
 }
