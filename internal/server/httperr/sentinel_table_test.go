@@ -49,6 +49,7 @@ import (
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/transform"
 	videodec "github.com/brandgw/brand/transform/video"
+	"github.com/brandgw/brand/vision"
 )
 
 // served are the exported sentinels of the packages the server links
@@ -151,6 +152,7 @@ var served = []sentinelCase{
 	{"internal/job/chain.ErrUnknownKeys", chain.ErrUnknownKeys, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/job/spec.ErrIncompatible", spec.ErrIncompatible, http.StatusBadRequest, "bad_request", false},
 	{"internal/job/spec.ErrNotPlanned", spec.ErrNotPlanned, http.StatusNotImplemented, "not_implemented", false},
+	{"internal/job/query.ErrNotServed", query.ErrNotServed, http.StatusNotImplemented, "not_implemented", false},
 	{"internal/job/jobsched.ErrConflict", jobsched.ErrConflict, http.StatusConflict, "conflict", false},
 	{"internal/job/jobsched.ErrUnasked", jobsched.ErrUnasked, http.StatusServiceUnavailable, "member_unasked", false},
 	{"internal/job/jobsched.ErrUnknown", jobsched.ErrUnknown, http.StatusNotFound, "not_found", false},
@@ -203,4 +205,13 @@ var elsewhere = []namedError{
 	{"client.ErrNoImportanceJob", client.ErrNoImportanceJob},
 	{"client.ErrNoJobName", client.ErrNoJobName},
 	{"client.ErrShortBody", client.ErrShortBody},
+	// Package vision, which the gateway does not serve yet (query's
+	// notServed): image-text sequences as a library.
+	{"vision.ErrBadImage", vision.ErrBadImage},
+	{"vision.ErrImageBounds", vision.ErrImageBounds},
+	{"vision.ErrPlaceholders", vision.ErrPlaceholders},
+	{"vision.ErrRule", vision.ErrRule},
+	{"vision.ErrSample", vision.ErrSample},
+	{"vision.ErrSequence", vision.ErrSequence},
+	{"vision.ErrTooLong", vision.ErrTooLong},
 }
