@@ -138,3 +138,9 @@ func (r Rule) Item(f Facts, seq int, name string) (Item, error) {
 	}
 	return it, nil
 }
+
+// Refused reports whether every rule refuses the sample: a fault of the
+// whole sample, or an image whose header does not read.
+func (f Facts) Refused() bool {
+	return f.Fault != FaultNone || len(f.Images) > 0 && f.Images[len(f.Images)-1].Bad != ""
+}

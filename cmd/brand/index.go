@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
+	"github.com/brandgw/brand/transform"
 )
 
 // runIndex is `brand index`: index a dataset where it is, never
@@ -80,14 +81,17 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		return appendInPlace(ctx, env, st, src, dst, prefix, int64(chunk), parallel, sf)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
+		if tok.tokenizer != "" && tok.text == "" {
+			return usageError(env, "index", "--text and --tokenizer go together: the text column and the tokenizer it is tokenized with (--tokenizer alone is for tar shards of image-text samples)")
+		}
 		opt := format.Options{ChunkBytes: int64(chunk), Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary, SkipBad: skipBad}
 		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok.tokenizer, opt, checksums, sf)
 	}
 	if skipBad {
 		return usageError(env, "index", "--skip-bad-files is for a tree of videos: a tar shard that cannot be read is refused, naming it")
 	}
-	if tok.set() {
-		return usageError(env, "index", "--tokens, --text and --tokenizer are for datasets served in place (Parquet, MDS); tar shards are not token datasets")
+	if tok.set() && (tok != tokenFlags{tokenizer: tok.tokenizer}) {
+		return usageError(env, "index", "--tokens, --text and --vocabulary are for datasets served in place (Parquet, MDS); tar shards are not token datasets (--tokenizer alone writes the facts of their image-text samples)")
 	}
 	if checksums.set {
 		return usageError(env, "index", "--checksums is for datasets served in place (Parquet, MDS, Megatron, video): the index of tar shards holds every sample's CRC32C already")
@@ -110,6 +114,27 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	ix := res.Index
 	fmt.Fprintf(env.Stdout, "indexed %s samples in %d shards (%s) at %s, index %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), humanize.IBytes(uint64(ix.TotalBytes())), src, ix.ID())
+	if tok.tokenizer == "" {
+		return nil
+	}
+	// Image-text samples: their facts, which a vision job lays its
+	// epochs out from (docs/format.md, *Image-text facts*).
+	model, err := readModel(ctx, tok.tokenizer, sf)
+	if err != nil {
+		return err
+	}
+	f, err := dataset.WriteVisionFacts(ctx, st, ix, model, transform.DefaultMaxPixels, parallel)
+	if err != nil {
+		return err
+	}
+	faults := 0
+	for _, s := range f.Samples {
+		if s.Refused() {
+			faults++
+		}
+	}
+	fmt.Fprintf(env.Stdout, "wrote the image-text facts of %s samples (%s at fault: a vision job fails or skips them by --on-bad-image) at %s\n",
+		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), dataset.VisionFactsKey)
 	return nil
 }
 
@@ -256,7 +281,7 @@ func (t tokenFlags) check() error {
 	switch {
 	case t.tokens != "" && t.text != "":
 		return errors.New("--tokens and --text: a dataset's tokens are a list column or a text, not both")
-	case (t.text == "") != (t.tokenizer == ""):
+	case t.text != "" && t.tokenizer == "":
 		return errors.New("--text and --tokenizer go together: the text column and the tokenizer it is tokenized with")
 	case t.vocabulary != "" && t.tokens == "":
 		return errors.New("--vocabulary names a --tokens column's vocabulary (a --text dataset's is its model's fingerprint)")
