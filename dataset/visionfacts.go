@@ -8,22 +8,16 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/vision"
 )
 
-// VisionFactsKey is where a dataset root of image-text samples keeps
-// their facts (vision.FactsFile): what a vision job (seq= with vision=)
-// lays its epochs out from, as a text token job does from its index's
-// document token counts. It names the index version it is of; after a
-// re-index or an append it is stale until written again.
-const VisionFactsKey = "_brand/vision-facts"
-
 // WriteVisionFacts reads every sample of ix (a dataset of tar chunks in
 // st) once — its members, its images' headers, its text tokenized with
 // the tokenizer file's model — and stores their facts at
-// VisionFactsKey. maxPixels bounds an image's pixels as its header
+// stored.VisionFactsKey. maxPixels bounds an image's pixels as its header
 // claims them (0: transform's default); parallel chunks are read at
 // once. A sample that is not a good image-text pair is no error: its
 // fault is in its facts, for each job's --on-bad-image rule to fail or
@@ -67,23 +61,8 @@ func WriteVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.In
 	if err != nil {
 		return nil, err
 	}
-	if _, err := st.Put(ctx, VisionFactsKey, bytes.NewReader(b), int64(len(b))); err != nil {
+	if _, err := st.Put(ctx, stored.VisionFactsKey, bytes.NewReader(b), int64(len(b))); err != nil {
 		return nil, fmt.Errorf("dataset: storing the image-text facts: %w", err)
 	}
 	return f, nil
-}
-
-// ReadVisionFacts reads the facts stored beside ix, refusing facts of
-// another index version (vision.ErrFactsFile). A dataset with none
-// answers the store's not-found error.
-func ReadVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.Index) (*vision.FactsFile, error) {
-	info, err := st.Stat(ctx, VisionFactsKey)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, info.Size)
-	if err := st.ReadRange(ctx, VisionFactsKey, info.ETag, 0, b); err != nil {
-		return nil, err
-	}
-	return vision.DecodeFacts(b, ix.ID(), ix.NumSamples())
 }

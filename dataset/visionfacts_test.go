@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/vision"
 )
@@ -122,7 +123,7 @@ func TestVisionFacts(t *testing.T) {
 	if faults == 0 || faults == ix.NumSamples() {
 		t.Fatalf("%d of %d samples at fault: the test wants both kinds", faults, ix.NumSamples())
 	}
-	back, err := ReadVisionFacts(ctx, st, ix)
+	back, err := stored.ReadVisionFacts(ctx, st, ix)
 	if err != nil || !reflect.DeepEqual(back, f) {
 		t.Fatalf("read back: %v", err)
 	}
@@ -135,7 +136,7 @@ func TestVisionFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadVisionFacts(ctx, st, res2.Index); !errors.Is(err, vision.ErrFactsFile) {
+	if _, err := stored.ReadVisionFacts(ctx, st, res2.Index); !errors.Is(err, vision.ErrFactsFile) {
 		t.Fatalf("facts of the old index read for the new one: %v; want ErrFactsFile", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -443,4 +444,81 @@ func npyInt32s(t *testing.T, b []byte) []int32 {
 		out[i] = int32(binary.LittleEndian.Uint32(data[4*i:]))
 	}
 	return out
+}
+
+// TestVisionBadSamplesOverHTTP: a vision job over a dataset holding a
+// sample whose placeholder has no image and one whose image does not
+// decode is 422 naming a bad sample under --on-bad-image=fail; under
+// skip its epoch holds every other sample (documents, images) and none
+// of the bad ones' text.
+func TestVisionBadSamplesOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	tok, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := tokenize.Load(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus := visionCorpus(t, st, 1, 12)
+	var bad bytes.Buffer
+	tw := tar.NewWriter(&bad)
+	for _, m := range []struct{ name, data string }{
+		{"bad/x0.txt", "zebra crossing: <image>"}, {"bad/x1.png", "GIF89a not a png"}, {"bad/x1.txt", "<image> zebra crossing"},
+	} {
+		_ = tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.data)), Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte(m.data))
+	}
+	_ = tw.Close()
+	putFile(t, st, "shards/bad.tar", bad.Bytes())
+	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dataset.WriteVisionFacts(ctx, st, res.Index, tok, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	v := enc.VocabSize()
+	q := url.Values{"seq": {"512"}, "batch_size": {"2"}, "vision": {fmt.Sprintf("min:3136,max:25088,patch:14,merge:2,image:%d,start:%d,end:%d", v, v+1, v+2)}}
+	_, failing := start(t, st, nil)
+	if resp, body := get(t, failing.URL+"/epoch/0/batch/0?"+q.Encode()); resp.StatusCode != http.StatusUnprocessableEntity || !bytes.Contains(body, []byte("bad/x")) {
+		t.Fatalf("fail: %s %s; want 422 naming a bad sample", resp.Status, body)
+	}
+	_, skipping := start(t, st, func(c *gateway.Config) { c.OnBadImage = gateway.OnDamagedSkip })
+	resp, body := get(t, skipping.URL+"/epoch/0?"+q.Encode())
+	var info struct {
+		Batches int
+		Tokens  struct{ Documents int }
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil || info.Tokens.Documents != len(corpus) {
+		t.Fatalf("skip: /epoch/0 %s %s; want the %d good samples", resp.Status, body, len(corpus))
+	}
+	zebra, err := enc.Encode([]byte("zebra"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, wantImages := 0, 0
+	for _, m := range corpus {
+		wantImages += len(m.sizes)
+	}
+	for m := range info.Batches {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", skipping.URL, m, q.Encode()))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("skip: batch %d: %s %s", m, resp.Status, body)
+		}
+		for _, s := range readTar(t, body) {
+			images += len(npyInt32s(t, s.files["image_spans.npy"])) / 2
+			if ids := npyInt32s(t, s.files["input_ids.npy"]); len(zebra) > 0 && slices.Contains(ids, zebra[0]) && bytes.Contains(int32s(ids), int32s(zebra)) {
+				t.Fatalf("skip: sequence %s holds a bad sample's text", s.key)
+			}
+		}
+	}
+	if images != wantImages {
+		t.Fatalf("skip: the epoch's sequences hold %d images; the good samples have %d", images, wantImages)
+	}
 }

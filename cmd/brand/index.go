@@ -14,6 +14,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
@@ -134,7 +135,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		}
 	}
 	fmt.Fprintf(env.Stdout, "wrote the image-text facts of %s samples (%s at fault: a vision job fails or skips them by --on-bad-image) at %s\n",
-		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), dataset.VisionFactsKey)
+		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), stored.VisionFactsKey)
 	return nil
 }
 

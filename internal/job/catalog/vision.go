@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
@@ -19,7 +19,7 @@ import (
 var ErrNoVisionFacts = errkind.New(errkind.Invalid, "no image-text facts")
 
 // Vision is what a vision job (seq= with vision=) reads of a dataset
-// beyond its index: its image-text facts (dataset.VisionFactsKey) and
+// beyond its index: its image-text facts (stored.VisionFactsKey) and
 // the tokenizer they were counted with, which the pack stage tokenizes
 // each sample with again.
 type Vision struct {
@@ -48,10 +48,10 @@ func (d *Dataset) LoadVision(ctx context.Context) (*Vision, error) {
 	if d.InPlace != nil {
 		return nil, fmt.Errorf("%w: dataset %s is served in place; a vision job reads image-text samples of tar chunks (WebDataset pairs)", ErrNoVisionFacts, d.Name)
 	}
-	f, err := dataset.ReadVisionFacts(ctx, d.Store, d.Index)
+	f, err := stored.ReadVisionFacts(ctx, d.Store, d.Index)
 	switch {
 	case errors.Is(err, s3backend.ErrNotFound):
-		return nil, fmt.Errorf("%w: dataset %s has none (%s): index its image-text shards with `brand index --tokenizer FILE`", ErrNoVisionFacts, d.Name, dataset.VisionFactsKey)
+		return nil, fmt.Errorf("%w: dataset %s has none (%s): index its image-text shards with `brand index --tokenizer FILE`", ErrNoVisionFacts, d.Name, stored.VisionFactsKey)
 	case errors.Is(err, vision.ErrFactsFile):
 		return nil, fmt.Errorf("%w: dataset %s: %w; write them again with `brand index --tokenizer FILE`", ErrNoVisionFacts, d.Name, err)
 	case err != nil:
