@@ -105,24 +105,25 @@ func (r *Reader) Facts(name string, sample []byte) (Facts, error) {
 }
 
 // Item is the item of a sample of facts f under r, in sequences of seq
-// tokens: what Read and then Items make of the sample, or the error Read
-// or Items gives it, naming it (name). Faults are checked in Read's
-// order: the sample's members, its placeholders, each image in turn (a
-// bad header, then the rule's bounds), its text, then its length against
-// seq and the rule's cap.
-func (r Rule) Item(f Facts, seq int, name string) (Item, error) {
+// tokens: what Read and then Items make of the sample, or an error of
+// the kind Read or Items gives it (which the caller names the sample
+// in: Rule.Items does). Faults are checked in Read's order: the
+// sample's members, its placeholders, each image in turn (a bad header,
+// then the rule's bounds), its text, then its length against seq and
+// the rule's cap.
+func (r Rule) Item(f Facts, seq int) (Item, error) {
 	if f.Fault == FaultSample || f.Fault == FaultPlaceholders {
-		return Item{}, fmt.Errorf("%w: %s (sample %s)", faultErr[f.Fault], f.Why, name)
+		return Item{}, fmt.Errorf("%w: %s", faultErr[f.Fault], f.Why)
 	}
 	it := Item{Tokens: f.Text, Images: len(f.Images)}
 	m2 := uint64(r.Merge * r.Merge)
 	for _, im := range f.Images {
 		if im.Bad != "" {
-			return Item{}, fmt.Errorf("%w: %s (sample %s)", ErrBadImage, im.Bad, name)
+			return Item{}, fmt.Errorf("%w: %s", ErrBadImage, im.Bad)
 		}
 		w, h, err := r.Size(im.W, im.H)
 		if err != nil {
-			return Item{}, fmt.Errorf("%w (sample %s)", err, name)
+			return Item{}, err
 		}
 		k := r.Tokens(w, h)
 		it.Tokens += r.span(k)
@@ -130,11 +131,11 @@ func (r Rule) Item(f Facts, seq int, name string) (Item, error) {
 		it.Encoder += p * p
 	}
 	if f.Fault == FaultText {
-		return Item{}, fmt.Errorf("%w: %s (sample %s)", ErrTooLong, f.Why, name)
+		return Item{}, fmt.Errorf("%w: %s", ErrTooLong, f.Why)
 	}
 	if it.Tokens > seq || r.MaxImages > 0 && it.Images > r.MaxImages {
-		return Item{}, fmt.Errorf("%w: %d tokens and %d images; a sequence holds %d tokens and %d images (0: no cap), and a sample with images is never cut (sample %s)",
-			ErrTooLong, it.Tokens, it.Images, seq, r.MaxImages, name)
+		return Item{}, fmt.Errorf("%w: %d tokens and %d images; a sequence holds %d tokens and %d images (0: no cap), and a sample with images is never cut",
+			ErrTooLong, it.Tokens, it.Images, seq, r.MaxImages)
 	}
 	return it, nil
 }

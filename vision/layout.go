@@ -60,24 +60,24 @@ func (r *Reader) Items(src Source, n, seq int, policy Policy) ([]Item, Skipped, 
 		}
 		names[id] = name
 	}
-	return r.Rule.Items(func(id int) (string, Facts) { return names[id], facts[id] }, n, seq, policy)
+	return r.Rule.Items(func(id int) Facts { return facts[id] }, func(id int) string { return names[id] }, n, seq, policy)
 }
 
-// Items makes the items of samples [0, n) from their names and facts
-// (Rule.Item), under policy: a sample's error fails the call under Fail
-// and makes it an Item of no tokens under Skip, counted by why.
-func (r Rule) Items(facts func(id int) (name string, f Facts), n, seq int, policy Policy) ([]Item, Skipped, error) {
+// Items makes the items of samples [0, n) from their facts (Rule.Item),
+// under policy: a sample's error fails the call under Fail, naming the
+// sample (name, asked of that sample alone), and makes it an Item of no
+// tokens under Skip, counted by why.
+func (r Rule) Items(facts func(id int) Facts, name func(id int) string, n, seq int, policy Policy) ([]Item, Skipped, error) {
 	items := make([]Item, n)
 	var sk Skipped
 	for id := range n {
-		name, f := facts(id)
-		it, err := r.Item(f, seq, name)
+		it, err := r.Item(facts(id), seq)
 		if err == nil {
 			items[id] = it
 			continue
 		}
 		if policy == Fail {
-			return nil, Skipped{}, err
+			return nil, Skipped{}, fmt.Errorf("%w (sample %s)", err, name(id))
 		}
 		switch {
 		case errors.Is(err, ErrBadImage):

@@ -123,7 +123,7 @@ func (o *Orders) visionItems(ds *catalog.Dataset, v *catalog.Vision, job api.Job
 		return items, nil
 	}
 	facts := v.Facts.Samples
-	items, _, err := r.Items(func(id int) (string, vision.Facts) { return ds.Index.SampleKey(id), facts[id] }, len(facts), job.Seq, o.vision.policy)
+	items, _, err := r.Items(func(id int) vision.Facts { return facts[id] }, ds.Index.SampleKey, len(facts), job.Seq, o.vision.policy)
 	if err != nil {
 		return nil, err
 	}
