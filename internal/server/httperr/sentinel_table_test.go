@@ -49,6 +49,7 @@ import (
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/transform"
 	videodec "github.com/brandgw/brand/transform/video"
+	"github.com/brandgw/brand/vision"
 )
 
 // served are the exported sentinels of the packages the server links
@@ -99,6 +100,7 @@ var served = []sentinelCase{
 	{"internal/batch/layout.ErrNoSnapshot", layout.ErrNoSnapshot, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrOutOfRange", layout.ErrOutOfRange, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrTokens", layout.ErrTokens, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrVision", layout.ErrVision, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/reader.ErrNotTogether", reader.ErrNotTogether, http.StatusInternalServerError, "internal", true},
 	{"internal/batch/reader.ErrTooLarge", reader.ErrTooLarge, http.StatusBadRequest, "too_large", false},
 	{"internal/batch/respond.ErrShort", respond.ErrShort, http.StatusInternalServerError, "internal", true},
@@ -110,6 +112,7 @@ var served = []sentinelCase{
 	{"internal/batch/tensorize.ErrClosed", tensorize.ErrClosed, http.StatusServiceUnavailable, "shutting_down", false},
 	{"internal/batch/tensorize.ErrTooLarge", tensorize.ErrTooLarge, http.StatusBadRequest, "too_large", false},
 	{"internal/batch/visit.ErrFingerprint", visit.ErrFingerprint, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/visit.ErrVisionMissing", visit.ErrVisionMissing, http.StatusBadGateway, "store_mismatch", true},
 	{"internal/cache/chunkcache.ErrBusy", chunkcache.ErrBusy, http.StatusServiceUnavailable, "cache_busy", false},
 	{"internal/cache/chunkcache.ErrClosed", chunkcache.ErrClosed, http.StatusInternalServerError, "internal", true},
 	{"internal/cache/chunkcache.ErrTooLarge", chunkcache.ErrTooLarge, http.StatusBadRequest, "too_large", false},
@@ -134,6 +137,7 @@ var served = []sentinelCase{
 	{"internal/codec/ustar.ErrTime", ustar.ErrTime, http.StatusInternalServerError, "internal", true},
 	{"internal/job/catalog.ErrCorrupt", catalog.ErrCorrupt, http.StatusBadGateway, "store_mismatch", true},
 	{"internal/job/catalog.ErrGrown", catalog.ErrGrown, http.StatusServiceUnavailable, "unavailable", true},
+	{"internal/job/catalog.ErrNoVisionFacts", catalog.ErrNoVisionFacts, http.StatusBadRequest, "bad_request", false},
 	{"internal/job/catalog.ErrNotReady", catalog.ErrNotReady, http.StatusServiceUnavailable, "not_ready", false},
 	{"internal/job/catalog.ErrSelect", catalog.ErrSelect, http.StatusBadRequest, "bad_request", false},
 	{"internal/job/catalog.ErrUnknown", catalog.ErrUnknown, http.StatusNotFound, "not_found", false},
@@ -156,6 +160,7 @@ var served = []sentinelCase{
 	{"internal/job/jobsched.ErrUnknown", jobsched.ErrUnknown, http.StatusNotFound, "not_found", false},
 	{"internal/job/plans.ErrBusy", plans.ErrBusy, http.StatusServiceUnavailable, "plan_busy", false},
 	{"internal/job/query.ErrBadRequest", query.ErrBadRequest, http.StatusBadRequest, "bad_request", false},
+	{"internal/job/query.ErrNotServed", query.ErrNotServed, http.StatusNotImplemented, "not_implemented", false},
 	{"internal/job/query.ErrOutOfRange", query.ErrOutOfRange, http.StatusNotFound, "not_found", false},
 	{"internal/s3face/s3auth.ErrCredentials", s3auth.ErrCredentials, http.StatusInternalServerError, "internal", true},
 	{"internal/server/httperr.ErrNotImplemented", httperr.ErrNotImplemented, http.StatusNotImplemented, "not_implemented", false},
@@ -186,6 +191,14 @@ var served = []sentinelCase{
 	{"transform.ErrSpec", transform.ErrSpec, http.StatusInternalServerError, "internal", true},
 	{"transform.ErrTooLarge", transform.ErrTooLarge, http.StatusUnprocessableEntity, "bad_image", false},
 	{"transform.ErrUnknownPipeline", transform.ErrUnknownPipeline, http.StatusBadRequest, "unknown_pipeline", false},
+	{"vision.ErrBadImage", vision.ErrBadImage, http.StatusUnprocessableEntity, "bad_image", false},
+	{"vision.ErrFactsFile", vision.ErrFactsFile, http.StatusBadGateway, "store_mismatch", true},
+	{"vision.ErrImageBounds", vision.ErrImageBounds, http.StatusUnprocessableEntity, "bad_image", false},
+	{"vision.ErrPlaceholders", vision.ErrPlaceholders, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"vision.ErrRule", vision.ErrRule, http.StatusBadRequest, "bad_request", false},
+	{"vision.ErrSample", vision.ErrSample, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"vision.ErrSequence", vision.ErrSequence, http.StatusInternalServerError, "internal", true},
+	{"vision.ErrTooLong", vision.ErrTooLong, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"transform/video.ErrCodec", videodec.ErrCodec, http.StatusUnprocessableEntity, "bad_video", false},
 	{"transform/video.ErrDecode", videodec.ErrDecode, http.StatusUnprocessableEntity, "bad_video", false},
 	{"transform/video.ErrNoDecoder", videodec.ErrNoDecoder, http.StatusNotImplemented, "no_video_decoder", false},
