@@ -158,6 +158,12 @@ class Sequences(BrandDataset):
     def __init__(self, url: str, dataset: Optional[str] = None, *, seq_len: int = 4096, batch_size: int = 8,
                  seed: int = 0, drop_last: bool = False, pack: Optional[str] = None, pad: Optional[int] = None,
                  eos: Optional[int] = None, **more: Any) -> None:
+        if more.get("vision") is not None:
+            # A vision job's sequences carry a loss mask and images of
+            # their own sizes beside their tokens: not a (B, seq) pair.
+            raise NotImplementedError("brand.Sequences does not read a vision job's sequences yet (their loss_mask, "
+                                      "image_spans, image_sizes and image.K members beside input_ids and "
+                                      "position_ids: docs/http-api.md, \"Image-text sequences\")")
         opts = _options("Sequences", {"dataset": dataset, "seq": seq_len, "batch_size": batch_size, "seed": seed,
                                       "drop_last": drop_last, "pack": pack, "pad": pad, "eos": eos}, more)
         super().__init__(url, opts, batches=True, collate=sequence_batch)
