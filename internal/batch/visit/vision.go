@@ -1,11 +1,8 @@
 package visit
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
@@ -23,22 +20,19 @@ var ErrVisionMissing = errkind.New(errkind.Upstream, "visit: a vision sequence's
 // packVision writes vision batch b's sequences from its samples, read
 // as res: each sample read again under the job's rule and checked
 // against the item it was laid out by (vision.Reader.ReadSequence), then
-// written with vision.Writer, keyed as a token job's sequences
-// (sequences.Key). The read's pins go back once the sequences are
-// written, before any is sent.
-func (v *Batches) packVision(ctx context.Context, b *layout.Batch, res *reader.Result) (*Served, error) {
+// written by the pack stage (sequences.Stage.PackVision) into the copy
+// budget, keyed as a token job's sequences (sequences.Key). The read's
+// pins go back once the sequences are written, before any is sent.
+// noWait: a premade batch, which takes no memory it would wait for.
+func (v *Batches) packVision(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
 	if len(res.MissingPos) > 0 {
 		_, _, in := b.Sample(res.MissingPos[0])
 		return nil, fmt.Errorf("%w: sample %s of batch %d (and %d more)", ErrVisionMissing, in.Key, b.Batch, len(res.MissingPos)-1)
 	}
 	vb := b.Vision()
-	parts := make(net.Buffers, len(vb.Seqs))
-	var n int64
+	req := sequences.VisionRequest{Writer: vb.Writer, Keys: make([]string, len(vb.Seqs)), Samples: make([][]vision.Sample, len(vb.Seqs)), NoWait: noWait}
 	for i, q := range vb.Seqs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		at := vb.At[i]
 		src := func(id int) (string, []byte, error) {
 			for j, sid := range q.Samples {
@@ -53,18 +47,13 @@ func (v *Batches) packVision(ctx context.Context, b *layout.Batch, res *reader.R
 		if err != nil {
 			return nil, err
 		}
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		if err := vb.Writer.Write(tw, sequences.Key(b.Epoch, vb.Pos[i]), samples); err != nil {
-			return nil, err
-		}
-		if err := tw.Flush(); err != nil {
-			return nil, err
-		}
-		parts[i] = buf.Bytes()
-		n += int64(buf.Len())
+		req.Keys[i], req.Samples[i] = sequences.Key(b.Epoch, vb.Pos[i]), samples
 	}
-	r := reader.Owned(parts, n, func() {})
+	out, err := v.packer.PackVision(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r := reader.Owned(out.Parts, out.Bytes, out.Release)
 	r.Figures, r.PerPart = res.Figures, res.PerPart
 	return &Served{Batch: b, Result: r}, nil
 }

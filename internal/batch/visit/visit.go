@@ -305,7 +305,7 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 		s, err := v.clip(ctx, b, res, premade)
 		return s, wait, nx, err
 	case *layout.VisionBatch:
-		s, err := v.packVision(ctx, b, res)
+		s, err := v.packVision(ctx, b, res, premade)
 		return s, wait, nx, err
 	}
 	if b.Job.Transform == "" {
