@@ -322,8 +322,7 @@ class Job:
             ``"min:3136,max:1003520,patch:14,merge:2,image:151655"``;
             docs/http-api.md, "Image-text sequences"), sent as written:
             each image is resized and counted as vision tokens in its
-            sequence. ``None``: a text token job. ``brand.Sequences``
-            does not yield a vision job's steps yet.
+            sequence. ``None``: a text token job.
         balance: give each rank of a global batch a share of its cost
             rather than of its positions (``balance=``, docs/shuffle.md
             §13): ``"attention"`` (the sum of the squares of a sequence's
