@@ -121,6 +121,12 @@ type Job struct {
 	// EOSSet; a dataset whose vocabulary does not name its EOS needs it.
 	EOS    int
 	EOSSet bool
+	// Vision makes a token job's samples image-text pairs (vision=, with
+	// seq=; package vision's rule, as written): each image resized by the
+	// rule and counted as vision tokens in its sequence, whole samples
+	// packed best fit (docs/http-api.md, "Image-text sequences"). "" is
+	// a text token job.
+	Vision string
 	// Balance assigns each global batch's samples to its ranks by cost
 	// (balance=, docs/shuffle.md §13): BalanceAttention or BalanceTokens
 	// for a token job's sequences, BalanceBytes for samples of a dataset
@@ -216,7 +222,7 @@ const (
 	ParamEOS  = "eos"
 	// ParamVision is a token job's vision side (package vision's Rule):
 	// its samples are image-text pairs whose images count as vision
-	// tokens. Not yet among JobParams: the gateway does not serve it.
+	// tokens (Job.Vision).
 	ParamVision = "vision"
 	// ParamBalance balances each global batch's ranks by cost
 	// (Job.Balance).
@@ -255,7 +261,7 @@ const (
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
 	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixSchedule, ParamScheduleVersion, ParamMixBlock, ParamMixSamples, ParamMembers,
-	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS,
+	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS, ParamVision,
 	ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamBalance}
 
 // Values encodes j as query parameters. Fields at their zero value that a
@@ -342,6 +348,9 @@ func (j Job) Values() url.Values {
 		}
 		if j.EOSSet {
 			v.Set(ParamEOS, strconv.Itoa(j.EOS))
+		}
+		if j.Vision != "" {
+			v.Set(ParamVision, j.Vision)
 		}
 	}
 	if j.Balance != "" {

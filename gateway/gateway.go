@@ -141,7 +141,10 @@ type Config struct {
 	// pipeline cannot transform (undecodable, truncated, over
 	// MaxImagePixels): "fail" (the default) answers 422 naming it;
 	// "skip" serves the batch without it, named in the Brand-Missing-*
-	// headers as a damaged chunk's samples are.
+	// headers as a damaged chunk's samples are. A vision job's bad
+	// samples (package vision's kinds) follow the same rule when its
+	// epoch is laid out: fail names the first, skip leaves them out of
+	// every sequence.
 	OnBadImage string
 	// TransformAheadBytes bounds the batches transformed ahead of their
 	// requests and held for them; they count against CopyBytes. Default a
@@ -509,6 +512,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
 	orders := layout.New(g.feedback)
+	if cfg.OnBadImage == OnDamagedSkip {
+		orders.SkipBadImages() // a vision job's bad samples, as a transform job's bad images
+	}
 	var own func(ds *catalog.Dataset, c int) bool // a single gateway owns every chunk
 	if routing != nil {
 		own = routing.Owns

@@ -300,6 +300,7 @@ var featureParams = map[string]url.Values{
 	"importance":    {"sampling": {"importance"}, "job": {"probe"}},
 	"samples":       {},
 	"tokens":        {"seq": {"64"}},
+	"vision":        {"seq": {"64"}, "vision": {"size:28x28,patch:14,image:1"}},
 	"clips":         {"clip": {"4"}},
 	"transform":     {"transform": {"imagenet-train"}},
 	"columns":       {"columns": {"txt"}},
@@ -332,20 +333,6 @@ func (j *mJob) refusePairs(seed uint64) {
 	}
 	for i := int(seed % pairStride); i < len(refused); i += pairStride {
 		pair := refused[i]
-		if pair.A == "vision" || pair.B == "vision" {
-			// The table holds vision= (package vision), which the gateway
-			// does not serve yet: a job naming it is answered 501, naming
-			// it, before the table is asked.
-			v := url.Values{"seed": {"5"}, "batch_size": {"2"}, "world": {"2"}, "seq": {"64"}, "vision": {"size:28x28,patch:14,image:1"}}
-			want := `not served: query parameter "vision": image-text sequences`
-			for _, path := range []string{"/epoch/0?", "/epoch/0/batch/0?", "/plan?"} {
-				resp, b := get(j.t, j.nodes.urls[j.anyNode(0)]+path+v.Encode())
-				if got := errorOf(b); resp.StatusCode != http.StatusNotImplemented || !strings.HasPrefix(got, want) {
-					j.t.Fatalf("%s%s: %s %s; want 501 %q…", path, v.Encode(), resp.Status, b, want)
-				}
-			}
-			continue
-		}
 		v := url.Values{"seed": {"5"}, "batch_size": {"2"}, "world": {"2"}}
 		var kind string
 		plan := false

@@ -55,9 +55,11 @@
 // (BenchmarkNewEpoch, 2 shared cores): 100,000 samples of a VLM-like mix
 // in windows of 10,000 at seq 4,096, 0.6 µs a sample and 99.97 % fill
 // without a cap; with 8 images a sequence, where the cap binds, 0.9 µs
-// and 96.3 %. The server's
-// index of such a dataset, which would hold the items, is not written
-// yet: the gateway does not serve vision= (docs/http-api.md).
+// and 96.3 %. A server
+// does not read every sample per job: a dataset's Facts (its samples'
+// text tokens and image sizes, under no rule) are read once at index
+// time and stored (FactsFile, docs/format.md §6.12), and each job makes
+// its items from them (Rule.Items).
 //
 // # Concurrency
 //

@@ -3,8 +3,6 @@ package vision
 import (
 	"errors"
 	"fmt"
-
-	"github.com/brandgw/brand/transform"
 )
 
 // A Policy is what a bad sample does to an epoch, as the server's
@@ -43,45 +41,58 @@ func (s Skipped) Total() int { return s.BadImage + s.Bounds + s.Placeholders + s
 type Source func(id int) (name string, sample []byte, err error)
 
 // Items reads samples [0, n) of src and returns each one's Item, for
-// NewEpoch: its tokens and images as Read makes them. A sample Read
-// refuses, or one longer than seq or of more images than the rule's
-// cap, fails the call under Fail (its error, naming it) and is an Item
-// of no tokens under Skip, counted by why. An error of src itself (the
-// store) fails the call under either policy.
+// NewEpoch: its tokens and images as Read makes them. It is Facts of
+// each sample, then Rule.Items: a sample Read refuses, or one longer
+// than seq or of more images than the rule's cap, fails the call under
+// Fail (its error, naming it) and is an Item of no tokens under Skip,
+// counted by why. An error of src itself (the store) or of the
+// tokenizer fails the call under either policy.
 func (r *Reader) Items(src Source, n, seq int, policy Policy) ([]Item, Skipped, error) {
-	items := make([]Item, n)
-	var sk Skipped
+	facts := make([]Facts, n)
+	names := make([]string, n)
 	for id := range n {
 		name, b, err := src(id)
 		if err != nil {
 			return nil, Skipped{}, err
 		}
-		s, err := r.Read(name, b)
-		if err == nil && (s.Tokens() > seq || r.Rule.MaxImages > 0 && len(s.Images) > r.Rule.MaxImages) {
-			err = fmt.Errorf("%w: %d tokens and %d images; a sequence holds %d tokens and %d images (0: no cap), and a sample with images is never cut (sample %s)",
-				ErrTooLong, s.Tokens(), len(s.Images), seq, r.Rule.MaxImages, name)
+		if facts[id], err = r.Facts(name, b); err != nil {
+			return nil, Skipped{}, err
 		}
-		if err != nil {
-			if policy == Fail {
-				return nil, Skipped{}, err
-			}
-			switch {
-			case errors.Is(err, ErrBadImage), errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge):
-				sk.BadImage++
-			case errors.Is(err, ErrImageBounds):
-				sk.Bounds++
-			case errors.Is(err, ErrPlaceholders):
-				sk.Placeholders++
-			case errors.Is(err, ErrTooLong):
-				sk.TooLong++
-			case errors.Is(err, ErrSample):
-				sk.NotSample++
-			default:
-				return nil, Skipped{}, err // the tokenizer's: not the sample's fault
-			}
+		names[id] = name
+	}
+	return r.Rule.Items(func(id int) Facts { return facts[id] }, func(id int) string { return names[id] }, n, seq, policy)
+}
+
+// Items makes the items of samples [0, n) from their facts (Rule.Item),
+// under policy: a sample's error fails the call under Fail, naming the
+// sample (name, asked of that sample alone), and makes it an Item of no
+// tokens under Skip, counted by why.
+func (r Rule) Items(facts func(id int) Facts, name func(id int) string, n, seq int, policy Policy) ([]Item, Skipped, error) {
+	items := make([]Item, n)
+	var sk Skipped
+	for id := range n {
+		it, err := r.Item(facts(id), seq)
+		if err == nil {
+			items[id] = it
 			continue
 		}
-		items[id] = r.item(s)
+		if policy == Fail {
+			return nil, Skipped{}, fmt.Errorf("%w (sample %s)", err, name(id))
+		}
+		switch {
+		case errors.Is(err, ErrBadImage):
+			sk.BadImage++
+		case errors.Is(err, ErrImageBounds):
+			sk.Bounds++
+		case errors.Is(err, ErrPlaceholders):
+			sk.Placeholders++
+		case errors.Is(err, ErrTooLong):
+			sk.TooLong++
+		case errors.Is(err, ErrSample):
+			sk.NotSample++
+		default:
+			return nil, Skipped{}, err
+		}
 	}
 	return items, sk, nil
 }

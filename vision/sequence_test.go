@@ -250,7 +250,8 @@ func newJob(t testing.TB, n, seq int, rule string) job {
 // 4 to 64 tokens an image; %d are the image, start and end IDs.
 const rule = "min:3136,max:50176,patch:14,merge:2,image:%d,start:%d,end:%d,images:4"
 
-// write writes sequence i of e, read from j's source.
+// write writes sequence i of e, read from j's source, and holds
+// Writer.Size to the bytes written.
 func (j job) write(t *testing.T, e *Epoch, items []Item, q Sequence, key string) []byte {
 	t.Helper()
 	samples, err := j.reader.ReadSequence(j.src, q, items)
@@ -261,6 +262,10 @@ func (j job) write(t *testing.T, e *Epoch, items []Item, q Sequence, key string)
 	tw := tar.NewWriter(&b)
 	if err := j.writer.Write(tw, key, samples); err != nil {
 		t.Fatal(err)
+	}
+	_ = tw.Flush()
+	if size := j.writer.Size(key, samples); size != int64(b.Len()) {
+		t.Fatalf("sequence %s: Size says %d bytes, Write wrote %d", key, size, b.Len())
 	}
 	_ = tw.Close()
 	return b.Bytes()

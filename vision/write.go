@@ -145,3 +145,27 @@ func raw(tw *tar.Writer, name string, b []byte) error {
 	_, err := tw.Write(b)
 	return err
 }
+
+// Size is the tar bytes Write appends for samples (the tar writer
+// flushed, no end of archive): every member a ustar header and its data
+// padded to 512 bytes. Known before any pixel is decoded, so that a
+// server takes a batch's memory before it writes the batch.
+func (wr *Writer) Size(key string, samples []Sample) int64 {
+	n := int64(0)
+	for _, s := range samples {
+		n += int64(len(s.Images))
+	}
+	seq := int64(wr.Seq)
+	size := tarMember(npy.HeaderLen("<i4", []int64{seq})+4*int(seq)) * 2
+	size += tarMember(npy.HeaderLen("|u1", []int64{seq}) + int(seq))
+	size += tarMember(npy.HeaderLen("<i4", []int64{n, 2})+8*int(n)) * 2
+	for _, s := range samples {
+		for _, im := range s.Images {
+			size += tarMember(npy.HeaderLen("|u1", []int64{3, int64(im.OutH), int64(im.OutW)}) + 3*im.OutW*im.OutH)
+		}
+	}
+	return size
+}
+
+// tarMember is a ustar member's bytes for n bytes of data.
+func tarMember(n int) int64 { return 512 + (int64(n)+511)/512*512 }

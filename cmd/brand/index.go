@@ -14,10 +14,12 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
+	"github.com/brandgw/brand/transform"
 )
 
 // runIndex is `brand index`: index a dataset where it is, never
@@ -49,7 +51,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
 	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
-	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the tokenizer the text is tokenized with, a SentencePiece model (tokenizer.model) or a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen, GPT-2): a file, or s3://bucket/path/FILE; stored in the dataset's description, so every node uses the same one")
+	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the tokenizer the text is tokenized with, a SentencePiece model (tokenizer.model) or a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen, GPT-2): a file, or s3://bucket/path/FILE; stored in the dataset's description, so every node uses the same one. Alone on tar shards of image-text samples (WebDataset pairs): their facts for vision jobs (seq= with vision=), each sample's text tokens and image sizes, stored with the tokenizer at _brand/vision-facts (docs/format.md §6.12)")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	fs.Var(&checksums, "checksums", "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in (a video's: of every GOP), which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file (a video: the GOP, whose clips alone fail), as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Default: on for video and LeRobot, whose damaged packets decode into wrong frames without an error; off for Parquet, MDS and Megatron. --checksums=false refuses them: a local file is then pinned by its size and modification time, an S3 object by its ETag, and bytes damaged at rest are not caught")
 	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept")
@@ -80,14 +82,17 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		return appendInPlace(ctx, env, st, src, dst, prefix, int64(chunk), parallel, sf)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
+		if tok.tokenizer != "" && tok.text == "" {
+			return usageError(env, "index", "--text and --tokenizer go together: the text column and the tokenizer it is tokenized with (--tokenizer alone is for tar shards of image-text samples)")
+		}
 		opt := format.Options{ChunkBytes: int64(chunk), Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary, SkipBad: skipBad}
 		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok.tokenizer, opt, checksums, sf)
 	}
 	if skipBad {
 		return usageError(env, "index", "--skip-bad-files is for a tree of videos: a tar shard that cannot be read is refused, naming it")
 	}
-	if tok.set() {
-		return usageError(env, "index", "--tokens, --text and --tokenizer are for datasets served in place (Parquet, MDS); tar shards are not token datasets")
+	if tok.set() && (tok != tokenFlags{tokenizer: tok.tokenizer}) {
+		return usageError(env, "index", "--tokens, --text and --vocabulary are for datasets served in place (Parquet, MDS); tar shards are not token datasets (--tokenizer alone writes the facts of their image-text samples)")
 	}
 	if checksums.set {
 		return usageError(env, "index", "--checksums is for datasets served in place (Parquet, MDS, Megatron, video): the index of tar shards holds every sample's CRC32C already")
@@ -110,6 +115,27 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	ix := res.Index
 	fmt.Fprintf(env.Stdout, "indexed %s samples in %d shards (%s) at %s, index %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), humanize.IBytes(uint64(ix.TotalBytes())), src, ix.ID())
+	if tok.tokenizer == "" {
+		return nil
+	}
+	// Image-text samples: their facts, which a vision job lays its
+	// epochs out from (docs/format.md, *Image-text facts*).
+	model, err := readModel(ctx, tok.tokenizer, sf)
+	if err != nil {
+		return err
+	}
+	f, err := dataset.WriteVisionFacts(ctx, st, ix, model, transform.DefaultMaxPixels, parallel)
+	if err != nil {
+		return err
+	}
+	faults := 0
+	for _, s := range f.Samples {
+		if s.Refused() {
+			faults++
+		}
+	}
+	fmt.Fprintf(env.Stdout, "wrote the image-text facts of %s samples (%s at fault: a vision job fails or skips them by --on-bad-image) at %s\n",
+		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), stored.VisionFactsKey)
 	return nil
 }
 
@@ -256,7 +282,7 @@ func (t tokenFlags) check() error {
 	switch {
 	case t.tokens != "" && t.text != "":
 		return errors.New("--tokens and --text: a dataset's tokens are a list column or a text, not both")
-	case (t.text == "") != (t.tokenizer == ""):
+	case t.text != "" && t.tokenizer == "":
 		return errors.New("--text and --tokenizer go together: the text column and the tokenizer it is tokenized with")
 	case t.vocabulary != "" && t.tokens == "":
 		return errors.New("--vocabulary names a --tokens column's vocabulary (a --text dataset's is its model's fingerprint)")

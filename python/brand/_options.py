@@ -317,6 +317,12 @@ class Job:
         pad: with ``seq``: the pad's token ID (the gateway's default 0).
         eos: with ``pack="concat"``: the EOS token ID put after every
             document.
+        vision: with ``seq``: the vision rule of a job over image-text
+            samples (``vision=``, such as
+            ``"min:3136,max:1003520,patch:14,merge:2,image:151655"``;
+            docs/http-api.md, "Image-text sequences"), sent as written:
+            each image is resized and counted as vision tokens in its
+            sequence. ``None``: a text token job.
         balance: give each rank of a global batch a share of its cost
             rather than of its positions (``balance=``, docs/shuffle.md
             §13): ``"attention"`` (the sum of the squares of a sequence's
@@ -404,6 +410,7 @@ class Job:
     pack: Optional[str] = None
     pad: Optional[int] = None
     eos: Optional[int] = None
+    vision: Optional[str] = None
     clip: Optional[int] = None
     stride: Optional[int] = None
     fps: Optional[float] = None
@@ -526,6 +533,8 @@ class Job:
             )
         if self.schedule_version is not None and self.name is None:
             raise ValueError("brand: schedule_version reads the schedule stored under the job's name: give name")
+        if self.vision is not None and (self.seq is None or not isinstance(self.vision, str) or not self.vision):
+            raise ValueError("brand: vision applies only to a token job (seq): its images are counted in the sequence's tokens")
         if self.eos is not None and self.pack != "concat":
             raise ValueError("brand: eos applies only with pack='concat': bestfit puts no token between documents")
         if self.clip is None and self.clips:
@@ -771,6 +780,8 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         q["pad"] = str(job.pad)
     if job.eos is not None:
         q["eos"] = str(job.eos)
+    if job.vision is not None:
+        q["vision"] = job.vision
     if job.balance is not None:
         q["balance"] = job.balance
     for name in ("clip", "stride", "step", "clip_start", "clip_layout", "delta_timestamps", "frames"):

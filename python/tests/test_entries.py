@@ -288,6 +288,8 @@ class TestChecked(unittest.TestCase):
             brand.LeRobot(NOWHERE, "robot")
         with self.assertRaisesRegex(TypeError, "unknown keyword 'batchsize'"):
             brand.Samples(NOWHERE, "t", batchsize=4)
+        with self.assertRaisesRegex(TypeError, r"brand.Samples does not take vision=.*brand.Sequences"):
+            brand.Samples(NOWHERE, "t", vision="size:28x28,patch:14,image:1")
 
     def test_defaults(self):
         self.assertEqual(brand.Samples(NOWHERE, "t").batch_size, 256)

@@ -48,6 +48,7 @@ MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True,
                 name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b",
                 columns=("image", "label"))
 TOK = brand.Job(dataset="tok", seed=3, batch_size=8, seq=4096, pack="concat", pad=0, eos=2, balance="attention")
+VIS = brand.Job(dataset="pairs", seed=3, batch_size=8, seq=4096, vision="size:448x448,patch:14,image:32000")
 # A schedule given with the job, and one stored under its name.
 SCHED = brand.Job(seed=7, mix_schedule="0:web:0.7,code:0.3;40~80:web:0,code:1", mix_block=32)
 STORED = brand.Job(seed=7, name="run-1", schedule_version="latest", mix_block=32)
@@ -88,6 +89,7 @@ def field_changes():
         "pack": (brand.Job(seq=128), dict(pack="concat")),
         "pad": (brand.Job(seq=128), dict(pad=5)),
         "eos": (brand.Job(seq=128, pack="concat"), dict(eos=2)),
+        "vision": (brand.Job(seq=128), dict(vision="size:28x28,patch:14,image:1")),
         "balance": (brand.Job(seq=128), dict(balance="attention")),
         "clip": (plain, dict(clip=8)),
         "stride": (brand.Job(clip=8), dict(stride=2)),
@@ -103,7 +105,7 @@ def field_changes():
 class TestQuery(unittest.TestCase):
     def test_the_parameters_are_the_golden_list(self):
         want = golden()
-        one, mix, tok = set(job_query(ONE)), set(job_query(MIX)), set(job_query(TOK))
+        one, mix, tok = set(job_query(ONE)), set(job_query(MIX)), set(job_query(TOK)) | set(job_query(VIS))
         sched = set(job_query(SCHED)) | set(job_query(STORED))
         clips = set(job_query(CLIP)) | set(job_query(ROBOT))
         for sent in (one, mix, tok, sched, clips):
@@ -635,7 +637,7 @@ class TestWire(unittest.TestCase):
         # dataset is no token dataset), nor a clip job's (nor a video
         # dataset); index= is the version the plan named.
         self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "mix_schedule", "schedule",
-                                           "importance", "transform", "columns", "seq", "pack", "pad", "eos",
+                                           "importance", "transform", "columns", "seq", "pack", "pad", "eos", "vision",
                                            "clip", "stride", "fps", "step", "clip_start", "clip_layout",
                                            "delta_timestamps", "frames", "balance"})
 

@@ -289,3 +289,42 @@ class TestLayout(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestVisionSteps(unittest.TestCase):
+    """A vision job (``vision=``) read by brand.Sequences against a real
+    `brand serve` of image-text shards indexed with `brand index
+    --tokenizer` (visiongateway.py): each step's tokens, loss mask and
+    images line up, and an epoch holds every image once."""
+
+    RULE = "min:784,max:6272,patch:14,merge:2,image:682,start:683,end:684"
+
+    def test_steps_carry_images_on_their_spans(self):
+        from visiongateway import vision_gateway  # noqa: PLC0415
+
+        gw = vision_gateway()
+        ds = brand.Sequences(gw.url, "pairs", seq_len=256, batch_size=2, seed=3, vision=self.RULE)
+        n = ds.samples_in_epoch(0)
+        rows, images = 0, 0
+        for b in ds:
+            self.assertEqual(b.tokens.dtype, torch.int32)
+            self.assertEqual(b.loss_mask.dtype, torch.uint8)
+            self.assertEqual(b.tokens.shape, b.loss_mask.shape)
+            self.assertEqual(b.tokens.shape[1], 256)
+            for r in range(b.tokens.shape[0]):
+                ids, loss = b.tokens[r].tolist(), b.loss_mask[r].tolist()
+                spans, sizes = b.image_spans[r].tolist(), b.image_sizes[r].tolist()
+                self.assertEqual(len(spans), len(b.images[r]))
+                for (start, length), (h, w), im in zip(spans, sizes, b.images[r]):
+                    self.assertEqual(im.dtype, torch.uint8)
+                    self.assertEqual(tuple(im.shape), (3, h, w))
+                    self.assertEqual(length, (h // 14) * (w // 14) // 4)
+                    self.assertEqual(ids[start - 1], 683)
+                    self.assertEqual(ids[start + length], 684)
+                    self.assertEqual(set(ids[start:start + length]), {682})
+                    self.assertEqual(set(loss[start - 1:start + length + 1]), {0})
+                self.assertEqual(ids.count(682), sum(length for _, length in spans))
+                images += len(spans)
+            rows += b.tokens.shape[0]
+        self.assertEqual(rows, n)
+        self.assertEqual(images, sum(len(sizes) for _, sizes in gw.samples.values()))

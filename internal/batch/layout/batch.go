@@ -314,7 +314,14 @@ func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batche
 		return 0, 0, nil, err
 	}
 	n := e.NumSamples()
-	if job.Tokens() {
+	switch {
+	case job.Vision != "":
+		ve, _, err := o.visionEpoch(ds, job, epoch)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		n = ve.NumSequences()
+	case job.Tokens():
 		p, err := o.tokenEpoch(ds, job, epoch)
 		if err != nil {
 			return 0, 0, nil, err
@@ -390,6 +397,9 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	}
 	b.ETag = o.ETag(src, job, epoch, m)
 	s := StreamOf(src.DS, job)
+	if job.Vision != "" {
+		return b, o.layoutVision(ctx, b, s)
+	}
 	if job.Tokens() {
 		spec, err := TokensOf(src.DS, job)
 		if err != nil {
@@ -478,7 +488,7 @@ func batchETag(id string, ds *catalog.Dataset, job api.Job, e *Edit, epoch, m ui
 }
 
 // appendTokens names, in a token job's batch ETag, the sequences'
-// length, the packing, the pad and concat's EOS.
+// length, the packing, the pad, concat's EOS and a vision job's rule.
 func appendTokens(s []byte, job api.Job) []byte {
 	if !job.Tokens() {
 		return s
@@ -486,6 +496,9 @@ func appendTokens(s []byte, job api.Job) []byte {
 	s = fmt.Appendf(s, "|seq=%d|pack=%s|pad=%d", job.Seq, job.PackMode(), job.Pad)
 	if job.EOSSet {
 		s = fmt.Appendf(s, "|eos=%d", job.EOS)
+	}
+	if job.Vision != "" {
+		s = fmt.Appendf(s, "|vision=%s", job.Vision)
 	}
 	return s
 }
@@ -554,7 +567,14 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 		}
 		info.Samples, info.Batches = n, batches
 		info.IndexID, info.Chunks, info.Windows = src.IndexID(), src.DS.Index.NumChunks(), e.NumWindows()
-		if job.Tokens() {
+		switch {
+		case job.Vision != "":
+			ve, items, err := o.visionEpoch(src.DS, job, epoch)
+			if err != nil {
+				return info, err
+			}
+			info.Tokens = visionInfo(ve, items, job)
+		case job.Tokens():
 			p, err := o.tokenEpoch(src.DS, job, epoch)
 			if err != nil {
 				return info, err

@@ -9,11 +9,12 @@ import (
 	"github.com/brandgw/brand/internal/batch/sequences"
 )
 
-// Packer writes a token batch's sequences from its documents
-// (sequences.Stage): the stage between read and respond for a job that
-// packs a token dataset (seq=).
+// Packer writes a token batch's sequences from its documents, or a
+// vision batch's from its image-text samples (sequences.Stage): the
+// stage between read and respond for a job that packs sequences (seq=).
 type Packer interface {
 	Pack(ctx context.Context, req sequences.Request) (*sequences.Output, error)
+	PackVision(ctx context.Context, req sequences.VisionRequest) (*sequences.Output, error)
 }
 
 // pack writes token batch b's sequences from its documents, read as res.
@@ -63,5 +64,9 @@ type noPacker struct{}
 var errNoPacker = errors.New("visit: no pack stage")
 
 func (noPacker) Pack(context.Context, sequences.Request) (*sequences.Output, error) {
+	return nil, errNoPacker
+}
+
+func (noPacker) PackVision(context.Context, sequences.VisionRequest) (*sequences.Output, error) {
 	return nil, errNoPacker
 }

@@ -304,6 +304,9 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	case *layout.ClipBatch:
 		s, err := v.clip(ctx, b, res, premade)
 		return s, wait, nx, err
+	case *layout.VisionBatch:
+		s, err := v.packVision(ctx, b, res, premade)
+		return s, wait, nx, err
 	}
 	if b.Job.Transform == "" {
 		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nx, nil

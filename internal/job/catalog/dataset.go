@@ -62,6 +62,7 @@ type Dataset struct {
 	opened  opening // how the dataset was opened: a reload opens it alike
 
 	ancestors *ancestorMemo // views of the versions the index extends
+	vision    *visionMemo   // image-text facts, once a vision job asks
 }
 
 // ownerMemo holds the chunk owners of the last few memberships asked
@@ -81,7 +82,7 @@ func NewDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *
 	d := &Dataset{Name: name, URL: url, Store: store, Index: ix, LoadedAt: time.Now(), Version: 1,
 		Counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks()),
 		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(chunkindex.Root(ix)), owners: &ownerMemo{},
-		ancestors: &ancestorMemo{}}
+		ancestors: &ancestorMemo{}, vision: &visionMemo{}}
 	for c := range ix.NumChunks() {
 		d.chunkByKey[ix.Chunk(c).Key] = c
 		d.MaxChunk = max(d.MaxChunk, ix.Chunk(c).Size)

@@ -20,6 +20,7 @@ import (
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/vision"
 )
 
 var (
@@ -36,9 +37,7 @@ var (
 
 // notServed are the job parameters the table of features holds whose
 // jobs the gateway does not serve yet, each with why.
-var notServed = map[string]string{
-	api.ParamVision: "image-text sequences (vision=, package vision) are built and tested as a library; the gateway does not serve them yet",
-}
+var notServed = map[string]string{}
 
 // Defaults are the job parameters used when a request does not give them,
 // so that plain curl needs none.
@@ -302,6 +301,13 @@ var params = map[string]param{
 		err := intParam(func(q *Query) *int { return &q.Job.EOS }, 0, fixed(math.MaxInt32), "a token ID of int32")(q, name, v, l)
 		q.Job.EOSSet = err == nil
 		return err
+	},
+	api.ParamVision: func(q *Query, name, v string, _ Limits) error {
+		if _, err := vision.ParseRule(v); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		q.Job.Vision = v
+		return nil
 	},
 	api.ParamBalance: func(q *Query, name, v string, _ Limits) error {
 		if !slices.Contains(api.BalanceKinds, v) {

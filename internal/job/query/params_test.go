@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -102,6 +101,7 @@ func TestJobValuesParseBack(t *testing.T) {
 			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000,
 			Columns: []string{"image", "label"}},
 		{Dataset: "tok", Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 8, World: 1}, Seq: 4096, Pack: "concat", Pad: 7, EOS: 2, EOSSet: true, Balance: "attention"},
+		{Dataset: "pairs", Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 8, World: 1}, Seq: 4096, Vision: "min:3136,max:1003520,patch:14,merge:2,image:151655,images:8"},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1},
 			Mix: sched[0].Mix, Schedule: sched, MixBlock: 64},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "run", ScheduleVersion: "0123456789abcdef", MixBlock: 64},
@@ -314,14 +314,19 @@ func TestFill(t *testing.T) {
 	}
 }
 
-// TestNotServed: a parameter the table of features holds but the gateway
-// does not serve yet (vision=) is answered 501 naming it, not 400 as an
-// unknown parameter, on every endpoint that takes a job.
-func TestNotServed(t *testing.T) {
+// TestVisionParam: vision= is a job parameter on every endpoint that
+// takes a job, kept as written; a rule ParseRule refuses is 400 naming
+// vision= and the part at fault.
+func TestVisionParam(t *testing.T) {
+	base := Query{Job: api.Job{Params: shuffle.Params{BatchSize: 32, Window: 8, World: 1}}}
 	for _, accepted := range [][]string{JobParams, PlanParams} {
-		_, err := Parse("seq=64&vision=size:28x28,patch:14,image:1", accepted, Query{}, Limits{})
-		if !errors.Is(err, ErrNotServed) || errkind.Of(err) != errkind.NotImplemented || !strings.Contains(err.Error(), `"vision"`) {
-			t.Errorf("accepted %v: %v; want ErrNotServed naming vision", accepted, err)
+		q, err := Parse("seq=64&vision=size:28x28,patch:14,image:1", accepted, base, Limits{})
+		if err != nil || q.Job.Vision != "size:28x28,patch:14,image:1" {
+			t.Errorf("accepted %v: %+v, %v; want the rule kept", accepted, q.Job, err)
+		}
+		_, err = Parse("seq=64&vision=size:28x28,image:1", accepted, base, Limits{})
+		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "vision") || !strings.Contains(err.Error(), "patch") {
+			t.Errorf("accepted %v: %v; want 400 naming vision= and patch", accepted, err)
 		}
 	}
 }

@@ -288,6 +288,12 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	if err := r.snapshot(ctx, src, q.Job); err != nil {
 		return nil, err
 	}
+	if q.Job.Vision != "" && src.DS != nil {
+		// The layout reads the facts from memory, as an order is.
+		if _, err := src.DS.LoadVision(ctx); err != nil {
+			return nil, err
+		}
+	}
 	src.Features = features
 	return &Job{Query: q, Features: features, Source: src, Epoch: epoch}, nil
 }
@@ -363,9 +369,13 @@ func (r *Resolver) data(job api.Job) (layout.Source, error) {
 	return layout.Source{Mix: m}, err
 }
 
-// view is the view of ds job reads: a token job its token field alone,
-// any other the fields it names (columns=).
+// view is the view of ds job reads: a vision job its samples whole, a
+// token job its token field alone, any other the fields it names
+// (columns=).
 func view(ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+	if job.Vision != "" {
+		return ds, nil // image-text samples, read whole
+	}
 	if job.Tokens() {
 		return layout.TokenView(ds)
 	}

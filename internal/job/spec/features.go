@@ -110,7 +110,7 @@ func features() []Def {
 			SetBy: []Param{{Name: api.ParamSampling, Value: api.SamplingImportance}}},
 		{Name: Samples, What: "samples served as stored", DefaultUnless: units},
 		{Name: Tokens, What: "a token dataset's documents packed into sequences (seq=)", SetBy: []Param{p(api.ParamSeq)}},
-		{Name: Vision, What: "a token job's samples are image-text pairs: each image resized by a rule and counted as vision tokens in the sequence (vision=, with seq=; package vision, not served by the gateway yet)",
+		{Name: Vision, What: "a token job's samples are image-text pairs: each image resized by a rule and counted as vision tokens in the sequence (vision=, with seq=; package vision), over a dataset of tar chunks indexed with its image-text facts (brand index --tokenizer)",
 			SetBy: []Param{p(api.ParamVision)}},
 		{Name: Clips, What: "a video dataset's clips decoded on the data node (clip=, delta_timestamps=, frames=)",
 			SetBy: []Param{p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}},

@@ -140,10 +140,23 @@ class SequenceBatch(NamedTuple):
         positions: ``torch.int32`` of shape ``(B, seq_len)``: each token's
             position in its document, 0 where a document starts (the
             gateway's ``position_ids``). Both on the received buffer.
+        loss_mask: a vision job's (``vision=``): ``torch.uint8``
+            ``(B, seq_len)``, 1 on the tokens the loss covers; ``None``
+            for a text token job, as are the three below.
+        images: per sequence, its images as ``(3, h, w)`` ``torch.uint8``
+            tensors on the received buffer, in the order of their spans.
+        image_spans: per sequence, ``torch.int32`` ``(n, 2)``: each
+            image's placeholder tokens in ``tokens``, start and length.
+        image_sizes: per sequence, ``torch.int32`` ``(n, 2)``: each
+            image's height and width as resized.
     """
 
     tokens: torch.Tensor
     positions: torch.Tensor
+    loss_mask: Optional[torch.Tensor] = None
+    images: Optional[List[List[torch.Tensor]]] = None
+    image_spans: Optional[List[torch.Tensor]] = None
+    image_sizes: Optional[List[torch.Tensor]] = None
 
     def cu_seqlens(self) -> torch.Tensor:
         """The documents' boundaries in the flattened batch, for
@@ -351,7 +364,8 @@ def tensor_batch(samples: List[Any]) -> TensorBatch:
 
 def sequence_batch(step: Mapping[str, torch.Tensor]) -> SequenceBatch:
     """A :class:`SequenceBatch` of a token step (:func:`sequence_tensors`)."""
-    return SequenceBatch(step["input_ids"], step["position_ids"])
+    return SequenceBatch(step["input_ids"], step["position_ids"], step.get("loss_mask"), step.get("images"),
+                         step.get("image_spans"), step.get("image_sizes"))
 
 
 def clip_batch(step: Mapping[str, Any]) -> ClipBatch:

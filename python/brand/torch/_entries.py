@@ -37,7 +37,7 @@ __all__ = ["Clips", "LeRobot", "Samples", "Sequences", "Tensors"]
 # The keywords that make each kind of job, and the entry that reads it.
 _KIND_OF = {
     "transform": "Tensors",
-    "seq": "Sequences", "pack": "Sequences", "pad": "Sequences", "eos": "Sequences",
+    "seq": "Sequences", "pack": "Sequences", "pad": "Sequences", "eos": "Sequences", "vision": "Sequences",
     "clip": "Clips", "stride": "Clips", "fps": "Clips", "step": "Clips", "clip_start": "Clips",
     "delta_timestamps": "LeRobot", "frames": "LeRobot",
 }
@@ -147,6 +147,10 @@ class Sequences(BrandDataset):
             and an EOS after each, cut every ``seq_len``).
         pad, eos: the pad's token ID (0) and, with ``"concat"``, the
             EOS's.
+        vision: a vision job's rule (``vision=``) over a dataset of
+            image-text samples: each step then also carries the
+            sequences' ``loss_mask``, ``images``, ``image_spans`` and
+            ``image_sizes`` (:class:`SequenceBatch`).
 
     Example::
 
@@ -157,9 +161,10 @@ class Sequences(BrandDataset):
 
     def __init__(self, url: str, dataset: Optional[str] = None, *, seq_len: int = 4096, batch_size: int = 8,
                  seed: int = 0, drop_last: bool = False, pack: Optional[str] = None, pad: Optional[int] = None,
-                 eos: Optional[int] = None, **more: Any) -> None:
+                 eos: Optional[int] = None, vision: Optional[str] = None, **more: Any) -> None:
         opts = _options("Sequences", {"dataset": dataset, "seq": seq_len, "batch_size": batch_size, "seed": seed,
-                                      "drop_last": drop_last, "pack": pack, "pad": pad, "eos": eos}, more)
+                                      "drop_last": drop_last, "pack": pack, "pad": pad, "eos": eos, "vision": vision},
+                        more)
         super().__init__(url, opts, batches=True, collate=sequence_batch)
 
 

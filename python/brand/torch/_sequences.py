@@ -13,8 +13,34 @@ from typing import Any, Dict
 import torch
 
 from .._sequences import _members, layout
+from ._tensors import npy_tensor
 
 _NPY_HEADER = 128
+_LOSS_MASK = "loss_mask.npy"
+
+
+def _vision_tensors(batch: Any) -> Dict[str, Any]:
+    """A vision job's batch as a step (sequence_tensors)."""
+    out: Dict[str, Any] = {"input_ids": [], "position_ids": [], "loss_mask": [], "image_spans": [],
+                           "image_sizes": [], "images": []}
+    for s in batch:
+        for k in ("input_ids", "position_ids", "loss_mask", "image_spans", "image_sizes"):
+            m = s.get(k + ".npy")
+            if m is None:
+                raise ValueError(f"brand: not a vision batch: sample {s.get('__key__')!r} has no {k}.npy")
+            out[k].append(npy_tensor(m))
+        n = out["image_sizes"][-1].shape[0]
+        images = []
+        for k in range(n):
+            m = s.get(f"image.{k}.npy")
+            if m is None:
+                raise ValueError(f"brand: not a vision batch: sample {s.get('__key__')!r} has no image.{k}.npy")
+            images.append(npy_tensor(m))
+        out["images"].append(images)
+    for k in ("input_ids", "position_ids", "loss_mask"):
+        dtype = torch.uint8 if k == "loss_mask" else torch.int32
+        out[k] = torch.stack(out[k]) if out[k] else torch.empty((0, 0), dtype=dtype)
+    return out
 
 
 def sequence_tensors(batch: Any) -> Dict[str, torch.Tensor]:
@@ -29,9 +55,19 @@ def sequence_tensors(batch: Any) -> Dict[str, torch.Tensor]:
     ``cu = torch.nonzero(pos.flatten() == 0).flatten()``, then the end,
     ``pos.numel()``.
 
+    A vision job's batch (``vision=``: docs/http-api.md, *Image-text
+    sequences*) adds ``"loss_mask"`` (``torch.uint8`` ``(B, seq)``) and,
+    per sequence, ``"image_spans"`` and ``"image_sizes"`` (``torch.int32``
+    ``(n, 2)``: each image's placeholder tokens as start and length, its
+    height and width as resized) and ``"images"`` (a list of ``(3, h, w)``
+    ``torch.uint8`` tensors on the received buffer, in the order of their
+    spans); its ``(B, seq)`` tensors are copies.
+
     Raises:
         ValueError: a batch that is not a token job's.
     """
+    if any(s.get(_LOSS_MASK) is not None for s in batch):
+        return _vision_tensors(batch)
     body = getattr(batch, "body", None)
     lay = layout(body) if body is not None else None
     if lay is not None:

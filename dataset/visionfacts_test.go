@@ -1,0 +1,142 @@
+package dataset
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/brandgw/brand/dataset/stored"
+	"github.com/brandgw/brand/tokenize"
+	"github.com/brandgw/brand/vision"
+)
+
+// imageTextShard is a WebDataset shard of n image-text samples (a txt
+// with 0 to 2 placeholders and as many PNGs, every fifth a sample whose
+// placeholders are not its images, every seventh an image that is no
+// PNG), and each sample's members as a tar of their own.
+func imageTextShard(t *testing.T, base, n int) (shard []byte, samples map[string][]byte) {
+	t.Helper()
+	var sb bytes.Buffer
+	tw := tar.NewWriter(&sb)
+	samples = make(map[string][]byte)
+	for i := range n {
+		key := fmt.Sprintf("s%05d", base+i)
+		var own bytes.Buffer
+		otw := tar.NewWriter(&own)
+		put := func(name string, b []byte) {
+			for _, w := range []*tar.Writer{tw, otw} {
+				if err := w.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Write(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		k := i % 3
+		text := fmt.Sprintf("Sample %d, a picture of %d things.", i, i*7)
+		for j := range k {
+			text = "<image> " + text
+			im := image.NewNRGBA(image.Rect(0, 0, 30+i+j, 40+2*i))
+			im.SetNRGBA(0, 0, color.NRGBA{uint8(i), 1, 2, 255})
+			var b bytes.Buffer
+			if err := png.Encode(&b, im); err != nil {
+				t.Fatal(err)
+			}
+			if i%7 == 6 {
+				b.Reset()
+				b.WriteString("GIF89a not a png")
+			}
+			put(fmt.Sprintf("%s.%d.png", key, j), b.Bytes())
+		}
+		if i%5 == 4 {
+			text += " <image> one too many"
+		}
+		put(key+".txt", []byte(text))
+		if err := otw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		samples[key] = own.Bytes()
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return sb.Bytes(), samples
+}
+
+// TestVisionFacts: the facts written beside an index of image-text
+// shards are, sample by sample, what vision.Reader.Facts makes of the
+// sample's own members, with the tokenizer file and the pixel bound;
+// read back they are the same; after a re-index of more samples they
+// are refused as of another index.
+func TestVisionFacts(t *testing.T) {
+	ctx := context.Background()
+	tok, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := tokenize.Load(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newLocal(t)
+	all := make(map[string][]byte)
+	for s := range 3 {
+		shard, samples := imageTextShard(t, 100*s, 23)
+		putBytes(t, st, fmt.Sprintf("shard-%d.tar", s), shard)
+		for k, v := range samples {
+			all[k] = v
+		}
+	}
+	res, err := IndexShards(ctx, st, IndexOptions{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := res.Index
+	f, err := WriteVisionFacts(ctx, st, ix, tok, 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &vision.Reader{Encoder: model, MaxPixels: 1 << 20}
+	faults := 0
+	for id := range ix.NumSamples() {
+		key := ix.SampleKey(id)
+		want, err := r.Facts(key, all[key])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(f.Samples[id], want) {
+			t.Fatalf("sample %s: %+v; its members make %+v", key, f.Samples[id], want)
+		}
+		if want.Refused() {
+			faults++
+		}
+	}
+	if faults == 0 || faults == ix.NumSamples() {
+		t.Fatalf("%d of %d samples at fault: the test wants both kinds", faults, ix.NumSamples())
+	}
+	back, err := stored.ReadVisionFacts(ctx, st, ix)
+	if err != nil || !reflect.DeepEqual(back, f) {
+		t.Fatalf("read back: %v", err)
+	}
+	shard, _ := imageTextShard(t, 900, 4)
+	putBytes(t, st, "shard-9.tar", shard)
+	if err := st.Delete(ctx, "_brand/index"); err != nil {
+		t.Fatal(err)
+	}
+	res2, err := IndexShards(ctx, st, IndexOptions{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stored.ReadVisionFacts(ctx, st, res2.Index); !errors.Is(err, vision.ErrFactsFile) {
+		t.Fatalf("facts of the old index read for the new one: %v; want ErrFactsFile", err)
+	}
+}

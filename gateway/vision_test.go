@@ -1,0 +1,524 @@
+package gateway_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/codec/npy"
+	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/tokenize"
+	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/vision"
+)
+
+// visionSample is what the test made of an image-text sample: its
+// turns (text and whether the loss covers it), its images' sizes, and
+// its members as a tar.
+type visionSample struct {
+	key   string
+	turns []visionTurn
+	sizes [][2]int // w, h
+	tar   []byte
+}
+
+type visionTurn struct {
+	text      string
+	assistant bool
+}
+
+// visionCorpus writes shards of image-text samples into st: captions (a
+// txt, placeholders inline or none) and LLaVA conversations (a json),
+// 0 to 2 images each, PNG or JPEG, of 28 to 160 pixels a side.
+func visionCorpus(t *testing.T, st *s3backend.Local, shards, perShard int) map[string]visionSample {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(70, 3))
+	texts := []string{"A photo of a cat on a mat.", "Ein Hund läuft über die Wiese, 🐕!", "写真の中の山と川。", "def f(x):\n    return x * 2", "Сравните два изображения."}
+	out := map[string]visionSample{}
+	for s := range shards {
+		var shard bytes.Buffer
+		tw := tar.NewWriter(&shard)
+		for i := range perShard {
+			m := visionSample{key: fmt.Sprintf("p%d/s%03d", s, i)}
+			var own bytes.Buffer
+			otw := tar.NewWriter(&own)
+			put := func(name string, b []byte) {
+				for _, w := range []*tar.Writer{tw, otw} {
+					if err := w.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := w.Write(b); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			k := rng.IntN(3)
+			for j := range k {
+				w, h := 28+rng.IntN(133), 28+rng.IntN(133)
+				m.sizes = append(m.sizes, [2]int{w, h})
+				im := image.NewNRGBA(image.Rect(0, 0, w, h))
+				for y := range h {
+					for x := range w {
+						n := rng.Uint32()
+						im.SetNRGBA(x, y, color.NRGBA{uint8(x*255/w) ^ uint8(n&31), uint8(y*255/h) ^ uint8(n>>5&31), uint8(n >> 10), 255})
+					}
+				}
+				var b bytes.Buffer
+				ext := "png"
+				if (i+j)%3 == 0 {
+					ext = "jpg"
+					if err := jpeg.Encode(&b, im, &jpeg.Options{Quality: 90}); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := png.Encode(&b, im); err != nil {
+					t.Fatal(err)
+				}
+				put(fmt.Sprintf("%s.%d.%s", m.key, j, ext), b.Bytes())
+			}
+			if i%4 == 3 {
+				q := strings.Repeat("<image>\n", k) + "What is here? " + texts[rng.IntN(len(texts))]
+				m.turns = []visionTurn{{q, false}, {texts[rng.IntN(len(texts))], true}}
+				doc, _ := json.Marshal(map[string]any{"conversations": []map[string]string{{"from": "human", "value": q}, {"from": "gpt", "value": m.turns[1].text}}})
+				put(m.key+".json", doc)
+			} else {
+				var sb strings.Builder
+				inline := rng.IntN(2) == 0
+				for range k {
+					if inline {
+						sb.WriteString("<image> ")
+					}
+					sb.WriteString(texts[rng.IntN(len(texts))] + " ")
+				}
+				sb.WriteString(texts[rng.IntN(len(texts))])
+				m.turns = []visionTurn{{sb.String(), true}}
+				put(m.key+".txt", []byte(sb.String()))
+			}
+			if err := otw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			m.tar = own.Bytes()
+			out[m.key] = m
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		putFile(t, st, fmt.Sprintf("shards/%03d.tar", s), shard.Bytes())
+	}
+	return out
+}
+
+// expand is sample m's IDs and loss mask as docs/http-api.md states them,
+// built from what the test made: each turn's pieces between
+// placeholders tokenized one by one, each image start, image × its
+// tokens, end (loss 0); a text with no placeholder takes its images
+// first.
+func (m visionSample) expand(t *testing.T, r vision.Rule, enc *tokenize.Model) (ids []int32, loss []uint8) {
+	t.Helper()
+	next := 0
+	img := func() {
+		w, h, err := r.Size(m.sizes[next][0], m.sizes[next][1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		next++
+		ids = append(ids, r.Start)
+		for range r.Tokens(w, h) {
+			ids = append(ids, r.Image)
+		}
+		ids = append(ids, r.End)
+		for len(loss) < len(ids) {
+			loss = append(loss, 0)
+		}
+	}
+	holes := 0
+	for _, tr := range m.turns {
+		holes += strings.Count(tr.text, vision.Placeholder)
+	}
+	if holes == 0 {
+		for range m.sizes {
+			img()
+		}
+	}
+	for _, tr := range m.turns {
+		pieces := strings.Split(tr.text, vision.Placeholder)
+		for i, p := range pieces {
+			got, err := enc.Encode([]byte(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, got...)
+			for range got {
+				loss = append(loss, map[bool]uint8{true: 1, false: 0}[tr.assistant])
+			}
+			if i < len(pieces)-1 {
+				img()
+			}
+		}
+	}
+	return ids, loss
+}
+
+// TestVisionOverHTTP: a WebDataset of image-text samples indexed with
+// `brand index --tokenizer`'s facts (dataset.WriteVisionFacts) is served
+// as a vision job over HTTP. /epoch/0 counts the epoch's sequences as
+// vision.NewEpoch packs the test's own item of each sample (its tokens
+// expanded here, its images counted by the rule); every sequence of the
+// epoch read at world 2 holds those samples, token for token as the
+// test expands them (input_ids, loss_mask, position_ids), with each
+// image's span and size, and its members byte for byte what the
+// library's Reader and Writer make of the samples (images resized by
+// transform's resampler, held to Pillow in package vision); every sample
+// is in one sequence once. A resume at world 3 from the offset of the
+// fourth global batch reads exactly the rest. A dataset without facts,
+// and pack=concat, are 400 saying why; /plan is 501 naming the vision
+// job.
+func TestVisionOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	tok, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := tokenize.Load(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus := visionCorpus(t, st, 4, 16)
+	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := res.Index
+	bare := "/epoch/0/batch/0?seq=64&vision=size:28x28,patch:14,image:1"
+	_, srv := start(t, st, nil)
+	if resp, body := get(t, srv.URL+bare); resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("brand index --tokenizer")) {
+		t.Fatalf("a dataset without facts: %s %s; want 400 saying how to write them", resp.Status, body)
+	}
+	if _, err := dataset.WriteVisionFacts(ctx, st, ix, tok, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, srv = start(t, st, nil)
+
+	const seq, seed, window = 512, 42, 2
+	v := enc.VocabSize()
+	ruleText := fmt.Sprintf("min:3136,max:25088,patch:14,merge:2,image:%d,start:%d,end:%d,images:4", v, v+1, v+2)
+	r, err := vision.ParseRule(ruleText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := url.Values{"seq": {strconv.Itoa(seq)}, "vision": {ruleText}, "seed": {strconv.Itoa(seed)}, "window": {strconv.Itoa(window)}}
+
+	// The test's expectation: each sample's IDs and loss, its item, the
+	// epoch's order of the index's samples, packed by the library.
+	n := ix.NumSamples()
+	ids, loss := make([][]int32, n), make([][]uint8, n)
+	items := make([]vision.Item, n)
+	m2 := uint64(r.Merge * r.Merge)
+	for id := range n {
+		m := corpus[ix.SampleKey(id)]
+		ids[id], loss[id] = m.expand(t, r, enc)
+		items[id] = vision.Item{Tokens: len(ids[id]), Images: len(m.sizes)}
+		for _, s := range m.sizes {
+			w, h, _ := r.Size(s[0], s[1])
+			p := uint64(r.Tokens(w, h)) * m2
+			items[id].Encoder += p * p
+		}
+	}
+	order, err := shuffle.NewEpoch(ix.SampleCounts(), seed, 0, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := vision.NewEpoch(order, func(id int) vision.Item { return items[id] }, seq, r.MaxImages, seed, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]int, n)
+	for i := range want.NumSequences() {
+		for _, id := range want.Sequence(i).Samples {
+			seen[id]++
+		}
+	}
+	if slices.ContainsFunc(seen, func(c int) bool { return c != 1 }) || want.NumSequences() < 8 {
+		t.Fatalf("the expected epoch holds samples %v times over %d sequences; want each once over 8 or more", seen, want.NumSequences())
+	}
+
+	// The library's own members of each expected sequence.
+	rd := &vision.Reader{Rule: r, Encoder: enc}
+	wr := &vision.Writer{Seq: seq, Images: transform.Options{}}
+	libraryMembers := func(pos int) map[string][]byte {
+		var samples []vision.Sample
+		for _, id := range want.Sequence(pos).Samples {
+			s, err := rd.Read(ix.SampleKey(id), corpus[ix.SampleKey(id)].tar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples = append(samples, s)
+		}
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		if err := wr.Write(tw, "k", samples); err != nil {
+			t.Fatal(err)
+		}
+		_ = tw.Close()
+		return readTar(t, b.Bytes())[0].files
+	}
+
+	check := func(key string, files map[string][]byte) int {
+		t.Helper()
+		parts := strings.Split(key, "/")
+		pos, err := strconv.Atoi(parts[len(parts)-1])
+		if len(parts) != 3 || parts[0] != "seq" || parts[1] != "0" || err != nil || pos >= want.NumSequences() {
+			t.Fatalf("a sequence keyed %q", key)
+		}
+		q := want.Sequence(pos)
+		var wantIDs, wantPos []int32
+		var wantLoss []uint8
+		for _, id := range q.Samples {
+			wantIDs = append(wantIDs, ids[id]...)
+			wantLoss = append(wantLoss, loss[id]...)
+			for i := range ids[id] {
+				wantPos = append(wantPos, int32(i))
+			}
+		}
+		for i := range seq - len(wantIDs) {
+			wantIDs, wantLoss, wantPos = append(wantIDs, 0), append(wantLoss, 0), append(wantPos, int32(i))
+		}
+		if got := npyInt32s(t, files["input_ids.npy"]); !slices.Equal(got, wantIDs) {
+			t.Fatalf("sequence %d: input_ids\n%v\nwant (samples %v)\n%v", pos, got, q.Samples, wantIDs)
+		}
+		if got := npyInt32s(t, files["position_ids.npy"]); !slices.Equal(got, wantPos) {
+			t.Fatalf("sequence %d: position_ids %v; want %v", pos, got, wantPos)
+		}
+		if _, got, err := npy.Read(files["loss_mask.npy"]); err != nil || !bytes.Equal(got, wantLoss) {
+			t.Fatalf("sequence %d: loss_mask %v (%v); want %v", pos, got, err, wantLoss)
+		}
+		spans := npyInt32s(t, files["image_spans.npy"])
+		for k := 0; k < len(spans); k += 2 {
+			start, l := int(spans[k]), int(spans[k+1])
+			if start < 1 || wantIDs[start-1] != r.Start || wantIDs[start+l] != r.End || slices.ContainsFunc(wantIDs[start:start+l], func(x int32) bool { return x != r.Image }) {
+				t.Fatalf("sequence %d: image span (%d, %d) is not an image's placeholders", pos, start, l)
+			}
+		}
+		lib := libraryMembers(pos)
+		if len(lib) != len(files) {
+			t.Fatalf("sequence %d: %d members; the library writes %d", pos, len(files), len(lib))
+		}
+		for name, b := range lib {
+			if !bytes.Equal(files[name], b) {
+				t.Fatalf("sequence %d: member %s differs from the library's", pos, name)
+			}
+		}
+		return pos
+	}
+
+	epochInfo := func(q url.Values) (batches int) {
+		t.Helper()
+		resp, body := get(t, srv.URL+"/epoch/0?"+q.Encode())
+		var info struct {
+			Samples, Batches int
+			Tokens           struct{ Documents int }
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil {
+			t.Fatalf("/epoch/0?%s: %s %s", q.Encode(), resp.Status, body)
+		}
+		if info.Samples != want.NumSequences() || info.Tokens.Documents != n {
+			t.Fatalf("/epoch/0: %d sequences of %d samples; want %d of %d", info.Samples, info.Tokens.Documents, want.NumSequences(), n)
+		}
+		return info.Batches
+	}
+	read := func(q url.Values, world int, from int, served map[int]int) (steps int) {
+		t.Helper()
+		batches := epochInfo(q)
+		for m := from; m < batches; m++ {
+			for rank := range world {
+				q.Set("rank", strconv.Itoa(rank))
+				resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, m, q.Encode()))
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("batch %d rank %d: %s %s", m, rank, resp.Status, body)
+				}
+				for _, s := range readTar(t, body) {
+					served[check(s.key, s.files)]++
+				}
+			}
+			steps++
+		}
+		return steps
+	}
+
+	// The whole epoch at world 2.
+	w2 := url.Values{}
+	for k, x := range job {
+		w2[k] = x
+	}
+	w2.Set("batch_size", "2")
+	w2.Set("world", "2")
+	served := map[int]int{}
+	read(w2, 2, 0, served)
+	t.Logf("world 2: %d sequences of %d samples, %d served", want.NumSequences(), n, len(served))
+	if len(served) != want.NumSequences() {
+		t.Fatalf("world 2 read %d of %d sequences", len(served), want.NumSequences())
+	}
+	for pos, c := range served {
+		if c != 1 {
+			t.Fatalf("sequence %d served %d times", pos, c)
+		}
+	}
+
+	// Four global batches at world 2 (16 sequences), then world 3 from
+	// there: exactly the rest.
+	const done = 2
+	first := map[int]int{}
+	w2s := url.Values{}
+	for k, x := range w2 {
+		w2s[k] = x
+	}
+	for m := range done {
+		for rank := range 2 {
+			w2s.Set("rank", strconv.Itoa(rank))
+			_, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, m, w2s.Encode()))
+			for _, s := range readTar(t, body) {
+				first[check(s.key, s.files)]++
+			}
+		}
+	}
+	w3 := url.Values{}
+	for k, x := range job {
+		w3[k] = x
+	}
+	w3.Set("batch_size", "2")
+	w3.Set("world", "3")
+	w3.Set("offset", strconv.Itoa(done*2*2))
+	rest := map[int]int{}
+	read(w3, 3, 0, rest)
+	for pos := range want.NumSequences() {
+		if first[pos]+rest[pos] != 1 || first[pos] == 1 && pos >= done*4 || rest[pos] == 1 && pos < done*4 {
+			t.Fatalf("sequence %d: read %d times before the resize and %d after; want once, in its place", pos, first[pos], rest[pos])
+		}
+	}
+
+	// What cannot be served says why.
+	concat := url.Values{}
+	for k, x := range w2 {
+		concat[k] = x
+	}
+	concat.Set("pack", "concat")
+	concat.Set("eos", "1")
+	if resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+concat.Encode()); resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("pack=concat")) {
+		t.Fatalf("pack=concat: %s %s; want 400 naming it", resp.Status, body)
+	}
+	if resp, body := get(t, srv.URL+"/plan?"+w2.Encode()); resp.StatusCode != http.StatusNotImplemented || !bytes.Contains(body, []byte("vision job")) {
+		t.Fatalf("/plan: %s %s; want 501 naming the vision job", resp.Status, body)
+	}
+}
+
+// npyInt32s reads an int32 .npy member.
+func npyInt32s(t *testing.T, b []byte) []int32 {
+	t.Helper()
+	h, data, err := npy.Read(b)
+	if err != nil || h.Descr != "<i4" {
+		t.Fatalf("not an int32 .npy: %+v %v", h, err)
+	}
+	out := make([]int32, len(data)/4)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return out
+}
+
+// TestVisionBadSamplesOverHTTP: a vision job over a dataset holding a
+// sample whose placeholder has no image and one whose image does not
+// decode is 422 naming a bad sample under --on-bad-image=fail; under
+// skip its epoch holds every other sample (documents, images) and none
+// of the bad ones' text.
+func TestVisionBadSamplesOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	tok, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := tokenize.Load(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus := visionCorpus(t, st, 1, 12)
+	var bad bytes.Buffer
+	tw := tar.NewWriter(&bad)
+	for _, m := range []struct{ name, data string }{
+		{"bad/x0.txt", "zebra crossing: <image>"}, {"bad/x1.png", "GIF89a not a png"}, {"bad/x1.txt", "<image> zebra crossing"},
+	} {
+		_ = tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.data)), Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte(m.data))
+	}
+	_ = tw.Close()
+	putFile(t, st, "shards/bad.tar", bad.Bytes())
+	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dataset.WriteVisionFacts(ctx, st, res.Index, tok, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	v := enc.VocabSize()
+	q := url.Values{"seq": {"512"}, "batch_size": {"2"}, "vision": {fmt.Sprintf("min:3136,max:25088,patch:14,merge:2,image:%d,start:%d,end:%d", v, v+1, v+2)}}
+	_, failing := start(t, st, nil)
+	if resp, body := get(t, failing.URL+"/epoch/0/batch/0?"+q.Encode()); resp.StatusCode != http.StatusUnprocessableEntity || !bytes.Contains(body, []byte("bad/x")) {
+		t.Fatalf("fail: %s %s; want 422 naming a bad sample", resp.Status, body)
+	}
+	_, skipping := start(t, st, func(c *gateway.Config) { c.OnBadImage = gateway.OnDamagedSkip })
+	resp, body := get(t, skipping.URL+"/epoch/0?"+q.Encode())
+	var info struct {
+		Batches int
+		Tokens  struct{ Documents int }
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil || info.Tokens.Documents != len(corpus) {
+		t.Fatalf("skip: /epoch/0 %s %s; want the %d good samples", resp.Status, body, len(corpus))
+	}
+	zebra, err := enc.Encode([]byte("zebra"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, wantImages := 0, 0
+	for _, m := range corpus {
+		wantImages += len(m.sizes)
+	}
+	for m := range info.Batches {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", skipping.URL, m, q.Encode()))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("skip: batch %d: %s %s", m, resp.Status, body)
+		}
+		for _, s := range readTar(t, body) {
+			images += len(npyInt32s(t, s.files["image_spans.npy"])) / 2
+			if ids := npyInt32s(t, s.files["input_ids.npy"]); len(zebra) > 0 && slices.Contains(ids, zebra[0]) && bytes.Contains(int32s(ids), int32s(zebra)) {
+				t.Fatalf("skip: sequence %s holds a bad sample's text", s.key)
+			}
+		}
+	}
+	if images != wantImages {
+		t.Fatalf("skip: the epoch's sequences hold %d images; the good samples have %d", images, wantImages)
+	}
+}

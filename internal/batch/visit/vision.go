@@ -1,0 +1,59 @@
+package visit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/sequences"
+	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/vision"
+)
+
+// ErrVisionMissing marks a vision batch a sample of which was not read
+// (its chunk damaged at rest, under --on-damaged-chunk=skip): its
+// sequences' spans were laid out with the sample, so the batch fails
+// rather than serve a sequence without it.
+var ErrVisionMissing = errkind.New(errkind.Upstream, "visit: a vision sequence's sample was not read")
+
+// packVision writes vision batch b's sequences from its samples, read
+// as res: each sample read again under the job's rule and checked
+// against the item it was laid out by (vision.Reader.ReadSequence), then
+// written by the pack stage (sequences.Stage.PackVision) into the copy
+// budget, keyed as a token job's sequences (sequences.Key). The read's
+// pins go back once the sequences are written, before any is sent.
+// noWait: a premade batch, which takes no memory it would wait for.
+func (v *Batches) packVision(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
+	defer res.Release()
+	if len(res.MissingPos) > 0 {
+		_, _, in := b.Sample(res.MissingPos[0])
+		return nil, fmt.Errorf("%w: sample %s of batch %d (and %d more)", ErrVisionMissing, in.Key, b.Batch, len(res.MissingPos)-1)
+	}
+	vb := b.Vision()
+	req := sequences.VisionRequest{Writer: vb.Writer, Keys: make([]string, len(vb.Seqs)), Samples: make([][]vision.Sample, len(vb.Seqs)), NoWait: noWait}
+	for i, q := range vb.Seqs {
+		at := vb.At[i]
+		src := func(id int) (string, []byte, error) {
+			for j, sid := range q.Samples {
+				if sid == id {
+					_, _, in := b.Sample(at[j])
+					return in.Key, res.Parts[at[j]], nil
+				}
+			}
+			return "", nil, fmt.Errorf("%w: sample %d is not sequence %d's", vision.ErrSequence, id, vb.Pos[i])
+		}
+		samples, err := vb.Reader.ReadSequence(src, q, vb.Items)
+		if err != nil {
+			return nil, err
+		}
+		req.Keys[i], req.Samples[i] = sequences.Key(b.Epoch, vb.Pos[i]), samples
+	}
+	out, err := v.packer.PackVision(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r := reader.Owned(out.Parts, out.Bytes, out.Release)
+	r.Figures, r.PerPart = res.Figures, res.PerPart
+	return &Served{Batch: b, Result: r}, nil
+}
