@@ -161,7 +161,6 @@ var served = []sentinelCase{
 	{"internal/job/jobsched.ErrUnknown", jobsched.ErrUnknown, http.StatusNotFound, "not_found", false},
 	{"internal/job/plans.ErrBusy", plans.ErrBusy, http.StatusServiceUnavailable, "plan_busy", false},
 	{"internal/job/query.ErrBadRequest", query.ErrBadRequest, http.StatusBadRequest, "bad_request", false},
-	{"internal/job/query.ErrNotServed", query.ErrNotServed, http.StatusNotImplemented, "not_implemented", false},
 	{"internal/job/query.ErrOutOfRange", query.ErrOutOfRange, http.StatusNotFound, "not_found", false},
 	{"internal/s3face/s3auth.ErrCredentials", s3auth.ErrCredentials, http.StatusInternalServerError, "internal", true},
 	{"internal/server/httperr.ErrNotImplemented", httperr.ErrNotImplemented, http.StatusNotImplemented, "not_implemented", false},
@@ -217,13 +216,4 @@ var elsewhere = []namedError{
 	{"client.ErrNoImportanceJob", client.ErrNoImportanceJob},
 	{"client.ErrNoJobName", client.ErrNoJobName},
 	{"client.ErrShortBody", client.ErrShortBody},
-	// Package vision, which the gateway does not serve yet (query's
-	// notServed): image-text sequences as a library.
-	{"vision.ErrBadImage", vision.ErrBadImage},
-	{"vision.ErrImageBounds", vision.ErrImageBounds},
-	{"vision.ErrPlaceholders", vision.ErrPlaceholders},
-	{"vision.ErrRule", vision.ErrRule},
-	{"vision.ErrSample", vision.ErrSample},
-	{"vision.ErrSequence", vision.ErrSequence},
-	{"vision.ErrTooLong", vision.ErrTooLong},
 }
