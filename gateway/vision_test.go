@@ -45,6 +45,25 @@ type visionTurn struct {
 	assistant bool
 }
 
+// visionStore is the byte-level BPE tokenizer file of package
+// tokenize's golden tests, its model, and an empty local store.
+func visionStore(t *testing.T) ([]byte, *tokenize.Model, *s3backend.Local) {
+	t.Helper()
+	tok, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := tokenize.Load(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, enc, st
+}
+
 // visionCorpus writes shards of image-text samples into st: captions (a
 // txt, placeholders inline or none) and LLaVA conversations (a json),
 // 0 to 2 images each, PNG or JPEG, of 28 to 160 pixels a side.
@@ -192,18 +211,7 @@ func (m visionSample) expand(t *testing.T, r vision.Rule, enc *tokenize.Model) (
 // job.
 func TestVisionOverHTTP(t *testing.T) {
 	ctx := context.Background()
-	tok, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := tokenize.Load(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, enc, st := visionStore(t)
 	corpus := visionCorpus(t, st, 4, 16)
 	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 2})
 	if err != nil {
@@ -453,18 +461,7 @@ func npyInt32s(t *testing.T, b []byte) []int32 {
 // of the bad ones' text.
 func TestVisionBadSamplesOverHTTP(t *testing.T) {
 	ctx := context.Background()
-	tok, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := tokenize.Load(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, enc, st := visionStore(t)
 	corpus := visionCorpus(t, st, 1, 12)
 	var bad bytes.Buffer
 	tw := tar.NewWriter(&bad)
