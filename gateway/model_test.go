@@ -22,8 +22,9 @@ import (
 // served in place, named, with a random chain of exclusions and appends
 // each tried from a step ahead of what was served (made, and the model
 // takes it) and behind it (refused, naming the model's first editable
-// step); a mixture of two datasets; a token job (the model is its cut:
-// the sequences' packing is not modelled); each at a random seed,
+// step); a mixture of two datasets; a token job and a vision job of
+// image-text samples (the model is their cut: the sequences' packing is
+// not modelled); each at a random seed,
 // window, batch size, world of 1 to 6, drop_last, locality and balance,
 // on one gateway or a cluster of three, resumed at another world size
 // from any position, and read again from a gateway started over the same
@@ -80,10 +81,11 @@ func TestModel(t *testing.T) {
 
 // modelRounds is the rounds a run of the suite plays: each kind of round
 // four times, twice under the race detector, which runs a round about
-// three times slower. On the 2-core machine the 36 rounds took 46 s, 56
-// s loaded by two other busy processes; the 18 under the race detector
-// 65–71 s, 114 s so loaded. Any pairStride rounds of consecutive seeds
-// ask every refused pair.
+// three times slower. On the 2-core machine the 36 rounds of the first
+// nine kinds took 46 s, 56 s loaded by two other busy processes; the 18
+// under the race detector 65–71 s, 114 s so loaded. A vision round (the
+// tenth kind) took 1–4 s alone. Any pairStride rounds of consecutive
+// seeds ask every refused pair.
 func modelRounds() int {
 	if raceEnabled {
 		return 2 * len(modelKinds)
@@ -107,6 +109,7 @@ var modelKinds = []struct {
 	{"a mixture, a cluster of 3", func(t *testing.T, s uint64) { mixtureRound(t, s, 3) }},
 	{"samples in place, one gateway, again", func(t *testing.T, s uint64) { samplesRound(t, s, mLines, 1) }},
 	{"a token job, a cluster of 3", func(t *testing.T, s uint64) { tokenRound(t, s, 3, false) }},
+	{"a vision job, one gateway or a cluster of 3", visionRound},
 }
 
 // roundRand is a round's random source.

@@ -159,11 +159,11 @@ func modelParams(job string) [][2]string {
 		{"mix", mTar + ":1," + mTar2 + ":2"}, {"mix", mLines + ":1," + mTar + ":1"}, {"mix_schedule", "0:" + mTar + ":1," + mTar2 + ":1"},
 		{"schedule", "latest"}, {"index", "0123456789abcdef"},
 		{"sampling", "importance"}, {"sampling", "uniform"}, {"importance", "0123456789abcdef"}, {"hot", "1"},
-		{"seq", "64"}, {"pack", "concat"}, {"pad", "0"}, {"eos", "1"},
+		{"seq", "64"}, {"pack", "concat"}, {"pad", "0"}, {"eos", "1"}, {"vision", "size:28x28,patch:14,image:1"},
 		{"clip", "4"}, {"stride", "2"}, {"fps", "10"}, {"step", "3"}, {"clip_start", "first"}, {"clip_layout", "tchw"},
 		{"delta_timestamps", "observation.image:0,0.1"}, {"frames", "action:0,1"},
 		{"transform", "imagenet-train"}, {"columns", "txt"}, {"locality", "false"}, {"locality", "true"},
-		{"balance", "bytes"}, {"balance", "attention"}, {"balance", "tokens"},
+		{"balance", "bytes"}, {"balance", "attention"}, {"balance", "tokens"}, {"balance", "vision"},
 		{"mix_block", "8"}, {"mix_samples", "16"}, {"job", job}, {"job", "probe"},
 	}
 }
@@ -188,7 +188,7 @@ func parses(v url.Values) bool {
 // server adds what only it knows (its stored edits, its dataset's kind):
 // it names no stored schedule, no index version, no clips, sequences of
 // a token dataset alone, a view of fields only of the dataset served in
-// place, and datasets that exist.
+// place, a vision job of mVis alone, and datasets that exist.
 func readable(v url.Values) bool {
 	if !parses(v) || v.Get("schedule") != "" || v.Get("index") != "" || v.Get("importance") != "" ||
 		v.Get("clip") != "" || v.Get("delta_timestamps") != "" || v.Get("frames") != "" {
@@ -198,8 +198,11 @@ func readable(v url.Values) bool {
 	if slices.Contains(ds, "nope") {
 		return false
 	}
-	if v.Get("seq") != "" && !slices.Equal(ds, []string{mTok}) {
+	if v.Get("seq") != "" && !slices.Equal(ds, []string{mTok}) && v.Get("vision") == "" {
 		return false
+	}
+	if v.Get("vision") != "" && !slices.Equal(ds, []string{mVis}) {
+		return false // a vision job reads image-text facts: only mVis, where a round serves it, has them
 	}
 	if v.Get("columns") != "" && !slices.Equal(ds, []string{mLines}) {
 		return false

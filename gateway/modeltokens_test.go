@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,11 +23,18 @@ const tokPad = 65535
 
 // mSeq is one sequence of a token batch: its key, its members' bytes,
 // and its cost under each balance= (its pieces' Σ length², Σ length; the
-// pad costs nothing).
+// pad costs nothing). A vision sequence's pieces are its samples, its
+// attention adds its images' patches² (mVisMerge² patches a vision
+// token), and vis is its vision tokens, from its image_spans.
 type mSeq struct {
-	key             string
-	body            []byte
-	attention, toks uint64
+	key                  string
+	body                 []byte
+	attention, toks, vis uint64
+}
+
+// cost is s's cost under balance=kind.
+func (s mSeq) cost(kind string) uint64 {
+	return map[string]uint64{api.BalanceAttention: s.attention, api.BalanceTokens: s.toks, api.BalanceVision: s.vis}[kind]
 }
 
 // readSeqs reads a token batch's sequences.
@@ -43,6 +51,19 @@ func readSeqs(t *testing.T, body []byte) []mSeq {
 			t.Fatal(err)
 		}
 		q := mSeq{key: s.key, body: append(slices.Clone(s.files[client.InputIDs]), s.files[client.PositionIDs]...)}
+		for _, name := range slices.Sorted(maps.Keys(s.files)) { // a vision sequence's other members
+			if name != client.InputIDs && name != client.PositionIDs {
+				q.body = append(q.body, s.files[name]...)
+			}
+		}
+		if b, ok := s.files["image_spans.npy"]; ok {
+			spans := npyInt32s(t, b)
+			for k := 0; k+1 < len(spans); k += 2 {
+				p := uint64(spans[k+1]) * mVisMerge * mVisMerge
+				q.vis += uint64(spans[k+1])
+				q.attention += p * p
+			}
+		}
 		for i := 0; i < len(pos); {
 			k := i + 1
 			for k < len(pos) && pos[k] != 0 {
@@ -107,6 +128,19 @@ func tokenRound(t *testing.T, seed uint64, nodes int, balanced bool) {
 		j.cut.World = 2 + r.IntN(5)
 	}
 	t.Logf("job %s, %+v", j.q.Encode(), j.cut)
+	j.tokenRun(seed, plain, balance)
+}
+
+// tokenRun holds a token job (its parameters j.q, plain the same but
+// its name and balance=, and its cut j.cut) to its cut and to the epoch
+// read at world 1, over epoch 0 whole and epoch 1 resumed at another
+// world size from a random position; reads every batch again from a
+// gateway started over the same stores; and asks for its edits, the
+// round's share of the refused pairs and random requests, each refused
+// as the rules say.
+func (j *mJob) tokenRun(seed uint64, plain url.Values, balance string) {
+	t, r, w, ns := j.t, j.r, j.w, j.nodes
+	t.Helper()
 	var reads []mRead
 	ref := tokenReference(t, ns.urls[j.anyNode(0)], plain, 0)
 	var all []string
@@ -200,10 +234,7 @@ func tokenStep(j *mJob, ref []mSeq, e uint64, m int, cut jobmodel.Cut, balance s
 	} else {
 		costs := make([]uint64, ge-gs)
 		for i := range costs {
-			costs[i] = ref[gs+i].attention
-			if balance == api.BalanceTokens {
-				costs[i] = ref[gs+i].toks
-			}
+			costs[i] = ref[gs+i].cost(balance)
 		}
 		for _, places := range jobmodel.Assign(costs, shares) {
 			var ps []int
@@ -231,7 +262,7 @@ func tokenStep(j *mJob, ref []mSeq, e uint64, m int, cut jobmodel.Cut, balance s
 				t.Fatalf("node %d %s: sequence %s is not the epoch's sequence at its position", node, path, s.key)
 			}
 			keys = append(keys, s.key)
-			cost += map[string]uint64{api.BalanceAttention: s.attention, api.BalanceTokens: s.toks}[balance]
+			cost += s.cost(balance)
 		}
 		var wantKeys []string
 		for _, p := range want[r] {

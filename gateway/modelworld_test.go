@@ -20,12 +20,15 @@ import (
 
 // The datasets a round of TestModel serves, every node the same four:
 // two of tar chunks (a job's own, and a mixture's second component), one
-// served in place that files are appended to, and a token corpus.
+// served in place that files are appended to, and a token corpus; and a
+// vision round's fifth, image-text samples of tar chunks indexed with
+// their facts (withVision).
 const (
 	mTar   = "tar"
 	mTar2  = "tar2"
 	mLines = "lines"
 	mTok   = "tok"
+	mVis   = "vis"
 )
 
 // mWorld is a round's datasets: their stores, what each holds (every
@@ -35,6 +38,7 @@ type mWorld struct {
 	versions map[string][]*mVersion // by dataset, oldest first
 	content  map[string][]byte      // a sample's key → its defining member's bytes
 	appended int                    // files appended to mLines so far
+	vocab    int                    // mVis's tokenizer's vocabulary (0: no mVis)
 }
 
 // mVersion is one index version of a dataset as the model takes it: its
@@ -101,6 +105,25 @@ func newMWorld(t *testing.T, r *rand.Rand) *mWorld {
 	return w
 }
 
+// withVision adds mVis to w: 3 to 5 shards of 8 to 16 image-text
+// samples (visionCorpus; a sample is at most 160 tokens under
+// mVisRule), indexed with their facts.
+func (w *mWorld) withVision(t *testing.T, r *rand.Rand) {
+	t.Helper()
+	ctx := context.Background()
+	tok, enc, st := visionStore(t)
+	visionCorpus(t, st, 3+r.IntN(3), 8+r.IntN(9))
+	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dataset.WriteVisionFacts(ctx, st, res.Index, tok, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	w.stores[mVis], w.vocab = st, enc.VocabSize()
+	w.versions[mVis] = []*mVersion{readMVersion(t, st)}
+}
+
 // readMVersion reads the index a store holds now.
 func readMVersion(t *testing.T, st s3backend.Store) *mVersion {
 	t.Helper()
@@ -155,12 +178,16 @@ func (w *mWorld) grow(t *testing.T, gws []*gateway.Gateway) *mVersion {
 
 // specs are the datasets as a gateway serves them.
 func (w *mWorld) specs() []gateway.DatasetSpec {
-	return []gateway.DatasetSpec{
+	specs := []gateway.DatasetSpec{
 		{Name: mTar, URL: "file:///tar", Store: w.stores[mTar]},
 		{Name: mTar2, URL: "file:///tar2", Store: w.stores[mTar2]},
 		{Name: mLines, URL: "file:///lines", Store: w.stores[mLines], Formats: []format.Format{formattest.Lines{}}},
 		{Name: mTok, URL: "file:///tok", Store: w.stores[mTok], Formats: []format.Format{megatron.Format{}}},
 	}
+	if st, ok := w.stores[mVis]; ok {
+		specs = append(specs, gateway.DatasetSpec{Name: mVis, URL: "file:///vis", Store: st})
+	}
+	return specs
 }
 
 // mNodes are the gateways a round's job is served by: one, or a cluster
