@@ -239,8 +239,8 @@ func visionInfo(ve *vision.Epoch, items []vision.Item, job api.Job) *api.TokenIn
 // VisionLoad is what a vision epoch's ranks carry of its images: the
 // whole epoch's images and vision tokens (as /epoch/N counts its
 // tokens), and per full global batch (from the job's offset; a last
-// one of fewer sequences, whose ranks' counts differ, is left out) each rank's
-// vision tokens, under the job's assignment (its balance=, or the plain
+// one of fewer sequences, whose ranks' counts differ, is left out) each
+// rank's vision tokens, under the job's assignment (its balance=, or the plain
 // cut: Ranks) and under the plain cut (Plain). It is what the epoch's
 // batches serve, rank by rank, computed as their layouts compute it
 // (the same assignment, memoised alike); /plan reports it.
@@ -279,8 +279,12 @@ func (o *Orders) VisionLoad(src Source, job api.Job, epoch uint64) (*VisionLoad,
 		return c
 	}
 	for m := range job.NumBatches(n) {
-		if start, end, err := job.GlobalBatch(n, m); err != nil || end-start < job.BatchSize*job.World {
-			break // the last, partial (or an error, which BatchRange answers below)
+		gstart, gend, err := job.GlobalBatch(n, m)
+		if err != nil {
+			return nil, err
+		}
+		if gend-gstart < job.BatchSize*job.World {
+			break // the last, partial
 		}
 		ranks, plain := make([]uint64, job.World), make([]uint64, job.World)
 		for r := range job.World {
