@@ -113,7 +113,9 @@ func visionTokens(t *testing.T, r vision.Rule, facts []vision.Facts, q vision.Se
 // test counts them); a fresh Orders lays the same batches out. On a
 // VLM-like mix, balance=vision evens the ranks' vision tokens (max ÷ mean
 // ≤ 1.1 over the epoch's global batches, the plain cut's above), which
-// attention and tokens, weighing other work, do not.
+// attention and tokens, weighing other work, do not. Orders.VisionLoad
+// (what /plan reports) gives each full global batch's ranks the vision
+// tokens the layouts serve them, balanced and plain.
 func TestVisionBalance(t *testing.T) {
 	ds := vlmDataset(t, 12000)
 	facts := ds.Vision().Facts.Samples
@@ -147,6 +149,7 @@ func TestVisionBalance(t *testing.T) {
 				return n
 			}
 			var plainSum, balancedSum, full float64
+			var loads, plainLoads [][]uint64 // per full global batch, per rank: vision tokens
 			batches := 1
 			for m := 0; m < batches; m++ {
 				var got, cut []int
@@ -211,7 +214,17 @@ func TestVisionBalance(t *testing.T) {
 					plainSum += balance.Ratio(plainVis)
 					balancedSum += balance.Ratio(vis)
 					full++
+					loads = append(loads, vis)
+					plainLoads = append(plainLoads, plainVis)
 				}
+			}
+			// VisionLoad, what /plan reports, is what the layouts serve.
+			vl, err := New(nil).VisionLoad(Source{DS: ds}, job, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(vl.Ranks) != fmt.Sprint(loads) || fmt.Sprint(vl.Plain) != fmt.Sprint(plainLoads) {
+				t.Fatalf("VisionLoad's ranks %v, plain %v; the layouts serve %v, plain %v", vl.Ranks, vl.Plain, loads, plainLoads)
 			}
 			if batches < 50 {
 				t.Fatalf("%d global batches: too few to weigh", batches)
