@@ -2,8 +2,11 @@
 // (a .model file), exactly as Google's SentencePiece library does, or
 // with a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen 2
 // and 3, GPT-2, GPT-NeoX and Pythia, OLMo), exactly as Hugging Face's
-// tokenizers does. Load tells the two apart by their content; callers
-// hold a *Model either way (the section on byte-level BPE is below).
+// tokenizers does, or with the rank file of one of tiktoken's named
+// encodings (cl100k_base.tiktoken, o200k_base.tiktoken, ...), exactly as
+// tiktoken does. Load tells them apart by their content; callers hold a
+// *Model whatever the file (the sections on byte-level BPE and on
+// tiktoken are below).
 //
 // # Why
 //
@@ -221,6 +224,60 @@
 // general searches a piece. Words of up to 64 bytes are cached (the
 // SentencePiece path's word cache, 65,536 words, a copy of each); a word
 // is merged with a heap of its candidate pairs, O(n log n) in its bytes.
+//
+// # tiktoken encodings
+//
+// A tiktoken rank file (load_tiktoken_bpe's format: one line a token,
+// its bytes in base64, a space, its rank, which is its ID) holds neither
+// the pre-tokenizer's pattern nor the special tokens: tiktoken fixes them
+// per named encoding. The file's SHA-256 names the encoding (the hash
+// tiktoken checks a download against): r50k_base, p50k_base, cl100k_base
+// and o200k_base, their files as OpenAI publishes them (p50k_edit reads
+// p50k_base's and loads as it). A rank file of another SHA-256 is
+// refused with ErrUnsupported, its pattern being unknown; File names the
+// encoding ("cl100k_base.tiktoken").
+//
+// The reference is tiktoken's encode_ordinary, its Rust core, which the
+// tests run through the npm package tiktoken 1.0.22 (WebAssembly;
+// scripts/ensure-tiktoken.sh), taking the rank files from the same
+// package. Special tokens are text: a document that spells
+// <|endoftext|> is encoded as those characters, as encode_ordinary does
+// (tiktoken's encode refuses such text by default; data preparation
+// encodes documents with encode_ordinary and puts <|endoftext|> between
+// them). Special reports <|endoftext|> as EOS, so that a concat token
+// job puts it between documents; VocabSize is tiktoken's n_vocab (the
+// special tokens' IDs included: cl100k_base 100,277, o200k_base
+// 200,019).
+//
+// The encoder is a tokenizer.json's (hfbpe.go): the pattern's matches
+// are the words (text between matches is dropped, as tiktoken's
+// find_iter drops it; the patterns match everywhere), a word that is a
+// token is that token (ignore_merges), and the other words' bytes are
+// merged. tiktoken merges the adjacent pair whose joined bytes have the
+// lowest rank, leftmost on a tie; byteBPE's queue merges the pair of
+// lowest rank, leftmost on a tie, so the merges are derived from the
+// ranks: each way to cut a token into two tokens is a merge of that
+// token's rank (about 2.2 a token). Every byte must be a token, as
+// tiktoken requires of a byte that merges with nothing.
+// TestTiktokenMergeByRank holds the derived merges to tiktoken's loop,
+// written out in the test, on random rank tables, FuzzTiktokenRanks on
+// fuzzed ones. The patterns: r50k_base's and p50k_base's are GPT-2's and
+// cl100k_base's Llama 3's, matched by hand (hfregex.go); o200k_base's
+// (words cut at case changes) is matched by regexp2. Invalid UTF-8 is
+// replaced as for a tokenizer.json (tiktoken takes only valid text).
+//
+// TestTiktokenReference requires the reference's IDs for all four
+// encodings on the 3,000 texts of TestHFReference.
+//
+// Bounds: a rank file is read a line at a time, within MaxModelBytes,
+// MaxPieces tokens (a rank below MaxPieces), tokens of at most 4 KiB and
+// MaxPieceBytes in all; a line that is not canonical base64, a space and
+// a decimal rank without sign or leading zero, a rank or a token twice
+// (tiktoken's CoreBPE refuses an encoder and decoder of different
+// sizes), and a missing byte are refused with ErrNotModel or
+// ErrTooLarge. Loading allocates within the bound of a tokenizer.json
+// (TestTiktokenReference, TestLoadTiktokenRefuses, FuzzLoad,
+// FuzzTiktokenRanks).
 //
 // # Concurrency
 //

@@ -1,8 +1,9 @@
 // Package nodetest finds the Node.js packages the tests hold Brand to as
 // independent references — DuckDB writes Parquet, Hugging Face's
-// tokenizers encodes byte-level BPE — which the project's scripts install
-// pinned, once, into a cache (scripts/ensure-duckdb.sh,
-// scripts/ensure-hf-tokenizers.sh).
+// tokenizers encodes byte-level BPE, tiktoken its named encodings — which
+// the project's scripts install pinned, once, into a cache
+// (scripts/ensure-duckdb.sh, scripts/ensure-hf-tokenizers.sh,
+// scripts/ensure-tiktoken.sh).
 //
 // A test without them skips; with CI=true it fails, so that a CI run
 // cannot pass by skipping.
@@ -32,6 +33,7 @@ type Reference struct {
 var (
 	DuckDB     = Reference{What: "DuckDB", Script: "ensure-duckdb.sh", Package: "@duckdb/node-api"}
 	Tokenizers = Reference{What: "Hugging Face tokenizers", Script: "ensure-hf-tokenizers.sh", Package: "tokenizers"}
+	Tiktoken   = Reference{What: "tiktoken", Script: "ensure-tiktoken.sh", Package: "tiktoken"}
 )
 
 // Find returns node and the node_modules directory holding r, installed
