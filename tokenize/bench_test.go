@@ -2,13 +2,13 @@ package tokenize
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
@@ -82,16 +82,12 @@ func benchModels(b *testing.B, corpora map[string][]string) map[string]*Model {
 	}
 	// tiktoken's cl100k_base and o200k_base, where its package is
 	// installed (scripts/ensure-tiktoken.sh), which holds their rank files.
-	if node, err := exec.LookPath("node"); err == nil {
-		out, err := exec.Command(filepath.Join("..", "scripts", "ensure-tiktoken.sh"), "--print-path").Output()
-		modules := filepath.Join(strings.TrimSpace(string(out)), "node_modules")
-		if _, serr := os.Stat(filepath.Join(modules, "tiktoken")); err == nil && serr == nil {
-			dir := b.TempDir()
-			names := []string{"cl100k_base", "o200k_base"}
-			runTiktokenReference(b, node, modules, dir, names, nil)
-			for _, name := range names {
-				models[name] = loadFile(b, filepath.Join(dir, name+".tiktoken"))
-			}
+	if _, _, err := nodetest.Locate(nodetest.Tiktoken); err == nil {
+		dir := b.TempDir()
+		names := []string{"cl100k_base", "o200k_base"}
+		encodeWithTiktoken(b, dir, names, nil)
+		for _, name := range names {
+			models[name] = loadFile(b, filepath.Join(dir, name+".tiktoken"))
 		}
 	}
 	if models["cl100k_base"] == nil {

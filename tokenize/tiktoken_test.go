@@ -1,19 +1,14 @@
 package tokenize
 
 import (
-	"context"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/internal/testsupport/nodetest"
 )
@@ -21,49 +16,15 @@ import (
 // tiktokenNames are the encodings the reference tests run.
 var tiktokenNames = []string{"r50k_base", "p50k_base", "cl100k_base", "o200k_base"}
 
-// encodeWithTiktoken has the reference (testdata/tiktoken_reference.cjs)
-// write the named encodings' rank files into dir as .tiktoken files and
-// encode texts with each; without it the test skips, or fails with
-// CI=true.
+// encodeWithTiktoken has the reference write the named encodings' rank
+// files into dir and encode texts with each (nodetest.EncodeTiktoken).
 func encodeWithTiktoken(t testing.TB, dir string, names, texts []string) map[string][][]int32 {
 	t.Helper()
-	node, modules := nodetest.Find(t, nodetest.Tiktoken)
-	return runTiktokenReference(t, node, modules, dir, names, texts)
-}
-
-func runTiktokenReference(t testing.TB, node, modules, dir string, names, texts []string) map[string][][]int32 {
-	t.Helper()
-	var b strings.Builder
-	for _, s := range texts {
-		b.WriteString(hex.EncodeToString([]byte(s)))
-		b.WriteByte('\n')
+	b := make([][]byte, len(texts))
+	for i, s := range texts {
+		b[i] = []byte(s)
 	}
-	work := t.TempDir()
-	writeFile(t, filepath.Join(work, "texts.hex"), b.String())
-	spec, _ := json.Marshal(map[string]any{"texts": filepath.Join(work, "texts.hex"), "dir": dir, "encodings": names})
-	writeFile(t, filepath.Join(work, "spec.json"), string(spec))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "tiktoken_reference.cjs"), filepath.Join(work, "spec.json"), filepath.Join(work, "out.json"))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("node tiktoken_reference.cjs: %v\n%s", err, out)
-	}
-	raw, err := os.ReadFile(filepath.Join(work, "out.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]struct {
-		IDs [][]int32 `json:"ids"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string][][]int32{}
-	for name, o := range out {
-		ids[name] = o.IDs
-	}
-	return ids
+	return nodetest.EncodeTiktoken(t, dir, names, b)
 }
 
 // TestTiktokenReference loads the rank files of r50k_base, p50k_base,
