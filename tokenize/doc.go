@@ -158,7 +158,8 @@
 // regexp lacks. The three patterns most byte-level models ship are
 // matched by hand (hfregex.go): GPT-2's (ByteLevel's own; GPT-NeoX,
 // Pythia, OLMo), Llama 3's (tiktoken's cl100k) and Qwen 2's (the same
-// with single digits). Each is its alternation written out with
+// with single digits), and tiktoken's o200k_base's wherever a file
+// ships it (see tiktoken encodings). Each is its alternation written out with
 // Oniguruma's backtracking (the reference's engine), exact by
 // construction and held to the reference by the tests, and costs a
 // table lookup a character. Any other pattern (DeepSeek V3's three, for
@@ -261,10 +262,12 @@
 // tiktoken requires of a byte that merges with nothing.
 // TestTiktokenMergeByRank holds the derived merges to tiktoken's loop,
 // written out in the test, on random rank tables, FuzzTiktokenRanks on
-// fuzzed ones. The patterns: r50k_base's and p50k_base's are GPT-2's and
-// cl100k_base's Llama 3's, matched by hand (hfregex.go); o200k_base's
-// (words cut at case changes) is matched by regexp2. Invalid UTF-8 is
-// replaced as for a tokenizer.json (tiktoken takes only valid text).
+// fuzzed ones. The patterns are matched by hand (hfregex.go):
+// r50k_base's and p50k_base's are GPT-2's, cl100k_base's Llama 3's, and
+// o200k_base's (words cut where lower case turns upper, marks in words)
+// its own, which TestO200KPattern also holds to regexp2's matches on
+// random strings of the characters its classes tell apart. Invalid UTF-8
+// is replaced as for a tokenizer.json (tiktoken takes only valid text).
 //
 // TestTiktokenReference requires the reference's IDs for all four
 // encodings on the 3,000 texts of TestHFReference.

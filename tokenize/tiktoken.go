@@ -30,10 +30,6 @@ type tiktokenSpecial struct {
 	id      int32
 }
 
-// o200kPattern is o200k_base's: cl100k_base's with words split at case
-// changes and marks kept in words. It is matched by regexp2.
-const o200kPattern = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-
 // tiktokenEncodings are the encodings Load knows by their rank files.
 // p50k_edit reads p50k_base's file and adds special tokens that
 // encoding never writes (see the package doc): the file loads as
@@ -63,12 +59,12 @@ func looksLikeTiktoken(data []byte) bool {
 	tok, rank, spaced := bytes.Cut(line, []byte(" "))
 	rank = bytes.TrimSuffix(rank, []byte("\r"))
 	switch {
-	case len(tok) == 0 || bytes.Trim(tok, base64Chars) != nil:
+	case len(tok) == 0 || len(bytes.Trim(tok, base64Chars)) != 0:
 		return false
 	case !spaced:
 		return cut
 	}
-	return (len(rank) > 0 || cut) && bytes.Trim(rank, "0123456789") == nil
+	return (len(rank) > 0 || cut) && len(bytes.Trim(rank, "0123456789")) == 0
 }
 
 const base64Chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="

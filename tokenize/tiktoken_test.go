@@ -296,3 +296,43 @@ func TestLooksLikeTiktoken(t *testing.T) {
 		}
 	}
 }
+
+// TestO200KPattern: o200k_base's pattern matched by hand splits as
+// regexp2 (a backtracking engine, which TestTiktokenReference holds to
+// the reference) splits on random strings of the characters its
+// classes tell apart: upper, title, lower, modifier and other letters,
+// marks, numbers, whitespace with and without newlines, apostrophes and
+// the letters of contractions, slashes and other punctuation.
+func TestO200KPattern(t *testing.T) {
+	re, err := compileFallback(o200kPattern, "o200k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := []string{"A", "Z", "a", "z", "ǅ", "ʰ", "日", "ก", "\u0301", "\u0e31", "É", "é", "Σ", "σ",
+		"1", "٣", "½", " ", " ", "\t", "\n", "\r", "\u00a0", "\u3000", "'", "'", "s", "S", "ſ", "t", "r", "e", "v", "m", "l", "L", "d",
+		"/", "!", ".", "😀", "-"}
+	g := textGen{s: 0x6f3230306b}
+	split := func(m matcher, s string) []string {
+		var out []string
+		(&regexSplit{match: m, behavior: "Removed", invert: true}).split(s, func(p string) { out = append(out, p) })
+		return out
+	}
+	texts := append(hfTexts()[:400], "a'ſ", "X'LL", "ab'Ve", "'s", " 's", "A\u0301b", "\u0301\u0301a", " \u0301", "AB'sC", "ǅa'd")
+	for range 20000 {
+		var b strings.Builder
+		for range 1 + g.intn(12) {
+			b.WriteString(pool[g.intn(len(pool))])
+		}
+		texts = append(texts, b.String())
+	}
+	for _, s := range texts {
+		s = string(appendValidUTF8(nil, []byte(s)))
+		fm, err := fallbackMatcher(re, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := split(knownPatterns[o200kPattern], s), split(fm, s); !slices.Equal(got, want) {
+			t.Fatalf("%q: split %q, regexp2 %q", s, got, want)
+		}
+	}
+}
