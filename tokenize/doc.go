@@ -280,7 +280,17 @@
 // sizes), and a missing byte are refused with ErrNotModel or
 // ErrTooLarge. Loading allocates within the bound of a tokenizer.json
 // (TestTiktokenReference, TestLoadTiktokenRefuses, FuzzLoad,
-// FuzzTiktokenRanks).
+// FuzzTiktokenRanks). cl100k_base's file of 1.7 MB loads in about half
+// a second on a shared 2-core Xeon and allocates 31 MB (233,378 derived
+// merges), o200k_base's of 3.6 MB 56 MB (446,189).
+//
+// Costs: BenchmarkEncode, one goroutine, tokens per CPU second in one
+// run on a shared, loaded 2-core Xeon (the figures move by a third
+// between runs there): cl100k_base 5.3 M on English and 3.6 M on the
+// multilingual corpus, o200k_base 5.2 M and 1.9 M, beside the
+// Llama-3-style tokenizer.json of 16,000 tokens (7.7 M and 2.2 M) and a
+// SentencePiece BPE model of 16,000 pieces (4.8 M and 1.0 M). Its words
+// are cached as a tokenizer.json's are.
 //
 // # Concurrency
 //
