@@ -168,6 +168,7 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 		return nil, err
 	}
 	res.Tokens, _ = dec.(format.Tokens)
+	res.Decoder = dec
 	return res, nil
 }
 

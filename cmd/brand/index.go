@@ -20,6 +20,7 @@ import (
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/vision"
 )
 
 // runIndex is `brand index`: index a dataset where it is, never
@@ -51,7 +52,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
 	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
-	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the tokenizer the text is tokenized with, a SentencePiece model (tokenizer.model) or a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen, GPT-2): a file, or s3://bucket/path/FILE; stored in the dataset's description, so every node uses the same one. Alone on tar shards of image-text samples (WebDataset pairs): their facts for vision jobs (seq= with vision=), each sample's text tokens and image sizes, stored with the tokenizer at _brand/vision-facts (docs/format.md §6.12)")
+	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the tokenizer the text is tokenized with, a SentencePiece model (tokenizer.model) or a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen, GPT-2): a file, or s3://bucket/path/FILE; stored in the dataset's description, so every node uses the same one. Alone on image-text samples — tar shards of WebDataset pairs, or Parquet served in place with an image column and a text or conversation column: their facts for vision jobs (seq= with vision=), each sample's text tokens and image sizes, stored with the tokenizer at _brand/vision-facts (docs/format.md §6.12)")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	fs.Var(&checksums, "checksums", "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in (a video's: of every GOP), which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file (a video: the GOP, whose clips alone fail), as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Default: on for video and LeRobot, whose damaged packets decode into wrong frames without an error; off for Parquet, MDS and Megatron. --checksums=false refuses them: a local file is then pinned by its size and modification time, an S3 object by its ETag, and bytes damaged at rest are not caught")
 	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept")
@@ -82,9 +83,6 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		return appendInPlace(ctx, env, st, src, dst, prefix, int64(chunk), parallel, sf)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
-		if tok.tokenizer != "" && tok.text == "" {
-			return usageError(env, "index", "--text and --tokenizer go together: the text column and the tokenizer it is tokenized with (--tokenizer alone is for tar shards of image-text samples)")
-		}
 		opt := format.Options{ChunkBytes: int64(chunk), Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary, SkipBad: skipBad}
 		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok.tokenizer, opt, checksums, sf)
 	}
@@ -128,14 +126,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	faults := 0
-	for _, s := range f.Samples {
-		if s.Refused() {
-			faults++
-		}
-	}
-	fmt.Fprintf(env.Stdout, "wrote the image-text facts of %s samples (%s at fault: a vision job fails or skips them by --on-bad-image) at %s\n",
-		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), stored.VisionFactsKey)
+	printFacts(env, f)
 	return nil
 }
 
@@ -180,12 +171,16 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		}
 		data = src
 	}
+	var model []byte // --tokenizer: with --text, the text's; alone, the image-text facts'
 	if tokenizer != "" {
 		b, err := readModel(ctx, tokenizer, sf)
 		if err != nil {
 			return err
 		}
-		opt.Tokenizer = b
+		model = b
+		if opt.Text != "" {
+			opt.Tokenizer = b
+		}
 	}
 	if members != "" {
 		opt.Members = map[string]string{}
@@ -238,7 +233,31 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		fmt.Fprintf(env.Stdout, "token dataset: %s documents, %s tokens of %s in field %q, vocabulary %s\n",
 			humanize.Comma(docs), humanize.Comma(tokens), t.TokenType(), t.TokenField(), vocab)
 	}
+	if model == nil || opt.Text != "" {
+		return nil
+	}
+	// Image-text samples (Parquet rows of an image and a text or
+	// conversation column): their facts, read through the format's
+	// decoder as a gateway reads the rows, stored beside the index.
+	f, err := dataset.WriteVisionFactsInPlace(ctx, out, st, ix, res.Manifest.InPlace.Format, res.Decoder, model, transform.DefaultMaxPixels, max(1, opt.Parallel/4))
+	if err != nil {
+		return fmt.Errorf("indexed, but no image-text facts written: %w", err)
+	}
+	printFacts(env, f)
 	return nil
+}
+
+// printFacts says what `brand index --tokenizer` wrote of image-text
+// samples.
+func printFacts(env *cli.Env, f *vision.FactsFile) {
+	faults := 0
+	for _, s := range f.Samples {
+		if s.Refused() {
+			faults++
+		}
+	}
+	fmt.Fprintf(env.Stdout, "wrote the image-text facts of %s samples (%s at fault: a vision job fails or skips them by --on-bad-image) at %s\n",
+		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), stored.VisionFactsKey)
 }
 
 // appendInPlace is `brand index --append`: the files not indexed yet
