@@ -14,10 +14,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -29,6 +33,7 @@ import (
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/format/parquet"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
 )
@@ -185,6 +190,62 @@ func pairParquet(t *testing.T, st *s3backend.Local, pairs [][]pair) {
 	}
 }
 
+// pairDuckDB writes pairs as Parquet files into st with DuckDB
+// (testdata/vision_duckdb.cjs), a writer independent of arrow-go: an
+// image BLOB, a caption VARCHAR and a conversations
+// STRUCT("from" VARCHAR, "value" VARCHAR)[], each null where the sample
+// has none, a file of one row group each.
+func pairDuckDB(t *testing.T, st *s3backend.Local, pairs [][]pair) {
+	t.Helper()
+	node, mods := nodetest.Find(t, nodetest.DuckDB)
+	work := t.TempDir()
+	if err := errors.Join(os.MkdirAll(filepath.Join(work, "images"), 0o755), os.MkdirAll(filepath.Join(work, "d"), 0o755)); err != nil {
+		t.Fatal(err)
+	}
+	var manifest bytes.Buffer
+	for f, rows := range pairs {
+		for i, p := range rows {
+			line := map[string]any{"part": f, "row": i, "file": nil, "caption": nil, "conversations": nil}
+			if p.image != nil {
+				file := filepath.Join(work, "images", fmt.Sprintf("%d-%03d.%s", f, i, p.ext))
+				if err := os.WriteFile(file, p.image, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				line["file"] = file
+			}
+			if p.turns == nil {
+				line["caption"] = p.caption
+			} else {
+				var conv []map[string]string
+				for _, m := range p.turns {
+					conv = append(conv, map[string]string{"from": m[0], "value": m[1]})
+				}
+				line["conversations"] = conv
+			}
+			b, _ := json.Marshal(line)
+			manifest.Write(append(b, '\n'))
+		}
+	}
+	mf := filepath.Join(work, "manifest.jsonl")
+	if err := os.WriteFile(mf, manifest.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "vision_duckdb.cjs"), mf, work, strconv.Itoa(len(pairs)))
+	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node vision_duckdb.cjs: %v\n%s", err, out)
+	}
+	for f := range pairs {
+		b, err := os.ReadFile(filepath.Join(work, "d", fmt.Sprintf("part-%d.parquet", f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		putFile(t, st, fmt.Sprintf("d/part-%d.parquet", f), b)
+	}
+}
+
 // parquetVision indexes the Parquet dataset in st in place and writes
 // its image-text facts, as `brand index --tokenizer` does.
 func parquetVision(t *testing.T, st *s3backend.Local, tok []byte) *dataset.Result {
@@ -246,7 +307,9 @@ func sequencesOf(t *testing.T, srv string, q url.Values, from int) (map[string]m
 // TestVisionParquetOverHTTP: the same image-text samples as WebDataset
 // shards and as Parquet rows served in place (an image bytes column, a
 // caption column, a conversations column of {from, value} structs),
-// each indexed with its image-text facts, make the same vision epoch:
+// written by arrow-go and by DuckDB (image BLOB, conversations
+// STRUCT("from" VARCHAR, "value" VARCHAR)[]), each indexed with its
+// image-text facts, make the same vision epoch:
 // every sequence of the Parquet dataset at world 2 is the tar dataset's,
 // member for member (input_ids, position_ids, loss_mask, image_spans,
 // and the images resized on the data node, pixel for pixel), in the
@@ -256,13 +319,8 @@ func sequencesOf(t *testing.T, srv string, q url.Values, from int) (map[string]m
 func TestVisionParquetOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	tok, enc, tarSt := visionStore(t)
-	pqSt, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	pairs := visionPairs(t, 4, 12)
 	pairShards(t, tarSt, pairs)
-	pairParquet(t, pqSt, pairs)
 	tres, err := dataset.IndexShards(ctx, tarSt, dataset.IndexOptions{Parallel: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -270,15 +328,44 @@ func TestVisionParquetOverHTTP(t *testing.T) {
 	if _, err := dataset.WriteVisionFacts(ctx, tarSt, tres.Index, tok, 0, 2); err != nil {
 		t.Fatal(err)
 	}
+	_, tarSrv := start(t, tarSt, nil)
+	for _, w := range []struct {
+		name  string
+		write func(*testing.T, *s3backend.Local, [][]pair)
+	}{{"arrow-go", pairParquet}, {"duckdb", pairDuckDB}} {
+		t.Run(w.name, func(t *testing.T) {
+			pqSt, err := s3backend.NewLocal(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.write(t, pqSt, pairs)
+			visionSameAsShards(t, tarSrv.URL, tres, pqSt, tok, enc)
+		})
+	}
+}
+
+// visionSameAsShards serves the Parquet dataset in pqSt, indexed with
+// its facts, and holds its vision epoch to the shards' (tres, served at
+// tarSrv): the same sequences, member for member, in the same order at
+// world 2, and exactly the rest at world 3 from a step's offset.
+func visionSameAsShards(t *testing.T, tarSrv string, tres *dataset.Result, pqSt *s3backend.Local, tok []byte, enc *tokenize.Model) {
+	t.Helper()
 	pres := parquetVision(t, pqSt, tok)
+	var fields []string
+	for _, f := range pres.Manifest.InPlace.Fields {
+		fields = append(fields, f.Name+"."+f.Ext+" "+f.Type)
+	}
+	t.Logf("Parquet fields: %q", fields)
+	if len(fields) != 3 || !strings.HasPrefix(fields[0], "image. ") || !strings.HasSuffix(fields[0], "(image)") || !strings.HasPrefix(fields[1], "caption.txt ") || !strings.HasPrefix(fields[2], "conversations.json list<") {
+		t.Fatalf("Parquet fields %q; want an image, a caption (txt) and a list of conversation turns (json)", fields)
+	}
 	if !slices.Equal(pres.Index.SampleCounts(), tres.Index.SampleCounts()) {
 		t.Fatalf("Parquet chunks of %v samples; the shards hold %v", pres.Index.SampleCounts(), tres.Index.SampleCounts())
 	}
-	_, tarSrv := start(t, tarSt, nil)
 	_, pqSrv := start(t, pqSt, inParquet)
 
 	q := url.Values{"seq": {"128"}, "vision": {visionRule(enc)}, "seed": {"7"}, "window": {"2"}, "batch_size": {"2"}, "world": {"2"}}
-	want, wantOrder := sequencesOf(t, tarSrv.URL, q, 0)
+	want, wantOrder := sequencesOf(t, tarSrv, q, 0)
 	got, gotOrder := sequencesOf(t, pqSrv.URL, q, 0)
 	if len(want) < 8 || !slices.Equal(gotOrder, wantOrder) {
 		t.Fatalf("Parquet served sequences %v; the shards %v", gotOrder, wantOrder)
