@@ -31,7 +31,9 @@ import (
 // in place, its index in another bucket), are one vision job's epoch
 // under `brand serve`: every rank's batch at world 2 holds the same
 // sequences, member for member (token IDs, loss mask, image spans, the
-// images resized on the data node), from either dataset.
+// images resized on the data node), from either dataset; and a cluster
+// of three `brand serve` processes answers each of the Parquet job's
+// batches, from any node, with the single gateway's bytes.
 func TestVisionParquetOnMinIO(t *testing.T) {
 	const tokenizer = "../tokenize/testdata/hf-golden-tokenizer.json"
 	const parts, rows = 3, 8
@@ -138,14 +140,14 @@ func TestVisionParquetOnMinIO(t *testing.T) {
 	v := enc.VocabSize()
 	q := url.Values{"seq": {"128"}, "batch_size": {"1"}, "world": {"2"}, "seed": {"3"}, "window": {"2"},
 		"vision": {fmt.Sprintf("min:3136,max:25088,patch:14,merge:2,image:%d,start:%d,end:%d", v, v+1, v+2)}}
-	get := func(ds, path string, rank int) []byte {
+	getFrom := func(base, ds, path string, rank int) []byte {
 		t.Helper()
 		r := url.Values{"dataset": {ds}}
 		for k, x := range q {
 			r[k] = x
 		}
 		r.Set("rank", strconv.Itoa(rank))
-		resp, err := http.Get(gw.url + path + "?" + r.Encode())
+		resp, err := http.Get(base + path + "?" + r.Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,15 +158,19 @@ func TestVisionParquetOnMinIO(t *testing.T) {
 		}
 		return body
 	}
+	get := func(ds, path string, rank int) []byte { return getFrom(gw.url, ds, path, rank) }
 	var info struct{ Batches, Samples int }
 	if err := json.Unmarshal(get("pq", "/epoch/0", 0), &info); err != nil || info.Batches < 3 {
 		t.Fatalf("/epoch/0 of the Parquet: %+v %v; want 3 global batches or more", info, err)
 	}
 	sequences, images := 0, 0
+	bodies := map[string][]byte{} // the Parquet's, by path and rank
 	for m := range info.Batches {
 		for rank := range 2 {
 			path := fmt.Sprintf("/epoch/0/batch/%d", m)
-			want, got := tarMembers(t, get("tar", path, rank)), tarMembers(t, get("pq", path, rank))
+			pq := get("pq", path, rank)
+			bodies[fmt.Sprintf("%s/%d", path, rank)] = pq
+			want, got := tarMembers(t, get("tar", path, rank)), tarMembers(t, pq)
 			if len(got) != len(want) {
 				t.Fatalf("batch %d rank %d: %d members from the Parquet, %d from the shards", m, rank, len(got), len(want))
 			}
@@ -183,6 +189,36 @@ func TestVisionParquetOnMinIO(t *testing.T) {
 	}
 	if sequences != info.Samples || images < parts*rows/2 {
 		t.Fatalf("%d sequences holding %d images; /epoch/0 says %d sequences, and the samples have %d images", sequences, images, info.Samples, parts*rows/2)
+	}
+
+	// Three `brand serve` processes as one cluster, each loading the
+	// facts and fetching the chunks another owns from it: every node
+	// answers every rank's batch with the single gateway's bytes.
+	const nodes = 3
+	ports := freePorts(t, nodes)
+	urls := make([]string, nodes)
+	for k, port := range ports {
+		urls[k] = fmt.Sprintf("http://127.0.0.1:%d", port)
+	}
+	dir := t.TempDir()
+	procs := make([]*clusterProc, nodes)
+	for k := range nodes {
+		procs[k] = &clusterProc{k: k, url: urls[k], logPath: filepath.Join(dir, fmt.Sprintf("node%d.log", k)),
+			args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[k]), "--s3-endpoint", srv.URL(),
+				"--dataset", "pq=s3://" + own + "/pq", "--cache-size", "64MiB", "--cache-prefault=false",
+				"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k),
+				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
+	}
+	startProcs(t, procs, bin, env, "")
+	for m := range info.Batches {
+		for rank := range 2 {
+			path := fmt.Sprintf("/epoch/0/batch/%d", m)
+			for k, u := range urls {
+				if !bytes.Equal(getFrom(u, "pq", path, rank), bodies[fmt.Sprintf("%s/%d", path, rank)]) {
+					t.Fatalf("batch %d rank %d from node %d of the cluster differs from a single gateway's", m, rank, k)
+				}
+			}
+		}
 	}
 }
 
