@@ -100,8 +100,9 @@ type Result struct {
 	// format.Options.Tokens or Text, or a Megatron dataset): each
 	// document's token count and the tokens' type; nil otherwise.
 	Tokens format.Tokens
-	// Decoder is a dataset served in place's decoder (IndexInPlace), of
-	// format Manifest.InPlace.Format; nil for tar chunks.
+	// Decoder is a dataset served in place's decoder (IndexInPlace,
+	// AppendInPlace), of format Manifest.InPlace.Format; nil for tar
+	// chunks.
 	Decoder format.Decoder
 }
 

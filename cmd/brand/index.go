@@ -55,7 +55,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the tokenizer the text is tokenized with, a SentencePiece model (tokenizer.model) or a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen, GPT-2): a file, or s3://bucket/path/FILE; stored in the dataset's description, so every node uses the same one. Alone on image-text samples — tar shards of WebDataset pairs, or Parquet served in place with an image column and a text or conversation column: their facts for vision jobs (seq= with vision=), each sample's text tokens and image sizes, stored with the tokenizer at _brand/vision-facts (docs/format.md §6.12)")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	fs.Var(&checksums, "checksums", "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in (a video's: of every GOP), which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file (a video: the GOP, whose clips alone fail), as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Default: on for video and LeRobot, whose damaged packets decode into wrong frames without an error; off for Parquet, MDS and Megatron. --checksums=false refuses them: a local file is then pinned by its size and modification time, an S3 object by its ETag, and bytes damaged at rest are not caught")
-	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept")
+	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept; with --tokenizer alone, the new version's image-text facts are written (every row read again)")
 	fs.BoolVar(&skipBad, "skip-bad-files", false, "a tree of videos: leave out each video that cannot be indexed (not an MP4/MOV, truncated, a damaged moov, an unsupported codec, past a limit) rather than refuse the dataset for it; each is printed and named with why in the manifest (in_place.skipped). Without it the first such file refuses the index, naming it")
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
@@ -77,10 +77,10 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		return usageError(env, "index", "%v", err)
 	}
 	if appendNew {
-		if tok.set() || checksums.set || members != "" || fmtName != "" || name != "" || skipBad {
-			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size and --parallel")
+		if tok.set() && (tok != tokenFlags{tokenizer: tok.tokenizer}) || checksums.set || members != "" || fmtName != "" || name != "" || skipBad {
+			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size, --parallel and --tokenizer (alone: the image-text facts of the new version)")
 		}
-		return appendInPlace(ctx, env, st, src, dst, prefix, int64(chunk), parallel, sf)
+		return appendInPlace(ctx, env, st, src, dst, prefix, tok.tokenizer, int64(chunk), parallel, sf)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
 		opt := format.Options{ChunkBytes: int64(chunk), Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary, SkipBad: skipBad}
@@ -264,7 +264,7 @@ func printFacts(env *cli.Env, f *vision.FactsFile) {
 // added to a dataset served in place as a version extending its index.
 // Nothing new is said, not failed: a writer's commit may run it after
 // every batch of files, new or not.
-func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix string, chunk int64, parallel int, sf cli.S3Flags) error {
+func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, tokenizer string, chunk int64, parallel int, sf cli.S3Flags) error {
 	out, where := st, src
 	if dst != "" {
 		var err error
@@ -289,6 +289,20 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 	fmt.Fprintf(env.Stdout, "appended %s samples in %d chunks to %s in %s: index %s extends %s (%s samples in %d chunks in all) at %s\n",
 		humanize.Comma(int64(ix.NumSamples()-first)), ix.NumChunks()-parent.Chunks, src, time.Since(start).Round(time.Millisecond),
 		ix.ID(), parent.ID, humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), where)
+	if tokenizer == "" {
+		return nil
+	}
+	// The facts name one index version: the new one's are written anew
+	// (every row read again), beside it.
+	model, err := readModel(ctx, tokenizer, sf)
+	if err != nil {
+		return err
+	}
+	f, err := dataset.WriteVisionFactsInPlace(ctx, out, st, ix, res.Manifest.InPlace.Format, res.Decoder, model, transform.DefaultMaxPixels, parallel)
+	if err != nil {
+		return fmt.Errorf("appended, but no image-text facts written: %w", err)
+	}
+	printFacts(env, f)
 	return nil
 }
 
