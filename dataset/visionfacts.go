@@ -1,10 +1,12 @@
 package dataset
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -28,7 +30,7 @@ func WriteVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.In
 	if ix.Deferred() {
 		return nil, fmt.Errorf("dataset: index %s is of a dataset served in place: its image-text facts are read through its format's decoder (WriteVisionFactsInPlace)", ix.ID())
 	}
-	return writeVisionFacts(ctx, st, ix, tarSamples(st, ix), tokenizer, maxPixels, parallel)
+	return writeVisionFacts(ctx, st, ix, tarSamples(st, ix), nil, tokenizer, maxPixels, parallel)
 }
 
 // WriteVisionFactsInPlace is WriteVisionFacts of a dataset served in
@@ -46,7 +48,8 @@ func WriteVisionFactsInPlace(ctx context.Context, st, data s3backend.Store, ix *
 	if err := format.CheckImageText(name, dec); err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
-	return writeVisionFacts(ctx, st, ix, decodedSamples(data, ix, dec), tokenizer, maxPixels, parallel)
+	it := dec.(format.ImageText) // CheckImageText: it is one
+	return writeVisionFacts(ctx, st, ix, decodedSamples(data, ix, dec), it.UnreadImage, tokenizer, maxPixels, parallel)
 }
 
 // A chunkSamples reads chunk c's samples, in sample order, each as its
@@ -123,8 +126,11 @@ func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decod
 }
 
 // writeVisionFacts reads every sample of ix by read, chunks parallel at
-// once, and stores their facts in st.
-func writeVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, read chunkSamples, tokenizer []byte, maxPixels int64, parallel int) (*vision.FactsFile, error) {
+// once, and stores their facts in st. unread, if not nil, tells a
+// member extension of an image vision does not read (a Parquet image
+// column's webp, or bytes of no image's): a sample holding one has a bad
+// image (format.ImageText.UnreadImage), rather than none.
+func writeVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, read chunkSamples, unread func(ext string) bool, tokenizer []byte, maxPixels int64, parallel int) (*vision.FactsFile, error) {
 	model, err := tokenize.Load(tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: the tokenizer: %w", err)
@@ -139,6 +145,11 @@ func writeVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.In
 				facts, err := r.Facts(key, sample)
 				if err != nil {
 					return fmt.Errorf("dataset: %w", err)
+				}
+				if unread != nil && !facts.Refused() {
+					if m := unreadImage(key, sample, unread); m != "" {
+						facts.Images = append(facts.Images, vision.ImageFacts{Bad: fmt.Sprintf("member %s is neither a JPEG nor a PNG", m)})
+					}
 				}
 				f.Samples[id] = facts
 				return nil
@@ -156,4 +167,19 @@ func writeVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.In
 		return nil, fmt.Errorf("dataset: storing the image-text facts: %w", err)
 	}
 	return f, nil
+}
+
+// unreadImage is the name of sample key's first member whose extension
+// unread tells (its members are key + "." + extension), "" if none.
+func unreadImage(key string, sample []byte, unread func(ext string) bool) string {
+	tr := tar.NewReader(bytes.NewReader(sample))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return "" // a sample that is not a tar is vision's fault to find
+		}
+		if ext, ok := strings.CutPrefix(h.Name, key+"."); ok && unread(ext) {
+			return h.Name
+		}
+	}
 }

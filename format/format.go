@@ -489,6 +489,12 @@ type ImageText interface {
 	// as its image (two image fields, each qualified by its name), or no
 	// text or conversation field.
 	ImageText() error
+	// UnreadImage reports whether a member of extension ext is a value
+	// of the image field that package vision does not read as an image:
+	// an image of another format than JPEG or PNG (webp, gif, …), or
+	// bytes of no image's ("bin": empty, or damaged). A sample holding
+	// one has a bad image, not none.
+	UnreadImage(ext string) bool
 }
 
 // CheckImageText refuses dec, a decoder of format name, unless its

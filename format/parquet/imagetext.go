@@ -50,3 +50,21 @@ func (d *decoder) ImageText() error {
 	}
 	return nil
 }
+
+// UnreadImage reports whether ext is one an image column's value gets
+// (by its path or its bytes, imageExt) that is not JPEG's or PNG's:
+// "bin" for bytes of no image's magic (an empty or damaged value),
+// another format's ("webp", "gif", ...). Only a column left to its
+// values' extensions gives them: one --members sets gives its own.
+func (d *decoder) UnreadImage(ext string) bool {
+	switch ext {
+	case "jpg", "jpeg", "png":
+		return false
+	}
+	for _, f := range d.fields {
+		if f.kind == kindImage && !f.forced && f.ext == "" {
+			return ext == "bin" || imageExts[ext]
+		}
+	}
+	return false
+}

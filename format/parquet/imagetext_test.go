@@ -59,6 +59,14 @@ func TestImageText(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
+				// An image column left to its values' extensions gives
+				// unread ones; a column --members sets gives its own.
+				it := dec.(format.ImageText)
+				unread := tt.members["image"] == ""
+				if it.UnreadImage("bin") != unread || it.UnreadImage("webp") != unread || it.UnreadImage("png") || it.UnreadImage("txt") {
+					t.Fatalf("UnreadImage: bin %v, webp %v, png %v, txt %v; want %v, %v, false, false",
+						it.UnreadImage("bin"), it.UnreadImage("webp"), it.UnreadImage("png"), it.UnreadImage("txt"), unread, unread)
+				}
 				return
 			}
 			if !errors.Is(err, format.ErrNotImageText) {
