@@ -195,7 +195,7 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	start := time.Now()
 	res, err := dataset.IndexInPlace(ctx, st, out, dataset.InPlaceOptions{Formats: formats(), Format: format_,
 		Prefix: prefix, Name: name, Data: data, Options: opt, Tool: "brand " + version,
-		Checksums: checksums.set && checksums.v, NoChecksums: checksums.set && !checksums.v})
+		Checksums: checksums.set && checksums.v, NoChecksums: checksums.set && !checksums.v, ImageText: model != nil && opt.Text == ""})
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,8 @@ func TestIndexImageTextFacts(t *testing.T) {
 // Parquet served in place (an image bytes column and a caption column)
 // writes the rows' image-text facts beside the index, and with --append
 // the facts of the version the new file extends it to; on a Parquet
-// dataset of no image column it fails naming the columns.
+// dataset of no image column it fails naming the columns, before any
+// index is stored.
 func TestIndexImageTextFactsParquet(t *testing.T) {
 	dir := t.TempDir()
 	writePairs(t, filepath.Join(dir, "pairs-0.parquet"), 3)
@@ -112,6 +113,9 @@ func TestIndexImageTextFactsParquet(t *testing.T) {
 	code, out, errOut = brand(t, "index", "--src", labels, "--tokenizer", tok)
 	if code == 0 || !strings.Contains(errOut, "no image column") || !strings.Contains(errOut, "text (string") || !strings.Contains(errOut, "label (int64") {
 		t.Fatalf("a Parquet dataset of no image column: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(labels, "_brand")); !os.IsNotExist(err) {
+		t.Fatalf("a Parquet dataset of no image column was indexed before it was refused (%v)", err)
 	}
 }
 
