@@ -85,7 +85,6 @@ func cells() []Cell {
 		refuse(Tokens, Resize, "a token job's plan is of its epochs, not of a resize (nodes_after=)"),
 		refuse(Mix, Vision, "a vision job reads one dataset of image-text samples; a mixture with text-only token datasets is not served yet"),
 		refuse(Schedule, Vision, "a vision job reads one dataset of image-text samples; a schedule is not served yet"),
-		refuse(Vision, InPlace, "a vision job reads image-text samples of tar chunks (WebDataset pairs); a dataset served in place is not read as one yet"),
 		refuse(Vision, BalanceC, "balance= does not count a vision job's encoder work yet: its sequences take the plain cut"),
 		refuse(Clips, Columns, "columns and clip do not go together: a clip job reads the GOPs (and rows) its clips need"),
 		refuse(Clips, Exclusion, "an exclusion list leaves samples out of an order of samples; a clip job's samples are clips drawn afresh each epoch"),
