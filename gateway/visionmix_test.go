@@ -148,7 +148,7 @@ func TestVisionMixtureOverHTTP(t *testing.T) {
 	}
 
 	// Each component's own job over its stream (its window, its
-	// passes 0 and 1), every sequence by the digest of its members.
+	// passes 0 to 2), every sequence by the digest of its members.
 	digest := func(files map[string][]byte) string {
 		names := make([]string, 0, len(files))
 		for n := range files {
@@ -162,38 +162,43 @@ func TestVisionMixtureOverHTTP(t *testing.T) {
 		}
 		return string(h.Sum(nil))
 	}
-	own := map[string]bool{} // vis: every member; txt: input_ids and position_ids
-	for c, name := range []string{"vis", "txt"} {
-		q := url.Values{"dataset": {name}, "seq": {strconv.Itoa(seq)}, "seed": {"42"}, "batch_size": {"8"},
-			"window": {strconv.Itoa(info.Mix.Components[c].Window)}}
-		if name == "vis" {
-			q.Set("vision", rule)
-		}
-		for e := range 2 {
-			for _, s := range readAll(t, srv.URL, q, e) {
-				if name == "vis" {
-					own[digest(s.files)] = true
-					continue
+	own := map[string]bool{} // c/window/digest; vis: every member, txt: input_ids and position_ids
+	ownOf := func(c, window int, files map[string][]byte) bool {
+		t.Helper()
+		key := func(d string) string { return fmt.Sprintf("%d/%d/%s", c, window, d) }
+		if !own[key("")] {
+			own[key("")] = true
+			name := []string{"vis", "txt"}[c]
+			q := url.Values{"dataset": {name}, "seq": {strconv.Itoa(seq)}, "seed": {"42"}, "batch_size": {"8"}, "window": {strconv.Itoa(window)}}
+			if c == 0 {
+				q.Set("vision", rule)
+			}
+			for e := range 3 {
+				for _, s := range readAll(t, srv.URL, q, e) {
+					if c == 1 {
+						s.files = map[string][]byte{"input_ids.npy": s.files["input_ids.npy"], "position_ids.npy": s.files["position_ids.npy"]}
+					}
+					own[key(digest(s.files))] = true
 				}
-				own[digest(map[string][]byte{"input_ids.npy": s.files["input_ids.npy"], "position_ids.npy": s.files["position_ids.npy"]})] = true
 			}
 		}
+		if c == 1 {
+			files = map[string][]byte{"input_ids.npy": files["input_ids.npy"], "position_ids.npy": files["position_ids.npy"]}
+		}
+		return own[key(digest(files))]
 	}
 
 	// check is one mixed sequence of component c: its component's own.
 	check := func(key string, c int, files map[string][]byte) {
 		t.Helper()
+		if !ownOf(c, info.Mix.Components[c].Window, files) {
+			t.Fatalf("sequence %s of component %d is not one of its own job's (window %d)", key, c, info.Mix.Components[c].Window)
+		}
 		if c == 0 {
-			if !own[digest(files)] {
-				t.Fatalf("image-text sequence %s is not one of the vision job's own", key)
-			}
 			return
 		}
 		if len(files) != 5 {
 			t.Fatalf("text sequence %s has %d members; want the vision job's five, no image", key, len(files))
-		}
-		if !own[digest(map[string][]byte{"input_ids.npy": files["input_ids.npy"], "position_ids.npy": files["position_ids.npy"]})] {
-			t.Fatalf("text sequence %s is not one of the text job's own", key)
 		}
 		ids := npyInt32s(t, files["input_ids.npy"])
 		pad := len(ids)
@@ -218,9 +223,11 @@ func TestVisionMixtureOverHTTP(t *testing.T) {
 	}
 
 	// read reads the mixed epoch from global batch from on at world,
-	// each sequence's digest by its key; each global batch's components
-	// within one of their share.
-	read := func(q url.Values, world, from int) map[string]string {
+	// each sequence's digest by its key; each whole global batch's
+	// components within one of their share (share(m, c) of it) when
+	// share is not nil.
+	half := func(int, int) float64 { return 0.5 }
+	read := func(q url.Values, world, from int, share func(m, c int) float64) map[string]string {
 		t.Helper()
 		q = with(q, "world", strconv.Itoa(world))
 		epochInfo(q)
@@ -253,17 +260,17 @@ func TestVisionMixtureOverHTTP(t *testing.T) {
 					got[s.key] = fmt.Sprintf("%d:%x", c, digest(s.files))
 				}
 			}
-			if n == 2*world && q.Get("offset") == "" {
+			if n == 2*world && share != nil {
 				for c := range 2 {
-					if d := count[c] - n/2; d < -1 || d > 1 {
-						t.Fatalf("global batch %d at world %d: component %d has %d of %d sequences", m, world, c, count[c], n)
+					if d := float64(count[c]) - share(m, c)*float64(n); d <= -1 || d >= 1 {
+						t.Fatalf("global batch %d at world %d: component %d has %d of %d sequences; its share is %.2f", m, world, c, count[c], n, share(m, c))
 					}
 				}
 			}
 		}
 		return got
 	}
-	whole := read(job, 2, 0)
+	whole := read(job, 2, 0, half)
 	if len(whole) != info.Samples || info.Samples < 16 {
 		t.Fatalf("world 2 read %d sequences of the epoch's %d", len(whole), info.Samples)
 	}
@@ -279,22 +286,37 @@ func TestVisionMixtureOverHTTP(t *testing.T) {
 
 	// Two global batches at world 2 (8 sequences), then world 3 from
 	// there: exactly the rest, under the same keys.
-	done := map[string]string{}
-	for k, d := range whole {
-		pos, _ := strconv.Atoi(k[strings.LastIndexByte(k, '/')+1:])
-		if pos >= 8 {
-			done[k] = d
+	resume := func(q url.Values, whole map[string]string) {
+		t.Helper()
+		done := map[string]string{}
+		for k, d := range whole {
+			if pos, _ := strconv.Atoi(k[strings.LastIndexByte(k, '/')+1:]); pos >= 8 {
+				done[k] = d
+			}
+		}
+		rest := read(with(q, "offset", "8"), 3, 0, nil)
+		if len(rest) != len(done) {
+			t.Fatalf("world 3 from offset 8 read %d sequences; want the %d after the first 8", len(rest), len(done))
+		}
+		for k, d := range done {
+			if rest[k] != d {
+				t.Fatalf("sequence %s at world 3 differs from world 2's", k)
+			}
 		}
 	}
-	rest := read(with(job, "offset", "8"), 3, 0)
-	if len(rest) != len(done) {
-		t.Fatalf("world 3 from offset 8 read %d sequences; want the %d after the first 8", len(rest), len(done))
-	}
-	for k, d := range done {
-		if rest[k] != d {
-			t.Fatalf("sequence %s at world 3 differs from world 2's", k)
+	resume(job, whole)
+
+	// A schedule of the two (mix_schedule=): 3:1 for four steps, then
+	// 1:1, each step one global batch within one sequence of its
+	// phase's share; resumed at world 3 as exactly.
+	sched := with(job, "mix", "", "mix_schedule", "0:vis:3,txt:1;4:vis:1,txt:1")
+	steps := func(m, c int) float64 {
+		if m < 4 {
+			return []float64{0.75, 0.25}[c]
 		}
+		return 0.5
 	}
+	resume(sched, read(sched, 2, 0, steps))
 
 	// What cannot be served says why: a text corpus of another
 	// tokenizer (a SentencePiece model), naming both; balance=; /plan.
