@@ -42,7 +42,7 @@ type Mixed struct {
 	// of it starts from.
 	tokens bool
 	comps  []tokenComponent
-	unit   func() Unit
+	unit   func() (Unit, error)
 	// held are, per component, the epoch order and window its last part
 	// read (made on first use): a mixture of more sources than the
 	// Orders' memo tables hold (maxMemoEpochs, maxMemoWindows) would

@@ -94,7 +94,7 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 // dataset a text component whose vocabulary is the vision component's
 // tokenizer (its fingerprint: a text dataset tokenized with that model,
 // or token IDs indexed with --vocabulary naming it).
-func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenComponent, func() Unit, error) {
+func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenComponent, func() (Unit, error), error) {
 	comps := make([]tokenComponent, len(ds))
 	if job.Vision == "" {
 		specs := make([]TokenSpec, len(ds))
@@ -115,7 +115,7 @@ func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenCompon
 				return nil, nil, fmt.Errorf("%w: a mixture's token datasets must share a vocabulary: %s's is %q, %s's %q", ErrTokens, ds[0].Name, a.Vocabulary, d.Name, b.Vocabulary)
 			}
 		}
-		return comps, func() Unit { return &TokenBatch{Spec: specs[0]} }, nil
+		return comps, func() (Unit, error) { return &TokenBatch{Spec: specs[0]}, nil }, nil
 	}
 	if job.Balance != "" {
 		return nil, nil, fmt.Errorf("%w: balance= does not weigh a mixture of image-text and text sequences: its sequences take the plain cut", ErrVision)
@@ -154,7 +154,7 @@ func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenCompon
 		}
 		comps[i], dtypes[i] = textComponent{o: o, spec: spec}, spec.DType
 	}
-	return comps, func() Unit { return vc.unit(dtypes) }, nil
+	return comps, func() (Unit, error) { return vc.unit(dtypes) }, nil
 }
 
 // newTokenMixed builds a token mixture whose key is key.
@@ -356,7 +356,10 @@ func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 		pass uint64
 	}
 	packs := map[passKey]packedPass{}
-	u := m.unit()
+	u, err := m.unit()
+	if err != nil {
+		return err
+	}
 	global := job.BatchSize * job.World
 	docAt := map[[2]int]int{} // (part, document) → its read position
 	var partDocs [][]int

@@ -265,14 +265,14 @@ func (o *Orders) newVisionComponent(ds *catalog.Dataset, job api.Job) (*visionCo
 
 // unit is an empty batch of the mixture: a vision batch whose text
 // components' tokens are of dtypes (per component).
-func (c *visionComponent) unit(dtypes []string) Unit {
+func (c *visionComponent) unit(dtypes []string) (Unit, error) {
 	items, err := c.o.visionItems(c.ds, c.v, c.job, c.r)
 	if err != nil {
-		items = nil // the pass that needs them failed first, saying why
+		return nil, err
 	}
 	vb := newVisionBatch(c.r, c.v, c.job, items)
 	vb.Text, vb.Comps, vb.DTypes = []seqpack.Sequence{}, []int{}, dtypes
-	return vb
+	return vb, nil
 }
 
 func (c *visionComponent) pass(s Stream, p uint64) (packedPass, error) {
