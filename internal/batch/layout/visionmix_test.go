@@ -346,3 +346,57 @@ func TestVisionMixture(t *testing.T) {
 		}
 	}
 }
+
+// A schedule of the two (mix_schedule= with seq=&vision=): 1:2 for five
+// steps, then 2:1; every step (a mixing block of 6 sequences, the global
+// batch) holds each component exactly at its phase's share, each
+// sequence reads exactly its documents, and a resume at world 3 lays out
+// the same sequences at the same positions.
+func TestVisionSchedule(t *testing.T) {
+	tokenizer, err := os.ReadFile("../../../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := tokenize.Load(tokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vis, txt := visionMixSources(t, tokenizer)
+	v := model.VocabSize()
+	rule := fmt.Sprintf("min:3136,max:12544,patch:14,merge:2,image:%d,start:%d,end:%d,images:3", v, v+1, v+2)
+	raw := "mix_schedule=0:vis:1,txt:2%3B5:vis:2,txt:1&seq=256&mix_block=6&batch_size=3&world=2&window=3&vision=" + rule
+	job := tokenJob(t, raw)
+	o := New(nil)
+	m, err := o.TokenMixture(job.Mix, []*catalog.Dataset{vis, txt}, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, steps := visionMixRun(t, o, m, job, 0)
+	if len(steps) < 10 {
+		t.Fatalf("%d steps; want 10 or more", len(steps))
+	}
+	for g, step := range steps[:len(steps)-1] {
+		n := [2]int{}
+		for _, c := range step {
+			n[c]++
+		}
+		want := [2]int{2, 4}
+		if g >= 5 {
+			want = [2]int{4, 2}
+		}
+		if n != want {
+			t.Fatalf("step %d holds %v sequences of each component; its phase's shares are %v", g, n, want)
+		}
+	}
+	w3 := tokenJob(t, raw+"&offset=12")
+	w3.World = 3
+	rest, _ := visionMixRun(t, o, m, w3, 0)
+	if len(rest) != len(got)-12 {
+		t.Fatalf("world 3 from offset 12 lays out %d sequences; want %d", len(rest), len(got)-12)
+	}
+	for pos, s := range rest {
+		if pos < 12 || got[pos] != s {
+			t.Fatalf("world 3 position %d: %s; world 2's %s", pos, s, got[pos])
+		}
+	}
+}
