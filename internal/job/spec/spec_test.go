@@ -141,7 +141,9 @@ func TestCheckParams(t *testing.T) {
 		{"seq=64&vision=patch:14,merge:2,min:3136,max:1003520,pad:151655", ""},
 		{"vision=size:448x448,patch:14,pad:1", "vision applies only to a token job (seq=): its images are counted in the sequence's tokens"},
 		{"seq=64&vision=size:448x448,patch:14,pad:1&transform=imagenet-train", Lookup(Tokens, Transform).Message},
-		{"mix=a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1", Lookup(Mix, Vision).Message},
+		{"mix=a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1", ""},
+		{"mix_schedule=0:a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1", ""},
+		{"mix=a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1&balance=tokens", Lookup(Vision, BalanceC).Message},
 		{"seq=64&vision=size:448x448,patch:14,pad:1&balance=tokens", Lookup(Vision, BalanceC).Message},
 		{"seq=64&vision=size:448x448,patch:14,pad:1&columns=a", Lookup(Tokens, Columns).Message},
 	} {
