@@ -150,6 +150,7 @@ func AppendInPlace(ctx context.Context, src, dst s3backend.Store, opts AppendOpt
 		return nil, err
 	}
 	res.Tokens, _ = dec.(format.Tokens)
+	res.Decoder = dec
 	return res, nil
 }
 

@@ -53,6 +53,10 @@ type InPlaceOptions struct {
 	// identity or ETag alone, and bytes damaged at rest are not caught
 	// (docs/format.md §6.8). Neither set: the format's default.
 	NoChecksums bool
+	// ImageText refuses, before anything is stored, a dataset whose
+	// samples are not image-text samples (format.CheckImageText): the
+	// caller writes their facts next (WriteVisionFactsInPlace).
+	ImageText bool
 }
 
 // checksummed reports whether an index of f records checksums under
@@ -140,6 +144,11 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	if err != nil {
 		return nil, fmt.Errorf("dataset: opening the %s description just made: %w", f.Name(), err)
 	}
+	if opts.ImageText {
+		if err := format.CheckImageText(f.Name(), dec); err != nil {
+			return nil, fmt.Errorf("dataset: %s: %w", storeLocation(src, opts.Prefix), err)
+		}
+	}
 	var spans [][]chunkindex.Span
 	if checksummed {
 		if spans, err = checksums(ctx, src, lay.Chunks, 0, dec, checksumReads(opts.Options)); err != nil {
@@ -168,6 +177,7 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 		return nil, err
 	}
 	res.Tokens, _ = dec.(format.Tokens)
+	res.Decoder = dec
 	return res, nil
 }
 

@@ -100,6 +100,10 @@ type Result struct {
 	// format.Options.Tokens or Text, or a Megatron dataset): each
 	// document's token count and the tokens' type; nil otherwise.
 	Tokens format.Tokens
+	// Decoder is a dataset served in place's decoder (IndexInPlace,
+	// AppendInPlace), of format Manifest.InPlace.Format; nil for tar
+	// chunks.
+	Decoder format.Decoder
 }
 
 // Pack packs the directory tree src into tar chunks in dst and publishes an

@@ -1,14 +1,18 @@
 package dataset
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset/stored"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/vision"
@@ -24,8 +28,109 @@ import (
 // skip; a store's error or a tokenizer's own fails the call.
 func WriteVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, tokenizer []byte, maxPixels int64, parallel int) (*vision.FactsFile, error) {
 	if ix.Deferred() {
-		return nil, fmt.Errorf("dataset: image-text facts are of a dataset of tar chunks (WebDataset pairs), not of one served in place")
+		return nil, fmt.Errorf("dataset: index %s is of a dataset served in place: its image-text facts are read through its format's decoder (WriteVisionFactsInPlace)", ix.ID())
 	}
+	return writeVisionFacts(ctx, st, ix, tarSamples(st, ix), nil, tokenizer, maxPixels, parallel)
+}
+
+// WriteVisionFactsInPlace is WriteVisionFacts of a dataset served in
+// place: ix is its deferred index in st (where the facts are stored
+// beside it), dec its format's decoder (of format name) and data the
+// store its objects are read from. Each chunk is read and decoded with
+// every field, as a gateway loads it, and each row's resident members
+// read as a WebDataset sample's. A dataset whose samples are not
+// image-text samples is refused before a chunk is read
+// (format.CheckImageText: format.ErrNotImageText naming its fields).
+func WriteVisionFactsInPlace(ctx context.Context, st, data s3backend.Store, ix *chunkindex.Index, name string, dec format.Decoder, tokenizer []byte, maxPixels int64, parallel int) (*vision.FactsFile, error) {
+	if !ix.Deferred() {
+		return nil, fmt.Errorf("dataset: index %s is of tar chunks: WriteVisionFacts reads them", ix.ID())
+	}
+	if err := format.CheckImageText(name, dec); err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	it := dec.(format.ImageText) // CheckImageText: it is one
+	return writeVisionFacts(ctx, st, ix, decodedSamples(data, ix, dec), it.UnreadImage, tokenizer, maxPixels, parallel)
+}
+
+// A chunkSamples reads chunk c's samples, in sample order, each as its
+// members as a tar (the bytes a gateway serves of it), handing each to
+// each with its ID and key; the bytes are good until each returns.
+type chunkSamples func(ctx context.Context, c int, each func(id int, key string, sample []byte) error) error
+
+// tarSamples reads a tar chunk's samples by their ranges.
+func tarSamples(st s3backend.Store, ix *chunkindex.Index) chunkSamples {
+	return func(ctx context.Context, c int, each func(int, string, []byte) error) error {
+		ch := ix.Chunk(c)
+		first, n := ix.ChunkRange(c)
+		var buf []byte
+		for id := first; id < first+n; id++ {
+			s := ix.Sample(id)
+			buf = append(buf[:0], make([]byte, s.Length)...)
+			if err := st.ReadRange(ctx, ch.Key, ch.ETag, s.Offset, buf); err != nil {
+				return fmt.Errorf("dataset: reading sample %s of %s: %w", s.Key, ch.Key, err)
+			}
+			if err := each(id, s.Key, buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// decodedSamples reads a chunk served in place whole — its ranges of
+// its object, pinned to the version indexed and checked against the
+// index's CRC32Cs where it has them — and decodes it with every field
+// into its resident form, whose samples are tars.
+func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decoder) chunkSamples {
+	return func(ctx context.Context, c int, each func(int, string, []byte) error) error {
+		ch := ix.Chunk(c)
+		obj := stored.ChunkObject(ch.Key)
+		rs, bound := dec.Extent(c, nil)
+		src := make([]byte, format.Concat(rs))
+		at := int64(0)
+		for _, r := range rs {
+			if err := data.ReadRange(ctx, obj, ch.ETag, r.Off, src[at:at+r.Len]); err != nil {
+				return fmt.Errorf("dataset: reading chunk %d (%s): %w", c, obj, err)
+			}
+			at += r.Len
+		}
+		if err := stored.CheckSpans(ix, c, obj, rs, src); err != nil {
+			return fmt.Errorf("dataset: chunk %d: %w", c, err)
+		}
+		wo := format.WriterOptions{ModTime: ix.InPlace().Created}
+		dst := make([]byte, bound)
+		err := dec.Decode(c, nil, src, dst, wo)
+		if ge := (*format.GrowError)(nil); errors.As(err, &ge) {
+			dst = make([]byte, ge.Need)
+			err = dec.Decode(c, nil, src, dst, wo)
+		}
+		if err != nil {
+			return fmt.Errorf("dataset: decoding chunk %d (%s): %w", c, obj, err)
+		}
+		tab, err := format.Verify(dst)
+		if err != nil {
+			return fmt.Errorf("dataset: decoding chunk %d (%s): %w", c, obj, err)
+		}
+		first, n := ix.ChunkRange(c)
+		if tab.Len() != n {
+			return fmt.Errorf("dataset: chunk %d (%s) decodes into %d samples; its index says %d", c, obj, tab.Len(), n)
+		}
+		for i := range n {
+			off, l, _ := tab.Sample(i)
+			if err := each(first+i, ix.SampleKey(first+i), dst[off:off+l]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// writeVisionFacts reads every sample of ix by read, chunks parallel at
+// once, and stores their facts in st. unread, if not nil, tells a
+// member extension of an image vision does not read (a Parquet image
+// column's webp, or bytes of no image's): a sample holding one has a bad
+// image (format.ImageText.UnreadImage), rather than none.
+func writeVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, read chunkSamples, unread func(ext string) bool, tokenizer []byte, maxPixels int64, parallel int) (*vision.FactsFile, error) {
 	model, err := tokenize.Load(tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: the tokenizer: %w", err)
@@ -36,22 +141,19 @@ func WriteVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.In
 	g.SetLimit(max(1, parallel))
 	for c := range ix.NumChunks() {
 		g.Go(func() error {
-			ch := ix.Chunk(c)
-			first, n := ix.ChunkRange(c)
-			var buf []byte
-			for id := first; id < first+n; id++ {
-				s := ix.Sample(id)
-				buf = append(buf[:0], make([]byte, s.Length)...)
-				if err := st.ReadRange(gctx, ch.Key, ch.ETag, s.Offset, buf); err != nil {
-					return fmt.Errorf("dataset: reading sample %s of %s: %w", s.Key, ch.Key, err)
-				}
-				facts, err := r.Facts(s.Key, buf)
+			return read(gctx, c, func(id int, key string, sample []byte) error {
+				facts, err := r.Facts(key, sample)
 				if err != nil {
 					return fmt.Errorf("dataset: %w", err)
 				}
+				if unread != nil && !facts.Refused() {
+					if m := unreadImage(key, sample, unread); m != "" {
+						facts.Images = append(facts.Images, vision.ImageFacts{Bad: fmt.Sprintf("member %s is neither a JPEG nor a PNG", m)})
+					}
+				}
 				f.Samples[id] = facts
-			}
-			return nil
+				return nil
+			})
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -65,4 +167,19 @@ func WriteVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.In
 		return nil, fmt.Errorf("dataset: storing the image-text facts: %w", err)
 	}
 	return f, nil
+}
+
+// unreadImage is the name of sample key's first member whose extension
+// unread tells (its members are key + "." + extension), "" if none.
+func unreadImage(key string, sample []byte, unread func(ext string) bool) string {
+	tr := tar.NewReader(bytes.NewReader(sample))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return "" // a sample that is not a tar is vision's fault to find
+		}
+		if ext, ok := strings.CutPrefix(h.Name, key+"."); ok && unread(ext) {
+			return h.Name
+		}
+	}
 }

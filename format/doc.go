@@ -29,6 +29,9 @@
 //
 // The rest of Brand never asks which format it reads: it reads a chunk's
 // Extent, calls Decode, and from then on holds a chunk like any other.
+// What a format's samples can be beyond that, its decoder says by the
+// interfaces it implements (Tokens: documents of tokens; ImageText:
+// image-text samples a vision job reads), never a branch on its name.
 //
 // # The resident form
 //

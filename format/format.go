@@ -467,3 +467,44 @@ type TokenSpecials interface {
 	// know one (a list column's, a model without EOS).
 	EOS() (id int32, ok bool)
 }
+
+// ErrNotImageText marks a dataset served in place whose samples are not
+// image-text samples (package vision: an image member, .jpg or .png,
+// and a text member, .txt, or a conversation, .json): a format whose
+// decoder does not implement ImageText, or a dataset of one that has no
+// image field or no text field, named with the fields it has. A vision
+// job over it is refused (400), and `brand index --tokenizer` writes no
+// facts of it.
+var ErrNotImageText = errkind.New(errkind.Invalid, "not image-text samples")
+
+// ImageText is implemented by the Decoder of a format whose samples may
+// be image-text samples as package vision reads a WebDataset pair: a
+// Parquet row of an image bytes column and a string or conversation
+// column. A format that does not implement it (MDS, Megatron's token
+// spans, a video's GOPs, LeRobot's frames) is not read as one.
+type ImageText interface {
+	// ImageText refuses, with ErrNotImageText naming the dataset's
+	// fields and how to choose them, a dataset whose fields do not make
+	// an image-text sample: no image field, or none a vision job reads
+	// as its image (two image fields, each qualified by its name), or no
+	// text or conversation field.
+	ImageText() error
+	// UnreadImage reports whether a member of extension ext is a value
+	// of the image field that package vision does not read as an image:
+	// an image of another format than JPEG or PNG (webp, gif, …), or
+	// bytes of no image's ("bin": empty, or damaged). A sample holding
+	// one has a bad image, not none.
+	UnreadImage(ext string) bool
+}
+
+// CheckImageText refuses dec, a decoder of format name, unless its
+// samples are image-text samples (ImageText): the one check the
+// indexer, before it writes a dataset's image-text facts, and the
+// gateway, before it serves a vision job, both make.
+func CheckImageText(name string, dec Decoder) error {
+	it, ok := dec.(ImageText)
+	if !ok {
+		return fmt.Errorf("%w: a dataset of format %s is not read as image-text samples; a vision job reads tar chunks of WebDataset pairs, or Parquet rows of an image column and a text or conversation column", ErrNotImageText, name)
+	}
+	return it.ImageText()
+}

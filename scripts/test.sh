@@ -120,6 +120,9 @@ timed "tools: ensure-duckdb" scripts/ensure-duckdb.sh
 # Hugging Face tokenizers (node), the reference package tokenize's
 # byte-level BPE is compared with.
 timed "tools: ensure-hf-tokenizers" scripts/ensure-hf-tokenizers.sh
+# tiktoken (node), the reference package tokenize's tiktoken encodings
+# are compared with, and the source of their rank files in the tests.
+timed "tools: ensure-tiktoken" scripts/ensure-tiktoken.sh
 # SentencePiece, the reference package tokenize's IDs are compared with.
 timed "tools: ensure-sentencepiece" scripts/ensure-sentencepiece.sh
 # ffmpeg and ffprobe, which make format/video's test videos and read them

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
@@ -22,7 +23,9 @@ import (
 // Llama-3-style byte-level BPE tokenizer.json files of 1,000 and 16,000
 // tokens and a DeepSeek-V3-style one of 1,000 (its patterns matched by
 // regexp2) whose merges the tests' trainer (hfTrain) learns from both
-// corpora first, and, where python3-sentencepiece is, BPE and unigram
+// corpora first, tiktoken's cl100k_base and o200k_base (vocabularies of
+// 100,256 and 199,998; where node and tiktoken are), and, where
+// python3-sentencepiece is, BPE and unigram
 // models of 16,000 pieces the reference trains on both corpora first (closer to the
 // models in use: a larger vocabulary means more merges a word in BPE and
 // more candidates a position in unigram). The benchmarks run one
@@ -77,6 +80,19 @@ func benchModels(b *testing.B, corpora map[string][]string) map[string]*Model {
 		}
 		models[name] = m
 	}
+	// tiktoken's cl100k_base and o200k_base, where its package is
+	// installed (scripts/ensure-tiktoken.sh), which holds their rank files.
+	if _, _, err := nodetest.Locate(nodetest.Tiktoken); err == nil {
+		dir := b.TempDir()
+		names := []string{"cl100k_base", "o200k_base"}
+		encodeWithTiktoken(b, dir, names, nil)
+		for _, name := range names {
+			models[name] = loadFile(b, filepath.Join(dir, name+".tiktoken"))
+		}
+	}
+	if models["cl100k_base"] == nil {
+		b.Log("no tiktoken (node): its encodings are not measured")
+	}
 	python, err := pythontest.Find(b.Context(), nil, "sentencepiece")
 	if err != nil {
 		b.Log("no python3-sentencepiece: only the golden models are measured")
@@ -104,7 +120,7 @@ func benchModels(b *testing.B, corpora map[string][]string) map[string]*Model {
 func BenchmarkEncode(b *testing.B) {
 	corpora := benchCorpora(b)
 	models := benchModels(b, corpora)
-	for _, mname := range []string{"golden-bpe", "golden-unigram", "bytelevel-1k", "deepseek-1k", "bpe-16k", "unigram-16k", "bytelevel-16k"} {
+	for _, mname := range []string{"golden-bpe", "golden-unigram", "bytelevel-1k", "deepseek-1k", "bpe-16k", "unigram-16k", "bytelevel-16k", "cl100k_base", "o200k_base"} {
 		m := models[mname]
 		if m == nil {
 			continue

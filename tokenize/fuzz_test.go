@@ -1,9 +1,11 @@
 package tokenize
 
 import (
+	"encoding/base64"
 	"errors"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -26,6 +28,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"model": {}}`))
 	f.Add(smallTokenizerJSON)
 	f.Add([]byte{0x0a, 0x80, 0x80, 0x80, 0x80, 0x08})
+	f.Add(smallTiktoken)
+	f.Add(smallTiktoken[:len(smallTiktoken)/2])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m *Model
 		var err error
@@ -106,6 +110,62 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTiktokenRanks: no rank file makes the rank file's reader and the
+// encoder made of it (Load's, without the check of the encoding's
+// SHA-256, which no fuzzed file passes) panic, or allocate more than
+// loadAllocBound of its length; text encodes to the file's ranks, each
+// word as tiktoken's merging has it (tiktokenMergeReference).
+func FuzzTiktokenRanks(f *testing.F) {
+	f.Add(smallTiktoken)
+	f.Add([]byte("IQ== 0\nIg== 1\nISI= 2\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var e *byteBPE
+		var err error
+		if got := allocated(func() {
+			var ranks map[string]int32
+			if ranks, _, err = parseTiktoken(data); err == nil {
+				e, err = newTiktokenBPE(ranks, gpt2Pattern)
+			}
+		}); got > loadAllocBound(len(data)) {
+			t.Fatalf("reading %d bytes allocated %d bytes", len(data), got)
+		}
+		if err != nil {
+			if !(errors.Is(err, ErrNotModel) || errors.Is(err, ErrTooLarge)) {
+				t.Fatalf("%v", err)
+			}
+			return
+		}
+		for _, text := range []string{"hello world", "ab abc  abcabc\n\n", " 日本語 \xff 😀 ", string(data[:min(len(data), 64)])} {
+			ids, err := e.appendIDs(nil, []byte(text))
+			if err != nil {
+				t.Fatalf("Encode(%q): %v", text, err)
+			}
+			var want []int32
+			valid := string(appendValidUTF8(nil, []byte(text)))
+			for from := 0; from < len(valid); {
+				a, b, _ := knownPatterns[gpt2Pattern](valid, from)
+				want = append(want, tiktokenMergeReference(e.vocab, valid[a:b])...)
+				from = b
+			}
+			if !slices.Equal(ids, want) {
+				t.Fatalf("Encode(%q) = %v, tiktoken's merging %v", text, ids, want)
+			}
+		}
+	})
+}
+
+// smallTiktoken is a rank file small enough for the fuzzer to mutate:
+// the 256 bytes and a few merged tokens.
+var smallTiktoken = func() []byte {
+	var b []byte
+	toks := byteTokens()
+	toks = append(toks, "ab", "abc", " a", " ab", "  ", "\n\n", "abcabc", "bca")
+	for i, tok := range toks {
+		b = append(b, base64.StdEncoding.EncodeToString([]byte(tok))+" "+strconv.Itoa(i)+"\n"...)
+	}
+	return b
+}()
 
 // encodeAllocBound is what encoding a text of n bytes may allocate: the
 // normalized text, the library's merge state (about 100 bytes a byte of

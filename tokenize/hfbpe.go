@@ -167,7 +167,7 @@ func loadTokenizerJSON(data []byte, fingerprint string) (*Model, error) {
 		return nil, err
 	}
 	e.words = newWordCache()
-	return &Model{kind: ByteLevelBPE, vocab: int(max(maxID, addedMax)) + 1, fingerprint: fingerprint,
+	return &Model{kind: ByteLevelBPE, file: "tokenizer.json", vocab: int(max(maxID, addedMax)) + 1, fingerprint: fingerprint,
 		special: Special{Unk: e.unk, BOS: -1, EOS: -1, Pad: -1}, enc: e}, nil
 }
 

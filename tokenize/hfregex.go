@@ -5,7 +5,8 @@ import (
 	"unicode/utf8"
 )
 
-// The pre-tokenizer regexes byte-level models ship, matched by hand.
+// The pre-tokenizer regexes byte-level models and tiktoken's encodings
+// ship, matched by hand.
 //
 // The reference compiles them with Oniguruma, a backtracking engine:
 // alternatives are tried in order and the first that matches wins, and
@@ -33,6 +34,10 @@ const (
 	llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// qwen2Pattern is Qwen 2's and 3's: Llama 3's with one digit a match.
 	qwen2Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// o200kPattern is tiktoken's o200k_base's: cl100k_base's with words
+	// cut where lower case turns upper, marks kept in words, and a
+	// contraction kept with its word.
+	o200kPattern = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
 // knownPatterns are the patterns matched by hand, by their text.
@@ -40,6 +45,7 @@ var knownPatterns = map[string]matcher{
 	gpt2Pattern:   everywhere(matchGPT2),
 	llama3Pattern: everywhere(func(s string, i int) int { return matchCL100K(s, i, 3) }),
 	qwen2Pattern:  everywhere(func(s string, i int) int { return matchCL100K(s, i, 1) }),
+	o200kPattern:  everywhere(matchO200K),
 }
 
 // everywhere makes a matcher of a pattern that matches at every
@@ -208,6 +214,163 @@ func matchCL100K(s string, i, maxDigits int) int {
 	if c, _ := classAt(s, j); c == clsOther {
 		k := runOf(s, j, clsOther)
 		for k < len(s) && (s[k] == '\r' || s[k] == '\n') {
+			k++
+		}
+		return k
+	}
+	// Here s[i] is whitespace. \s*[\r\n]+: up to the run's last newline.
+	e := runOf(s, i, clsSpace)
+	for k := e - 1; k >= i; k-- {
+		if s[k] == '\r' || s[k] == '\n' {
+			return k + 1
+		}
+	}
+	return whitespaceTail(s, i, e)
+}
+
+// o200kPattern's classes: its words are runs of upper-case letters
+// ([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]) then lower-case ones
+// ([\p{Ll}\p{Lm}\p{Lo}\p{M}]), so a letter's category matters, and a
+// mark is in both runs and may also lead a word as [^\r\n\p{L}\p{N}].
+const (
+	o2Other  = iota // [^\s\p{L}\p{N}\p{M}]
+	o2Upper         // Lu, Lt
+	o2Lower         // Ll
+	o2Either        // Lm, Lo
+	o2Mark          // M
+	o2Number        // N
+	o2Space         // \s
+)
+
+var o2ASCII = func() (t [128]uint8) {
+	for c := range 128 {
+		t[c] = o2ClassOf(rune(c))
+	}
+	return t
+}()
+
+func o2ClassOf(r rune) uint8 {
+	switch {
+	case unicode.IsLetter(r):
+		switch {
+		case unicode.Is(unicode.Lu, r) || unicode.Is(unicode.Lt, r):
+			return o2Upper
+		case unicode.Is(unicode.Ll, r):
+			return o2Lower
+		}
+		return o2Either
+	case unicode.Is(unicode.M, r):
+		return o2Mark
+	case unicode.IsNumber(r):
+		return o2Number
+	case unicode.IsSpace(r):
+		return o2Space
+	}
+	return o2Other
+}
+
+func o2ClassAt(s string, i int) (uint8, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return o2ASCII[c], 1
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	return o2ClassOf(r), n
+}
+
+func o2IsUpper(c uint8) bool { return c == o2Upper || c == o2Either || c == o2Mark }
+func o2IsLower(c uint8) bool { return c == o2Lower || c == o2Either || c == o2Mark }
+
+// o2Run returns the end of the run at i of characters in the class set.
+func o2Run(s string, i int, in func(uint8) bool) int {
+	for i < len(s) {
+		c, n := o2ClassAt(s, i)
+		if !in(c) {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// o2UpperLower is U*L+ at p, U and L the upper- and lower-case sets
+// (they share Lm, Lo and M), as a backtracking engine matches it: U*
+// takes its run, and where no L follows it gives back characters until
+// one of them is an L (which ends the match, the next being no L); -1
+// for no match.
+func o2UpperLower(s string, p int) int {
+	q, lastL := p, -1
+	for q < len(s) {
+		c, n := o2ClassAt(s, q)
+		if !o2IsUpper(c) {
+			break
+		}
+		if o2IsLower(c) {
+			lastL = q + n
+		}
+		q += n
+	}
+	if q < len(s) {
+		if c, _ := o2ClassAt(s, q); o2IsLower(c) {
+			return o2Run(s, q, o2IsLower)
+		}
+	}
+	return lastL
+}
+
+// o2UpperThenLower is U+L* at p, or -1.
+func o2UpperThenLower(s string, p int) int {
+	q := o2Run(s, p, o2IsUpper)
+	if q == p {
+		return -1
+	}
+	return o2Run(s, q, o2IsLower)
+}
+
+// matchO200K is o200kPattern at i: its seven alternatives in order, the
+// optional leading [^\r\n\p{L}\p{N}] of the first two tried with, then
+// without, and the contraction after a word taken where it follows.
+func matchO200K(s string, i int) int {
+	c0, n0 := o2ClassAt(s, i)
+	lead := c0 != o2Upper && c0 != o2Lower && c0 != o2Either && c0 != o2Number && s[i] != '\r' && s[i] != '\n'
+	word := func(at func(string, int) int) int {
+		e := -1
+		if lead && i+n0 < len(s) {
+			e = at(s, i+n0)
+		}
+		if e < 0 {
+			e = at(s, i)
+		}
+		if e >= 0 && e < len(s) && s[e] == '\'' {
+			e += contraction(s, e, true)
+		}
+		return e
+	}
+	if e := word(o2UpperLower); e >= 0 {
+		return e
+	}
+	if e := word(o2UpperThenLower); e >= 0 {
+		return e
+	}
+	// \p{N}{1,3}
+	if c0 == o2Number {
+		j := i
+		for k := 0; k < 3 && j < len(s); k++ {
+			c, n := o2ClassAt(s, j)
+			if c != o2Number {
+				break
+			}
+			j += n
+		}
+		return j
+	}
+	// ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+	j := i
+	if s[i] == ' ' && i+1 < len(s) {
+		j = i + 1
+	}
+	if c, _ := o2ClassAt(s, j); c == o2Other || c == o2Mark {
+		k := o2Run(s, j, func(c uint8) bool { return c == o2Other || c == o2Mark })
+		for k < len(s) && (s[k] == '\r' || s[k] == '\n' || s[k] == '/') {
 			k++
 		}
 		return k

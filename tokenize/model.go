@@ -23,9 +23,9 @@ var (
 	// ErrTooLarge: the model is larger than MaxModelBytes or has more
 	// than MaxPieces pieces.
 	ErrTooLarge = errkind.New(errkind.Internal, "tokenize: model too large")
-	// ErrUnsupported: a SentencePiece model or tokenizer.json of a kind
-	// this package refuses (see the package doc); the message names the
-	// field.
+	// ErrUnsupported: a SentencePiece model, tokenizer.json or tiktoken
+	// rank file of a kind this package refuses (see the package doc); the
+	// message names the field.
 	ErrUnsupported = errkind.New(errkind.Internal, "tokenize: unsupported tokenizer")
 	// ErrPattern: a tokenizer.json's pre-tokenizer pattern, one matched
 	// by regexp2 (see the package doc), failed on a text: it searched
@@ -78,6 +78,8 @@ func (k Kind) String() string {
 		return "char"
 	case ByteLevelBPE:
 		return "byte-level-bpe"
+	case TiktokenBPE:
+		return "tiktoken-bpe"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -89,11 +91,12 @@ type Special struct {
 	Unk, BOS, EOS, Pad int32
 }
 
-// Model is a loaded tokenizer: a SentencePiece model or a Hugging Face
-// tokenizer.json of byte-level BPE. It is immutable and safe for
+// Model is a loaded tokenizer: a SentencePiece model, a Hugging Face
+// tokenizer.json of byte-level BPE, or a tiktoken encoding. It is immutable and safe for
 // concurrent use: one Model serves any number of goroutines.
 type Model struct {
 	kind        Kind
+	file        string // File's answer
 	vocab       int
 	special     Special
 	fingerprint string
@@ -121,8 +124,9 @@ type pieceModel struct {
 }
 
 // Load reads a tokenizer file: a SentencePiece model (a .model file's
-// bytes, the ModelProto protobuf) or a Hugging Face tokenizer.json of
-// byte-level BPE, told apart by their content (fileKinds). It refuses,
+// bytes, the ModelProto protobuf), a Hugging Face tokenizer.json of
+// byte-level BPE, or a tiktoken encoding's rank file (a .tiktoken file),
+// told apart by their content (fileKinds). It refuses,
 // with an error wrapping ErrNotModel, ErrTooLarge or ErrUnsupported,
 // anything the reference would not load and what this package does not
 // encode. data is not retained.
@@ -151,6 +155,7 @@ var fileKinds = [...]struct {
 	load func(data []byte, fingerprint string) (*Model, error)
 }{
 	{looksLikeJSON, loadTokenizerJSON},
+	{looksLikeTiktoken, loadTiktoken},
 }
 
 func loadSentencePiece(data []byte, fingerprint string) (*Model, error) {
@@ -227,7 +232,7 @@ func newModel(mp *modelProto, fingerprint string) (*Model, error) {
 		EOS: m.specialID(mp, mp.trainer.eosPiece, "</s>", pieceControl),
 		Pad: m.specialID(mp, mp.trainer.padPiece, "<pad>", pieceControl),
 	}
-	return &Model{kind: kind, vocab: len(mp.pieces), fingerprint: fingerprint, special: special, enc: m}, nil
+	return &Model{kind: kind, file: "SentencePiece", vocab: len(mp.pieces), fingerprint: fingerprint, special: special, enc: m}, nil
 }
 
 // checkPieces is the reference's InitializePieces: no empty piece, no
@@ -363,14 +368,10 @@ func (m *pieceModel) specialID(mp *modelProto, name, def string, want int8) int3
 	return id
 }
 
-// File names the kind of file the model was loaded from: "SentencePiece"
-// or "tokenizer.json".
-func (m *Model) File() string {
-	if m.kind == ByteLevelBPE {
-		return "tokenizer.json"
-	}
-	return "SentencePiece"
-}
+// File names the kind of file the model was loaded from:
+// "SentencePiece", "tokenizer.json", or a tiktoken encoding's rank file
+// by its name ("cl100k_base.tiktoken").
+func (m *Model) File() string { return m.file }
 
 // Kind returns the model's algorithm.
 func (m *Model) Kind() Kind { return m.kind }
@@ -392,8 +393,9 @@ func (m *Model) Fingerprint() string { return m.fingerprint }
 // for the same bytes: SentencePieceProcessor.Encode (Python:
 // sp.encode(text)) for a SentencePiece model, Tokenizer.encode without
 // its post-processor (Python: tok.encode(text,
-// add_special_tokens=False).ids) for a tokenizer.json. No BOS or EOS is
-// added. Invalid UTF-8 is encoded by the package doc's rule for each.
+// add_special_tokens=False).ids) for a tokenizer.json, encode_ordinary
+// (Python: enc.encode_ordinary(text)) for a tiktoken encoding. No BOS or
+// EOS is added. Invalid UTF-8 is encoded by the package doc's rule for each.
 func (m *Model) Encode(text []byte) ([]int32, error) {
 	return m.Append(nil, text)
 }

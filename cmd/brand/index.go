@@ -20,6 +20,7 @@ import (
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/vision"
 )
 
 // runIndex is `brand index`: index a dataset where it is, never
@@ -51,10 +52,10 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
 	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
-	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the tokenizer the text is tokenized with, a SentencePiece model (tokenizer.model) or a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen, GPT-2): a file, or s3://bucket/path/FILE; stored in the dataset's description, so every node uses the same one. Alone on tar shards of image-text samples (WebDataset pairs): their facts for vision jobs (seq= with vision=), each sample's text tokens and image sizes, stored with the tokenizer at _brand/vision-facts (docs/format.md §6.12)")
+	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the tokenizer the text is tokenized with, a SentencePiece model (tokenizer.model), a Hugging Face tokenizer.json of byte-level BPE (Llama 3, Qwen, GPT-2) or a tiktoken encoding's rank file (cl100k_base.tiktoken, o200k_base.tiktoken, r50k_base, p50k_base, as tiktoken publishes them): a file, or s3://bucket/path/FILE; stored in the dataset's description, so every node uses the same one. Alone on image-text samples — tar shards of WebDataset pairs, or Parquet served in place with an image column and a text or conversation column: their facts for vision jobs (seq= with vision=), each sample's text tokens and image sizes, stored with the tokenizer at _brand/vision-facts (docs/format.md §6.12)")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	fs.Var(&checksums, "checksums", "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in (a video's: of every GOP), which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file (a video: the GOP, whose clips alone fail), as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Default: on for video and LeRobot, whose damaged packets decode into wrong frames without an error; off for Parquet, MDS and Megatron. --checksums=false refuses them: a local file is then pinned by its size and modification time, an S3 object by its ETag, and bytes damaged at rest are not caught")
-	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept")
+	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept; with --tokenizer alone, the new version's image-text facts are written (every row read again)")
 	fs.BoolVar(&skipBad, "skip-bad-files", false, "a tree of videos: leave out each video that cannot be indexed (not an MP4/MOV, truncated, a damaged moov, an unsupported codec, past a limit) rather than refuse the dataset for it; each is printed and named with why in the manifest (in_place.skipped). Without it the first such file refuses the index, naming it")
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
@@ -76,15 +77,12 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		return usageError(env, "index", "%v", err)
 	}
 	if appendNew {
-		if tok.set() || checksums.set || members != "" || fmtName != "" || name != "" || skipBad {
-			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size and --parallel")
+		if tok.set() && (tok != tokenFlags{tokenizer: tok.tokenizer}) || checksums.set || members != "" || fmtName != "" || name != "" || skipBad {
+			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size, --parallel and --tokenizer (alone: the image-text facts of the new version)")
 		}
-		return appendInPlace(ctx, env, st, src, dst, prefix, int64(chunk), parallel, sf)
+		return appendInPlace(ctx, env, st, src, dst, prefix, tok.tokenizer, int64(chunk), parallel, sf)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
-		if tok.tokenizer != "" && tok.text == "" {
-			return usageError(env, "index", "--text and --tokenizer go together: the text column and the tokenizer it is tokenized with (--tokenizer alone is for tar shards of image-text samples)")
-		}
 		opt := format.Options{ChunkBytes: int64(chunk), Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary, SkipBad: skipBad}
 		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok.tokenizer, opt, checksums, sf)
 	}
@@ -128,14 +126,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	faults := 0
-	for _, s := range f.Samples {
-		if s.Refused() {
-			faults++
-		}
-	}
-	fmt.Fprintf(env.Stdout, "wrote the image-text facts of %s samples (%s at fault: a vision job fails or skips them by --on-bad-image) at %s\n",
-		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), stored.VisionFactsKey)
+	printFacts(env, f)
 	return nil
 }
 
@@ -180,12 +171,16 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		}
 		data = src
 	}
+	var model []byte // --tokenizer: with --text, the text's; alone, the image-text facts'
 	if tokenizer != "" {
 		b, err := readModel(ctx, tokenizer, sf)
 		if err != nil {
 			return err
 		}
-		opt.Tokenizer = b
+		model = b
+		if opt.Text != "" {
+			opt.Tokenizer = b
+		}
 	}
 	if members != "" {
 		opt.Members = map[string]string{}
@@ -200,7 +195,7 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	start := time.Now()
 	res, err := dataset.IndexInPlace(ctx, st, out, dataset.InPlaceOptions{Formats: formats(), Format: format_,
 		Prefix: prefix, Name: name, Data: data, Options: opt, Tool: "brand " + version,
-		Checksums: checksums.set && checksums.v, NoChecksums: checksums.set && !checksums.v})
+		Checksums: checksums.set && checksums.v, NoChecksums: checksums.set && !checksums.v, ImageText: model != nil && opt.Text == ""})
 	if err != nil {
 		return err
 	}
@@ -238,14 +233,38 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		fmt.Fprintf(env.Stdout, "token dataset: %s documents, %s tokens of %s in field %q, vocabulary %s\n",
 			humanize.Comma(docs), humanize.Comma(tokens), t.TokenType(), t.TokenField(), vocab)
 	}
+	if model == nil || opt.Text != "" {
+		return nil
+	}
+	// Image-text samples (Parquet rows of an image and a text or
+	// conversation column): their facts, read through the format's
+	// decoder as a gateway reads the rows, stored beside the index.
+	f, err := dataset.WriteVisionFactsInPlace(ctx, out, st, ix, res.Manifest.InPlace.Format, res.Decoder, model, transform.DefaultMaxPixels, max(1, opt.Parallel/4))
+	if err != nil {
+		return fmt.Errorf("indexed, but no image-text facts written: %w", err)
+	}
+	printFacts(env, f)
 	return nil
+}
+
+// printFacts says what `brand index --tokenizer` wrote of image-text
+// samples.
+func printFacts(env *cli.Env, f *vision.FactsFile) {
+	faults := 0
+	for _, s := range f.Samples {
+		if s.Refused() {
+			faults++
+		}
+	}
+	fmt.Fprintf(env.Stdout, "wrote the image-text facts of %s samples (%s at fault: a vision job fails or skips them by --on-bad-image) at %s\n",
+		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), stored.VisionFactsKey)
 }
 
 // appendInPlace is `brand index --append`: the files not indexed yet
 // added to a dataset served in place as a version extending its index.
 // Nothing new is said, not failed: a writer's commit may run it after
 // every batch of files, new or not.
-func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix string, chunk int64, parallel int, sf cli.S3Flags) error {
+func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, tokenizer string, chunk int64, parallel int, sf cli.S3Flags) error {
 	out, where := st, src
 	if dst != "" {
 		var err error
@@ -270,6 +289,20 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 	fmt.Fprintf(env.Stdout, "appended %s samples in %d chunks to %s in %s: index %s extends %s (%s samples in %d chunks in all) at %s\n",
 		humanize.Comma(int64(ix.NumSamples()-first)), ix.NumChunks()-parent.Chunks, src, time.Since(start).Round(time.Millisecond),
 		ix.ID(), parent.ID, humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), where)
+	if tokenizer == "" {
+		return nil
+	}
+	// The facts name one index version: the new one's are written anew
+	// (every row read again), beside it.
+	model, err := readModel(ctx, tokenizer, sf)
+	if err != nil {
+		return err
+	}
+	f, err := dataset.WriteVisionFactsInPlace(ctx, out, st, ix, res.Manifest.InPlace.Format, res.Decoder, model, transform.DefaultMaxPixels, parallel)
+	if err != nil {
+		return fmt.Errorf("appended, but no image-text facts written: %w", err)
+	}
+	printFacts(env, f)
 	return nil
 }
 
@@ -290,7 +323,7 @@ func (t tokenFlags) check() error {
 	return nil
 }
 
-// readModel reads a tokenizer file (tokenizer.model or tokenizer.json), a
+// readModel reads a tokenizer file (tokenizer.model, tokenizer.json, NAME.tiktoken), a
 // file or an object of a store (s3://bucket/path/FILE), at most
 // tokenize.MaxModelBytes of
 // it (package tokenize says what a model may be).

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"image"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 func TestIndexGNUTarShards(t *testing.T) {
@@ -74,5 +82,72 @@ func TestIndexImageTextFacts(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "tar shards are not token datasets") {
 			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
 		}
+	}
+}
+
+// TestIndexImageTextFactsParquet: `brand index --tokenizer` alone on
+// Parquet served in place (an image bytes column and a caption column)
+// writes the rows' image-text facts beside the index, and with --append
+// the facts of the version the new file extends it to; on a Parquet
+// dataset of no image column it fails naming the columns, before any
+// index is stored.
+func TestIndexImageTextFactsParquet(t *testing.T) {
+	dir := t.TempDir()
+	writePairs(t, filepath.Join(dir, "pairs-0.parquet"), 3)
+	const tok = "../../tokenize/testdata/hf-golden-tokenizer.json"
+	code, out, errOut := brand(t, "index", "--src", dir, "--tokenizer", tok)
+	if code != 0 || !strings.Contains(out, "wrote the image-text facts of 3 samples (0 at fault") {
+		t.Fatalf("index exited %d:\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "_brand", "vision-facts")); err != nil {
+		t.Fatal(err)
+	}
+	writePairs(t, filepath.Join(dir, "pairs-1.parquet"), 2)
+	code, out, errOut = brand(t, "index", "--src", dir, "--append", "--tokenizer", tok)
+	if code != 0 || !strings.Contains(out, "appended 2 samples") || !strings.Contains(out, "wrote the image-text facts of 5 samples (0 at fault") {
+		t.Fatalf("index --append exited %d:\n%s%s", code, out, errOut)
+	}
+
+	labels := t.TempDir()
+	writeLabels(t, labels, "data/train-0.parquet", 4, false)
+	code, out, errOut = brand(t, "index", "--src", labels, "--tokenizer", tok)
+	if code == 0 || !strings.Contains(errOut, "no image column") || !strings.Contains(errOut, "text (string") || !strings.Contains(errOut, "label (int64") {
+		t.Fatalf("a Parquet dataset of no image column: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(labels, "_brand")); !os.IsNotExist(err) {
+		t.Fatalf("a Parquet dataset of no image column was indexed before it was refused (%v)", err)
+	}
+}
+
+// writePairs writes a Parquet file at path of n rows of an image (a
+// PNG) and a caption.
+func writePairs(t *testing.T, path string, n int) {
+	t.Helper()
+	sc := arrow.NewSchema([]arrow.Field{{Name: "image", Type: arrow.BinaryTypes.Binary}, {Name: "caption", Type: arrow.BinaryTypes.String}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for i := range n {
+		var p bytes.Buffer
+		if err := png.Encode(&p, image.NewGray(image.Rect(0, 0, 30+i, 40))); err != nil {
+			t.Fatal(err)
+		}
+		b.Field(0).(*array.BinaryBuilder).Append(p.Bytes())
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("picture %d", i))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(sc, &buf, nil, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@
 //	  node inplace_duckdb.cjs images MANIFEST.csv PHOTOS OUTDIR PARTS ROWGROUP
 //	NODE_PATH=... node inplace_duckdb.cjs mixed OUTDIR ROWS ROWGROUP
 //	NODE_PATH=... node inplace_duckdb.cjs hub OUTFILE CODEC ROWS
+//	NODE_PATH=... node inplace_duckdb.cjs vision MANIFEST.jsonl OUTDIR PARTS
 //
 // images: the Hugging Face Hub's image layout — image struct{bytes, path}
 // and an int64 label — from the JPEG files in PHOTOS that a CSV manifest
@@ -20,6 +21,13 @@
 // (DICTIONARY_SIZE_LIMIT 0), one file each, into OUTDIR/mixed-*.parquet:
 // file k holds rows k*ROWS .. (k+1)*ROWS-1 of the formulas below, which
 // the Go test computes again.
+//
+// vision: image-text samples, from MANIFEST.jsonl (a line a sample:
+// part, row, file — an image's path under OUTDIR/images, or null —,
+// caption or null, conversations — a list of {from, value} — or null)
+// into OUTDIR/d/part-K.parquet, a file per part, rows in row order:
+// image BLOB, caption VARCHAR, conversations
+// STRUCT("from" VARCHAR, "value" VARCHAR)[], zstd.
 //
 // hub: the issue's file of a damaged chunk — the Hub's layout, ROWS rows
 // in one row group, each image a JPEG's first bytes and 1,920 bytes of
@@ -91,8 +99,22 @@ async function main() {
 		) TO '${q(out)}' (FORMAT parquet, COMPRESSION ${codec})`);
 		break;
 	}
+	case 'vision': {
+		const [manifest, out, parts] = args;
+		for (let k = 0; k < Number(parts); k++) {
+			await con.run(`COPY (
+				SELECT b.content AS image, m.caption AS caption, m.conversations AS conversations
+				FROM read_json('${q(manifest)}', format = 'newline_delimited', columns = {
+					part: 'INTEGER', "row": 'INTEGER', file: 'VARCHAR', caption: 'VARCHAR',
+					conversations: 'STRUCT("from" VARCHAR, "value" VARCHAR)[]'}) m
+				LEFT JOIN read_blob('${q(out)}/images/*') b ON b.filename = m.file
+				WHERE m.part = ${k} ORDER BY m."row"
+			) TO '${q(out)}/d/part-${k}.parquet' (FORMAT parquet, COMPRESSION zstd)`);
+		}
+		break;
+	}
 	default:
-		console.error('usage: node inplace_duckdb.cjs images MANIFEST PHOTOS OUTDIR PARTS ROWGROUP | mixed OUTDIR ROWS ROWGROUP | hub OUTFILE CODEC ROWS');
+		console.error('usage: node inplace_duckdb.cjs images MANIFEST PHOTOS OUTDIR PARTS ROWGROUP | mixed OUTDIR ROWS ROWGROUP | hub OUTFILE CODEC ROWS | vision MANIFEST OUTDIR PARTS');
 		process.exit(2);
 	}
 }

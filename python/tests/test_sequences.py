@@ -328,3 +328,37 @@ class TestVisionSteps(unittest.TestCase):
             rows += b.tokens.shape[0]
         self.assertEqual(rows, n)
         self.assertEqual(images, sum(len(sizes) for _, sizes in gw.samples.values()))
+
+    def test_mixture_with_text_steps_alike(self):
+        """A mixture of the image-text dataset and a text corpus of its
+        tokenizer (``mix=`` with ``vision=``) read by brand.Sequences:
+        every step carries the vision members of every sequence; a
+        sequence without an image span (every text one) has no image and
+        a loss mask of 1 on every token before the pad; the epoch's
+        sequences hold both kinds, every image on its span."""
+        from visiongateway import vision_gateway  # noqa: PLC0415
+
+        gw = vision_gateway()
+        ds = brand.Sequences(gw.url, mix="pairs:1,prose:1", seq_len=256, batch_size=4, seed=3, vision=self.RULE)
+        n = ds.samples_in_epoch(0)
+        rows, with_images, without = 0, 0, 0
+        for b in ds:
+            self.assertEqual(b.tokens.shape[1], 256)
+            self.assertEqual(b.loss_mask.shape, b.tokens.shape)
+            for r in range(b.tokens.shape[0]):
+                ids, loss = b.tokens[r].tolist(), b.loss_mask[r].tolist()
+                spans = b.image_spans[r].tolist()
+                self.assertEqual(len(spans), len(b.images[r]))
+                self.assertEqual(tuple(b.image_sizes[r].shape), (len(spans), 2))
+                if spans:
+                    with_images += 1
+                    self.assertEqual(ids.count(682), sum(length for _, length in spans))
+                    continue
+                without += 1
+                self.assertNotIn(682, ids)
+                pad = len(ids) - next(i for i, x in enumerate(reversed(ids)) if x != 0)
+                self.assertEqual(loss, [1] * pad + [0] * (len(ids) - pad))
+            rows += b.tokens.shape[0]
+        self.assertEqual(rows, n)
+        self.assertGreater(with_images, 0)
+        self.assertGreater(without, 0)

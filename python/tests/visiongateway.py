@@ -6,13 +6,16 @@ caption with 0 to 2 ``<image>`` placeholders and as many PNGs of seeded
 noise, 28 to 90 pixels a side — indexes them with `brand index
 --tokenizer` (the repository's byte-level BPE tokenizer.json, which
 writes the samples' image-text facts: docs/format.md §6.12) and serves
-them as dataset "pairs". Started on first use, stopped when the process
-exits.
+them as dataset "pairs"; and TEXTS texts of those words as an MDS
+string column indexed with `brand index --text --tokenizer` (the same
+tokenizer: a vision mixture's text component, docs/http-api.md) as
+dataset "prose". Started on first use, stopped when the process exits.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import struct
@@ -25,6 +28,7 @@ from servetest import REPO, Fixture, brand_binary, shared
 
 SHARDS = 2
 SAMPLES = 15
+TEXTS = 60
 TOKENIZER = os.path.join(REPO, "tokenize", "testdata", "hf-golden-tokenizer.json")
 
 
@@ -69,6 +73,39 @@ def write_shards(root: str, samples: Dict[str, Tuple[str, List[Tuple[int, int]]]
                     tf.addfile(info, io.BytesIO(data))
 
 
+def prose() -> List[str]:
+    """The texts of dataset "prose": 3 to 80 of the corpus's words."""
+    rng = random.Random(71)
+    words = ["a cat", "on a mat", "ein Hund", "山と川", "a river", "the mill"]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(3, 80))) for _ in range(TEXTS)]
+
+
+def write_mds_text(root: str, texts: List[str], per_shard: int = 16) -> None:
+    """texts as an MDS dataset of one str column "text" (Mosaic
+    Streaming's layout: format/mds/testdata/mds_writer.py), per_shard
+    samples a shard."""
+    os.makedirs(root)
+    config = {"version": 2, "format": "mds", "compression": None, "hashes": [], "size_limit": None,
+              "column_names": ["text"], "column_encodings": ["str"], "column_sizes": [None]}
+    config_data = json.dumps(config, sort_keys=True).encode()
+    shards = []
+    for at in range(0, len(texts), per_shard):
+        samples = [struct.pack("<I", len(t.encode())) + t.encode() for t in texts[at:at + per_shard]]
+        head = 4 + 4 * (len(samples) + 1) + len(config_data)
+        offsets = [head]
+        for smp in samples:
+            offsets.append(offsets[-1] + len(smp))
+        raw = struct.pack(f"<I{len(offsets)}I", len(samples), *offsets) + config_data + b"".join(samples)
+        name = "shard.%05d.mds" % len(shards)
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(raw)
+        shard = {"samples": len(samples), "raw_data": {"basename": name, "bytes": len(raw), "hashes": {}}, "zip_data": None}
+        shard.update(config)
+        shards.append(shard)
+    with open(os.path.join(root, "index.json"), "w") as f:
+        json.dump({"version": 2, "shards": shards}, f, sort_keys=True)
+
+
 class VisionGateway(Fixture):
     def __init__(self) -> None:
         super().__init__("brand-pytest-vision-")
@@ -80,7 +117,12 @@ class VisionGateway(Fixture):
         write_shards(src, self.samples)
         subprocess.run([binary, "index", "--src", src, "--tokenizer", TOKENIZER],
                        check=True, timeout=120, stdout=subprocess.DEVNULL)
-        self.serve(binary, ["--dataset", "pairs=" + src])
+        text = os.path.join(self.tmp, "prose")
+        self.texts = prose()
+        write_mds_text(text, self.texts)
+        subprocess.run([binary, "index", "--src", text, "--name", "prose", "--text", "text", "--tokenizer", TOKENIZER],
+                       check=True, timeout=120, stdout=subprocess.DEVNULL)
+        self.serve(binary, ["--dataset", "pairs=" + src, "--dataset", "prose=" + text])
 
 
 @shared

@@ -37,8 +37,12 @@ type Mixed struct {
 	paceOnce sync.Once
 	paces    []*Pace
 	// tokens marks a mixture of token datasets (TokenMixture): its
-	// positions are sequences, its streams' documents.
+	// positions are sequences, its streams' documents; comps are then
+	// its components as packed passes, and unit makes the unit a batch
+	// of it starts from.
 	tokens bool
+	comps  []tokenComponent
+	unit   func() (Unit, error)
 	// held are, per component, the epoch order and window its last part
 	// read (made on first use): a mixture of more sources than the
 	// Orders' memo tables hold (maxMemoEpochs, maxMemoWindows) would

@@ -35,26 +35,25 @@ import (
 // windows split the job's window by the first phase's weights, so a
 // schedule of one constant phase is that mixture, sequence for sequence.
 
+// A mixture with vision= (an image-text dataset and text token datasets:
+// a VLM mixing pure text in) is the same seam: a component is one kind of
+// packed pass behind tokenComponent — a text token dataset's epochs
+// packed by seqpack, an image-text dataset's vision epochs — the
+// mixture's order asks each only its passes' lengths, and each kind
+// writes its own sequences into the batch. Its batch is a VisionBatch
+// whose text sequences are written as samples of text alone (loss on
+// every token, no image), so that a client reads every sequence of the
+// batch alike.
+
 // TokenMixture returns the mixture of token datasets ds (in mix's order)
 // a token job reads, memoised as Mixture's. Components of different
-// dtypes or named vocabularies are refused, naming both.
+// dtypes or named vocabularies are refused, naming both; with vision=,
+// the text components' vocabulary must be the image-text dataset's
+// tokenizer (componentsOf).
 func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
-	specs := make([]TokenSpec, len(ds))
-	for i, d := range ds {
-		var err error
-		if specs[i], err = TokensOf(d, job); err != nil {
-			return nil, err
-		}
-		if i == 0 {
-			continue
-		}
-		a, b := specs[0], specs[i]
-		switch {
-		case a.DType != b.DType:
-			return nil, fmt.Errorf("%w: a mixture's token datasets must share a dtype: %s holds %s, %s holds %s", ErrTokens, ds[0].Name, a.DType, d.Name, b.DType)
-		case a.Vocabulary != b.Vocabulary:
-			return nil, fmt.Errorf("%w: a mixture's token datasets must share a vocabulary: %s's is %q, %s's %q", ErrTokens, ds[0].Name, a.Vocabulary, d.Name, b.Vocabulary)
-		}
+	comps, unit, err := o.componentsOf(ds, job)
+	if err != nil {
+		return nil, err
 	}
 	block := job.Block()
 	var kb strings.Builder
@@ -74,10 +73,11 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 		if m, ok := o.mixtures.Get(sum); ok {
 			return m, nil
 		}
-		m, err := o.newTokenMixed(mix, ds, specs, job, block, memo)
+		m, err := o.newTokenMixed(mix, ds, comps, job, block, memo)
 		if err != nil {
 			return nil, err
 		}
+		m.unit = unit
 		o.mixtures.Add(sum, m)
 		return m, nil
 	})
@@ -87,8 +87,78 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 	return v.(*Mixed), nil
 }
 
+// componentsOf is each of ds as a token mixture's component, and the
+// unit its batches start from. Without vision= every component is a text
+// token dataset, of one dtype and vocabulary. With it, a dataset of
+// image-text facts is the vision component (one a mixture), every token
+// dataset a text component whose vocabulary is the vision component's
+// tokenizer (its fingerprint: a text dataset tokenized with that model,
+// or token IDs indexed with --vocabulary naming it).
+func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenComponent, func() (Unit, error), error) {
+	comps := make([]tokenComponent, len(ds))
+	if job.Vision == "" {
+		specs := make([]TokenSpec, len(ds))
+		for i, d := range ds {
+			var err error
+			if specs[i], err = TokensOf(d, job); err != nil {
+				return nil, nil, err
+			}
+			comps[i] = textComponent{o: o, spec: specs[i]}
+			if i == 0 {
+				continue
+			}
+			a, b := specs[0], specs[i]
+			switch {
+			case a.DType != b.DType:
+				return nil, nil, fmt.Errorf("%w: a mixture's token datasets must share a dtype: %s holds %s, %s holds %s", ErrTokens, ds[0].Name, a.DType, d.Name, b.DType)
+			case a.Vocabulary != b.Vocabulary:
+				return nil, nil, fmt.Errorf("%w: a mixture's token datasets must share a vocabulary: %s's is %q, %s's %q", ErrTokens, ds[0].Name, a.Vocabulary, d.Name, b.Vocabulary)
+			}
+		}
+		return comps, func() (Unit, error) { return &TokenBatch{Spec: specs[0]}, nil }, nil
+	}
+	if job.Balance != "" {
+		return nil, nil, fmt.Errorf("%w: balance= does not weigh a mixture of image-text and text sequences: its sequences take the plain cut", ErrVision)
+	}
+	vis := -1
+	for i, d := range ds {
+		if tokensOf(d) != nil {
+			continue
+		}
+		if vis >= 0 {
+			return nil, nil, fmt.Errorf("%w: a vision mixture mixes one image-text dataset with text token datasets; %s and %s are both image-text", ErrVision, ds[vis].Name, d.Name)
+		}
+		vis = i
+	}
+	if vis < 0 {
+		return nil, nil, fmt.Errorf("%w: a mixture with vision= mixes an image-text dataset with text token datasets, and every one of its datasets is a token dataset", ErrVision)
+	}
+	vc, err := o.newVisionComponent(ds[vis], job)
+	if err != nil {
+		return nil, nil, err
+	}
+	comps[vis] = vc
+	tokenizer := vc.v.Model.Fingerprint()
+	dtypes := make([]string, len(ds))
+	for i, d := range ds {
+		if i == vis {
+			continue
+		}
+		spec, err := TokensOf(d, job)
+		if err != nil {
+			return nil, nil, err
+		}
+		if spec.Vocabulary != tokenizer {
+			return nil, nil, fmt.Errorf("%w: a vision mixture's text datasets must share the image-text dataset's tokenizer: %s's facts were tokenized by %s, %s's vocabulary is %q (a text dataset tokenized with that model, or tokens indexed with --vocabulary %s)",
+				ErrVision, ds[vis].Name, tokenizer, d.Name, spec.Vocabulary, tokenizer)
+		}
+		comps[i], dtypes[i] = textComponent{o: o, spec: spec}, spec.DType
+	}
+	return comps, func() (Unit, error) { return vc.unit(dtypes) }, nil
+}
+
 // newTokenMixed builds a token mixture whose key is key.
-func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, specs []TokenSpec, job api.Job, block int, key string) (*Mixed, error) {
+func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, comps []tokenComponent, job api.Job, block int, key string) (*Mixed, error) {
 	var phases []shuffle.SchedulePhase
 	var weights []uint64
 	var err error
@@ -110,8 +180,8 @@ func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, specs []Token
 		// window split by weight (shuffle.Mixture.ComponentWindow).
 		win := int(max((uint64(max(job.Window, 1))*weights[i]+sum-1)/sum, 1))
 		s := Stream{DS: d, Seed: job.Seed, Window: win}
-		passes[i] = &passLens{o: o, s: s, spec: specs[i].Pack}
-		if _, err := o.Packed(s, 0, specs[i].Pack); err != nil {
+		passes[i] = &passLens{s: s, c: comps[i]}
+		if _, err := comps[i].pass(s, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -135,15 +205,49 @@ func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, specs []Token
 		ids[i] = d.ID()
 	}
 	return &Mixed{Mix: mix, Schedule: job.Schedule, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
-		text: mix.String(), schedule: job.Schedule.String(), ids: strings.Join(ids, ","), tokens: true}, nil
+		text: mix.String(), schedule: job.Schedule.String(), ids: strings.Join(ids, ","), tokens: true, comps: comps}, nil
 }
 
-// passLens is a token component's pass lengths: pass p is its stream's
-// epoch p packed, NumSequences long. Each is computed once.
+// A tokenComponent is one component of a token mixture: how its stream's
+// passes pack into sequences. Its kinds are a text token dataset's
+// (textComponent) and an image-text dataset's (visionComponent).
+type tokenComponent interface {
+	// pass is pass p of the component's stream s, packed: computed once
+	// per stream, pass and packing, and kept (the Orders' memo).
+	pass(s Stream, p uint64) (packedPass, error)
+}
+
+// A packedPass is one pass of a component packed into sequences.
+type packedPass interface {
+	// NumSequences is the pass's sequences: its length in the mixture.
+	NumSequences() int
+	// numDocs is the documents (samples) of the pass's order, and
+	// docPosition where sequence i is among them: what the use table
+	// follows the stream by. docPosition(NumSequences()) is numDocs.
+	numDocs() int
+	docPosition(i int) int
+	// sequence is sequence i of the pass.
+	sequence(i int) packedSequence
+}
+
+// A packedSequence is one sequence of a pass: the documents it reads,
+// and how it goes into a batch.
+type packedSequence interface {
+	// docs are the documents the sequence reads (its pieces', its
+	// samples'), in its order.
+	docs() []int
+	// addTo appends the sequence to the batch's unit u as component
+	// comp's at epoch position pos, its documents read at positions at
+	// (in Batch.Take, one per docs entry). It is an error for a unit the
+	// kind does not write into.
+	addTo(u Unit, comp, pos int, at []int) error
+}
+
+// passLens is a component's pass lengths: pass p is its stream's epoch p
+// packed, NumSequences long. Each is computed once.
 type passLens struct {
-	o    *Orders
 	s    Stream
-	spec seqpack.Spec
+	c    tokenComponent
 	mu   sync.Mutex
 	lens []int
 }
@@ -159,12 +263,81 @@ func (p *passLens) PassLen(pass uint64) int {
 	}
 	for uint64(len(p.lens)) <= pass {
 		n := 1
-		if pe, err := p.o.Packed(p.s, uint64(len(p.lens)), p.spec); err == nil {
+		if pe, err := p.c.pass(p.s, uint64(len(p.lens))); err == nil {
 			n = max(pe.NumSequences(), 1)
 		}
 		p.lens = append(p.lens, n)
 	}
 	return p.lens[pass]
+}
+
+// textComponent is a text token dataset in a mixture: its passes are its
+// epochs packed by seqpack.
+type textComponent struct {
+	o    *Orders
+	spec TokenSpec
+}
+
+func (c textComponent) pass(s Stream, p uint64) (packedPass, error) {
+	pk, err := c.o.Packed(s, p, c.spec.Pack)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := c.o.docTokens(s.DS)
+	if err != nil {
+		return nil, err
+	}
+	return textPass{o: c.o, p: pk, counts: counts}, nil
+}
+
+// textPass is a text component's packed pass.
+type textPass struct {
+	o      *Orders
+	p      *Packed
+	counts []uint32 // every document's tokens
+}
+
+func (t textPass) NumSequences() int     { return t.p.NumSequences() }
+func (t textPass) numDocs() int          { return t.p.Order.NumSamples() }
+func (t textPass) docPosition(i int) int { return docPosition(t.p, i) }
+
+func (t textPass) sequence(i int) packedSequence {
+	return textSequence{q: t.o.sequences(nil, t.p, i, i+1)[0], counts: t.counts}
+}
+
+// textSequence is a text component's sequence of pieces.
+type textSequence struct {
+	q      seqpack.Sequence
+	counts []uint32
+}
+
+func (s textSequence) docs() []int {
+	out := make([]int, len(s.q.Pieces))
+	for j, pc := range s.q.Pieces {
+		out[j] = pc.Doc
+	}
+	return out
+}
+
+func (s textSequence) addTo(u Unit, comp, pos int, at []int) error {
+	switch u := u.(type) {
+	case *TokenBatch:
+		split := 0
+		for _, pc := range s.q.Pieces {
+			u.NonPad += pc.Len
+			if pc.Offset > 0 || pc.Len < int(s.counts[pc.Doc])+boolInt(pc.EOS) {
+				split++
+			}
+		}
+		u.Seqs, u.At, u.Pos, u.Comps = append(u.Seqs, s.q), append(u.At, at), append(u.Pos, pos), append(u.Comps, comp)
+		u.split = append(u.split, split)
+		u.Split += split
+		return nil
+	case *VisionBatch:
+		u.addText(s.q, comp, pos, at)
+		return nil
+	}
+	return fmt.Errorf("layout: a text sequence in a batch of %T", u)
 }
 
 // mixTokenParts lays out a token mixture's batch: the rank's draws of
@@ -182,31 +355,28 @@ func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 		comp int
 		pass uint64
 	}
-	packs := map[passKey]*Packed{}
-	specs := make([]TokenSpec, len(m.DS))
-	for i, d := range m.DS {
-		if specs[i], err = TokensOf(d, job); err != nil {
-			return err
-		}
+	packs := map[passKey]packedPass{}
+	u, err := m.unit()
+	if err != nil {
+		return err
 	}
-	tb := &TokenBatch{Spec: specs[0], Pos: pos}
 	global := job.BatchSize * job.World
 	docAt := map[[2]int]int{} // (part, document) → its read position
 	var partDocs [][]int
 	var reads [][2]int // per read position: (part, place in the part's documents)
-	for _, d := range draws {
+	for k, d := range draws {
 		if d.Pass > maxPass {
 			return fmt.Errorf("%w: epoch %d of the mixture reads pass %d of %s, past the last epoch number (%d)",
 				ErrOutOfRange, b.Epoch, d.Pass, m.DS[d.Component].Name, maxPass)
 		}
 		s := m.Stream(d.Component, job)
-		k := passKey{d.Component, d.Pass}
-		p, ok := packs[k]
+		pk := passKey{d.Component, d.Pass}
+		p, ok := packs[pk]
 		if !ok {
-			if p, err = o.Packed(s, d.Pass, specs[d.Component].Pack); err != nil {
+			if p, err = m.comps[d.Component].pass(s, d.Pass); err != nil {
 				return err
 			}
-			packs[k] = p
+			packs[pk] = p
 		}
 		if d.Index >= p.NumSequences() {
 			return fmt.Errorf("%w: sequence %d of pass %d of %s, which has %d", ErrOutOfRange, d.Index, d.Pass, m.DS[d.Component].Name, p.NumSequences())
@@ -216,37 +386,28 @@ func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 			part++
 		}
 		if part == len(b.Parts) {
-			b.Parts = append(b.Parts, Part{Comp: d.Component, Epoch: d.Pass, Stream: s, First: docPosition(p, d.Index),
-				End: docPosition(p, d.Index+1), Share: max(1, m.share(d.Component, global)*p.Order.NumSamples()/max(p.NumSequences(), 1))})
+			b.Parts = append(b.Parts, Part{Comp: d.Component, Epoch: d.Pass, Stream: s, First: p.docPosition(d.Index),
+				End: p.docPosition(d.Index + 1), Share: max(1, m.share(d.Component, global)*p.numDocs()/max(p.NumSequences(), 1))})
 			partDocs = append(partDocs, nil)
 		}
 		pt := &b.Parts[part]
-		pt.First, pt.End = min(pt.First, docPosition(p, d.Index)), max(pt.End, docPosition(p, d.Index+1))
-		q := o.sequences(nil, p, d.Index, d.Index+1)[0]
-		at := make([]int, len(q.Pieces))
-		counts, err := o.docTokens(s.DS)
-		if err != nil {
-			return err
-		}
-		split := 0
-		for j, pc := range q.Pieces {
-			r, ok := docAt[[2]int{part, pc.Doc}]
+		pt.First, pt.End = min(pt.First, p.docPosition(d.Index)), max(pt.End, p.docPosition(d.Index+1))
+		q := p.sequence(d.Index)
+		docs := q.docs()
+		at := make([]int, len(docs))
+		for j, doc := range docs {
+			r, ok := docAt[[2]int{part, doc}]
 			if !ok {
 				r = len(reads)
-				docAt[[2]int{part, pc.Doc}] = r
+				docAt[[2]int{part, doc}] = r
 				reads = append(reads, [2]int{part, len(partDocs[part])})
-				partDocs[part] = append(partDocs[part], pc.Doc)
+				partDocs[part] = append(partDocs[part], doc)
 			}
 			at[j] = r
-			tb.NonPad += pc.Len
-			if pc.Offset > 0 || pc.Len < int(counts[pc.Doc])+boolInt(pc.EOS) {
-				split++
-			}
 		}
-		tb.Seqs = append(tb.Seqs, q)
-		tb.At = append(tb.At, at)
-		tb.split = append(tb.split, split)
-		tb.Split += split
+		if err := q.addTo(u, d.Component, pos[k], at); err != nil {
+			return err
+		}
 	}
 	for i := range b.Parts {
 		if b.Parts[i].Samples, err = NewSamples(ctx, b.Parts[i].Stream.DS, partDocs[i]); err != nil {
@@ -257,10 +418,6 @@ func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 	for r, rd := range reads {
 		b.Take[r] = Take{Part: rd[0], At: rd[1]}
 	}
-	tb.Comps = make([]int, len(draws))
-	for i, d := range draws {
-		tb.Comps[i] = d.Component
-	}
-	b.Unit = tb
+	b.Unit = u
 	return nil
 }

@@ -106,6 +106,10 @@ func tokensOf(ds *catalog.Dataset) format.Tokens {
 	return tok
 }
 
+// HoldsTokens reports whether ds is a token dataset (format.Tokens):
+// in a vision mixture, a text component rather than the image-text one.
+func HoldsTokens(ds *catalog.Dataset) bool { return tokensOf(ds) != nil }
+
 // TokenView is the dataset a token job over ds reads: ds with only its
 // token field selected, so that a dataset of several fields reads the
 // tokens alone. It is ErrTokens for a dataset that is not a token one.

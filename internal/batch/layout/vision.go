@@ -9,6 +9,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/transform"
 	"github.com/brandgw/brand/vision"
 )
@@ -39,9 +40,31 @@ type VisionBatch struct {
 	// Pos is each sequence's position in the epoch, which keys it
 	// (sequences.Key).
 	Pos   []int
-	At    [][]int // per sequence, per sample: its position in Take
+	At    [][]int // per sequence, per sample (per piece for Text's): its position in Take
 	Items []vision.Item
+	// Text is, in a mixture with text token datasets (a vision
+	// mixture), each sequence's pieces where it is a text component's
+	// (its Seqs entry then holds no sample), and none for an image-text
+	// one: the pack stage writes a text sequence as samples of text
+	// alone, its loss on every token and no image. Nil outside a
+	// mixture.
+	Text []seqpack.Sequence
+	// Comps is, in a vision mixture, each sequence's component, and
+	// DTypes each component's token dtype ("" for the image-text one).
+	Comps  []int
+	DTypes []string
 }
+
+// addText appends a text component's sequence q to a vision mixture's
+// batch, as component comp's at epoch position pos, its documents read
+// at positions at.
+func (vb *VisionBatch) addText(q seqpack.Sequence, comp, pos int, at []int) {
+	vb.Seqs, vb.Text = append(vb.Seqs, vision.Sequence{Pad: q.Pad}), append(vb.Text, q)
+	vb.Pos, vb.At, vb.Comps = append(vb.Pos, pos), append(vb.At, at), append(vb.Comps, comp)
+}
+
+// IsText reports whether sequence i is a text component's (Text).
+func (vb *VisionBatch) IsText(i int) bool { return i < len(vb.Text) && len(vb.Text[i].Pieces) > 0 }
 
 // Served is the batch's sequences.
 func (vb *VisionBatch) Served() int { return len(vb.Seqs) }
@@ -50,8 +73,9 @@ func (vb *VisionBatch) Served() int { return len(vb.Seqs) }
 // members of their own.
 func (vb *VisionBatch) Size() (int64, bool) { return 0, false }
 
-// Components is nil: a vision job reads one dataset.
-func (vb *VisionBatch) Components() []int { return nil }
+// Components is a vision mixture's sequences' components (nil for a
+// vision job of one dataset).
+func (vb *VisionBatch) Components() []int { return vb.Comps }
 
 // Vision is a vision job's batch's sequences, nil for another batch.
 func (b *Batch) Vision() *VisionBatch {
@@ -135,15 +159,20 @@ func (o *Orders) visionItems(ds *catalog.Dataset, v *catalog.Vision, job api.Job
 // (dataset version, seed, window, epoch, rule, seq) and kept, with the
 // epoch's items.
 func (o *Orders) visionEpoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
-	r, v, err := visionOf(ds, job)
+	return o.visionEpochOf(StreamOf(ds, job), job, epoch)
+}
+
+// visionEpochOf is visionEpoch of stream s: a vision job's, or a vision
+// mixture's image-text component's.
+func (o *Orders) visionEpochOf(s Stream, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
+	r, v, err := visionOf(s.DS, job)
 	if err != nil {
 		return nil, nil, err
 	}
-	items, err := o.visionItems(ds, v, job, r)
+	items, err := o.visionItems(s.DS, v, job, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	s := StreamOf(ds, job)
 	e, err := o.Epoch(s, epoch)
 	if err != nil {
 		return nil, nil, err
@@ -184,12 +213,8 @@ func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
 			return err
 		}
 	}
-	vb := &VisionBatch{
-		Reader: &vision.Reader{Rule: r, Encoder: v.Model, MaxPixels: v.Facts.MaxPixels},
-		Writer: &vision.Writer{Seq: b.Job.Seq, Pad: int32(b.Job.Pad), Images: transform.Options{MaxPixels: v.Facts.MaxPixels}},
-		Items:  items,
-		Pos:    pos,
-	}
+	vb := newVisionBatch(r, v, b.Job, items)
+	vb.Pos = pos
 	var ids []int
 	for _, p := range pos {
 		q := ve.Sequence(p)
@@ -217,6 +242,90 @@ func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
 		b.Take[i].At = i
 	}
 	b.Unit = vb
+	return nil
+}
+
+// newVisionBatch is an empty vision batch of a job of rule r over a
+// dataset of facts v and items.
+func newVisionBatch(r vision.Rule, v *catalog.Vision, job api.Job, items []vision.Item) *VisionBatch {
+	return &VisionBatch{
+		Reader: &vision.Reader{Rule: r, Encoder: v.Model, MaxPixels: v.Facts.MaxPixels},
+		Writer: &vision.Writer{Seq: job.Seq, Pad: int32(job.Pad), Images: transform.Options{MaxPixels: v.Facts.MaxPixels}},
+		Items:  items,
+	}
+}
+
+// visionComponent is the image-text dataset of a vision mixture: its
+// passes are its stream's vision epochs under the job's rule and seq,
+// each the vision job's own epoch of that stream.
+type visionComponent struct {
+	o   *Orders
+	job api.Job
+	r   vision.Rule
+	v   *catalog.Vision
+	ds  *catalog.Dataset
+}
+
+// newVisionComponent is ds as a vision mixture's image-text component of
+// job: its facts loaded (catalog.Dataset.LoadVision), its rule parsed.
+func (o *Orders) newVisionComponent(ds *catalog.Dataset, job api.Job) (*visionComponent, error) {
+	r, v, err := visionOf(ds, job)
+	if err != nil {
+		return nil, err
+	}
+	return &visionComponent{o: o, job: job, r: r, v: v, ds: ds}, nil
+}
+
+// unit is an empty batch of the mixture: a vision batch whose text
+// components' tokens are of dtypes (per component).
+func (c *visionComponent) unit(dtypes []string) (Unit, error) {
+	items, err := c.o.visionItems(c.ds, c.v, c.job, c.r)
+	if err != nil {
+		return nil, err
+	}
+	vb := newVisionBatch(c.r, c.v, c.job, items)
+	vb.Text, vb.Comps, vb.DTypes = []seqpack.Sequence{}, []int{}, dtypes
+	return vb, nil
+}
+
+func (c *visionComponent) pass(s Stream, p uint64) (packedPass, error) {
+	ve, _, err := c.o.visionEpochOf(s, c.job, p)
+	if err != nil {
+		return nil, err
+	}
+	return visionPass{e: ve, docs: s.DS.Index.NumSamples()}, nil
+}
+
+// visionPass is the image-text component's vision epoch.
+type visionPass struct {
+	e    *vision.Epoch
+	docs int // the samples of its order
+}
+
+func (p visionPass) NumSequences() int { return p.e.NumSequences() }
+func (p visionPass) numDocs() int      { return p.docs }
+
+// docPosition scales a sequence's position to the order's samples, as
+// a vision job's batch does: sequences are permuted within their
+// window, so this is the window's extent.
+func (p visionPass) docPosition(i int) int {
+	return int(int64(i) * int64(p.docs) / int64(max(1, p.e.NumSequences())))
+}
+
+func (p visionPass) sequence(i int) packedSequence { return visionSequence(p.e.Sequence(i)) }
+
+// visionSequence is an image-text component's sequence of whole samples.
+type visionSequence vision.Sequence
+
+func (q visionSequence) docs() []int { return q.Samples }
+
+func (q visionSequence) addTo(u Unit, comp, pos int, at []int) error {
+	vb, ok := u.(*VisionBatch)
+	if !ok {
+		return fmt.Errorf("layout: an image-text sequence in a batch of %T", u)
+	}
+	vb.Seqs, vb.Text = append(vb.Seqs, vision.Sequence(q)), append(vb.Text, seqpack.Sequence{})
+	vb.Pos, vb.At, vb.Comps = append(vb.Pos, pos), append(vb.At, at), append(vb.Comps, comp)
 	return nil
 }
 

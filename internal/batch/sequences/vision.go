@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -76,4 +77,29 @@ func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, err
 	}
 	s.figures.add(out, len(req.Keys), 0)
 	return out, nil
+}
+
+// TextSample is a piece of a text document in a vision mixture's
+// sequence as a sample of text alone: tokens [from, from+n) of the
+// document (its sample's bytes, of dtype; "" takes its own), its loss on
+// every token, no image. A document not as indexed is ErrDocument, a
+// token int32 cannot hold ErrTokenID.
+func TextSample(sample []byte, dtype string, from, n int) (vision.Sample, error) {
+	d, err := parseDoc(sample, dtype)
+	if err != nil {
+		return vision.Sample{}, err
+	}
+	if from < 0 || n < 0 || from+n > d.count {
+		return vision.Sample{}, fmt.Errorf("%w: a piece of tokens [%d, %d) of a document of %d", ErrDocument, from, from+n, d.count)
+	}
+	b := make([]byte, 4*n)
+	if bad := d.convert(b, from, n); bad >= 0 {
+		return vision.Sample{}, fmt.Errorf("%w: token %d of a document is %s", ErrTokenID, from+bad, d.text(from+bad))
+	}
+	s := vision.Sample{IDs: make([]int32, n), Loss: make([]uint8, n)}
+	for i := range n {
+		s.IDs[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+		s.Loss[i] = 1
+	}
+	return s, nil
 }

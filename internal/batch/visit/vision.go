@@ -34,6 +34,14 @@ func (v *Batches) packVision(ctx context.Context, b *layout.Batch, res *reader.R
 	req := sequences.VisionRequest{Writer: vb.Writer, Keys: make([]string, len(vb.Seqs)), Samples: make([][]vision.Sample, len(vb.Seqs)), NoWait: noWait}
 	for i, q := range vb.Seqs {
 		at := vb.At[i]
+		if vb.IsText(i) {
+			samples, err := textSamples(b, res, vb, i)
+			if err != nil {
+				return nil, err
+			}
+			req.Keys[i], req.Samples[i] = sequences.Key(b.Epoch, vb.Pos[i]), samples
+			continue
+		}
 		src := func(id int) (string, []byte, error) {
 			for j, sid := range q.Samples {
 				if sid == id {
@@ -56,4 +64,24 @@ func (v *Batches) packVision(ctx context.Context, b *layout.Batch, res *reader.R
 	r := reader.Owned(out.Parts, out.Bytes, out.Release)
 	r.Figures, r.PerPart = res.Figures, res.PerPart
 	return &Served{Batch: b, Result: r}, nil
+}
+
+// textSamples is a vision mixture's text sequence i as samples of text
+// alone (sequences.TextSample), one a piece, from its documents read as
+// res.
+func textSamples(b *layout.Batch, res *reader.Result, vb *layout.VisionBatch, i int) ([]vision.Sample, error) {
+	q := vb.Text[i]
+	out := make([]vision.Sample, len(q.Pieces))
+	for j, pc := range q.Pieces {
+		at := vb.At[i][j]
+		_, _, in := b.Sample(at)
+		if pc.EOS {
+			return nil, fmt.Errorf("%w: a piece of document %s ends with an EOS, which a vision mixture's best-fit packing never adds", vision.ErrSequence, in.Key)
+		}
+		var err error
+		if out[j], err = sequences.TextSample(res.Parts[at], vb.DTypes[vb.Comps[i]], pc.Offset, pc.Len); err != nil {
+			return nil, fmt.Errorf("%w (document %s)", err, in.Key)
+		}
+	}
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/brandgw/brand/dataset/stored"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
@@ -37,8 +38,9 @@ type visionMemo struct {
 
 // LoadVision loads the dataset's image-text facts and their tokenizer
 // from its store, once per dataset version (a failed load is tried again
-// by the next job). It is ErrNoVisionFacts for a dataset served in
-// place, one without facts or with facts of another index version.
+// by the next job). It is format.ErrNotImageText for a dataset served in
+// place whose samples are not image-text samples, ErrNoVisionFacts for
+// one without facts or with facts of another index version.
 func (d *Dataset) LoadVision(ctx context.Context) (*Vision, error) {
 	d.vision.mu.Lock()
 	defer d.vision.mu.Unlock()
@@ -46,12 +48,17 @@ func (d *Dataset) LoadVision(ctx context.Context) (*Vision, error) {
 		return d.vision.v, nil
 	}
 	if d.InPlace != nil {
-		return nil, fmt.Errorf("%w: dataset %s is served in place; a vision job reads image-text samples of tar chunks (WebDataset pairs)", ErrNoVisionFacts, d.Name)
+		// Its format says whether its samples are image-text samples
+		// (a Parquet row is; an MDS sample, a video's GOPs are not):
+		// the refusal names the format or the fields.
+		if err := format.CheckImageText(d.InPlace.Format, d.InPlace.Decoder); err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
+		}
 	}
 	f, err := stored.ReadVisionFacts(ctx, d.Store, d.Index)
 	switch {
 	case errors.Is(err, s3backend.ErrNotFound):
-		return nil, fmt.Errorf("%w: dataset %s has none (%s): index its image-text shards with `brand index --tokenizer FILE`", ErrNoVisionFacts, d.Name, stored.VisionFactsKey)
+		return nil, fmt.Errorf("%w: dataset %s has none (%s): index it with `brand index --tokenizer FILE`", ErrNoVisionFacts, d.Name, stored.VisionFactsKey)
 	case errors.Is(err, vision.ErrFactsFile):
 		return nil, fmt.Errorf("%w: dataset %s: %w; write them again with `brand index --tokenizer FILE`", ErrNoVisionFacts, d.Name, err)
 	case err != nil:

@@ -270,7 +270,10 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 		features = features.With(kindFeature(e.Kind))
 	}
 	for _, ds := range datasets(src) {
-		if ds.Index.Deferred() {
+		// A vision mixture's text components are token datasets,
+		// served in place as any token job's; only a dataset read as
+		// image-text samples meets the vision × in-place cell.
+		if ds.Index.Deferred() && !(q.Job.Vision != "" && src.Mix != nil && layout.HoldsTokens(ds)) {
 			features = features.With(spec.InPlace)
 		}
 	}
@@ -289,7 +292,9 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 		return nil, err
 	}
 	if q.Job.Vision != "" && src.DS != nil {
-		// The layout reads the facts from memory, as an order is.
+		// The layout reads the facts from memory, as an order is (a
+		// mixture's image-text component's are loaded before its
+		// order is made: data).
 		if _, err := src.DS.LoadVision(ctx); err != nil {
 			return nil, err
 		}
@@ -336,14 +341,15 @@ func (r *Resolver) source(ctx context.Context, job api.Job) (layout.Source, erro
 	if err != nil {
 		return layout.Source{}, err
 	}
-	src, err := r.data(job)
+	src, err := r.data(ctx, job)
 	src.Members = ms
 	return src, err
 }
 
 // data resolves what job reads: one dataset's version, or a mixture of
-// the versions of its components.
-func (r *Resolver) data(job api.Job) (layout.Source, error) {
+// the versions of its components (a vision mixture's image-text
+// component with its facts loaded, which its order is made from).
+func (r *Resolver) data(ctx context.Context, job api.Job) (layout.Source, error) {
 	if len(job.Mix) == 0 {
 		ds, err := r.Version(job)
 		if err == nil {
@@ -357,6 +363,9 @@ func (r *Resolver) data(job api.Job) (layout.Source, error) {
 		if ds[i], err = r.Version(api.Job{Dataset: c.Dataset}); err == nil {
 			ds[i], err = view(ds[i], job)
 		}
+		if err == nil && job.Vision != "" && !layout.HoldsTokens(ds[i]) {
+			_, err = ds[i].LoadVision(ctx)
+		}
 		if err != nil {
 			return layout.Source{}, err
 		}
@@ -369,11 +378,12 @@ func (r *Resolver) data(job api.Job) (layout.Source, error) {
 	return layout.Source{Mix: m}, err
 }
 
-// view is the view of ds job reads: a vision job its samples whole, a
-// token job its token field alone, any other the fields it names
+// view is the view of ds job reads: a vision job its samples whole (a
+// vision mixture's text components, their token field), a token job its
+// token field alone, any other the fields it names
 // (columns=).
 func view(ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
-	if job.Vision != "" {
+	if job.Vision != "" && !(len(job.Mix) > 0 && layout.HoldsTokens(ds)) {
 		return ds, nil // image-text samples, read whole
 	}
 	if job.Tokens() {

@@ -92,7 +92,7 @@ func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch
 	if samples == 0 && job.Tokens() {
 		tj := *job
 		tj.Schedule, tj.Mix, tj.Dataset = cur.Parsed(), cur.Parsed()[0].Mix, ""
-		src, err := r.data(tj)
+		src, err := r.data(ctx, tj)
 		if err != nil {
 			return err
 		}

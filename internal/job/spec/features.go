@@ -110,7 +110,7 @@ func features() []Def {
 			SetBy: []Param{{Name: api.ParamSampling, Value: api.SamplingImportance}}},
 		{Name: Samples, What: "samples served as stored", DefaultUnless: units},
 		{Name: Tokens, What: "a token dataset's documents packed into sequences (seq=)", SetBy: []Param{p(api.ParamSeq)}},
-		{Name: Vision, What: "a token job's samples are image-text pairs: each image resized by a rule and counted as vision tokens in the sequence (vision=, with seq=; package vision), over a dataset of tar chunks indexed with its image-text facts (brand index --tokenizer)",
+		{Name: Vision, What: "a token job's samples are image-text pairs: each image resized by a rule and counted as vision tokens in the sequence (vision=, with seq=; package vision), over a dataset indexed with its image-text facts (brand index --tokenizer): tar chunks of WebDataset pairs, or Parquet rows served in place (an image column and a text or conversation column); another format served in place is refused naming it",
 			SetBy: []Param{p(api.ParamVision)}},
 		{Name: Clips, What: "a video dataset's clips decoded on the data node (clip=, delta_timestamps=, frames=)",
 			SetBy: []Param{p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}},

@@ -78,6 +78,7 @@ var served = []sentinelCase{
 	{"dataset/stored.ErrNoMembers", stored.ErrNoMembers, http.StatusInternalServerError, "internal", true},
 	{"format.ErrDamaged", format.ErrDamaged, http.StatusInternalServerError, "internal", true},
 	{"format.ErrInvalid", format.ErrInvalid, http.StatusInternalServerError, "internal", true},
+	{"format.ErrNotImageText", format.ErrNotImageText, http.StatusBadRequest, "bad_request", false},
 	{"format.ErrNotStreamed", format.ErrNotStreamed, http.StatusInternalServerError, "internal", true},
 	{"format.ErrOverBound", format.ErrOverBound, http.StatusInternalServerError, "internal", true},
 	{"format.ErrUnsupported", format.ErrUnsupported, http.StatusInternalServerError, "internal", true},

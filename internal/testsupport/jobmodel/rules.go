@@ -68,11 +68,6 @@ var rules = []Rule{
 	{A: "tokens", B: "locality", Kind: Downgrade, Drops: "locality"},
 	{A: "tokens", B: "balance-bytes", Kind: Refuse},
 	{A: "tokens", B: "resize", Kind: Refuse},
-	// Image-text sequences: of one dataset of tar chunks (package
-	// vision; the layout's facts: brand index --tokenizer).
-	{A: "mix", B: "vision", Kind: Refuse},
-	{A: "schedule", B: "vision", Kind: Refuse},
-	{A: "vision", B: "in-place", Kind: Refuse},
 	// Clips: drawn afresh each epoch, all of one cost.
 	{A: "clips", B: "columns", Kind: Refuse},
 	{A: "clips", B: "exclusion", Kind: Refuse},
@@ -91,6 +86,10 @@ var rules = []Rule{
 	{A: "mix", B: "tokens", Kind: Compose, NotPlanned: true},
 	{A: "schedule", B: "tokens", Kind: Compose, NotPlanned: true},
 	{A: "importance", B: "cluster", Kind: Compose, NotPlanned: true},
+	// Image-text sequences mixed with text (package vision; the layout's
+	// facts: brand index --tokenizer): served, their mixture not planned.
+	{A: "mix", B: "vision", Kind: Compose, NotPlanned: true},
+	{A: "schedule", B: "vision", Kind: Compose, NotPlanned: true},
 }
 
 // Rules is every pair of features, each once, a before b in Features'

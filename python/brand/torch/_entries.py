@@ -150,7 +150,12 @@ class Sequences(BrandDataset):
         vision: a vision job's rule (``vision=``) over a dataset of
             image-text samples: each step then also carries the
             sequences' ``loss_mask``, ``images``, ``image_spans`` and
-            ``image_sizes`` (:class:`SequenceBatch`).
+            ``image_sizes`` (:class:`SequenceBatch`). With ``mix=`` (or
+            ``mix_schedule=``) of an image-text dataset and text token
+            datasets of its tokenizer, the rule is the image-text
+            component's, and a text component's sequence has no image,
+            no span and a ``loss_mask`` of 1 on every token before the
+            pad.
 
     Example::
 
