@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -114,5 +115,57 @@ func TestVisionPlanOverHTTP(t *testing.T) {
 			t.Logf("balance=%q epoch %d: fill %.4f, %d images, vision tokens per rank max/mean %.3f (worst %.3f), plain %.3f (worst %.3f)",
 				kind, e, pe.Fill, images, mean, worst, pmean, pworst)
 		}
+	}
+}
+
+// TestVisionParquetBalanceAndPlan: a vision job over Parquet served in
+// place is balanced as one over shards — balance=vision at world 3
+// serves the plain cut's sequences, member for member, each under its
+// key, with Brand-Balance and the same Brand-Rank-Costs on every rank —
+// and planned: /plan answers with its fill as /epoch/0 says it and its
+// images as the epoch holds them.
+func TestVisionParquetBalanceAndPlan(t *testing.T) {
+	tok, enc, st := visionStore(t)
+	pairParquet(t, st, visionPairs(t, 4, 12))
+	parquetVision(t, st, tok)
+	_, srv := start(t, st, inParquet)
+	q := url.Values{"seq": {"128"}, "vision": {visionRule(enc)}, "seed": {"7"}, "window": {"2"}, "batch_size": {"2"}, "world": {"3"}}
+	plain, _ := sequencesOf(t, srv.URL, q, 0)
+	q.Set("balance", api.BalanceVision)
+	balanced, _ := sequencesOf(t, srv.URL, q, 0)
+	images := 0
+	for k, files := range plain {
+		images += len(npyInt32s(t, files["image_spans.npy"])) / 2
+		for name, b := range files {
+			if !bytes.Equal(balanced[k][name], b) {
+				t.Fatalf("sequence %s: member %s balanced differs from the plain cut's", k, name)
+			}
+		}
+	}
+	if len(balanced) != len(plain) || images == 0 {
+		t.Fatalf("%d sequences balanced, %d plain, %d images", len(balanced), len(plain), images)
+	}
+	var costs string
+	for r := range 3 {
+		q.Set("rank", strconv.Itoa(r))
+		resp, _ := get(t, srv.URL+"/epoch/0/batch/0?"+q.Encode())
+		c := resp.Header.Get(api.HeaderRankCosts)
+		if resp.Header.Get(api.HeaderBalance) != api.BalanceVision || c == "" || costs != "" && c != costs {
+			t.Fatalf("rank %d: Brand-Balance %q, Brand-Rank-Costs %q (rank 0's %q)", r, resp.Header.Get(api.HeaderBalance), c, costs)
+		}
+		costs = c
+	}
+	q.Del("rank")
+	var info api.EpochInfo
+	epochJSON(t, srv.URL+"/epoch/0?"+q.Encode(), &info)
+	resp, body := get(t, srv.URL+"/plan?"+q.Encode()+"&epochs=2")
+	var plan struct {
+		Tokens api.TokenPlan `json:"tokens"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &plan) != nil || len(plan.Tokens.Epochs) != 2 {
+		t.Fatalf("/plan: %s %s", resp.Status, body)
+	}
+	if pe := plan.Tokens.Epochs[0]; pe.Fill != info.Tokens.Fill || pe.Sequences != info.Samples || pe.Vision == nil || pe.Vision.Images != images {
+		t.Fatalf("/plan's epoch %+v (vision %+v); /epoch/0: fill %v, %d sequences; served %d images", pe, pe.Vision, info.Tokens.Fill, info.Samples, images)
 	}
 }
