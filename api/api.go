@@ -129,8 +129,8 @@ type Job struct {
 	Vision string
 	// Balance assigns each global batch's samples to its ranks by cost
 	// (balance=, docs/shuffle.md §13): BalanceAttention or BalanceTokens
-	// for a token job's sequences, BalanceBytes for samples of a dataset
-	// whose index sizes them. Each rank still takes as many samples as
+	// for a token job's sequences (and BalanceVision for a vision job's),
+	// BalanceBytes for samples of a dataset whose index sizes them. Each rank still takes as many samples as
 	// the plain cut gives it, and the global batch holds the same ones;
 	// only which rank takes which changes, so the ranks' costs are as
 	// even as the batch allows. "" takes the plain cut (or, on a cluster,
@@ -240,10 +240,15 @@ const (
 	// BalanceBytes weighs a sample by its stored bytes, which the index
 	// of a dataset of tar chunks records.
 	BalanceBytes = "bytes"
+	// BalanceVision weighs a vision job's sequence by its vision tokens
+	// (its images' placeholders): the vision encoder's inputs, which
+	// attention and tokens leave uneven across ranks on a mix of images
+	// and text.
+	BalanceVision = "vision"
 )
 
 // BalanceKinds lists what balance= may say.
-var BalanceKinds = []string{BalanceAttention, BalanceTokens, BalanceBytes}
+var BalanceKinds = []string{BalanceAttention, BalanceTokens, BalanceBytes, BalanceVision}
 
 // The packing modes a job may name (pack=), and the bound on seq=.
 const (

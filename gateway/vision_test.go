@@ -20,6 +20,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/codec/npy"
@@ -62,6 +63,26 @@ func visionStore(t *testing.T) ([]byte, *tokenize.Model, *s3backend.Local) {
 		t.Fatal(err)
 	}
 	return tok, enc, st
+}
+
+// visionServed is a gateway serving a corpus of shards × perShard
+// image-text samples (visionCorpus) in visionStore's store, indexed with
+// their facts (dataset.WriteVisionFacts): its URL, the corpus, its index
+// and the facts' tokenizer.
+func visionServed(t *testing.T, shards, perShard int) (string, map[string]visionSample, *chunkindex.Index, *tokenize.Model) {
+	t.Helper()
+	ctx := context.Background()
+	tok, enc, st := visionStore(t)
+	corpus := visionCorpus(t, st, shards, perShard)
+	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dataset.WriteVisionFacts(ctx, st, res.Index, tok, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, srv := start(t, st, nil)
+	return srv.URL, corpus, res.Index, enc
 }
 
 // visionCorpus writes shards of image-text samples into st: captions (a
@@ -251,6 +272,7 @@ func TestVisionOverHTTP(t *testing.T) {
 			w, h, _ := r.Size(s[0], s[1])
 			p := uint64(r.Tokens(w, h)) * m2
 			items[id].Encoder += p * p
+			items[id].Vision += r.Tokens(w, h)
 		}
 	}
 	order, err := shuffle.NewEpoch(ix.SampleCounts(), seed, 0, window)

@@ -18,7 +18,7 @@ func TestCost(t *testing.T) {
 	s := Sample{IDs: make([]int32, 10), Images: []Image{{Span: Span{Len: 2}}, {Span: Span{Len: 2}}}}
 	it := rd.item(s)
 	// 56×28 at patch 14 is 4×2 = 8 patches, 2 tokens merged 2×2: 8² each.
-	if want := (Item{Tokens: 10, Images: 2, Encoder: 2 * 64}); it != want {
+	if want := (Item{Tokens: 10, Images: 2, Vision: 4, Encoder: 2 * 64}); it != want {
 		t.Fatalf("item %+v; want %+v", it, want)
 	}
 	items := []Item{it, {Tokens: 7}}

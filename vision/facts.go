@@ -127,6 +127,7 @@ func (r Rule) Item(f Facts, seq int) (Item, error) {
 		}
 		k := r.Tokens(w, h)
 		it.Tokens += r.span(k)
+		it.Vision += k
 		p := uint64(k) * m2
 		it.Encoder += p * p
 	}

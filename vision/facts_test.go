@@ -79,6 +79,7 @@ func TestFactsAreRead(t *testing.T) {
 					for _, im := range s.Images {
 						p := uint64(im.Span.Len * r.Merge * r.Merge)
 						want.Encoder += p * p
+						want.Vision += im.Span.Len
 					}
 					if want.Tokens > seq || r.MaxImages > 0 && want.Images > r.MaxImages {
 						want, wantErr = Item{}, ErrTooLong

@@ -127,6 +127,7 @@ func (r *Reader) item(s Sample) Item {
 	for _, im := range s.Images {
 		p := uint64(im.Span.Len) * m2
 		it.Encoder += p * p
+		it.Vision += im.Span.Len
 	}
 	return it
 }

@@ -21,6 +21,10 @@ const domainPack uint64 = 0x6272616e64766973
 // skipped sample.
 type Item struct {
 	Tokens, Images int
+	// Vision is the sample's vision tokens: its images' placeholders
+	// (Span.Len each), Start and End excluded. The encoder makes them,
+	// from Merge² patches each.
+	Vision int
 	// Encoder is the sample's vision-encoder cost: Σ patches² over its
 	// images (a ViT attends over each image's patches; patches are its
 	// vision tokens × Merge²), in the units of Cost.

@@ -170,7 +170,7 @@ func TestEpochRefusesWhatItCannotHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, items := range [][]Item{{{10, 0, 0}, {65, 0, 0}, {3, 1, 0}}, {{10, 0, 0}, {5, 3, 0}, {3, 1, 0}}} {
+	for _, items := range [][]Item{{{Tokens: 10}, {Tokens: 65}, {Tokens: 3, Images: 1}}, {{Tokens: 10}, {Tokens: 5, Images: 3}, {Tokens: 3, Images: 1}}} {
 		_, err := NewEpoch(order, func(id int) Item { return items[id] }, 64, 2, 1, 0)
 		if !errors.Is(err, ErrTooLong) {
 			t.Errorf("%v: %v; want ErrTooLong", items, err)

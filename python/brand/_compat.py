@@ -118,7 +118,8 @@ def refused(params: Mapping[str, str]) -> Optional[Tuple[Tuple[str, ...], str]]:
         if any(f in have for f in c["needs"]):
             continue
         for p in c["params"]:
-            if params.get(p):
+            # A companion with a value is the parameter given that value.
+            if params.get(p) and ("value" not in c or params.get(p) == c["value"]):
                 return (p,), c["message"].replace("{param}", p)
     for cell in t["pairs"]:
         if cell["kind"] == "refuse" and cell["a"] in have and cell["b"] in have:

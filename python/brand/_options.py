@@ -327,6 +327,7 @@ class Job:
             rather than of its positions (``balance=``, docs/shuffle.md
             §13): ``"attention"`` (the sum of the squares of a sequence's
             pieces' lengths) or ``"tokens"`` for a token job (``seq``),
+            also ``"vision"`` (a sequence's vision tokens) for a vision job,
             ``"bytes"`` (a sample's stored bytes) for a job of samples of a
             dataset of tar chunks. Each rank keeps its count and the global
             batch its samples; only which rank takes which changes.
@@ -429,8 +430,8 @@ class Job:
             raise ValueError(f"brand: seed {self.seed!r} must be an unsigned 64-bit integer")
         self._check_tokens()
         self._check_clips()
-        if self.balance is not None and self.balance not in ("attention", "tokens", "bytes"):
-            raise ValueError(f"brand: balance {self.balance!r} must be 'attention', 'tokens' or 'bytes'")
+        if self.balance is not None and self.balance not in ("attention", "tokens", "bytes", "vision"):
+            raise ValueError(f"brand: balance {self.balance!r} must be 'attention', 'tokens', 'bytes' or 'vision'")
         if self.columns is not None:
             if isinstance(self.columns, str) or not all(isinstance(c, str) for c in self.columns):
                 raise TypeError(f"brand: columns {self.columns!r}: a sequence of field names")

@@ -301,7 +301,7 @@ PARAM_FIELDS = {
     "dataset": dict(dataset="t"), "mix": dict(mix="web:1"), "mix_schedule": dict(mix_schedule="0:web:1"),
     "schedule": dict(name="n", schedule_version="latest"),
     "clip": dict(clip=8), "delta_timestamps": dict(delta_timestamps={"cam": [0]}), "frames": dict(frames=[0]),
-    "vision": None,
+    "vision": None, "balance": dict(balance="vision"),
 }
 
 
@@ -373,6 +373,9 @@ class TestCompat(unittest.TestCase):
             ("seq=64&transform=imagenet-train", cell("tokens", "transform")["message"]),
             ("seq=64&clip=8", cell("tokens", "clips")["message"]),
             ("seq=64&locality=true", None),  # a downgrade: served
+            ("seq=64&vision=size:448x448,patch:14,pad:1&balance=vision", None),
+            ("seq=64&vision=size:448x448,patch:14,pad:1&balance=attention", None),
+            ("seq=64&balance=vision", companions[5]["message"]),
         ]:
             with self.subTest(query=query):
                 self.assertEqual(_compat.refusal(dict(urllib.parse.parse_qsl(query))), want)
@@ -425,12 +428,14 @@ class TestCompat(unittest.TestCase):
             for p in c["params"]:
                 with self.subTest(param=p):
                     want = c["message"].replace("{param}", p)
-                    self.assertEqual(_compat.refusal({p: "1"}), want)
+                    given = c.get("value", "1")  # a companion with a value: the parameter given it
+                    self.assertEqual(_compat.refusal({p: given}), want)
                     if PARAM_FIELDS[p] is not None:
                         self.assertRefused(PARAM_FIELDS[p], want)
                     for f in c["needs"]:  # and taken beside a feature it applies to
                         named = self.set_by(f)[0]
-                        self.assertIsNone(_compat.refusal({p: "1", named["param"]: named.get("value", "1")}))
+                        beside = VISION_QUERY if f == "vision" else {named["param"]: named.get("value", "1")}
+                        self.assertIsNone(_compat.refusal({p: given, **beside}))
         # Importance's version and hot are sent only with sampling=importance.
         q = job_query(brand.Job(importance=brand.Importance("j", version="0123456789abcdef", hot=2)))
         self.assertEqual((q["sampling"], q["importance"], q["hot"]), ("importance", "0123456789abcdef", "2"))

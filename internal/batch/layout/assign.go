@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/vision"
 )
 
 // The assignment of a global batch to its ranks: one of three, chosen
@@ -25,7 +26,8 @@ import (
 //   - locality (cluster.Assign): on a cluster of several members, each
 //     rank first takes the items whose chunk its home member owns;
 //   - cost (balance=, balance.Assign): each rank a share of the batch's
-//     cost, its samples' bytes or its sequences' attention or tokens.
+//     cost, its samples' bytes or its sequences' attention or tokens (a
+//     vision job's: vision.Cost, tokens, or vision tokens).
 //
 // Each rank takes as many items as the plain cut gives it and the global
 // batch holds the same ones; only which rank takes which changes. Every
@@ -210,6 +212,36 @@ func (a *assigner) sequencesOf(src Source, p *Packed, epoch uint64, job api.Job,
 		mine[k], pos[k] = seqs[at], gstart+at
 	}
 	return mine, pos, info, nil
+}
+
+// visionSequences is the positions in vision epoch ve (n sequences) of
+// the sequences job's rank takes of batch m: its plain cut's, or its
+// balanced share of the global batch (each sequence weighed by
+// visionCost).
+func (a *assigner) visionSequences(src Source, ve *vision.Epoch, items []vision.Item, epoch uint64, job api.Job, n int, m uint64, start, end int) ([]int, *Balanced, error) {
+	if src.assignment(job) == plainCut {
+		return span(start, end-start), nil, nil
+	}
+	shares, gstart, gend, err := globalBatch(job, n, int(m))
+	if err != nil {
+		return nil, nil, err
+	}
+	places, info, err := a.places(src, job, epoch, m, global{shares: shares,
+		costs: func() ([]uint64, error) {
+			costs := make([]uint64, gend-gstart)
+			for i := range costs {
+				costs[i] = visionCost(job.Balance, ve.Sequence(gstart+i), items)
+			}
+			return costs, nil
+		}})
+	if err != nil {
+		return nil, nil, err
+	}
+	pos := make([]int, len(places))
+	for k, at := range places {
+		pos[k] = gstart + at
+	}
+	return pos, info, nil
 }
 
 // draws is the draws job's rank takes of batch m of a mixture's epoch

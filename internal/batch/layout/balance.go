@@ -9,11 +9,13 @@ import (
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/vision"
 )
 
 // A balanced job (api.Job.Balance) takes each global batch whole, weighs
 // its samples — a token job's sequences by their attention or tokens, a
-// job of samples by their stored bytes — and gives each rank its share
+// vision job's also by their vision tokens, a job of samples by their
+// stored bytes — and gives each rank its share
 // of them by package balance's rule, in place of the plain cut and of a
 // cluster's locality-aware assignment (Source.Assigns): the ranks' costs,
 // not where the chunks live, decide. The global batch's samples are the
@@ -57,6 +59,24 @@ func sequenceCost(kind string, q seqpack.Sequence) uint64 {
 			c += uint64(pc.Len) * uint64(pc.Len)
 		} else {
 			c += uint64(pc.Len)
+		}
+	}
+	return c
+}
+
+// visionCost is a vision sequence's cost under kind: its attention and
+// its encoder's (vision.Cost), its tokens (text and vision, the pad
+// excluded), or its vision tokens alone (the encoder's inputs).
+func visionCost(kind string, q vision.Sequence, items []vision.Item) uint64 {
+	if kind == api.BalanceAttention {
+		return vision.Cost(q, items)
+	}
+	var c uint64
+	for _, id := range q.Samples {
+		if kind == api.BalanceVision {
+			c += uint64(items[id].Vision)
+		} else {
+			c += uint64(items[id].Tokens)
 		}
 	}
 	return c

@@ -160,9 +160,10 @@ func (o *Orders) visionEpoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*v
 	return ve, items, nil
 }
 
-// layoutVision lays out batch b of a vision job: the rank's cut of the
-// epoch's sequences (the plain cut: balance= is refused with vision=),
-// and one part reading the samples they hold, each once.
+// layoutVision lays out batch b of a vision job: the rank's sequences
+// of the epoch (the plain cut, or under balance= its share of the global
+// batch: Balanced), and one part reading the samples they hold, each
+// once.
 func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
 	ve, items, err := o.visionEpoch(b.DS, b.Job, b.Epoch)
 	if err != nil {
@@ -172,20 +173,32 @@ func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
 	if err != nil {
 		return err
 	}
+	pos, bal, err := o.asg.visionSequences(b.Source, ve, items, b.Epoch, b.Job, b.EpochSamples, b.Batch, b.Start, b.End)
+	if err != nil {
+		return err
+	}
+	b.Balanced = bal
+	start, end := b.Start, b.End // what the stream is followed at: a balanced rank's, its global batch
+	if bal != nil {
+		if _, start, end, err = globalBatch(b.Job, b.EpochSamples, int(b.Batch)); err != nil {
+			return err
+		}
+	}
 	vb := &VisionBatch{
 		Reader: &vision.Reader{Rule: r, Encoder: v.Model, MaxPixels: v.Facts.MaxPixels},
 		Writer: &vision.Writer{Seq: b.Job.Seq, Pad: int32(b.Job.Pad), Images: transform.Options{MaxPixels: v.Facts.MaxPixels}},
 		Items:  items,
+		Pos:    pos,
 	}
 	var ids []int
-	for p := b.Start; p < b.End; p++ {
+	for _, p := range pos {
 		q := ve.Sequence(p)
 		at := make([]int, len(q.Samples))
 		for i, id := range q.Samples {
 			at[i] = len(ids) // a sample is in one sequence of its epoch
 			ids = append(ids, id)
 		}
-		vb.Seqs, vb.Pos, vb.At = append(vb.Seqs, q), append(vb.Pos, p), append(vb.At, at)
+		vb.Seqs, vb.At = append(vb.Seqs, q), append(vb.At, at)
 	}
 	smp, err := NewSamples(ctx, b.DS, ids)
 	if err != nil {
@@ -195,7 +208,7 @@ func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
 	// the sequences' positions scale to (sequences are permuted within
 	// their window, so this is the window's extent, not the samples').
 	n, m := s.DS.Index.NumSamples(), max(1, ve.NumSequences())
-	first, last := int(int64(b.Start)*int64(n)/int64(m)), int(int64(b.End)*int64(n)/int64(m))
+	first, last := int(int64(start)*int64(n)/int64(m)), int(int64(end)*int64(n)/int64(m))
 	global := b.Job.BatchSize * b.Job.World
 	share := max(1, int(int64(global)*int64(n)/int64(m)))
 	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(last, first), Share: share}}

@@ -123,8 +123,9 @@ func features() []Def {
 			DefaultUnless: []Param{{Name: api.ParamLocality, Value: "false"}}},
 		{Name: BalanceB, What: "ranks balanced by their samples' stored bytes (balance=bytes)",
 			SetBy: []Param{{Name: api.ParamBalance, Value: api.BalanceBytes}}},
-		{Name: BalanceC, What: "ranks balanced by their sequences' attention or tokens (balance=attention, balance=tokens)",
-			SetBy: []Param{{Name: api.ParamBalance, Value: api.BalanceAttention}, {Name: api.ParamBalance, Value: api.BalanceTokens}}},
+		{Name: BalanceC, What: "ranks balanced by their sequences' attention or tokens (balance=attention, balance=tokens), or a vision job's by their vision tokens (balance=vision)",
+			SetBy: []Param{{Name: api.ParamBalance, Value: api.BalanceAttention}, {Name: api.ParamBalance, Value: api.BalanceTokens},
+				{Name: api.ParamBalance, Value: api.BalanceVision}}},
 		{Name: Resize, What: "a plan of the cluster resized under the job (/plan's nodes_after=)", Resolved: true},
 		{Name: Cluster, What: "a job served by a cluster of several nodes, or a plan of several (/plan's nodes=)", Resolved: true},
 	}

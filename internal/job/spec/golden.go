@@ -83,7 +83,11 @@ func Markdown() string {
 	}
 	sb.WriteString("\nParameters that shape one feature are refused (400) without it, and parameters that name one thing two ways are refused together:\n\n")
 	for _, c := range Companions() {
-		fmt.Fprintf(&sb, "- `%s`: %s.\n", strings.Join(c.Params, "`, `"), strings.ReplaceAll(c.Message, "{param}", "each"))
+		params := strings.Join(c.Params, "`, `")
+		if c.Value != "" {
+			params += "=" + c.Value
+		}
+		fmt.Fprintf(&sb, "- `%s`: %s.\n", params, strings.ReplaceAll(c.Message, "{param}", "each"))
 	}
 	for _, e := range Exclusives() {
 		fmt.Fprintf(&sb, "- `%s` together: %s.\n", strings.Join(e.Params, "`, `"), e.Message)

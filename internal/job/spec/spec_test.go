@@ -142,7 +142,12 @@ func TestCheckParams(t *testing.T) {
 		{"vision=size:448x448,patch:14,pad:1", "vision applies only to a token job (seq=): its images are counted in the sequence's tokens"},
 		{"seq=64&vision=size:448x448,patch:14,pad:1&transform=imagenet-train", Lookup(Tokens, Transform).Message},
 		{"mix=a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1", Lookup(Mix, Vision).Message},
-		{"seq=64&vision=size:448x448,patch:14,pad:1&balance=tokens", Lookup(Vision, BalanceC).Message},
+		{"seq=64&vision=size:448x448,patch:14,pad:1&balance=tokens", ""},
+		{"seq=64&vision=size:448x448,patch:14,pad:1&balance=attention", ""},
+		{"seq=64&vision=size:448x448,patch:14,pad:1&balance=vision", ""},
+		{"seq=64&balance=vision", Companions()[5].Message},
+		{"balance=vision", Companions()[5].Message},
+		{"clip=8&balance=vision", Companions()[5].Message},
 		{"seq=64&vision=size:448x448,patch:14,pad:1&columns=a", Lookup(Tokens, Columns).Message},
 	} {
 		v, err := url.ParseQuery(tc.query)

@@ -86,7 +86,6 @@ func cells() []Cell {
 		refuse(Mix, Vision, "a vision job reads one dataset of image-text samples; a mixture with text-only token datasets is not served yet"),
 		refuse(Schedule, Vision, "a vision job reads one dataset of image-text samples; a schedule is not served yet"),
 		refuse(Vision, InPlace, "a vision job reads image-text samples of tar chunks (WebDataset pairs); a dataset served in place is not read as one yet"),
-		refuse(Vision, BalanceC, "balance= does not count a vision job's encoder work yet: its sequences take the plain cut"),
 		refuse(Clips, Columns, "columns and clip do not go together: a clip job reads the GOPs (and rows) its clips need"),
 		refuse(Clips, Exclusion, "an exclusion list leaves samples out of an order of samples; a clip job's samples are clips drawn afresh each epoch"),
 		refuse(Clips, Append, "an append record merges samples into an order of samples; a clip job's samples are clips drawn afresh each epoch"),
@@ -234,9 +233,11 @@ func (s Set) Effective() Set {
 
 // A Companion is a parameter that shapes a feature and means nothing
 // without it (pack= without seq=): given alone, the request is refused
-// with Message, where "{param}" is the parameter's name.
+// with Message, where "{param}" is the parameter's name. With a Value,
+// it is the parameter given that value (balance=vision without vision=).
 type Companion struct {
 	Params  []string  `json:"params"`
+	Value   string    `json:"value,omitempty"`
 	Needs   []Feature `json:"needs"` // any of them
 	Message string    `json:"message"`
 }
@@ -257,6 +258,15 @@ var companions = []Companion{
 		Message: "importance and hot apply only with sampling=importance"},
 	{Params: []string{api.ParamVision}, Needs: []Feature{Tokens},
 		Message: "{param} applies only to a token job (seq=): its images are counted in the sequence's tokens"},
+	{Params: []string{api.ParamBalance}, Value: api.BalanceVision, Needs: []Feature{Vision},
+		Message: "balance=vision weighs a vision job's sequences (vision=, with seq=) by their vision tokens; a text token job takes balance=attention or balance=tokens, a job of samples balance=bytes"},
+}
+
+// given reports whether v gives c's parameter p (with c's value, if it
+// names one).
+func (c Companion) given(v url.Values, p string) bool {
+	x := v.Get(p)
+	return x != "" && (c.Value == "" || x == c.Value)
 }
 
 // message is c's message for param.
@@ -304,7 +314,7 @@ func CheckParams(v url.Values) error {
 			needed = needed || s.Has(f)
 		}
 		for _, p := range c.Params {
-			if v.Get(p) != "" && !needed {
+			if c.given(v, p) && !needed {
 				return &Refused{err: fmt.Errorf("%w: %s", ErrIncompatible, c.message(p))}
 			}
 		}

@@ -266,11 +266,11 @@ func TestRulesAreTheTable(t *testing.T) {
 var Params = [][2]string{
 	{"dataset", "tar"}, {"mix", "tar:1,tar2:1"}, {"mix_schedule", "0:tar:1,tar2:1"}, {"schedule", "latest"},
 	{"index", "0123456789abcdef"}, {"sampling", "importance"}, {"sampling", "uniform"}, {"importance", "0123456789abcdef"}, {"hot", "1"},
-	{"seq", "64"}, {"pack", "concat"}, {"pad", "0"}, {"eos", "1"},
+	{"seq", "64"}, {"pack", "concat"}, {"pad", "0"}, {"eos", "1"}, {"vision", "size:448x448,patch:14,image:1"},
 	{"clip", "4"}, {"stride", "2"}, {"fps", "10"}, {"step", "3"}, {"clip_start", "first"}, {"clip_layout", "tchw"},
 	{"delta_timestamps", "observation.image:0,0.1"}, {"frames", "action:0,1"},
 	{"transform", "imagenet-train"}, {"columns", "txt"}, {"locality", "false"}, {"locality", "true"},
-	{"balance", "bytes"}, {"balance", "attention"}, {"balance", "tokens"},
+	{"balance", "bytes"}, {"balance", "attention"}, {"balance", "tokens"}, {"balance", "vision"},
 	{"mix_block", "8"}, {"mix_samples", "16"}, {"job", "j1"},
 }
 

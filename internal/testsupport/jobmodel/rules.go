@@ -68,12 +68,11 @@ var rules = []Rule{
 	{A: "tokens", B: "locality", Kind: Downgrade, Drops: "locality"},
 	{A: "tokens", B: "balance-bytes", Kind: Refuse},
 	{A: "tokens", B: "resize", Kind: Refuse},
-	// Image-text sequences: of one dataset of tar chunks, not balanced
-	// yet (package vision; the layout's facts: brand index --tokenizer).
+	// Image-text sequences: of one dataset of tar chunks (package
+	// vision; the layout's facts: brand index --tokenizer).
 	{A: "mix", B: "vision", Kind: Refuse},
 	{A: "schedule", B: "vision", Kind: Refuse},
 	{A: "vision", B: "in-place", Kind: Refuse},
-	{A: "vision", B: "balance-cost", Kind: Refuse},
 	// Clips: drawn afresh each epoch, all of one cost.
 	{A: "clips", B: "columns", Kind: Refuse},
 	{A: "clips", B: "exclusion", Kind: Refuse},
@@ -123,9 +122,10 @@ var Exclusives = [][]string{
 }
 
 // Companions are the parameters that shape one feature and mean nothing
-// without one of its Needs.
+// without one of its Needs; with a Value, the parameter given that value.
 var Companions = []struct {
 	Params []string
+	Value  string
 	Needs  []string
 }{
 	{Params: []string{"pack", "pad", "eos"}, Needs: []string{"tokens"}},
@@ -133,6 +133,7 @@ var Companions = []struct {
 	{Params: []string{"mix_block", "mix_samples"}, Needs: []string{"mix", "schedule"}},
 	{Params: []string{"importance", "hot"}, Needs: []string{"importance"}},
 	{Params: []string{"vision"}, Needs: []string{"tokens"}},
+	{Params: []string{"balance"}, Value: "vision", Needs: []string{"vision"}},
 }
 
 // Detect is the features a request's parameters name: a source (dataset
@@ -157,7 +158,7 @@ func Detect(v url.Values) []string {
 		"columns":       given("columns"),
 		"locality":      v.Get("locality") != "false",
 		"balance-bytes": v.Get("balance") == "bytes",
-		"balance-cost":  v.Get("balance") == "attention" || v.Get("balance") == "tokens",
+		"balance-cost":  v.Get("balance") == "attention" || v.Get("balance") == "tokens" || v.Get("balance") == "vision",
 	}
 	var out []string
 	for _, f := range Features {
@@ -204,7 +205,7 @@ func Judge(v url.Values, stages ...[]string) Verdict {
 	for _, c := range Companions {
 		needed := slices.ContainsFunc(c.Needs, func(f string) bool { return slices.Contains(fs, f) })
 		for _, p := range c.Params {
-			if v.Get(p) != "" && !needed {
+			if v.Get(p) != "" && (c.Value == "" || v.Get(p) == c.Value) && !needed {
 				return Verdict{Kind: "companion", Companion: p}
 			}
 		}

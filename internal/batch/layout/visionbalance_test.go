@@ -1,0 +1,228 @@
+package layout
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/balance"
+	"github.com/brandgw/brand/dataset/stored"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
+	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/vision"
+)
+
+// vlmRule is a Qwen2-VL-like dynamic rule: 28 pixels a vision token.
+const vlmRule = "min:3136,max:1003520,patch:14,merge:2,image:151655,start:151652,end:151653"
+
+// vlmSeq is the sequence length of vlmDataset's jobs.
+const vlmSeq = 4096
+
+// vlmDataset is a dataset of n image-text samples whose facts mix as a
+// VLM's training data does: most samples a caption or a turn of text
+// with one image, some several images, some text alone and longer, and
+// a tail of large images. Its facts are stored beside its index and
+// loaded; its samples are never read (a layout reads none).
+func vlmDataset(t *testing.T, n int) *catalog.Dataset {
+	t.Helper()
+	ix := catalogtest.Dataset(t, "vlm", n/100, 100).Index
+	rng := rand.New(rand.NewPCG(70, 70))
+	r, err := vision.ParseRule(vlmRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts := make([]vision.Facts, ix.NumSamples())
+	for i := range facts {
+		f := vision.Facts{Text: 20 + rng.IntN(300)}
+		k := 0
+		switch x := rng.IntN(10); {
+		case x < 6:
+			k = 1
+		case x < 8:
+			k = 2 + rng.IntN(3)
+		default:
+			f.Text = 50 + rng.IntN(2000)
+		}
+		tokens := f.Text
+		for range k {
+			side := 56 + rng.IntN(700)
+			if rng.IntN(10) == 0 {
+				side = 900 + rng.IntN(700)
+			}
+			im := vision.ImageFacts{W: side, H: side * (2 + rng.IntN(3)) / 3}
+			w, h, err := r.Size(im.W, im.H)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tokens += r.Tokens(w, h) + 2; tokens > vlmSeq {
+				break // every sample fits a sequence
+			}
+			f.Images = append(f.Images, im)
+		}
+		facts[i] = f
+	}
+	tok, err := os.ReadFile("../../../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&vision.FactsFile{Index: ix.ID(), Tokenizer: tok, Samples: facts}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(context.Background(), stored.VisionFactsKey, bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	ds := catalog.NewDataset("vlm", "", st, ix)
+	if _, err := ds.LoadVision(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// visionTokens is a vision sequence's vision tokens, as the test counts
+// them from the rule and the sample's facts.
+func visionTokens(t *testing.T, r vision.Rule, facts []vision.Facts, q vision.Sequence) uint64 {
+	var n uint64
+	for _, id := range q.Samples {
+		for _, im := range facts[id].Images {
+			w, h, err := r.Size(im.W, im.H)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += uint64(r.Tokens(w, h))
+		}
+	}
+	return n
+}
+
+// TestVisionBalance: a vision job balanced by attention, tokens or
+// vision tokens gives each rank of a global batch as many sequences as
+// the plain cut, the global batch the plain cut's sequences, each once;
+// every rank reports the same assignment and costs, its own the cost of
+// its sequences (vision.Cost, their tokens, their vision tokens as the
+// test counts them); a fresh Orders lays the same batches out. On a
+// VLM-like mix, balance=vision evens the ranks' vision tokens (max ÷ mean
+// ≤ 1.1 over the epoch's global batches, the plain cut's above), which
+// attention and tokens, weighing other work, do not.
+func TestVisionBalance(t *testing.T) {
+	ds := vlmDataset(t, 12000)
+	facts := ds.Vision().Facts.Samples
+	r, err := vision.ParseRule(vlmRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const world, batch = 8, 4
+	ratios := map[string][2]float64{}
+	for _, kind := range []string{api.BalanceAttention, api.BalanceTokens, api.BalanceVision} {
+		t.Run(kind, func(t *testing.T) {
+			job := parseJob(t, fmt.Sprintf("seq=%d&vision=%s&window=4&world=%d&balance=%s", vlmSeq, vlmRule, world, kind), batch)
+			plainJob := job
+			plainJob.Balance = ""
+			o, fresh := New(nil), New(nil)
+			items, _, err := r.Items(func(id int) vision.Facts { return facts[id] }, ds.Index.SampleKey, len(facts), job.Seq, vision.Fail)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cost := func(q vision.Sequence) uint64 {
+				switch kind {
+				case api.BalanceAttention:
+					return vision.Cost(q, items)
+				case api.BalanceVision:
+					return visionTokens(t, r, facts, q)
+				}
+				var n uint64
+				for _, id := range q.Samples {
+					n += uint64(items[id].Tokens)
+				}
+				return n
+			}
+			var plainSum, balancedSum, full float64
+			batches := 1
+			for m := 0; m < batches; m++ {
+				var got, cut []int
+				var costs []uint64
+				vis, plainVis := make([]uint64, world), make([]uint64, world)
+				for rank := range world {
+					j, pj := job, plainJob
+					j.Rank, pj.Rank = rank, rank
+					b, err := o.Layout(context.Background(), Source{DS: ds}, j, 0, uint64(m))
+					if err != nil {
+						t.Fatalf("batch %d rank %d: %v", m, rank, err)
+					}
+					p, err := o.Layout(context.Background(), Source{DS: ds}, pj, 0, uint64(m))
+					if err != nil {
+						t.Fatal(err)
+					}
+					again, err := fresh.Layout(context.Background(), Source{DS: ds}, j, 0, uint64(m))
+					if err != nil {
+						t.Fatal(err)
+					}
+					batches = b.Batches
+					vb, pb := b.Vision(), p.Vision()
+					if len(vb.Seqs) != len(pb.Seqs) || !slices.Equal(vb.Pos, again.Vision().Pos) {
+						t.Fatalf("batch %d rank %d: %d sequences balanced (at %v, %v laid out afresh), %d in the plain cut",
+							m, rank, len(vb.Seqs), vb.Pos, again.Vision().Pos, len(pb.Seqs))
+					}
+					if b.Balanced == nil || b.Balanced.Kind != kind || p.Balanced != nil {
+						t.Fatalf("batch %d rank %d: balanced %+v, plain %+v", m, rank, b.Balanced, p.Balanced)
+					}
+					if costs == nil {
+						costs = b.Balanced.Costs
+					} else if !slices.Equal(costs, b.Balanced.Costs) {
+						t.Fatalf("batch %d rank %d: costs %v; rank 0's %v", m, rank, b.Balanced.Costs, costs)
+					}
+					var c uint64
+					for i, q := range vb.Seqs {
+						c += cost(q)
+						vis[rank] += visionTokens(t, r, facts, q)
+						if len(vb.At[i]) != len(q.Samples) {
+							t.Fatalf("batch %d rank %d: sequence %d reads %d of its %d samples", m, rank, i, len(vb.At[i]), len(q.Samples))
+						}
+						for k, id := range q.Samples {
+							tk := b.Take[vb.At[i][k]]
+							if b.Parts[tk.Part].Samples.IDs[tk.At] != id {
+								t.Fatalf("batch %d rank %d: sequence %d's sample %d reads another", m, rank, i, id)
+							}
+						}
+					}
+					if c != b.Balanced.Costs[rank] {
+						t.Fatalf("batch %d rank %d: its sequences cost %d; the layout says %d", m, rank, c, b.Balanced.Costs[rank])
+					}
+					for _, q := range pb.Seqs {
+						plainVis[rank] += visionTokens(t, r, facts, q)
+					}
+					got, cut = append(got, vb.Pos...), append(cut, pb.Pos...)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, cut) {
+					t.Fatalf("batch %d: the ranks take sequences %v; the plain cut's are %v", m, got, cut)
+				}
+				if len(cut) == world*batch { // a full global batch
+					plainSum += balance.Ratio(plainVis)
+					balancedSum += balance.Ratio(vis)
+					full++
+				}
+			}
+			if batches < 50 {
+				t.Fatalf("%d global batches: too few to weigh", batches)
+			}
+			ratios[kind] = [2]float64{plainSum / full, balancedSum / full}
+			t.Logf("%d global batches of %d sequences: vision tokens per rank max/mean %.3f plain, %.3f balanced by %s",
+				batches, world*batch, plainSum/full, balancedSum/full, kind)
+		})
+	}
+	v := ratios[api.BalanceVision]
+	if v[1] > 1.1 || v[1] >= v[0] {
+		t.Errorf("balance=vision: vision tokens per rank max/mean %.3f; the plain cut's %.3f: want ≤ 1.1 and below it", v[1], v[0])
+	}
+}
