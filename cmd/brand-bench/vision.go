@@ -13,7 +13,7 @@ const visionSynopsis = "vision [--small] [flags]"
 func visionBenchmark() benchmark[bench.VisionConfig, *bench.VisionReport] {
 	return benchmark[bench.VisionConfig, *bench.VisionReport]{
 		name: "vision", synopsis: visionSynopsis, config: bench.DefaultVisionConfig, timeout: 60 * time.Minute,
-		small: bench.SmallVisionConfig, smallDoc: "a short run: 1,200 samples of images up to 448 pixels a side, seq 2,048, 6,000 documents of text (flags given explicitly still apply)",
+		small: bench.SmallVisionConfig, smallDoc: "a short run: 1,200 samples of images up to 448 pixels a side, seq 2,048, 12,000 documents of text in 2 rounds (flags given explicitly still apply)",
 		run: bench.RunVision,
 		flags: func(fs *flag.FlagSet, cfg *bench.VisionConfig) func() error {
 			fs.IntVar(&cfg.Samples, "samples", cfg.Samples, "image-text samples (captions, conversations, interleaved, text alone)")

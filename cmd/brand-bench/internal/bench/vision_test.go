@@ -123,7 +123,7 @@ func TestVisionSmoke(t *testing.T) {
 	}
 	python := pythontest.Need(t, "scripts/test.sh", "numpy", "torch", "PIL", "sentencepiece")
 	cfg := SmallVisionConfig()
-	cfg.Samples, cfg.Shards, cfg.MaxSide, cfg.Seq, cfg.TextDocs, cfg.TextRounds = 60, 3, 160, 1024, 200, 2
+	cfg.Samples, cfg.Shards, cfg.MaxSide, cfg.Seq, cfg.BatchSize, cfg.TextDocs, cfg.TextRounds = 60, 3, 160, 1024, 1, 200, 2
 	cfg.Interpreter = python
 	cfg.GatewayBinary = cmdtest.Build(t, "brand")
 	cfg.WorkDir = t.TempDir()
@@ -135,13 +135,18 @@ func TestVisionSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RunVision: %v\nlog:\n%s", err, log.String())
 	}
-	if len(rep.Jobs) != 1 {
-		t.Fatalf("%d vision jobs, want the plain cut's", len(rep.Jobs))
+	if len(rep.Jobs) != 2 || rep.Jobs[0].Balance != "" || rep.Jobs[1].Balance != "vision" {
+		t.Fatalf("vision jobs %+v; want the plain cut's and balance=vision's", rep.Jobs)
 	}
-	j := rep.Jobs[0]
-	if j.Documents != cfg.Samples || j.Sequences == 0 || !j.SpansAligned || j.Fill != j.GatewayFill || j.Images != rep.Images ||
-		j.RankMaxOverMean < 1 || j.RankMaxOverMeanWorst < j.RankMaxOverMean || j.FullBatches == 0 {
-		t.Errorf("vision job: %+v", j)
+	for _, j := range rep.Jobs {
+		if j.Documents != cfg.Samples || j.Sequences == 0 || !j.SpansAligned || j.Fill != j.GatewayFill || j.Images != rep.Images ||
+			j.RankMaxOverMean < 1 || j.RankMaxOverMeanWorst < j.RankMaxOverMean || j.FullBatches == 0 {
+			t.Errorf("vision job: %+v", j)
+		}
+	}
+	// balance= moves sequences between ranks, never changes them.
+	if p, b := rep.Jobs[0], rep.Jobs[1]; p.Sequences != b.Sequences || p.NonPad != b.NonPad || p.Images != b.Images {
+		t.Errorf("balance=vision read %d sequences, %d tokens, %d images; the plain cut %d, %d, %d", b.Sequences, b.NonPad, b.Images, p.Sequences, p.NonPad, p.Images)
 	}
 	if len(rep.Trainer) != 2 {
 		t.Fatalf("%d trainer-side loaders, want 2", len(rep.Trainer))
@@ -161,8 +166,8 @@ func TestVisionSmoke(t *testing.T) {
 			t.Errorf("tokenizer %+v", tk)
 		}
 	}
-	if len(rep.Targets) != 4 || rep.Targets[1].Status != NA {
-		t.Errorf("targets %+v; want four, balance= N/A without --balance", rep.Targets)
+	if len(rep.Targets) != 4 || rep.Targets[1].Status == NA || rep.Targets[1].Ratio != rep.Jobs[1].RankMaxOverMean {
+		t.Errorf("targets %+v; want four, balance=vision's measured", rep.Targets)
 	}
 	for _, write := range []func(*bytes.Buffer) error{
 		func(b *bytes.Buffer) error { return rep.WriteText(b) },
