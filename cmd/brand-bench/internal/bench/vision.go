@@ -88,11 +88,12 @@ type VisionConfig struct {
 
 // DefaultVisionConfig: 4,000 samples in 16 shards, images of 64 to 640
 // pixels a side, seq 4,096, Qwen2-VL's rule with at most 256 tokens an
-// image, world 4 × 4 sequences, balance=vision beside the plain cut;
+// image and no cap of images a sequence, world 4 × 4 sequences,
+// balance=vision beside the plain cut;
 // 40,000 documents of text, 3 rounds.
 func DefaultVisionConfig() VisionConfig {
 	return VisionConfig{Samples: 4000, Shards: 16, MinSide: 64, MaxSide: 640, Seq: 4096, MinPixels: 3136, MaxPixels: 200704,
-		Patch: 14, Merge: 2, MaxImages: 16, World: 4, BatchSize: 4, Window: 4, PackBuffer: 1000,
+		Patch: 14, Merge: 2, World: 4, BatchSize: 4, Window: 4, PackBuffer: 1000,
 		Balance: "vision", TextDocs: 40000, TextRounds: 3, Seed: 70}
 }
 
