@@ -51,10 +51,11 @@ import (
 //   - Tokens per gateway core-second: one Parquet text corpus indexed
 //     twice, `--text text --tokenizer` a byte-level BPE tokenizer.json
 //     (package tokenize's hf-golden-tokenizer.json, Llama-3-style, 682
-//     IDs with its added tokens) and the SentencePiece model; each round a fresh gateway
-//     serving both reads one cold epoch of a seq= job of each (every
-//     chunk decoded and tokenized once), the order alternating between
-//     rounds, its CPU from /proc over each.
+//     IDs with its added tokens) and the SentencePiece model; each round
+//     a fresh gateway serving both reads one cold epoch of a seq= job of
+//     each (every chunk decoded and tokenized once: the cache keeps
+//     decoded chunks, so a warm epoch would not tokenize), the order
+//     alternating between rounds, its CPU from /proc over each.
 //
 // Everything shares the machine's cores: the load average is recorded.
 
