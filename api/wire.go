@@ -170,14 +170,32 @@ type TokenPlan struct {
 	Epochs            []TokenPlanEpoch `json:"epochs"`
 }
 
-// TokenPlanEpoch is one planned epoch of a token job.
+// TokenPlanEpoch is one planned epoch of a token job: for a vision job
+// (vision=) its documents are its samples, and Vision says what its
+// ranks carry of its images.
 type TokenPlanEpoch struct {
-	Epoch     int     `json:"epoch"`
-	Sequences int     `json:"sequences"`
-	Batches   int     `json:"batches"`
-	Tokens    int64   `json:"tokens"`
-	Fill      float64 `json:"fill"`
-	Split     int     `json:"split"`
+	Epoch     int              `json:"epoch"`
+	Sequences int              `json:"sequences"`
+	Batches   int              `json:"batches"`
+	Tokens    int64            `json:"tokens"`
+	Fill      float64          `json:"fill"`
+	Split     int              `json:"split"`
+	Vision    *VisionPlanEpoch `json:"vision,omitempty"`
+}
+
+// VisionPlanEpoch is a vision job's planned epoch's images: how many,
+// their vision tokens, and each global batch's ranks' vision tokens,
+// the busiest rank's over the ranks' mean, averaged over the epoch's
+// global batches and at worst — under the job's assignment (its
+// balance=, or the plain cut) and under the plain cut. Exact: the
+// epoch is a pure function of the dataset's facts and the job.
+type VisionPlanEpoch struct {
+	Images                int     `json:"images"`
+	VisionTokens          int64   `json:"vision_tokens"`
+	MaxOverMean           float64 `json:"max_over_mean"`
+	MaxOverMeanWorst      float64 `json:"max_over_mean_worst"`
+	PlainMaxOverMean      float64 `json:"plain_max_over_mean"`
+	PlainMaxOverMeanWorst float64 `json:"plain_max_over_mean_worst"`
 }
 
 // MixInfo is a mixture's epoch in EpochInfo.

@@ -235,3 +235,68 @@ func visionInfo(ve *vision.Epoch, items []vision.Item, job api.Job) *api.TokenIn
 	}
 	return ti
 }
+
+// VisionLoad is what a vision epoch's ranks carry of its images: the
+// whole epoch's images and vision tokens (as /epoch/N counts its
+// tokens), and per full global batch (from the job's offset; a last
+// one of fewer sequences, whose ranks' counts differ, is left out) each rank's
+// vision tokens, under the job's assignment (its balance=, or the plain
+// cut: Ranks) and under the plain cut (Plain). It is what the epoch's
+// batches serve, rank by rank, computed as their layouts compute it
+// (the same assignment, memoised alike); /plan reports it.
+type VisionLoad struct {
+	Images       int
+	VisionTokens int64
+	Ranks, Plain [][]uint64 // per global batch, per rank
+}
+
+// VisionLoad is epoch epoch's VisionLoad of a vision job over src. It
+// reads no sample: the epoch is a pure function of the dataset's facts
+// and the job.
+func (o *Orders) VisionLoad(src Source, job api.Job, epoch uint64) (*VisionLoad, error) {
+	ve, items, err := o.visionEpoch(src.DS, job, epoch)
+	if err != nil {
+		return nil, err
+	}
+	n := ve.NumSequences()
+	if job.Offset > n {
+		return nil, fmt.Errorf("%w: offset %d is past the end of epoch %d, which has %d sequences", ErrOutOfRange, job.Offset, epoch, n)
+	}
+	vl := &VisionLoad{}
+	for p := range n {
+		for _, id := range ve.Sequence(p).Samples {
+			vl.Images += items[id].Images
+			vl.VisionTokens += int64(items[id].Vision)
+		}
+	}
+	tokens := func(pos []int) uint64 {
+		var c uint64
+		for _, p := range pos {
+			for _, id := range ve.Sequence(p).Samples {
+				c += uint64(items[id].Vision)
+			}
+		}
+		return c
+	}
+	for m := range job.NumBatches(n) {
+		if start, end, err := job.GlobalBatch(n, m); err != nil || end-start < job.BatchSize*job.World {
+			break // the last, partial (or an error, which BatchRange answers below)
+		}
+		ranks, plain := make([]uint64, job.World), make([]uint64, job.World)
+		for r := range job.World {
+			j := job
+			j.Rank = r
+			start, end, err := j.BatchRange(n, m)
+			if err != nil {
+				return nil, err
+			}
+			pos, _, err := o.asg.visionSequences(src, ve, items, epoch, j, n, uint64(m), start, end)
+			if err != nil {
+				return nil, err
+			}
+			ranks[r], plain[r] = tokens(pos), tokens(span(start, end-start))
+		}
+		vl.Ranks, vl.Plain = append(vl.Ranks, ranks), append(vl.Plain, plain)
+	}
+	return vl, nil
+}

@@ -72,9 +72,10 @@ type Snapshots interface {
 }
 
 // Epochs tells what an epoch of a job holds (layout.Orders): a token job's
-// sequences and tokens.
+// sequences and tokens, and a vision job's images rank by rank.
 type Epochs interface {
 	Info(src layout.Source, job api.Job, epoch uint64) (api.EpochInfo, error)
+	VisionLoad(src layout.Source, job api.Job, epoch uint64) (*layout.VisionLoad, error)
 }
 
 // Costs tells what a transform pipeline costs on this node, measured or
@@ -210,7 +211,8 @@ func (noPlanner) Resize(context.Context, api.PlanDataset, api.Job, api.PlanOptio
 // served in place) it plans the view of those fields the job reads, as the
 // job's batches read it: its chunks' resident bounds in the cache, their
 // store extents from the store. With seq=… (a token job) it plans the
-// documents the job's sequences are packed from (planTokens); with a clip
+// documents the job's sequences are packed from (planTokens; a vision
+// job's samples, and its images rank by rank); with a clip
 // job's parameters, its clips' exact demand (planClips).
 //
 // The job is resolved as the requests for its batches are (Jobs): a pair

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/query"
 )
@@ -16,7 +17,11 @@ import (
 // average, and a "tokens" section: per planned epoch its sequences,
 // batches, tokens, fill and split documents, from the packing itself.
 // The job's source is its token view (resolved as its batches are): the
-// table has refused a token job's resize and importance sampling.
+// table has refused a token job's resize and importance sampling. A
+// vision job's documents are its samples (each read once an epoch, in
+// its window, as a document is), and each epoch's "vision" its images
+// and how its ranks carry their vision tokens (layout.VisionLoad:
+// exact, the epoch a pure function of the dataset's facts and the job).
 func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query) (any, error) {
 	ds := src.DS
 	epochs := q.Plan.Epochs
@@ -31,14 +36,22 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 			return nil, err
 		}
 		t := info.Tokens
-		tp.Epochs = append(tp.Epochs, api.TokenPlanEpoch{Epoch: info.Epoch, Sequences: info.Samples, Batches: info.Batches,
-			Tokens: t.Tokens, Fill: t.Fill, Split: t.Split})
+		pe := api.TokenPlanEpoch{Epoch: info.Epoch, Sequences: info.Samples, Batches: info.Batches,
+			Tokens: t.Tokens, Fill: t.Fill, Split: t.Split}
+		if q.Job.Vision != "" {
+			vl, err := m.cfg.Epochs.VisionLoad(src, q.Job, uint64(info.Epoch))
+			if err != nil {
+				return nil, err
+			}
+			pe.Vision = visionPlan(vl)
+		}
+		tp.Epochs = append(tp.Epochs, pe)
 		seqs, docs = info.Samples, t.Documents
 	}
 	// The documents a global batch of sequences holds, on average: the
 	// plan's batches.
 	doc := q.Job
-	doc.Seq, doc.Pack, doc.Pad, doc.EOS, doc.EOSSet, doc.Offset = 0, "", 0, 0, false, 0
+	doc.Seq, doc.Pack, doc.Pad, doc.EOS, doc.EOSSet, doc.Offset, doc.Vision = 0, "", 0, 0, false, 0, ""
 	global := q.Job.BatchSize * q.Job.World
 	doc.BatchSize = max(1, int(int64(global)*int64(docs)/int64(max(seqs, 1)))/q.Job.World)
 	tp.DocumentsPerBatch = doc.BatchSize
@@ -59,4 +72,28 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 		m["tokens"] = tp
 		return m, nil
 	})
+}
+
+// visionPlan is a vision epoch's images and its ranks' vision tokens,
+// busiest over mean per global batch (balance.Ratio), averaged over the
+// epoch's global batches and at worst.
+func visionPlan(vl *layout.VisionLoad) *api.VisionPlanEpoch {
+	vp := &api.VisionPlanEpoch{Images: vl.Images, VisionTokens: vl.VisionTokens}
+	vp.MaxOverMean, vp.MaxOverMeanWorst = ratios(vl.Ranks)
+	vp.PlainMaxOverMean, vp.PlainMaxOverMeanWorst = ratios(vl.Plain)
+	return vp
+}
+
+// ratios is the mean and the largest of each global batch's ranks'
+// busiest over mean (1 and 1 for an epoch of no batch).
+func ratios(batches [][]uint64) (mean, worst float64) {
+	if len(batches) == 0 {
+		return 1, 1
+	}
+	for _, ranks := range batches {
+		r := balance.Ratio(ranks)
+		mean += r
+		worst = max(worst, r)
+	}
+	return mean / float64(len(batches)), worst
 }

@@ -99,7 +99,6 @@ func cells() []Cell {
 		refuse(BalanceB, BalanceC, "a job is balanced by one cost: give balance= once"),
 		notPlanned(Mix, Tokens, "the planner models a token job's documents over one dataset; a token mixture's epochs are not modelled yet"),
 		notPlanned(Schedule, Tokens, "the planner models a token job's documents over one dataset; a token schedule's epochs are not modelled yet"),
-		notPlanned(Tokens, Vision, "the planner models a text token job's documents; a vision job's image-text sequences (their samples' reads and images) are not modelled yet"),
 		notPlanned(Importance, Cluster, "the planner models importance sampling on one gateway; a cluster's epochs drawn by importance are not modelled yet"),
 	}
 }

@@ -91,7 +91,6 @@ var rules = []Rule{
 	{A: "mix", B: "tokens", Kind: Compose, NotPlanned: true},
 	{A: "schedule", B: "tokens", Kind: Compose, NotPlanned: true},
 	{A: "importance", B: "cluster", Kind: Compose, NotPlanned: true},
-	{A: "tokens", B: "vision", Kind: Compose, NotPlanned: true},
 }
 
 // Rules is every pair of features, each once, a before b in Features'
