@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
@@ -225,8 +227,8 @@ func RunVision(ctx context.Context, cfg VisionConfig) (*VisionReport, error) {
 		if err != nil {
 			return nil, err
 		}
-		logf(cfg.Log, "vision job%s: %d sequences of %d samples, fill %.4f (gateway %.4f), spans aligned %v; vision tokens a rank, max ÷ mean %.3f (worst %.3f); gateway %.0f µs CPU a sample",
-			balanceWords(b), job.Sequences, job.Documents, job.Fill, job.GatewayFill, job.SpansAligned, job.RankMaxOverMean, job.RankMaxOverMeanWorst, job.GatewayUsPer)
+		logf(cfg.Log, "vision job%s: %d sequences of %d samples, fill %.4f (gateway %.4f), spans aligned %v; vision tokens a rank, max ÷ mean %.3f (worst %.3f), /plan exact %v; gateway %.0f µs CPU a sample",
+			balanceWords(b), job.Sequences, job.Documents, job.Fill, job.GatewayFill, job.SpansAligned, job.RankMaxOverMean, job.RankMaxOverMeanWorst, job.PlanExact, job.GatewayUsPer)
 		rep.Jobs = append(rep.Jobs, job)
 	}
 
@@ -395,6 +397,20 @@ func visionJob(ctx context.Context, cfg VisionConfig, g *gatewayProc, rule strin
 	full := info.Samples / (cfg.World * cfg.BatchSize)
 	job.RankMaxOverMean, job.RankMaxOverMeanWorst = maxOverMean(perRank[:min(full, len(perRank))])
 	job.FullBatches = full
+
+	// /plan's prediction of the same epoch (the first of the planner's
+	// two at least), held to what was read.
+	var plan struct{ Tokens api.TokenPlan }
+	if _, err := gatewayJSON(ctx, g, "/plan?"+q+"&epochs=2", &plan); err != nil {
+		return job, err
+	}
+	if len(plan.Tokens.Epochs) == 0 || plan.Tokens.Epochs[0].Epoch != 0 || plan.Tokens.Epochs[0].Vision == nil {
+		return job, fmt.Errorf("bench: /plan of the vision job: %+v, not epoch 0 with its vision figures", plan.Tokens)
+	}
+	job.Plan = plan.Tokens.Epochs[0]
+	pv, near := job.Plan.Vision, func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(b)) }
+	job.PlanExact = job.Plan.Sequences == job.Sequences && job.Plan.Batches == job.Batches && near(job.Plan.Fill, job.Fill) &&
+		int64(pv.Images) == job.Images && near(pv.MaxOverMean, job.RankMaxOverMean) && near(pv.MaxOverMeanWorst, job.RankMaxOverMeanWorst)
 	return job, nil
 }
 

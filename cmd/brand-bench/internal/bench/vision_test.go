@@ -140,7 +140,7 @@ func TestVisionSmoke(t *testing.T) {
 	}
 	for _, j := range rep.Jobs {
 		if j.Documents != cfg.Samples || j.Sequences == 0 || !j.SpansAligned || j.Fill != j.GatewayFill || j.Images != rep.Images ||
-			j.RankMaxOverMean < 1 || j.RankMaxOverMeanWorst < j.RankMaxOverMean || j.FullBatches == 0 {
+			j.RankMaxOverMean < 1 || j.RankMaxOverMeanWorst < j.RankMaxOverMean || j.FullBatches == 0 || !j.PlanExact {
 			t.Errorf("vision job: %+v", j)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/brandgw/brand/api"
 )
 
 // VisionReport is the benchmark's result: vision.json.
@@ -57,6 +59,11 @@ type VisionJob struct {
 	RankMaxOverMean      float64 `json:"vision_tokens_rank_max_over_mean"`
 	RankMaxOverMeanWorst float64 `json:"vision_tokens_rank_max_over_mean_worst"`
 	FullBatches          int     `json:"full_batches"`
+	// Plan is /plan's prediction of the epoch (its sequences, fill and
+	// vision tokens a rank under the job's cut); PlanExact says it is
+	// what was read.
+	Plan      api.TokenPlanEpoch `json:"plan"`
+	PlanExact bool               `json:"plan_exact"`
 	// The gateway's CPU over the epoch's reads (decoding and resizing
 	// every image, tokenizing every sample, writing every sequence).
 	Seconds       float64 `json:"seconds"`
@@ -164,15 +171,15 @@ func (r *VisionReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&sb, "Image-text samples: %d in %d tar shards (%s), %d images (mean %.0f pixels; %s), %s of text; indexed with `brand index --tokenizer` %s in %.1f s.\n",
 		r.Samples, r.Shards, strings.Join(kinds, ", "), r.Images, r.MeanPixels, sizeString(r.ImageBytes), sizeString(r.TextBytes), r.Tokenizer, r.IndexSeconds)
 	fmt.Fprintf(&sb, "Job: seq=%d, world %d × batch %d, pad=%d, vision=%s\n\n", r.Seq, r.World, r.BatchSize, r.Pad, r.Rule)
-	sb.WriteString("| cut | sequences | samples | images | fill (read) | fill (/epoch) | spans aligned | vision tokens a rank, max ÷ mean (average) | (worst step) | global batches | gateway CPU µs a sample | samples/s |\n")
-	sb.WriteString("| --- | --: | --: | --: | --: | --: | --- | --: | --: | --: | --: | --: |\n")
+	sb.WriteString("| cut | sequences | samples | images | fill (read) | fill (/epoch) | spans aligned | vision tokens a rank, max ÷ mean (average) | (worst step) | global batches | /plan exact | gateway CPU µs a sample | samples/s |\n")
+	sb.WriteString("| --- | --: | --: | --: | --: | --: | --- | --: | --: | --: | --- | --: | --: |\n")
 	for _, j := range r.Jobs {
 		cut := "plain"
 		if j.Balance != "" {
 			cut = "balance=" + j.Balance
 		}
-		fmt.Fprintf(&sb, "| %s | %d | %d | %d | %.4f | %.4f | %v | %.3f | %.3f | %d | %.0f | %.1f |\n", cut, j.Sequences, j.Documents, j.Images,
-			j.Fill, j.GatewayFill, j.SpansAligned, j.RankMaxOverMean, j.RankMaxOverMeanWorst, j.FullBatches, j.GatewayUsPer, j.SamplesPerSec)
+		fmt.Fprintf(&sb, "| %s | %d | %d | %d | %.4f | %.4f | %v | %.3f | %.3f | %d | %v | %.0f | %.1f |\n", cut, j.Sequences, j.Documents, j.Images,
+			j.Fill, j.GatewayFill, j.SpansAligned, j.RankMaxOverMean, j.RankMaxOverMeanWorst, j.FullBatches, j.PlanExact, j.GatewayUsPer, j.SamplesPerSec)
 	}
 	sb.WriteString("\nThe trainer's CPU a sample (one epoch each, in one process):\n\n| loader | samples | sequences | images | s | CPU s | CPU µs a sample | fill | tokens = gateway's |\n| --- | --: | --: | --: | --: | --: | --: | --: | --- |\n")
 	for _, t := range r.Trainer {
