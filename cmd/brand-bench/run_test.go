@@ -110,6 +110,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"run", "-h"}, 0, "-gateway-binary"},
 		{[]string{"help", "train"}, 0, "-gateway-cores"},
 		{[]string{"help"}, 0, "brand-bench train [--small]"},
+		{[]string{"help", "vision"}, 0, "-balance"},
 		{[]string{"bench"}, 2, `unknown command "bench"`},
 		{[]string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"run", "--smoke", "--small"}, 1, "--smoke and --small exclude each other"},
