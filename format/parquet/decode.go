@@ -23,13 +23,12 @@ import (
 type decoder struct {
 	ds     *dataset
 	schema *schema
-	fields []*field
-	pub    []format.Field
-	cols   []*pqschema.Column // arrow-go's descriptor of each leaf
-	mem    memory.Allocator
-	props  *pq.ReaderProperties
-	pool   *sync.Pool
-	model  *tokenize.Model // a text token dataset's
+	columns
+	cols  []*pqschema.Column // arrow-go's descriptor of each leaf
+	mem   memory.Allocator
+	props *pq.ReaderProperties
+	pool  *sync.Pool
+	model *tokenize.Model // a text token dataset's
 }
 
 func newDecoder(ds *dataset) (*decoder, error) {
@@ -115,7 +114,15 @@ func arrowGroup(n *node) (*pqschema.GroupNode, error) {
 	return pqschema.NewGroupNode(n.el.name, rep, fs, -1)
 }
 
-func (d *decoder) Fields() []format.Field { return d.pub }
+// columns are a dataset's columns as the decoder reads them (fields)
+// and as it names them (pub, format.Decoder's Fields): what the rows'
+// members are, apart from how a chunk is decoded.
+type columns struct {
+	fields []*field
+	pub    []format.Field
+}
+
+func (c *columns) Fields() []format.Field { return c.pub }
 
 func (d *decoder) keyLen(c *chunk) int {
 	f := &d.ds.files[c.file]

@@ -16,10 +16,10 @@ import (
 // structs). Columns qualified by their names (two image columns, two
 // string columns) are members vision does not read: the error names
 // them, and --members chooses.
-func (d *decoder) ImageText() error {
+func (c *columns) ImageText() error {
 	var images, qualified, texts []string
-	for i, f := range d.fields {
-		name := fmt.Sprintf("%s (%s)", f.name, d.pub[i].Type)
+	for i, f := range c.fields {
+		name := fmt.Sprintf("%s (%s)", f.name, c.pub[i].Type)
 		switch ext := strings.ToLower(f.ext); {
 		case f.kind == kindImage && !f.forced && f.ext == "", f.forced && (ext == "jpg" || ext == "jpeg" || ext == "png"):
 			images = append(images, name)
@@ -30,12 +30,12 @@ func (d *decoder) ImageText() error {
 		}
 	}
 	var all []string
-	for i, f := range d.fields {
-		member := "." + d.pub[i].Ext
-		if d.pub[i].Ext == "" {
+	for i, f := range c.fields {
+		member := "." + c.pub[i].Ext
+		if c.pub[i].Ext == "" {
 			member = ".jpg, .png, … by its bytes"
 		}
-		all = append(all, fmt.Sprintf("%s (%s, member %s)", f.name, d.pub[i].Type, member))
+		all = append(all, fmt.Sprintf("%s (%s, member %s)", f.name, c.pub[i].Type, member))
 	}
 	const how = "a vision job reads one image column (binary, or struct{bytes, path}) and a text column (string) or a conversation (a list of {from, value} structs)"
 	switch {
@@ -56,12 +56,12 @@ func (d *decoder) ImageText() error {
 // "bin" for bytes of no image's magic (an empty or damaged value),
 // another format's ("webp", "gif", ...). Only a column left to its
 // values' extensions gives them: one --members sets gives its own.
-func (d *decoder) UnreadImage(ext string) bool {
+func (c *columns) UnreadImage(ext string) bool {
 	switch ext {
 	case "jpg", "jpeg", "png":
 		return false
 	}
-	for _, f := range d.fields {
+	for _, f := range c.fields {
 		if f.kind == kindImage && !f.forced && f.ext == "" {
 			return ext == "bin" || imageExts[ext]
 		}

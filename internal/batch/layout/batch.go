@@ -316,7 +316,7 @@ func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batche
 	n := e.NumSamples()
 	switch {
 	case job.Vision != "":
-		ve, _, err := o.visionEpoch(ds, job, epoch)
+		ve, _, err := o.vision.epoch(ds, job, epoch)
 		if err != nil {
 			return 0, 0, nil, err
 		}
@@ -569,7 +569,7 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 		info.IndexID, info.Chunks, info.Windows = src.IndexID(), src.DS.Index.NumChunks(), e.NumWindows()
 		switch {
 		case job.Vision != "":
-			ve, items, err := o.visionEpoch(src.DS, job, epoch)
+			ve, items, err := o.vision.epoch(src.DS, job, epoch)
 			if err != nil {
 				return info, err
 			}

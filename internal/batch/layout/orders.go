@@ -78,7 +78,7 @@ type Orders struct {
 	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
 	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
-	vision        *visionMemo                           // vision jobs' items and packed epochs
+	vision        *visions                              // vision jobs' items and packed epochs
 	asg           assigner                              // global batches' assignments to ranks, but plain cuts
 	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
 	edits         Edits                                 // named jobs' edits, by version
@@ -151,8 +151,9 @@ func New(snaps Snapshots) *Orders {
 	}
 	e, _ := lru.New[epochKey, *EpochOrder](maxMemoEpochs)
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
-	o := &Orders{epochs: e, sampledEpochs: se, windows: newWindowMemo(), mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), vision: newVisionMemo(vision.Fail), clipSpaces: newClipMemo(), snapshots: snaps}
+	o := &Orders{epochs: e, sampledEpochs: se, windows: newWindowMemo(), mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
 	o.asg = newAssigner(o)
+	o.vision = newVisions(o, vision.Fail)
 	o.edits.ext = o
 	return o
 }

@@ -133,7 +133,7 @@ func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenCompon
 	if vis < 0 {
 		return nil, nil, fmt.Errorf("%w: a mixture with vision= mixes an image-text dataset with text token datasets, and every one of its datasets is a token dataset", ErrVision)
 	}
-	vc, err := o.newVisionComponent(ds[vis], job)
+	vc, err := o.vision.component(ds[vis], job)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -103,24 +103,27 @@ const (
 	maxMemoVisionEpochs = 16
 )
 
-// visionMemo holds vision jobs' items and packed epochs: pure functions
-// of their keys (and of the node's --on-bad-image rule, one per Orders).
-type visionMemo struct {
+// visions is the orders' part that makes vision jobs' items and packed
+// epochs, and holds them: pure functions of their keys (and of the
+// node's --on-bad-image rule, one per Orders). It reads its streams'
+// epochs and windows from the orders it belongs to.
+type visions struct {
+	o      *Orders
 	policy vision.Policy
 	items  *lru.Cache[visionItemsKey, []vision.Item]
 	epochs *lru.Cache[visionEpochKey, *vision.Epoch]
 }
 
-func newVisionMemo(policy vision.Policy) *visionMemo {
+func newVisions(o *Orders, policy vision.Policy) *visions {
 	i, _ := lru.New[visionItemsKey, []vision.Item](maxMemoVisionItems)
 	e, _ := lru.New[visionEpochKey, *vision.Epoch](maxMemoVisionEpochs)
-	return &visionMemo{policy: policy, items: i, epochs: e}
+	return &visions{o: o, policy: policy, items: i, epochs: e}
 }
 
 // SkipBadImages makes the orders' vision jobs leave a bad sample out of
 // their epochs, counted, rather than fail them naming it (the server's
 // --on-bad-image=skip). Called once, before the orders are used.
-func (o *Orders) SkipBadImages() { o.vision = newVisionMemo(vision.Skip) }
+func (o *Orders) SkipBadImages() { o.vision = newVisions(o, vision.Skip) }
 
 // visionOf is a vision job's rule and its dataset's facts.
 func visionOf(ds *catalog.Dataset, job api.Job) (vision.Rule, *catalog.Vision, error) {
@@ -138,54 +141,54 @@ func visionOf(ds *catalog.Dataset, job api.Job) (vision.Rule, *catalog.Vision, e
 	return r, v, nil
 }
 
-// visionItems is every sample's item of ds under rule and seq, under the
+// itemsOf is every sample's item of ds under rule and seq, under the
 // node's policy: a bad sample fails it naming the sample, or is an item
 // of no tokens (in no sequence).
-func (o *Orders) visionItems(ds *catalog.Dataset, v *catalog.Vision, job api.Job, r vision.Rule) ([]vision.Item, error) {
+func (vs *visions) itemsOf(ds *catalog.Dataset, v *catalog.Vision, job api.Job, r vision.Rule) ([]vision.Item, error) {
 	k := visionItemsKey{ds.ID(), job.Vision, job.Seq}
-	if items, ok := o.vision.items.Get(k); ok {
+	if items, ok := vs.items.Get(k); ok {
 		return items, nil
 	}
 	facts := v.Facts.Samples
-	items, _, err := r.Items(func(id int) vision.Facts { return facts[id] }, ds.Index.SampleKey, len(facts), job.Seq, o.vision.policy)
+	items, _, err := r.Items(func(id int) vision.Facts { return facts[id] }, ds.Index.SampleKey, len(facts), job.Seq, vs.policy)
 	if err != nil {
 		return nil, err
 	}
-	o.vision.items.Add(k, items)
+	vs.items.Add(k, items)
 	return items, nil
 }
 
-// visionEpoch is epoch epoch of a vision job over ds, packed once per
+// epoch is epoch epoch of a vision job over ds, packed once per
 // (dataset version, seed, window, epoch, rule, seq) and kept, with the
 // epoch's items.
-func (o *Orders) visionEpoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
-	return o.visionEpochOf(StreamOf(ds, job), job, epoch)
+func (vs *visions) epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
+	return vs.epochOf(StreamOf(ds, job), job, epoch)
 }
 
-// visionEpochOf is visionEpoch of stream s: a vision job's, or a vision
+// epochOf is epoch of stream s: a vision job's, or a vision
 // mixture's image-text component's.
-func (o *Orders) visionEpochOf(s Stream, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
+func (vs *visions) epochOf(s Stream, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
 	r, v, err := visionOf(s.DS, job)
 	if err != nil {
 		return nil, nil, err
 	}
-	items, err := o.visionItems(s.DS, v, job, r)
+	items, err := vs.itemsOf(s.DS, v, job, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := o.Epoch(s, epoch)
+	e, err := vs.o.Epoch(s, epoch)
 	if err != nil {
 		return nil, nil, err
 	}
 	k := visionEpochKey{epochKey{s.Order(), epoch}, job.Vision, job.Seq}
-	if ve, ok := o.vision.epochs.Get(k); ok {
+	if ve, ok := vs.epochs.Get(k); ok {
 		return ve, items, nil
 	}
-	ve, err := vision.NewEpoch(windows{o, s.Order(), epoch, e}, func(id int) vision.Item { return items[id] }, job.Seq, r.MaxImages, s.Seed, epoch)
+	ve, err := vision.NewEpoch(windows{vs.o, s.Order(), epoch, e}, func(id int) vision.Item { return items[id] }, job.Seq, r.MaxImages, s.Seed, epoch)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrVision, err)
 	}
-	o.vision.epochs.Add(k, ve)
+	vs.epochs.Add(k, ve)
 	return ve, items, nil
 }
 
@@ -194,7 +197,7 @@ func (o *Orders) visionEpochOf(s Stream, job api.Job, epoch uint64) (*vision.Epo
 // batch: Balanced), and one part reading the samples they hold, each
 // once.
 func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
-	ve, items, err := o.visionEpoch(b.DS, b.Job, b.Epoch)
+	ve, items, err := o.vision.epoch(b.DS, b.Job, b.Epoch)
 	if err != nil {
 		return err
 	}
@@ -259,27 +262,27 @@ func newVisionBatch(r vision.Rule, v *catalog.Vision, job api.Job, items []visio
 // passes are its stream's vision epochs under the job's rule and seq,
 // each the vision job's own epoch of that stream.
 type visionComponent struct {
-	o   *Orders
+	vs  *visions
 	job api.Job
 	r   vision.Rule
 	v   *catalog.Vision
 	ds  *catalog.Dataset
 }
 
-// newVisionComponent is ds as a vision mixture's image-text component of
+// component is ds as a vision mixture's image-text component of
 // job: its facts loaded (catalog.Dataset.LoadVision), its rule parsed.
-func (o *Orders) newVisionComponent(ds *catalog.Dataset, job api.Job) (*visionComponent, error) {
+func (vs *visions) component(ds *catalog.Dataset, job api.Job) (*visionComponent, error) {
 	r, v, err := visionOf(ds, job)
 	if err != nil {
 		return nil, err
 	}
-	return &visionComponent{o: o, job: job, r: r, v: v, ds: ds}, nil
+	return &visionComponent{vs: vs, job: job, r: r, v: v, ds: ds}, nil
 }
 
 // unit is an empty batch of the mixture: a vision batch whose text
 // components' tokens are of dtypes (per component).
 func (c *visionComponent) unit(dtypes []string) (Unit, error) {
-	items, err := c.o.visionItems(c.ds, c.v, c.job, c.r)
+	items, err := c.vs.itemsOf(c.ds, c.v, c.job, c.r)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +292,7 @@ func (c *visionComponent) unit(dtypes []string) (Unit, error) {
 }
 
 func (c *visionComponent) pass(s Stream, p uint64) (packedPass, error) {
-	ve, _, err := c.o.visionEpochOf(s, c.job, p)
+	ve, _, err := c.vs.epochOf(s, c.job, p)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +366,7 @@ type VisionLoad struct {
 // reads no sample: the epoch is a pure function of the dataset's facts
 // and the job.
 func (o *Orders) VisionLoad(src Source, job api.Job, epoch uint64) (*VisionLoad, error) {
-	ve, items, err := o.visionEpoch(src.DS, job, epoch)
+	ve, items, err := o.vision.epoch(src.DS, job, epoch)
 	if err != nil {
 		return nil, err
 	}

@@ -268,7 +268,7 @@ func TestVisionMixture(t *testing.T) {
 		own.Mix, own.Window = nil, m.Order.ComponentWindow(d.Component, job.Window)
 		var want string
 		if d.Component == 0 {
-			ve, _, err := o.visionEpoch(vis, own, d.Pass)
+			ve, _, err := o.vision.epoch(vis, own, d.Pass)
 			if err != nil {
 				t.Fatal(err)
 			}
