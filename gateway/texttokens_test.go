@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -14,18 +13,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	pq "github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/parquet"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/testsupport/nodetest"
-	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
 )
 
@@ -121,36 +112,12 @@ func TestTiktokenTextTokensOverHTTP(t *testing.T) {
 // place with the tokenizer file model, and starts a gateway over it.
 func serveTextTokens(t *testing.T, model []byte, texts [][]byte) *httptest.Server {
 	t.Helper()
-	sc := arrow.NewSchema([]arrow.Field{{Name: "text", Type: arrow.BinaryTypes.String}}, nil)
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(sc, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(16)), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
+	strs := make([]string, len(texts))
+	for i, x := range texts {
+		strs[i] = string(x)
 	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	for _, s := range texts {
-		b.Field(0).(*array.StringBuilder).Append(string(s))
-	}
-	rec := b.NewRecordBatch()
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	rec.Release()
-	b.Release()
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	putFile(t, st, "data/train-0.parquet", buf.Bytes())
-	formats := []format.Format{parquet.Format{}}
-	if _, err := dataset.IndexInPlace(context.Background(), st, st, dataset.InPlaceOptions{Formats: formats,
-		Options: format.Options{Text: "text", Tokenizer: model}}); err != nil {
-		t.Fatal(err)
-	}
-	_, srv := start(t, st, func(c *gateway.Config) { c.Datasets[0].Formats = formats })
+	st := textTokenStore(t, model, strs)
+	_, srv := start(t, st, func(c *gateway.Config) { c.Datasets[0].Formats = []format.Format{parquet.Format{}} })
 	return srv
 }
 

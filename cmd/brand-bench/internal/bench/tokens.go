@@ -658,27 +658,38 @@ func tokensTrainers(ctx context.Context, cfg TokensConfig, rep *TokensReport, g 
 		{tokLoaderPack, []string{"pack", "--bin", local + ".bin", "--idx", local + ".idx", "--dtype", "int32", "--buffer", strconv.Itoa(cfg.PackBuffer)}},
 	}
 	for _, r := range runs {
-		cmd := exec.CommandContext(ctx, interp, append([]string{"-W", "ignore", script}, append(r.args, common...)...)...)
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+pyDir, "OMP_NUM_THREADS=1")
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		setProcAttr(cmd)
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("bench: tokens.py %s: %w\n%s", r.args[0], err, lastLines(stderr.String(), 20))
-		}
 		var o struct {
 			Tokens     int64   `json:"tokens"`
 			Seconds    float64 `json:"seconds"`
 			CPUSeconds float64 `json:"cpu_seconds"`
 			Fill       float64 `json:"fill"`
 		}
-		if err := json.Unmarshal([]byte(strings.TrimSpace(stdout.String())), &o); err != nil {
-			return fmt.Errorf("bench: tokens.py %s: its output %q: %w", r.args[0], stdout.String(), err)
+		if err := runPyJSON(ctx, interp, pyDir, script, append(r.args, common...), &o); err != nil {
+			return err
 		}
 		t := TokensTrainer{Loader: r.loader, Tokens: o.Tokens, Seconds: o.Seconds, CPUSeconds: o.CPUSeconds,
 			NsPerToken: 1e9 * o.CPUSeconds / float64(o.Tokens), Fill: o.Fill}
 		rep.Trainer = append(rep.Trainer, t)
 		logf(cfg.Log, "trainer %s: %.2f ns CPU per token", r.loader, t.NsPerToken)
+	}
+	return nil
+}
+
+// runPyJSON runs script (a bench's Python side) under interp with args,
+// the brand package of pyDir importable and one BLAS thread, and decodes
+// the last line of its output, a JSON object, into out.
+func runPyJSON(ctx context.Context, interp, pyDir, script string, args []string, out any) error {
+	cmd := exec.CommandContext(ctx, interp, append([]string{"-W", "ignore", script}, args...)...)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pyDir, "OMP_NUM_THREADS=1")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	setProcAttr(cmd)
+	name := filepath.Base(script) + " " + args[0]
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("bench: %s: %w\n%s", name, err, lastLines(stderr.String(), 20))
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(lastLines(stdout.String(), 1))), out); err != nil {
+		return fmt.Errorf("bench: %s: its output %q: %w", name, stdout.String(), err)
 	}
 	return nil
 }

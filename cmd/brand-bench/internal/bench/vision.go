@@ -3,12 +3,10 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -541,14 +539,6 @@ func visionTrainers(ctx context.Context, cfg VisionConfig, rep *VisionReport, g 
 			"--pad", strconv.Itoa(rep.Pad), "--buffer", strconv.Itoa(cfg.PackBuffer)}},
 	}
 	for _, r := range runs {
-		cmd := exec.CommandContext(ctx, interp, append([]string{"-W", "ignore", script}, append(r.args, common...)...)...)
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+pyDir, "OMP_NUM_THREADS=1")
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		setProcAttr(cmd)
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("bench: vision.py %s: %w\n%s", r.args[0], err, lastLines(stderr.String(), 20))
-		}
 		var o struct {
 			Samples    int     `json:"samples"`
 			Sequences  int     `json:"sequences"`
@@ -557,8 +547,8 @@ func visionTrainers(ctx context.Context, cfg VisionConfig, rep *VisionReport, g 
 			Seconds    float64 `json:"seconds"`
 			CPUSeconds float64 `json:"cpu_seconds"`
 		}
-		if err := json.Unmarshal([]byte(strings.TrimSpace(lastLines(stdout.String(), 1))), &o); err != nil {
-			return fmt.Errorf("bench: vision.py %s: its output %q: %w", r.args[0], stdout.String(), err)
+		if err := runPyJSON(ctx, interp, pyDir, script, append(r.args, common...), &o); err != nil {
+			return err
 		}
 		if r.loader == visLoaderBrand {
 			// The epoch's sequences hold every sample the gateway counted.
