@@ -103,7 +103,8 @@ func TestVisionBalanceOverHTTP(t *testing.T) {
 	if info.Batches < 4 {
 		t.Fatalf("%d sequences in %d global batches: too few to weigh", info.Samples, info.Batches)
 	}
-	whole := map[string]string{} // every sequence's tokens, by key
+	whole := map[string]string{}       // every sequence's tokens, by key
+	plains := map[[2]int][]visionSeq{} // the plain cut's, by batch and rank
 	for _, kind := range []string{api.BalanceVision, api.BalanceAttention, api.BalanceTokens} {
 		var plainVis, balancedVis float64
 		full := 0
@@ -136,7 +137,11 @@ func TestVisionBalanceOverHTTP(t *testing.T) {
 					t.Fatalf("%s batch %d rank %d: its sequences cost %d, the header says %s", kind, m, r, mine, each[r])
 				}
 				q.Del("balance")
-				plain, _ := visionSeqs(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", base, m, q.Encode()), 2, pad)
+				plain, ok := plains[[2]int{m, r}] // the plain cut, read once for the three kinds
+				if !ok {
+					plain, _ = visionSeqs(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", base, m, q.Encode()), 2, pad)
+					plains[[2]int{m, r}] = plain
+				}
 				for _, s := range plain {
 					pvis[r] += s.cost[api.BalanceVision]
 					cut = append(cut, s.key+" "+fmt.Sprint(s.ids))
