@@ -27,7 +27,8 @@
 # python3-numpy, ffmpeg (scripts/ensure-ffmpeg.sh) and FFmpeg's libraries
 # (scripts/install-libav.sh), and builds brand with -tags brand_libav. For
 # `vision` it installs python3-torch, python3-numpy, python3-pil and
-# python3-sentencepiece (the trainer's collator).
+# python3-sentencepiece (the trainer's collator), and builds brand with
+# libjpeg-turbo, as for `tensors`.
 #
 # Results go to bench-results/ (report.txt, report.json,
 # throughput.chart.json and throughput.png; tensors.txt, tensors.json,
@@ -81,6 +82,13 @@ if [[ ${1:-} == vision ]]; then
 	. scripts/lib/python.sh
 	if ! find_python torch numpy PIL sentencepiece >/dev/null; then
 		apt_install bench.sh python3-torch python3-numpy python3-pil python3-sentencepiece
+	fi
+	# The gateway decodes every image of a vision job: measured with the
+	# decoder a deployment builds (Dockerfile: brand_turbojpeg).
+	if scripts/install-turbojpeg.sh >&2; then
+		tags=(-tags brand_turbojpeg)
+	else
+		echo "bench.sh: measuring the pure-Go decoder" >&2
 	fi
 fi
 
