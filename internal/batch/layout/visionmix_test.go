@@ -35,6 +35,24 @@ import (
 // visionMixWords are the words of the fixtures' texts.
 var visionMixWords = strings.Fields("a photo of the river past an old mill under the stone bridge while children count boats 川 山 🐕 Wiese")
 
+// visionMixFixture is visionMixSources under package tokenize's
+// Llama-3-style tokenizer, and a vision rule over its vocabulary (at
+// most 3 images a sequence).
+func visionMixFixture(t *testing.T) (vis, txt *catalog.Dataset, rule string) {
+	t.Helper()
+	tokenizer, err := os.ReadFile("../../../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := tokenize.Load(tokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vis, txt = visionMixSources(t, tokenizer)
+	v := model.VocabSize()
+	return vis, txt, fmt.Sprintf("min:3136,max:12544,patch:14,merge:2,image:%d,start:%d,end:%d,images:3", v, v+1, v+2)
+}
+
 // visionMixSources are an image-text dataset (vis: 48 samples of a
 // caption and 0 to 2 PNG images, its facts written with tokenizer) and a
 // text corpus (txt: 150 texts of 3 to 120 words in a Parquet column,
@@ -219,17 +237,7 @@ func visionMixRun(t *testing.T, o *Orders, m *Mixed, job api.Job, e uint64) (map
 // same sequences at the same positions. Two image-text datasets, none,
 // and balance= are refused saying why.
 func TestVisionMixture(t *testing.T) {
-	tokenizer, err := os.ReadFile("../../../tokenize/testdata/hf-golden-tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := tokenize.Load(tokenizer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vis, txt := visionMixSources(t, tokenizer)
-	v := model.VocabSize()
-	rule := fmt.Sprintf("min:3136,max:12544,patch:14,merge:2,image:%d,start:%d,end:%d,images:3", v, v+1, v+2)
+	vis, txt, rule := visionMixFixture(t)
 	raw := "mix=vis:1,txt:2&seq=256&mix_block=6&batch_size=3&world=2&window=3&vision=" + rule
 	job := tokenJob(t, raw)
 	ds := []*catalog.Dataset{vis, txt}
@@ -353,17 +361,7 @@ func TestVisionMixture(t *testing.T) {
 // sequence reads exactly its documents, and a resume at world 3 lays out
 // the same sequences at the same positions.
 func TestVisionSchedule(t *testing.T) {
-	tokenizer, err := os.ReadFile("../../../tokenize/testdata/hf-golden-tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := tokenize.Load(tokenizer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vis, txt := visionMixSources(t, tokenizer)
-	v := model.VocabSize()
-	rule := fmt.Sprintf("min:3136,max:12544,patch:14,merge:2,image:%d,start:%d,end:%d,images:3", v, v+1, v+2)
+	vis, txt, rule := visionMixFixture(t)
 	raw := "mix_schedule=0:vis:1,txt:2%3B5:vis:2,txt:1&seq=256&mix_block=6&batch_size=3&world=2&window=3&vision=" + rule
 	job := tokenJob(t, raw)
 	o := New(nil)
