@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -12,8 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
@@ -269,42 +271,31 @@ func visionShards(ctx context.Context, cfg VisionConfig, srv *miniotest.Server, 
 		return err
 	}
 	set := visionSet{Samples: cfg.Samples, Shards: cfg.Shards, MinSide: cfg.MinSide, MaxSide: cfg.MaxSide, Seed: cfg.Seed}
-	var next atomic.Int64
 	var mu sync.Mutex
 	var total visionShardStats
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= cfg.Shards || ctx.Err() != nil {
-					return
-				}
-				b, st, err := set.shard(k)
-				if err == nil {
-					name := fmt.Sprintf("%05d.tar", k)
-					if err = os.WriteFile(filepath.Join(dir, name), b, 0o644); err == nil {
-						_, err = store.Put(ctx, name, strings.NewReader(string(b)), int64(len(b)))
-					}
-				}
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				mu.Lock()
-				total.add(st)
-				mu.Unlock()
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(2)
+	for k := range cfg.Shards {
+		eg.Go(func() error {
+			b, st, err := set.shard(k)
+			if err != nil {
+				return err
 			}
-		}()
+			name := fmt.Sprintf("%05d.tar", k)
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				return err
+			}
+			if _, err := store.Put(ectx, name, bytes.NewReader(b), int64(len(b))); err != nil {
+				return err
+			}
+			mu.Lock()
+			total.add(st)
+			mu.Unlock()
+			return nil
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if err := eg.Wait(); err != nil {
+		return err
 	}
 	rep.Kinds, rep.Images, rep.ImageBytes, rep.TextBytes = total.Kinds, total.Images, total.ImageBytes, total.TextBytes
 	rep.MeanPixels = ratio(float64(total.Pixels), float64(total.Images))

@@ -1,15 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
@@ -33,7 +34,7 @@ func visionTokenizers(ctx context.Context, cfg VisionConfig, rep *VisionReport, 
 	if err != nil {
 		return err
 	}
-	if _, err := store.Put(ctx, "data/train-0.parquet", strings.NewReader(string(data)), int64(len(data))); err != nil {
+	if _, err := store.Put(ctx, "data/train-0.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
 		return err
 	}
 	kinds := []string{tokSP, tokBPE}
@@ -91,30 +92,16 @@ func coldTextEpoch(ctx context.Context, g *gatewayProc, name string, tokens int6
 		return t, err
 	}
 	gw0, t0 := processCPU(g.cmd.Process.Pid), time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for r := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				m := int(next.Add(1) - 1)
-				if m >= info.Batches {
-					return
-				}
-				if _, err := countingGet(ctx, g, fmt.Sprintf("/epoch/0/batch/%d?%s", m, q)); err != nil {
-					errs[r] = err
-					return
-				}
-			}
-		}()
+	eg, ectx := errgroup.WithContext(ctx) // two readers drain the batches
+	eg.SetLimit(2)
+	for m := range info.Batches {
+		eg.Go(func() error {
+			_, err := countingGet(ectx, g, fmt.Sprintf("/epoch/0/batch/%d?%s", m, q))
+			return err
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return t, err
-		}
+	if err := eg.Wait(); err != nil {
+		return t, err
 	}
 	t.Seconds = time.Since(t0).Seconds()
 	t.GatewayCPU = (processCPU(g.cmd.Process.Pid) - gw0).Seconds()
