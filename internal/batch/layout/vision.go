@@ -172,6 +172,12 @@ func (vs *visions) epochOf(s Stream, job api.Job, epoch uint64) (*vision.Epoch, 
 	if err != nil {
 		return nil, nil, err
 	}
+	return vs.packed(s, job, epoch, r, v)
+}
+
+// packed is epochOf of a job whose rule r and facts v are read already
+// (visionOf).
+func (vs *visions) packed(s Stream, job api.Job, epoch uint64, r vision.Rule, v *catalog.Vision) (*vision.Epoch, []vision.Item, error) {
 	items, err := vs.itemsOf(s.DS, v, job, r)
 	if err != nil {
 		return nil, nil, err
@@ -197,11 +203,11 @@ func (vs *visions) epochOf(s Stream, job api.Job, epoch uint64) (*vision.Epoch, 
 // batch: Balanced), and one part reading the samples they hold, each
 // once.
 func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
-	ve, items, err := o.vision.epoch(b.DS, b.Job, b.Epoch)
+	r, v, err := visionOf(b.DS, b.Job)
 	if err != nil {
 		return err
 	}
-	r, v, err := visionOf(b.DS, b.Job)
+	ve, items, err := o.vision.packed(StreamOf(b.DS, b.Job), b.Job, b.Epoch, r, v)
 	if err != nil {
 		return err
 	}
