@@ -67,13 +67,13 @@ func TestAppendedOrder(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := o.appendRange(nil, s, e, epoch, 0, e.NumSamples())
+				got := o.base.appendRange(nil, s, e, epoch, 0, e.NumSamples())
 				ps := Stream{DS: parent, Seed: 3, Window: tc.window}
 				pe, _ := o.Epoch(ps, epoch)
-				old := o.appendRange(nil, ps, pe, epoch, 0, pe.NumSamples())
+				old := o.base.appendRange(nil, ps, pe, epoch, 0, pe.NumSamples())
 				ws := Stream{DS: ds, Seed: 3, Window: tc.window}
 				we, _ := o.Epoch(ws, epoch)
-				whole := o.appendRange(nil, ws, we, epoch, 0, we.NumSamples())
+				whole := o.base.appendRange(nil, ws, we, epoch, 0, we.NumSamples())
 				switch {
 				case epoch < a.Epoch:
 					if !slices.Equal(got, old) {

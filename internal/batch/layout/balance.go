@@ -82,28 +82,86 @@ func visionCost(kind string, q vision.Sequence, items []vision.Item) uint64 {
 	return c
 }
 
+// draws is the draws b's job's rank takes of batch m of a mixture's epoch
+// (n positions) and, for a token mixture, each one's position in it: its
+// plain cut's, or its share of the global batch by locality or cost
+// (draws weighed by their samples' stored bytes, or a token mixture's by
+// their sequences).
+func (x *mixtures) draws(ctx context.Context, b *Batch) ([]shuffle.Draw, []int, *Balanced, error) {
+	src, job, epoch, n, m, start, end := b.Source, b.Job, b.Epoch, b.EpochSamples, b.Batch, b.Start, b.End
+	mx := src.Mix
+	if src.assignment(job) == plainCut {
+		draws, err := mx.Order.Draws(ctx, make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
+		return draws, span(start, len(draws)), nil, err
+	}
+	shares, gstart, gend, err := globalBatch(job, n, int(m))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	draws, err := mx.Order.Draws(ctx, make([]shuffle.Draw, 0, gend-gstart), job.Seed, epoch, gstart, gend)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	places, info, err := x.asg.places(src, job, epoch, m, b.global, global{shares: shares,
+		owners: func() ([]int, error) {
+			ids, err := x.drawIDs(mx, job, draws)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]int, len(draws))
+			for i, d := range draws {
+				ds := mx.DS[d.Component]
+				out[i] = ds.Owners(src.Members)[ds.Index.ChunkOf(ids[i])]
+			}
+			return out, nil
+		},
+		costs: func() ([]uint64, error) {
+			if mx.comps != nil {
+				return x.drawSequenceCosts(mx, job, draws)
+			}
+			return x.drawByteCosts(ctx, mx, job, draws)
+		}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mine, pos := make([]shuffle.Draw, len(places)), make([]int, len(places))
+	for k, at := range places {
+		mine[k], pos[k] = draws[at], gstart+at
+	}
+	if mx.comps == nil {
+		// A rank's share can put two passes' draws of one sample of a
+		// small component next to each other: a tar reader would group
+		// them as one sample.
+		if err := x.separateDraws(mx, job, mine); err != nil {
+			return nil, nil, nil, err
+		}
+		pos = nil // parted: a mixture of samples keys its samples by their own keys
+	}
+	return mine, pos, info, nil
+}
+
 // drawIDs is the sample ID each draw of a mixture reads.
-func (a *assigner) drawIDs(m *Mixed, job api.Job, draws []shuffle.Draw) ([]int, error) {
+func (x *mixtures) drawIDs(m *Mixed, job api.Job, draws []shuffle.Draw) ([]int, error) {
 	ids := make([]int, len(draws))
 	for i, d := range draws {
 		if d.Pass > maxPass {
 			return nil, fmt.Errorf("%w: the mixture reads pass %d of %s, past the last epoch number (%d)", ErrOutOfRange, d.Pass, m.DS[d.Component].Name, maxPass)
 		}
 		s := m.Stream(d.Component, job)
-		h, err := a.o.mixEpoch(m, d.Component, s, d.Pass)
+		h, err := x.heldEpoch(m, d.Component, s, d.Pass)
 		if err != nil {
 			return nil, err
 		}
 		var one []int
-		one, _ = a.o.appendHeldRange(one, m, d.Component, h, d.Index, d.Index+1)
+		one, _ = x.appendHeldRange(one, m, d.Component, h, d.Index, d.Index+1)
 		ids[i] = one[0]
 	}
 	return ids, nil
 }
 
 // drawByteCosts weighs a mixture's draws by their samples' stored bytes.
-func (a *assigner) drawByteCosts(ctx context.Context, m *Mixed, job api.Job, draws []shuffle.Draw) ([]uint64, error) {
-	ids, err := a.drawIDs(m, job, draws)
+func (x *mixtures) drawByteCosts(ctx context.Context, m *Mixed, job api.Job, draws []shuffle.Draw) ([]uint64, error) {
+	ids, err := x.drawIDs(m, job, draws)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +187,7 @@ func (a *assigner) drawByteCosts(ctx context.Context, m *Mixed, job api.Job, dra
 }
 
 // drawSequenceCosts weighs a token mixture's draws by their sequences.
-func (a *assigner) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw) ([]uint64, error) {
+func (x *mixtures) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw) ([]uint64, error) {
 	costs := make([]uint64, len(draws))
 	packs := map[[2]uint64]*Packed{}
 	for i, d := range draws {
@@ -143,7 +201,7 @@ func (a *assigner) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw
 			if err != nil {
 				return nil, err
 			}
-			if p, err = a.o.Packed(m.Stream(d.Component, job), d.Pass, spec.Pack); err != nil {
+			if p, err = x.units.tokens.packed(m.Stream(d.Component, job), d.Pass, spec.Pack); err != nil {
 				return nil, err
 			}
 			packs[k] = p
@@ -151,7 +209,7 @@ func (a *assigner) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw
 		if d.Index >= p.NumSequences() {
 			return nil, fmt.Errorf("%w: sequence %d of pass %d of %s, which has %d", ErrOutOfRange, d.Index, d.Pass, m.DS[d.Component].Name, p.NumSequences())
 		}
-		costs[i] = sequenceCost(job.Balance, a.o.sequences(nil, p, d.Index, d.Index+1)[0])
+		costs[i] = sequenceCost(job.Balance, x.units.tokens.sequences(nil, p, d.Index, d.Index+1)[0])
 	}
 	return costs, nil
 }
@@ -159,8 +217,8 @@ func (a *assigner) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw
 // separateDraws parts two draws of one sample that a rank's share of a
 // mixture's global batch put next to each other (a small component's
 // passes meeting): a tar reader would group them as one sample.
-func (a *assigner) separateDraws(m *Mixed, job api.Job, draws []shuffle.Draw) error {
-	ids, err := a.drawIDs(m, job, draws)
+func (x *mixtures) separateDraws(m *Mixed, job api.Job, draws []shuffle.Draw) error {
+	ids, err := x.drawIDs(m, job, draws)
 	if err != nil {
 		return err
 	}

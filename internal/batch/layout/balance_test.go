@@ -169,7 +169,7 @@ func TestBalanceAttention(t *testing.T) {
 	t.Run("token mixture", func(t *testing.T) {
 		other := tokenDataset(t, "e", "uint16", megatrontest.LogNormal(2000, 300, 1.0, 60000, 12))
 		mjob := tokenJob(t, "mix=d:0.7,e:0.3&seq=8192&balance=attention&batch_size=8&world=8&window=512")
-		mx, err := o.TokenMixture(mjob.Mix, []*catalog.Dataset{ds, other}, mjob)
+		mx, err := o.Mixture(mjob.Mix, []*catalog.Dataset{ds, other}, mjob)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,6 +40,10 @@ type Source struct {
 	// reads them (the last is DS): a batch is laid out over the version
 	// of the chain up to the edit it is laid out under.
 	Versions []*catalog.Dataset
+	// Unit is the kind of batch the job serves, chosen from its
+	// features when it was resolved (Orders.UnitOf); nil for a source
+	// laid out without a resolution, whose features choose it then.
+	Unit Unit
 }
 
 // IndexID is the index version s's answers name (Brand-Index, an epoch's
@@ -127,23 +131,27 @@ type Batch struct {
 	Missing     []int
 	MissingKeys []string
 	full        string
-	// Unit is what the batch serves when it is not the samples it reads:
-	// a token job's sequences (*TokenBatch), a clip job's clips
-	// (*ClipBatch); nil for samples as stored.
-	Unit Unit
+	// Content is what the batch serves when it is not the samples it
+	// reads, made by its Unit: a token job's sequences (*TokenBatch), a
+	// vision job's (*VisionBatch), a clip job's clips (*ClipBatch); nil
+	// for samples as stored.
+	Content Content
 	// Balanced is set for a balanced job's batch (api.Job.Balance): the
 	// ranks' costs in its global batch.
 	Balanced *Balanced
+	// global names the batch's global batch (its rank 0's ETag) for an
+	// assignment that takes the global batch whole (not the plain cut):
+	// its ranks' assignment is memoised under it.
+	global string
 }
 
-// A Unit is what a batch serves when it is not the samples it reads, one
-// kind per unit of a job (internal/job/spec's tokens and clips): a token
-// job's sequences packed from the documents it reads (*TokenBatch), a clip
-// job's clips decoded from the GOPs it reads (*ClipBatch). The stages
-// after the layout ask any unit what they need of every batch; only the
-// stage that makes a unit's bytes (the pack stage, the clip stage) takes
-// its kind (Batch.Tokens, Batch.Clips).
-type Unit interface {
+// A Content is what a batch serves when it is not the samples it reads,
+// one kind per Unit: a token job's sequences packed from the documents it
+// reads (*TokenBatch), a clip job's clips decoded from the GOPs it reads
+// (*ClipBatch). The stages after the layout ask any content what they
+// need of every batch; only the stage that makes its bytes (the pack
+// stage, the clip stage) takes its kind (Batch.Tokens, Batch.Clips).
+type Content interface {
 	// Served is the number of samples the batch serves.
 	Served() int
 	// Size is the tar body's bytes, end of archive excluded, and
@@ -156,13 +164,13 @@ type Unit interface {
 
 // Tokens is a token job's batch's sequences, nil for another batch.
 func (b *Batch) Tokens() *TokenBatch {
-	t, _ := b.Unit.(*TokenBatch)
+	t, _ := b.Content.(*TokenBatch)
 	return t
 }
 
 // Clips is a clip job's batch's clips, nil for another batch.
 func (b *Batch) Clips() *ClipBatch {
-	c, _ := b.Unit.(*ClipBatch)
+	c, _ := b.Content.(*ClipBatch)
 	return c
 }
 
@@ -191,8 +199,8 @@ type Take struct{ Part, At int }
 // Len is the number of samples the batch serves: a token job's
 // sequences.
 func (b *Batch) Len() int {
-	if b.Unit != nil {
-		return b.Unit.Served()
+	if b.Content != nil {
+		return b.Content.Served()
 	}
 	return len(b.Take)
 }
@@ -216,8 +224,8 @@ func (b *Batch) Bytes() int64 {
 // are sized when their chunk is decoded (Bytes and Length count none of
 // them).
 func (b *Batch) Sized() bool {
-	if b.Unit != nil {
-		_, sized := b.Unit.Size()
+	if b.Content != nil {
+		_, sized := b.Content.Size()
 		return sized
 	}
 	for _, p := range b.Parts {
@@ -231,8 +239,8 @@ func (b *Batch) Sized() bool {
 // Length is the batch's tar body: its samples and the end-of-archive
 // blocks (see Sized).
 func (b *Batch) Length() int64 {
-	if b.Unit != nil {
-		n, _ := b.Unit.Size()
+	if b.Content != nil {
+		n, _ := b.Content.Size()
 		return n + int64(len(chunkindex.EndOfArchive))
 	}
 	return b.Bytes() + int64(len(chunkindex.EndOfArchive))
@@ -248,8 +256,8 @@ func (b *Batch) Sample(i int) (ds *catalog.Dataset, id int, in chunkindex.Sample
 
 // Components returns each served sample's mixture component, in order.
 func (b *Batch) Components() []int {
-	if b.Unit != nil {
-		if c := b.Unit.Components(); c != nil {
+	if b.Content != nil {
+		if c := b.Content.Components(); c != nil {
 			return c
 		}
 		return make([]int, b.Len())
@@ -306,38 +314,10 @@ func (b *Batch) Without(missing []int) *Batch {
 	return &nb
 }
 
-// Batches returns the number of batches of an epoch of a job over ds and
-// the epoch's length in samples.
-func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batches, samples int, e *EpochOrder, err error) {
-	e, err = o.Epoch(StreamOf(ds, job), epoch)
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	n := e.NumSamples()
-	switch {
-	case job.Vision != "":
-		ve, _, err := o.vision.epoch(ds, job, epoch)
-		if err != nil {
-			return 0, 0, nil, err
-		}
-		n = ve.NumSequences()
-	case job.Tokens():
-		p, err := o.tokenEpoch(ds, job, epoch)
-		if err != nil {
-			return 0, 0, nil, err
-		}
-		n = p.NumSequences()
-	}
-	if job.Offset > n {
-		return 0, n, e, fmt.Errorf("%w: offset %d is past the end of epoch %d, which has %d samples", ErrOutOfRange, job.Offset, epoch, n)
-	}
-	return job.NumBatches(n), n, e, nil
-}
-
 // Extent returns the number of batches of an epoch of a job over a source
-// and the epoch's length in samples.
+// and the epoch's length in its unit's items.
 func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples int, err error) {
-	src, job = o.edits.under(src, job, epoch, -1)
+	src, job = o.base.edits.under(src, job, epoch, -1)
 	if src.Mix != nil {
 		n := src.Mix.Order.NumSamples()
 		if job.Offset > n {
@@ -345,7 +325,7 @@ func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples
 		}
 		return job.NumBatches(n), n, nil
 	}
-	batches, samples, _, err = o.Batches(src.DS, job, epoch)
+	batches, samples, _, err = o.units.batches(o.units.unit(src, job), src.DS, job, epoch)
 	return batches, samples, err
 }
 
@@ -356,15 +336,16 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	// A batch is laid out under the newest edit that changes it, over
 	// the version the chain up to it grew the job to (under); the
 	// epoch's extent is the job's.
-	over, overJob := o.edits.under(src, job, epoch, int64(m))
-	src, job = o.edits.under(src, job, epoch, -1)
+	over, overJob := o.base.edits.under(src, job, epoch, int64(m))
+	src, job = o.base.edits.under(src, job, epoch, -1)
+	un := o.units.unit(src, job)
 	var e *EpochOrder
 	var batches, n int
 	var err error
 	if src.Mix != nil {
 		batches, n, err = o.Extent(src, job, epoch)
 	} else {
-		batches, n, e, err = o.Batches(src.DS, job, epoch)
+		batches, n, e, err = o.units.batches(un, src.DS, job, epoch)
 	}
 	if err != nil {
 		return nil, err
@@ -379,7 +360,7 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	}
 	if over.DS != src.DS || overJob.Edit != job.Edit {
 		src, job = over, overJob
-		if _, _, e, err = o.Batches(src.DS, job, epoch); err != nil {
+		if _, _, e, err = o.units.batches(un, src.DS, job, epoch); err != nil {
 			return nil, err
 		}
 	}
@@ -388,47 +369,16 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 		return nil, err
 	}
 	b := &Batch{Source: src, Job: job, Epoch: epoch, Batch: m, Batches: batches, EpochSamples: n, Start: start, End: end}
-	if src.Mix != nil {
-		b.ETag = o.ETag(src, job, epoch, m)
-		if job.Tokens() {
-			return b, o.mixTokenParts(ctx, b)
-		}
-		return b, o.mixParts(ctx, b)
-	}
 	b.ETag = o.ETag(src, job, epoch, m)
-	s := StreamOf(src.DS, job)
-	if job.Vision != "" {
-		return b, o.layoutVision(ctx, b, s)
+	if src.assignment(job) != plainCut {
+		r0 := job
+		r0.Rank = 0
+		b.global = o.ETag(src, r0, epoch, m)
 	}
-	if job.Tokens() {
-		spec, err := TokensOf(src.DS, job)
-		if err != nil {
-			return nil, err
-		}
-		p, err := o.Packed(s, epoch, spec.Pack)
-		if err != nil {
-			return nil, err
-		}
-		return b, o.layoutTokens(ctx, b, spec, p, s)
+	if src.Mix != nil {
+		return b, o.mixes.lay(ctx, b)
 	}
-	if job.Clips() {
-		return b, o.layoutClips(ctx, b, s, e)
-	}
-	ids, bal, err := o.asg.sampleIDs(ctx, src, s, e, epoch, job, n, m, start, end)
-	if err != nil {
-		return nil, err
-	}
-	b.Balanced = bal
-	smp, err := NewSamples(ctx, src.DS, ids)
-	if err != nil {
-		return nil, err
-	}
-	b.Parts = []Part{{Stream: s, Epoch: epoch, Samples: smp, First: start, End: end, Share: job.BatchSize * job.World}}
-	b.Take = make([]Take, len(ids))
-	for i := range b.Take {
-		b.Take[i].At = i
-	}
-	return b, nil
+	return b, un.Lay(ctx, b, e)
 }
 
 // ETag is the ETag of batch m of an epoch of a job over a source, known
@@ -439,29 +389,27 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 	}
 	// Its samples are those of the edit it is laid out under, over the
 	// version the chain up to it grew the job to.
-	src = o.edits.withEdit(src, job)
-	e := o.edits.inForce(src, job, epoch, int64(m))
+	edits := o.base.edits
+	src = edits.withEdit(src, job)
+	e := edits.inForce(src, job, epoch, int64(m))
 	id := grownTo(src.Edit, e, src.DS)
+	un := o.units.unit(src, job)
 	src, job = src.upTo(e, job)
-	return batchETag(id, src.DS, job, e, epoch, m, src.assignedUnder(job))
+	return batchETag(id, un, src.DS, job, e, epoch, m, src.assignedUnder(job))
 }
 
-// BatchETag names a batch's bytes: the index's identity and every parameter
-// that selects the batch. A batch from offset 0 keeps the ETag it had
-// before offsets existed, so that caches in front of a gateway stay warm
-// across the upgrade.
+// batchETag names a batch's bytes: its index version id and every
+// parameter that selects the batch, its unit's among them (Unit.AppendKey),
+// and the edit e it is laid out under (nil: none), by its kind and
+// version. A batch from offset 0 keeps the ETag it had before offsets
+// existed, so that caches in front of a gateway stay warm across the
+// upgrade.
 //
 // members is the membership version the batch was assigned to its rank
 // under, "" for a plain cut (Source.Assigns): only then does the cluster
 // change the batch, and the ETag names it. So is an importance snapshot
 // an epoch is drawn from, and a pipeline the batch's images go through.
-func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
-	return batchETag(ds.ID(), ds, job, nil, epoch, m, members)
-}
-
-// batchETag is BatchETag of a batch of index version id laid out under
-// edit e (nil: none), which it names by its kind and version.
-func batchETag(id string, ds *catalog.Dataset, job api.Job, e *Edit, epoch, m uint64, members string) string {
+func batchETag(id string, un Unit, ds *catalog.Dataset, job api.Job, e *Edit, epoch, m uint64, members string) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
 		id, ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
 	if job.Offset != 0 {
@@ -477,30 +425,13 @@ func batchETag(id string, ds *catalog.Dataset, job api.Job, e *Edit, epoch, m ui
 		s = fmt.Appendf(s, "|columns=%s", sel)
 	}
 	s = appendTransform(s, job)
-	s = appendTokens(s, job)
+	s = un.AppendKey(s, job)
 	s = appendBalance(s, job)
-	s = appendClips(s, job)
 	if e != nil {
 		s = fmt.Appendf(s, "|%s=%s", e.Kind(), e.Version)
 	}
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
-}
-
-// appendTokens names, in a token job's batch ETag, the sequences'
-// length, the packing, the pad, concat's EOS and a vision job's rule.
-func appendTokens(s []byte, job api.Job) []byte {
-	if !job.Tokens() {
-		return s
-	}
-	s = fmt.Appendf(s, "|seq=%d|pack=%s|pad=%d", job.Seq, job.PackMode(), job.Pad)
-	if job.EOSSet {
-		s = fmt.Appendf(s, "|eos=%d", job.EOS)
-	}
-	if job.Vision != "" {
-		s = fmt.Appendf(s, "|vision=%s", job.Vision)
-	}
-	return s
 }
 
 // appendBalance names, in a balanced job's batch ETag, the cost its
@@ -535,10 +466,10 @@ func partialETag(full string, missing []int) string {
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }
 
-// Info describes an epoch of a job over a source: its extent, and for a
-// mixture each component's share.
+// Info describes an epoch of a job over a source: its extent, its
+// unit's figures, and for a mixture each component's share.
 func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, error) {
-	src, job = o.edits.under(src, job, epoch, -1)
+	src, job = o.base.edits.under(src, job, epoch, -1)
 	info := api.EpochInfo{Dataset: src.Name(), Epoch: int(epoch), BatchSize: job.BatchSize, World: job.World, Rank: job.Rank,
 		Window: job.Window, Seed: job.Seed, DropLast: job.DropLast, Offset: job.Offset}
 	if m := src.Mix; m != nil {
@@ -561,32 +492,15 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 				FirstPass: start.Pass, FirstIndex: start.Index})
 		}
 	} else {
-		batches, n, e, err := o.Batches(src.DS, job, epoch)
+		un := o.units.unit(src, job)
+		batches, n, e, err := o.units.batches(un, src.DS, job, epoch)
 		if err != nil {
 			return info, err
 		}
 		info.Samples, info.Batches = n, batches
 		info.IndexID, info.Chunks, info.Windows = src.IndexID(), src.DS.Index.NumChunks(), e.NumWindows()
-		switch {
-		case job.Vision != "":
-			ve, items, err := o.vision.epoch(src.DS, job, epoch)
-			if err != nil {
-				return info, err
-			}
-			info.Tokens = visionInfo(ve, items, job)
-		case job.Tokens():
-			p, err := o.tokenEpoch(src.DS, job, epoch)
-			if err != nil {
-				return info, err
-			}
-			info.Tokens = tokenInfo(p, job)
-		}
-		if job.Clips() {
-			cs, err := o.ClipSpaceOf(src.DS, job.Clip.Key())
-			if err != nil {
-				return info, err
-			}
-			info.Clips = clipInfo(cs)
+		if err := un.Describe(&info, src.DS, job, epoch); err != nil {
+			return info, err
 		}
 	}
 	info.RankSamples = job.RankSamples(info.Samples)

@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -63,9 +64,44 @@ const maxMemoClipSpaces = 16
 
 type clipSpaceKey struct{ id, clip string }
 
-func newClipMemo() *lru.Cache[clipSpaceKey, *ClipSpace] {
+// clipUnit is the unit of a clip job: its epoch is the base order of its
+// clips (order), a batch the rank's clips with one part reading the GOPs
+// and rows they need. It holds the clip spaces of its jobs.
+type clipUnit struct {
+	base   *epochs
+	spaces *lru.Cache[clipSpaceKey, *ClipSpace]
+}
+
+func newClipUnit(base *epochs) *clipUnit {
 	c, _ := lru.New[clipSpaceKey, *ClipSpace](maxMemoClipSpaces)
-	return c
+	return &clipUnit{base: base, spaces: c}
+}
+
+func (*clipUnit) Feature() spec.Feature { return spec.Clips }
+
+// View is the fields job names (columns=).
+func (*clipUnit) View(_ context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+	return ds.Select(job.Columns)
+}
+
+// Extent is the epoch's clips: its base order is of them.
+func (*clipUnit) Extent(_ *catalog.Dataset, _ api.Job, _ uint64, e *EpochOrder) (int, error) {
+	return e.NumSamples(), nil
+}
+
+// AppendKey names the job's clip parameters and the frames' layout.
+func (*clipUnit) AppendKey(s []byte, job api.Job) []byte {
+	return fmt.Appendf(s, "|clips=%s|clip_layout=%s", job.Clip.Key(), job.Clip.LayoutName())
+}
+
+// Describe adds the job's clip space to /epoch/N.
+func (u *clipUnit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.Job, _ uint64) error {
+	cs, err := u.space(ds, job.Clip.Key())
+	if err != nil {
+		return err
+	}
+	info.Clips = clipInfo(cs)
+	return nil
 }
 
 // ClipSpaceOf returns the clip space of the job whose clip parameters'
@@ -73,8 +109,13 @@ func newClipMemo() *lru.Cache[clipSpaceKey, *ClipSpace] {
 // and key, and kept. An error wraps ErrClips and says why ds cannot serve
 // the job.
 func (o *Orders) ClipSpaceOf(ds *catalog.Dataset, key string) (*ClipSpace, error) {
+	return o.units.clips.space(ds, key)
+}
+
+// space is ClipSpaceOf.
+func (u *clipUnit) space(ds *catalog.Dataset, key string) (*ClipSpace, error) {
 	k := clipSpaceKey{ds.ID(), key}
-	if cs, ok := o.clipSpaces.Get(k); ok {
+	if cs, ok := u.spaces.Get(k); ok {
 		return cs, nil
 	}
 	c, err := api.ParseClipKey(key)
@@ -104,7 +145,7 @@ func (o *Orders) ClipSpaceOf(ds *catalog.Dataset, key string) (*ClipSpace, error
 		return nil, fmt.Errorf("%w: dataset %s: %w", ErrClips, ds.Name, err)
 	}
 	cs := &ClipSpace{Space: sp, Video: dec, Job: c}
-	o.clipSpaces.Add(k, cs)
+	u.spaces.Add(k, cs)
 	return cs, nil
 }
 
@@ -156,13 +197,13 @@ type clipOrder struct {
 // WindowChunks are the layout chunks window w's clips need, ascending.
 func (c *clipOrder) WindowChunks(w int) []int { return c.chunks[w] }
 
-// clipEpoch is the order of an epoch of a clip stream. Every clip of the
+// order is the order of an epoch of a clip stream. Every clip of the
 // epoch is drawn once here (O(clips × frames)), so that the schedule,
 // prefetch and the planner see exactly the chunks the epoch's clips
 // need, window by window — not every chunk a segment's clip might need
 // in some epoch (clips.Space.Reach), about twice as many.
-func (o *Orders) clipEpoch(s Stream, epoch uint64) (*EpochOrder, error) {
-	cs, err := o.ClipSpaceOf(s.DS, s.Clips)
+func (u *clipUnit) order(s Stream, epoch uint64) (*EpochOrder, error) {
+	cs, err := u.space(s.DS, s.Clips)
 	if err != nil {
 		return nil, err
 	}
@@ -217,16 +258,16 @@ type ClipBatch struct {
 	Layout string
 }
 
-// layoutClips lays out batch b of a clip job: the rank's cut of the
-// epoch's clips, and one part reading the GOPs (and rows) they need, each
-// once.
-func (o *Orders) layoutClips(ctx context.Context, b *Batch, s Stream, e *EpochOrder) error {
-	cs, err := o.ClipSpaceOf(s.DS, s.Clips)
+// Lay lays out batch b of a clip job: the rank's cut of the epoch's
+// clips, and one part reading the GOPs (and rows) they need, each once.
+func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
+	s := StreamOf(b.DS, b.Job)
+	cs, err := u.space(s.DS, s.Clips)
 	if err != nil {
 		return err
 	}
 	d := cs.Dataset()
-	ns := o.appendRange(nil, s, e, b.Epoch, b.Start, b.End)
+	ns := u.base.appendRange(nil, s, e, b.Epoch, b.Start, b.End)
 	cb := &ClipBatch{Space: cs, Clips: make([]clips.Clip, len(ns)), Keys: make([]string, len(ns)),
 		GOPs: map[clips.GOP]int{}, Rows: map[int]int{}, Layout: b.Job.Clip.LayoutName()}
 	var ids []int
@@ -291,7 +332,7 @@ func (o *Orders) layoutClips(ctx context.Context, b *Batch, s Stream, e *EpochOr
 	for i := range b.Take {
 		b.Take[i].At = i
 	}
-	b.Unit = cb
+	b.Content = cb
 	return nil
 }
 
@@ -354,7 +395,7 @@ func (b *Batch) WithoutClips(missing []int) *Batch {
 		cb.Clips = append(cb.Clips, c)
 		cb.Keys = append(cb.Keys, old.Keys[i])
 	}
-	nb.Unit = &cb
+	nb.Content = &cb
 	nb.full = b.full
 	if nb.full == "" {
 		nb.full = b.ETag
@@ -404,22 +445,13 @@ func (b *Batch) WithoutClipsAt(at []int) *Batch {
 	for k, l := range out {
 		nb.Missing[k], nb.MissingKeys[k] = l.pos, l.key
 	}
-	nb.Unit = &cb
+	nb.Content = &cb
 	nb.full = b.full
 	if nb.full == "" {
 		nb.full = b.ETag
 	}
 	nb.ETag = partialETag(nb.full, nb.Missing)
 	return &nb
-}
-
-// appendClips names, in a clip job's batch ETag, its clip parameters and
-// the frames' layout.
-func appendClips(s []byte, job api.Job) []byte {
-	if !job.Clips() {
-		return s
-	}
-	return fmt.Appendf(s, "|clips=%s|clip_layout=%s", job.Clip.Key(), job.Clip.LayoutName())
 }
 
 // clipInfo describes a clip job's epoch in /epoch/N.

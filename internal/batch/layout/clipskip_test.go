@@ -24,7 +24,7 @@ func TestWithoutClipsAt(t *testing.T) {
 			cb.Keys = append(cb.Keys, string(rune('a'+i)))
 			cb.GOPs[g] = i
 		}
-		return &Batch{ETag: `"laid"`, Unit: cb}
+		return &Batch{ETag: `"laid"`, Content: cb}
 	}
 	for _, tc := range []struct {
 		name      string

@@ -187,9 +187,10 @@ type Edits struct {
 	m   map[string]*Edit
 }
 
-// extents tells an epoch's extent (Orders.Batches): where a batch ends.
+// extents tells an epoch's extent in its unit's items (units.extent):
+// where a batch ends.
 type extents interface {
-	Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batches, samples int, e *EpochOrder, err error)
+	extent(src Source, job api.Job, epoch uint64) (int, error)
 }
 
 // Add registers e and the edits before it, so that streams naming their
@@ -214,7 +215,7 @@ func (s *Edits) Get(v string) (*Edit, bool) {
 }
 
 // Edits are the edits the orders know.
-func (o *Orders) Edits() *Edits { return &o.edits }
+func (o *Orders) Edits() *Edits { return o.base.edits }
 
 // epoch is Orders.Epoch for a stream with edits: the chain up to its
 // edit over its dataset version (shuffle.EditedEpoch).
@@ -348,7 +349,7 @@ func (x *Edits) batchEnd(src Source, job api.Job, epoch, m uint64) (int, bool) {
 	if src.DS == nil {
 		return 0, false
 	}
-	_, n, _, err := x.ext.Batches(src.DS, job, epoch)
+	n, err := x.ext.extent(src, job, epoch)
 	if err != nil {
 		return 0, false
 	}

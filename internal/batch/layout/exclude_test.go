@@ -67,14 +67,14 @@ func TestExcludedOrder(t *testing.T) {
 				case epoch == x.Epoch:
 					from = tc.from
 				}
-				whole := o.appendRange(nil, base, be, epoch, 0, be.NumSamples())
+				whole := o.base.appendRange(nil, base, be, epoch, 0, be.NumSamples())
 				var want []int
 				for pos, id := range whole {
 					if pos < from || !x.Drop.Dropped(id) {
 						want = append(want, id)
 					}
 				}
-				got := o.appendRange(nil, s, e, epoch, 0, e.NumSamples())
+				got := o.base.appendRange(nil, s, e, epoch, 0, e.NumSamples())
 				if !slices.Equal(got, want) {
 					t.Fatalf("epoch %d: order %v\nwant %v", epoch, got, want)
 				}
@@ -229,7 +229,7 @@ func TestExtendedOrder(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := o.appendRange(nil, base, be, epoch, 0, be.NumSamples())
+				want := o.base.appendRange(nil, base, be, epoch, 0, be.NumSamples())
 				for k, l := range tc.links {
 					from := 0
 					switch {
@@ -250,7 +250,7 @@ func TestExtendedOrder(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got := o.appendRange(nil, s, e, epoch, 0, e.NumSamples()); !slices.Equal(got, want) {
+					if got := o.base.appendRange(nil, s, e, epoch, 0, e.NumSamples()); !slices.Equal(got, want) {
 						t.Fatalf("epoch %d, version %d: order %v\nwant %v", epoch, k+1, got, want)
 					}
 					for w := range e.NumWindows() {

@@ -13,9 +13,11 @@ import (
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -42,7 +44,7 @@ type Mixed struct {
 	// of it starts from.
 	tokens bool
 	comps  []tokenComponent
-	unit   func() (Unit, error)
+	unit   func() (Content, error)
 	// held are, per component, the epoch order and window its last part
 	// read (made on first use): a mixture of more sources than the
 	// Orders' memo tables hold (maxMemoEpochs, maxMemoWindows) would
@@ -65,15 +67,59 @@ func (m *Mixed) heldSlot(i int) *atomic.Pointer[heldOrder] {
 	return &m.held[i]
 }
 
-// mixEpoch is Epoch for component i's stream s, from the component's
-// held order when it is that epoch's.
-func (o *Orders) mixEpoch(m *Mixed, i int, s Stream, epoch uint64) (*heldOrder, error) {
+// mixtures makes, memoises and lays out the Orders' mixtures: of samples
+// as stored (Mixed of samples), or of a unit whose items are packed
+// sequences (tokens, vision: a packedUnit), whose components are passes
+// of packed sequences. Safe for concurrent use.
+type mixtures struct {
+	base   *epochs
+	units  *units
+	asg    *assigner
+	memo   *lru.Cache[[sha256.Size]byte, *Mixed] // by their keys' digests
+	flight singleflight.Group                    // a mixture's construction, once however many ask
+	spans  *mixSpans                             // spans of mixtures' epoch orders
+}
+
+func newMixtures(base *epochs, u *units, asg *assigner) *mixtures {
+	return &mixtures{base: base, units: u, asg: asg, memo: newMixtureMemo(), spans: newMixSpans()}
+}
+
+// A packedUnit is a unit whose items are sequences packed from its
+// dataset's documents, and which mixes as passes of them: its
+// components of a mixture over ds, and the content a batch of the
+// mixture starts from.
+type packedUnit interface {
+	components(ds []*catalog.Dataset, job api.Job) ([]tokenComponent, func() (Content, error), error)
+}
+
+// Mixture returns the mixture of datasets ds (in mix's order) that a job
+// reads: of its unit's packed sequences when its unit packs them (a
+// token or vision job: a token mixture), else of samples as stored.
+func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
+	un := o.units.of(spec.Requested(job))
+	if p, ok := un.(packedUnit); ok {
+		return o.mixes.packed(mix, ds, job, un, p)
+	}
+	return o.mixes.samples(mix, ds, job)
+}
+
+// lay lays out a mixture's batch b.
+func (x *mixtures) lay(ctx context.Context, b *Batch) error {
+	if b.Mix.comps != nil {
+		return x.layPacked(ctx, b)
+	}
+	return x.layParts(ctx, b)
+}
+
+// heldEpoch is the base order of component i's stream s, from the
+// component's held order when it is that epoch's.
+func (x *mixtures) heldEpoch(m *Mixed, i int, s Stream, epoch uint64) (*heldOrder, error) {
 	slot := m.heldSlot(i)
 	k := epochKey{s.Order(), epoch}
 	if h := slot.Load(); h != nil && h.key == k {
 		return h, nil
 	}
-	e, err := o.Epoch(s, epoch)
+	e, err := x.base.epoch(s, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +130,7 @@ func (o *Orders) mixEpoch(m *Mixed, i int, s Stream, epoch uint64) (*heldOrder, 
 
 // appendHeldRange is appendRange over a component's held order, whose
 // last window read it keeps in its slot.
-func (o *Orders) appendHeldRange(dst []int, m *Mixed, i int, h *heldOrder, start, end int) ([]int, *heldOrder) {
+func (x *mixtures) appendHeldRange(dst []int, m *Mixed, i int, h *heldOrder, start, end int) ([]int, *heldOrder) {
 	e := h.e
 	for pos := start; pos < end; {
 		w := e.WindowOf(pos)
@@ -93,7 +139,7 @@ func (o *Orders) appendHeldRange(dst []int, m *Mixed, i int, h *heldOrder, start
 		if h.w == w && h.ids != nil {
 			win = h.ids
 		} else {
-			win = o.window(h.key.Stream, h.key.epoch, e, w)
+			win = x.base.window(h.key.Stream, h.key.epoch, e, w)
 			h = &heldOrder{key: h.key, e: e, w: w, ids: win}
 			m.heldSlot(i).Store(h)
 		}
@@ -148,15 +194,15 @@ func (m *Mixed) pace(i int) *Pace {
 	return m.paces[i]
 }
 
-// Mixture returns the mixture of datasets ds (in mix's order) that a
-// job reads, memoised by the mixture as the request writes it (asked on
+// samples returns the mixture of datasets ds (in mix's order) that a
+// job of samples reads, memoised by the mixture as the request writes it (asked on
 // every request, it is found without parsing the weights); its key names
 // it by the weights reduced to integers, so that 0.5,0.5 and 1,1 are one
 // order. Requests that ask for the same new mixture at once share one
 // construction (shuffle.NewMixture, within shuffle.MaxMixWork), and a
 // mixture whose order is over a bound is refused with shuffle.ErrInvalid
 // naming it.
-func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
+func (x *mixtures) samples(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
 	block := job.Block()
 	// Found by the key's digest, hashed as it is written: every request
 	// of a mixture of many sources names them all, and the key's text
@@ -174,18 +220,18 @@ func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixe
 		kh.schedule(job.Schedule)
 	}
 	memo := kh.sum()
-	if m, ok := o.mixtures.Get(memo); ok {
+	if m, ok := x.memo.Get(memo); ok {
 		return m, nil
 	}
-	v, err, _ := o.mixFlight.Do(string(memo[:]), func() (any, error) {
-		if m, ok := o.mixtures.Get(memo); ok {
+	v, err, _ := x.flight.Do(string(memo[:]), func() (any, error) {
+		if m, ok := x.memo.Get(memo); ok {
 			return m, nil
 		}
-		m, err := o.newMixed(mix, job.Schedule, ds, block, job.MixSamples)
+		m, err := x.newMixed(mix, job.Schedule, ds, block, job.MixSamples)
 		if err != nil {
 			return nil, err
 		}
-		o.mixtures.Add(memo, m)
+		x.memo.Add(memo, m)
 		return m, nil
 	})
 	if err != nil {
@@ -197,7 +243,7 @@ func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixe
 // newMixed builds the mixture of datasets ds with mixing blocks of block
 // samples and epochs of samples (0: the datasets' summed): with sched,
 // the schedule of those datasets (sched's first phase is mix).
-func (o *Orders) newMixed(mix api.Mix, sched api.Schedule, ds []*catalog.Dataset, block, samples int) (*Mixed, error) {
+func (x *mixtures) newMixed(mix api.Mix, sched api.Schedule, ds []*catalog.Dataset, block, samples int) (*Mixed, error) {
 	var phases []shuffle.SchedulePhase
 	var weights []uint64
 	var err error
@@ -248,7 +294,7 @@ func (o *Orders) newMixed(mix api.Mix, sched api.Schedule, ds []*catalog.Dataset
 		ids[i] = d.ID()
 	}
 	key := sb.String()
-	return &Mixed{Mix: mix, Schedule: sched, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
+	return &Mixed{Mix: mix, Schedule: sched, DS: ds, Order: newMixOrder(mo, sc, key, x.spans), key: key,
 		text: mix.String(), schedule: sched.String(), ids: strings.Join(ids, ",")}, nil
 }
 
@@ -310,13 +356,13 @@ const maxMemoMixtures = 16
 // bits (query.MaxEpoch).
 const maxPass = 1<<31 - 1
 
-// mixParts lays out a mixture batch's parts: its draws — the rank's slice
+// layParts lays out a mixture of samples' batch's parts: its draws — the rank's slice
 // of the mixture's epoch positions, or on a cluster with locality its
 // assigned share of the global batch (docs/shuffle.md §11) — grouped by
 // component pass, each pass's sample IDs read from its order.
-func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
+func (x *mixtures) layParts(ctx context.Context, b *Batch) error {
 	m, job := b.Mix, b.Job
-	draws, _, bal, err := o.asg.draws(ctx, b.Source, job, b.Epoch, b.EpochSamples, b.Batch, b.Start, b.End)
+	draws, _, bal, err := x.draws(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -365,7 +411,7 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 	}
 	for p := range b.Parts {
 		part := &b.Parts[p]
-		h, err := o.mixEpoch(m, part.Comp, part.Stream, part.Epoch)
+		h, err := x.heldEpoch(m, part.Comp, part.Stream, part.Epoch)
 		if err != nil {
 			return err
 		}
@@ -378,7 +424,7 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 			for j < len(xs) && xs[j] == xs[j-1]+1 {
 				j++
 			}
-			ids, h = o.appendHeldRange(ids, m, part.Comp, h, xs[i], xs[j-1]+1)
+			ids, h = x.appendHeldRange(ids, m, part.Comp, h, xs[i], xs[j-1]+1)
 			i = j
 		}
 		if part.Samples, err = NewSamples(ctx, part.Stream.DS, ids); err != nil {

@@ -1,20 +1,18 @@
 package layout
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"sync/atomic"
-
-	lru "github.com/hashicorp/golang-lru/v2"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/cache/evict"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/vision"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // ErrNoSnapshot means an importance epoch's snapshot is not in memory:
@@ -63,26 +61,35 @@ type windowKey struct {
 	w int
 }
 
-// Orders computes and memoises epoch orders, the sample order of their
-// windows, and global batches' assignments to ranks. All are pure
-// functions of the key, so a lost or duplicated entry costs only
-// recomputation; the bounds keep a flood of distinct seeds or epochs from
-// holding memory. Safe for concurrent use.
+// Orders lays out jobs' batches: it keeps what every kind of batch
+// shares — the memoised base orders of streams' epochs with their edits
+// (epochs), the assignment of global batches to ranks (assigner) and the
+// mixtures (mixtures) — and one Unit of each kind, which lays out what its
+// batches serve over them. All are pure functions of their keys, so a lost
+// or duplicated memo entry costs only recomputation; the bounds keep a
+// flood of distinct seeds or epochs from holding memory. Safe for
+// concurrent use.
 type Orders struct {
-	epochs *lru.Cache[epochKey, *EpochOrder]
-	// sampledEpochs holds importance epochs, which cost 8 bytes a sample
+	base  *epochs
+	units *units
+	mixes *mixtures
+	asg   *assigner
+}
+
+// epochs memoises the base orders of streams' epochs, each with its
+// job's edits, and the sample order of their windows: what every unit
+// lays its batches out over.
+type epochs struct {
+	orders *lru.Cache[epochKey, *EpochOrder]
+	// sampled holds importance epochs, which cost 8 bytes a sample
 	// rather than O(chunks): fewer of them.
-	sampledEpochs *lru.Cache[epochKey, *EpochOrder]
-	windows       *windowMemo
-	mixtures      *lru.Cache[[sha256.Size]byte, *Mixed] // by their keys' digests
-	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
-	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
-	tokens        *tokenMemo                            // token jobs' packed epochs and windows
-	vision        *visions                              // vision jobs' items and packed epochs
-	asg           assigner                              // global batches' assignments to ranks, but plain cuts
-	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
-	edits         Edits                                 // named jobs' edits, by version
-	snapshots     Snapshots
+	sampled   *lru.Cache[epochKey, *EpochOrder]
+	windows   *windowMemo
+	snapshots Snapshots
+	edits     *Edits
+	// clips makes a clip stream's order, which is of its clips, not of
+	// its dataset's samples (clipUnit.order).
+	clips *clipUnit
 }
 
 // Bounds of the memoised orders: an epoch costs O(chunks), a window the
@@ -151,25 +158,39 @@ func New(snaps Snapshots) *Orders {
 	}
 	e, _ := lru.New[epochKey, *EpochOrder](maxMemoEpochs)
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
-	o := &Orders{epochs: e, sampledEpochs: se, windows: newWindowMemo(), mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
-	o.asg = newAssigner(o)
-	o.vision = newVisions(o, vision.Fail)
-	o.edits.ext = o
-	return o
+	base := &epochs{orders: e, sampled: se, windows: newWindowMemo(), snapshots: snaps}
+	asg := newAssigner()
+	u := &units{base: base}
+	u.samples = &sampleUnit{base: base, asg: asg}
+	u.tokens = newTokenUnit(base, asg)
+	u.vision = newVisionUnit(base, asg, u.tokens, vision.Fail)
+	u.clips = newClipUnit(base)
+	base.clips = u.clips
+	base.edits = &Edits{ext: u}
+	return &Orders{base: base, units: u, asg: asg, mixes: newMixtures(base, u, asg)}
 }
 
+// UnitOf is the unit a job of features f is laid out by (see Unit): the
+// resolver asks it once and hands it over in Source.Unit.
+func (o *Orders) UnitOf(f spec.Set) Unit { return o.units.of(f) }
+
 // Epoch returns the order of one epoch of a stream.
-func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
+func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) { return o.base.epoch(s, epoch) }
+
+// epoch returns the base order of one epoch of a stream: its dataset's
+// shuffle (or importance draw), with the edits of the job's chain up to
+// the stream's, or a clip stream's order of its clips.
+func (m *epochs) epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	k := epochKey{s.Order(), epoch}
-	memo := o.epochs
+	memo := m.orders
 	if s.Sampled() {
-		memo = o.sampledEpochs
+		memo = m.sampled
 	}
 	if e, ok := memo.Get(k); ok {
 		return e, nil
 	}
 	if s.Edit != "" {
-		e, err := o.edits.epoch(s, epoch)
+		e, err := m.edits.epoch(s, epoch)
 		if err != nil {
 			return nil, err
 		}
@@ -177,7 +198,7 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 		return e, nil
 	}
 	if s.Clips != "" {
-		e, err := o.clipEpoch(s, epoch)
+		e, err := m.clips.order(s, epoch)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +207,7 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	}
 	spec := importance.OrderSpec{Counts: s.DS.Counts, Seed: s.Seed, Epoch: epoch, Window: s.Window}
 	if s.Sampled() {
-		snap, ok := o.snapshots.Get(s.DS, s.Imp.Job, s.Imp.Version)
+		snap, ok := m.snapshots.Get(s.DS, s.Imp.Job, s.Imp.Version)
 		if !ok {
 			return nil, fmt.Errorf("%w: snapshot %s of job %s", ErrNoSnapshot, s.Imp.Version, s.Imp.Job)
 		}
@@ -217,23 +238,23 @@ func chunkWeights(e *importance.Epoch, chunks int) []float32 {
 
 // window returns the sample order of window w of an epoch; the slice is
 // shared and must not be modified.
-func (o *Orders) window(s Stream, epoch uint64, e *EpochOrder, w int) []int {
+func (m *epochs) window(s Stream, epoch uint64, e *EpochOrder, w int) []int {
 	k := windowKey{epochKey{s.Order(), epoch}, w}
-	if ids, ok := o.windows.get(k); ok {
+	if ids, ok := m.windows.get(k); ok {
 		return ids
 	}
 	ids := e.Window(w)
-	o.windows.add(k, ids)
+	m.windows.add(k, ids)
 	return ids
 }
 
 // appendRange appends the sample IDs at epoch positions [start, end) of a
 // stream's epoch, from its memoised windows.
-func (o *Orders) appendRange(dst []int, s Stream, e *EpochOrder, epoch uint64, start, end int) []int {
+func (m *epochs) appendRange(dst []int, s Stream, e *EpochOrder, epoch uint64, start, end int) []int {
 	for pos := start; pos < end; {
 		w := e.WindowOf(pos)
 		ws := e.WindowStart(w)
-		win := o.window(s, epoch, e, w)
+		win := m.window(s, epoch, e, w)
 		take := min(end, ws+len(win)) - pos
 		dst = append(dst, win[pos-ws:pos-ws+take]...)
 		pos += take

@@ -50,7 +50,7 @@ func TestSpanMemoCountsItsMixtures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := o.mixSpans
+	s := o.mixes.spans
 	var want int64
 	held := map[*shuffle.Mixture]bool{}
 	for _, sp := range s.memo.Values() {

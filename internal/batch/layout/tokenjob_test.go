@@ -75,7 +75,7 @@ func tokenSteps(t *testing.T, o *Orders, src Source, job api.Job, e uint64) []se
 func TestTokenJobEpoch(t *testing.T) {
 	ds := tokenDataset(t, "d", "int32", megatrontest.Corpus(400, 300, 50000, 3))
 	o := New(nil)
-	counts, err := o.docTokens(ds)
+	counts, err := o.units.tokens.docTokens(ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestTokenMixtureShares(t *testing.T) {
 	o := New(nil)
 	ds := tokenSources(t)
 	job := tokenJob(t, "mix=web:0.5,code:0.3,books:0.2&seq=64&batch_size=10&window=2")
-	m, err := o.TokenMixture(job.Mix, ds, job)
+	m, err := o.Mixture(job.Mix, ds, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestTokenMixtureShares(t *testing.T) {
 	small := tokenDataset(t, "small", "uint16", megatrontest.Corpus(50, 100, 50000, 11))
 	for _, q := range []string{"mix=web:1,small:1", "mix_schedule=0:web:1,small:0%3B4:web:1,small:1"} {
 		two := tokenJob(t, q+"&seq=64")
-		if _, err := o.TokenMixture(two.Mix, []*catalog.Dataset{ds[0], small}, two); !errors.Is(err, ErrTokens) ||
+		if _, err := o.Mixture(two.Mix, []*catalog.Dataset{ds[0], small}, two); !errors.Is(err, ErrTokens) ||
 			!strings.Contains(err.Error(), "web holds int32, small holds uint16") {
 			t.Fatalf("%s of two dtypes: %v", q, err)
 		}

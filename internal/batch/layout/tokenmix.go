@@ -45,13 +45,13 @@ import (
 // every token, no image), so that a client reads every sequence of the
 // batch alike.
 
-// TokenMixture returns the mixture of token datasets ds (in mix's order)
-// a token job reads, memoised as Mixture's. Components of different
-// dtypes or named vocabularies are refused, naming both; with vision=,
-// the text components' vocabulary must be the image-text dataset's
-// tokenizer (componentsOf).
-func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
-	comps, unit, err := o.componentsOf(ds, job)
+// packed returns the mixture of datasets ds (in mix's order) a job of
+// unit un (which packs sequences: p) reads, memoised as a mixture of
+// samples. Components of different dtypes or named vocabularies are
+// refused, naming both; with vision=, the text components' vocabulary
+// must be the image-text dataset's tokenizer (visionUnit.components).
+func (x *mixtures) packed(mix api.Mix, ds []*catalog.Dataset, job api.Job, un Unit, p packedUnit) (*Mixed, error) {
+	comps, unit, err := p.components(ds, job)
 	if err != nil {
 		return nil, err
 	}
@@ -60,25 +60,25 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 	for i, d := range ds {
 		fmt.Fprintf(&kb, "%s@%s:%s,", d.Name, d.ID(), mix[i].Weight)
 	}
-	fmt.Fprintf(&kb, "|block=%d|samples=%d|seed=%d|window=%d%s", block, job.MixSamples, job.Seed, job.Window, appendTokens(nil, job))
+	fmt.Fprintf(&kb, "|block=%d|samples=%d|seed=%d|window=%d%s", block, job.MixSamples, job.Seed, job.Window, un.AppendKey(nil, job))
 	if len(job.Schedule) > 0 {
 		kb.WriteString("|schedule=" + job.Schedule.String())
 	}
 	memo := kb.String()
 	sum := sha256.Sum256([]byte(memo))
-	if m, ok := o.mixtures.Get(sum); ok {
+	if m, ok := x.memo.Get(sum); ok {
 		return m, nil
 	}
-	v, err, _ := o.mixFlight.Do(memo, func() (any, error) {
-		if m, ok := o.mixtures.Get(sum); ok {
+	v, err, _ := x.flight.Do(memo, func() (any, error) {
+		if m, ok := x.memo.Get(sum); ok {
 			return m, nil
 		}
-		m, err := o.newTokenMixed(mix, ds, comps, job, block, memo)
+		m, err := x.newTokenMixed(mix, ds, comps, job, block, memo)
 		if err != nil {
 			return nil, err
 		}
 		m.unit = unit
-		o.mixtures.Add(sum, m)
+		x.memo.Add(sum, m)
 		return m, nil
 	})
 	if err != nil {
@@ -87,36 +87,40 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 	return v.(*Mixed), nil
 }
 
-// componentsOf is each of ds as a token mixture's component, and the
-// unit its batches start from. Without vision= every component is a text
-// token dataset, of one dtype and vocabulary. With it, a dataset of
-// image-text facts is the vision component (one a mixture), every token
-// dataset a text component whose vocabulary is the vision component's
-// tokenizer (its fingerprint: a text dataset tokenized with that model,
-// or token IDs indexed with --vocabulary naming it).
-func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenComponent, func() (Unit, error), error) {
+// components is each of ds as a token mixture's component, and the
+// content its batches start from: every component a text token dataset,
+// of one dtype and vocabulary.
+func (u *tokenUnit) components(ds []*catalog.Dataset, job api.Job) ([]tokenComponent, func() (Content, error), error) {
 	comps := make([]tokenComponent, len(ds))
-	if job.Vision == "" {
-		specs := make([]TokenSpec, len(ds))
-		for i, d := range ds {
-			var err error
-			if specs[i], err = TokensOf(d, job); err != nil {
-				return nil, nil, err
-			}
-			comps[i] = textComponent{o: o, spec: specs[i]}
-			if i == 0 {
-				continue
-			}
-			a, b := specs[0], specs[i]
-			switch {
-			case a.DType != b.DType:
-				return nil, nil, fmt.Errorf("%w: a mixture's token datasets must share a dtype: %s holds %s, %s holds %s", ErrTokens, ds[0].Name, a.DType, d.Name, b.DType)
-			case a.Vocabulary != b.Vocabulary:
-				return nil, nil, fmt.Errorf("%w: a mixture's token datasets must share a vocabulary: %s's is %q, %s's %q", ErrTokens, ds[0].Name, a.Vocabulary, d.Name, b.Vocabulary)
-			}
+	specs := make([]TokenSpec, len(ds))
+	for i, d := range ds {
+		var err error
+		if specs[i], err = TokensOf(d, job); err != nil {
+			return nil, nil, err
 		}
-		return comps, func() (Unit, error) { return &TokenBatch{Spec: specs[0]}, nil }, nil
+		comps[i] = textComponent{u: u, spec: specs[i]}
+		if i == 0 {
+			continue
+		}
+		a, b := specs[0], specs[i]
+		switch {
+		case a.DType != b.DType:
+			return nil, nil, fmt.Errorf("%w: a mixture's token datasets must share a dtype: %s holds %s, %s holds %s", ErrTokens, ds[0].Name, a.DType, d.Name, b.DType)
+		case a.Vocabulary != b.Vocabulary:
+			return nil, nil, fmt.Errorf("%w: a mixture's token datasets must share a vocabulary: %s's is %q, %s's %q", ErrTokens, ds[0].Name, a.Vocabulary, d.Name, b.Vocabulary)
+		}
 	}
+	return comps, func() (Content, error) { return &TokenBatch{Spec: specs[0]}, nil }, nil
+}
+
+// components is each of ds as a vision mixture's component, and the
+// content its batches start from: a dataset of image-text facts is the
+// vision component (one a mixture), every token dataset a text component
+// whose vocabulary is the vision component's tokenizer (its fingerprint:
+// a text dataset tokenized with that model, or token IDs indexed with
+// --vocabulary naming it).
+func (vs *visionUnit) components(ds []*catalog.Dataset, job api.Job) ([]tokenComponent, func() (Content, error), error) {
+	comps := make([]tokenComponent, len(ds))
 	if job.Balance != "" {
 		return nil, nil, fmt.Errorf("%w: balance= does not weigh a mixture of image-text and text sequences: its sequences take the plain cut", ErrVision)
 	}
@@ -133,7 +137,7 @@ func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenCompon
 	if vis < 0 {
 		return nil, nil, fmt.Errorf("%w: a mixture with vision= mixes an image-text dataset with text token datasets, and every one of its datasets is a token dataset", ErrVision)
 	}
-	vc, err := o.vision.component(ds[vis], job)
+	vc, err := vs.component(ds[vis], job)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,13 +156,13 @@ func (o *Orders) componentsOf(ds []*catalog.Dataset, job api.Job) ([]tokenCompon
 			return nil, nil, fmt.Errorf("%w: a vision mixture's text datasets must share the image-text dataset's tokenizer: %s's facts were tokenized by %s, %s's vocabulary is %q (a text dataset tokenized with that model, or tokens indexed with --vocabulary %s)",
 				ErrVision, ds[vis].Name, tokenizer, d.Name, spec.Vocabulary, tokenizer)
 		}
-		comps[i], dtypes[i] = textComponent{o: o, spec: spec}, spec.DType
+		comps[i], dtypes[i] = textComponent{u: vs.tokens, spec: spec}, spec.DType
 	}
-	return comps, func() (Unit, error) { return vc.unit(dtypes) }, nil
+	return comps, func() (Content, error) { return vc.unit(dtypes) }, nil
 }
 
 // newTokenMixed builds a token mixture whose key is key.
-func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, comps []tokenComponent, job api.Job, block int, key string) (*Mixed, error) {
+func (x *mixtures) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, comps []tokenComponent, job api.Job, block int, key string) (*Mixed, error) {
 	var phases []shuffle.SchedulePhase
 	var weights []uint64
 	var err error
@@ -204,7 +208,7 @@ func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, comps []token
 	for i, d := range ds {
 		ids[i] = d.ID()
 	}
-	return &Mixed{Mix: mix, Schedule: job.Schedule, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
+	return &Mixed{Mix: mix, Schedule: job.Schedule, DS: ds, Order: newMixOrder(mo, sc, key, x.spans), key: key,
 		text: mix.String(), schedule: job.Schedule.String(), ids: strings.Join(ids, ","), tokens: true, comps: comps}, nil
 }
 
@@ -240,7 +244,7 @@ type packedSequence interface {
 	// comp's at epoch position pos, its documents read at positions at
 	// (in Batch.Take, one per docs entry). It is an error for a unit the
 	// kind does not write into.
-	addTo(u Unit, comp, pos int, at []int) error
+	addTo(u Content, comp, pos int, at []int) error
 }
 
 // passLens is a component's pass lengths: pass p is its stream's epoch p
@@ -274,25 +278,25 @@ func (p *passLens) PassLen(pass uint64) int {
 // textComponent is a text token dataset in a mixture: its passes are its
 // epochs packed by seqpack.
 type textComponent struct {
-	o    *Orders
+	u    *tokenUnit
 	spec TokenSpec
 }
 
 func (c textComponent) pass(s Stream, p uint64) (packedPass, error) {
-	pk, err := c.o.Packed(s, p, c.spec.Pack)
+	pk, err := c.u.packed(s, p, c.spec.Pack)
 	if err != nil {
 		return nil, err
 	}
-	counts, err := c.o.docTokens(s.DS)
+	counts, err := c.u.docTokens(s.DS)
 	if err != nil {
 		return nil, err
 	}
-	return textPass{o: c.o, p: pk, counts: counts}, nil
+	return textPass{u: c.u, p: pk, counts: counts}, nil
 }
 
 // textPass is a text component's packed pass.
 type textPass struct {
-	o      *Orders
+	u      *tokenUnit
 	p      *Packed
 	counts []uint32 // every document's tokens
 }
@@ -302,7 +306,7 @@ func (t textPass) numDocs() int          { return t.p.Order.NumSamples() }
 func (t textPass) docPosition(i int) int { return docPosition(t.p, i) }
 
 func (t textPass) sequence(i int) packedSequence {
-	return textSequence{q: t.o.sequences(nil, t.p, i, i+1)[0], counts: t.counts}
+	return textSequence{q: t.u.sequences(nil, t.p, i, i+1)[0], counts: t.counts}
 }
 
 // textSequence is a text component's sequence of pieces.
@@ -319,7 +323,7 @@ func (s textSequence) docs() []int {
 	return out
 }
 
-func (s textSequence) addTo(u Unit, comp, pos int, at []int) error {
+func (s textSequence) addTo(u Content, comp, pos int, at []int) error {
 	switch u := u.(type) {
 	case *TokenBatch:
 		split := 0
@@ -340,13 +344,13 @@ func (s textSequence) addTo(u Unit, comp, pos int, at []int) error {
 	return fmt.Errorf("layout: a text sequence in a batch of %T", u)
 }
 
-// mixTokenParts lays out a token mixture's batch: the rank's draws of
+// layPacked lays out a token mixture's batch: the rank's draws of
 // sequences (a plain cut of the mixture's positions), each component
 // pass's sequences read from its packing, and per part the documents
 // they name, each once.
-func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
+func (x *mixtures) layPacked(ctx context.Context, b *Batch) error {
 	m, job := b.Mix, b.Job
-	draws, pos, bal, err := o.asg.draws(ctx, b.Source, job, b.Epoch, b.EpochSamples, b.Batch, b.Start, b.End)
+	draws, pos, bal, err := x.draws(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -418,6 +422,6 @@ func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 	for r, rd := range reads {
 		b.Take[r] = Take{Part: rd[0], At: rd[1]}
 	}
-	b.Unit = u
+	b.Content = u
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/seqpack"
 )
 
@@ -140,25 +141,80 @@ const (
 	maxMemoDocTokens     = 16
 )
 
-// tokenMemo holds the packed epochs, their windows and the datasets'
-// document token counts. Pure functions of their keys, as the orders'.
-type tokenMemo struct {
+// tokenUnit is the unit of a token job: an epoch is its base order's
+// documents packed into sequences (Packed), and a batch the rank's
+// sequences with one part reading the documents they name. It holds the
+// packed epochs, their windows and the datasets' document token counts:
+// pure functions of their keys, as the base orders.
+type tokenUnit struct {
+	base    *epochs
+	asg     *assigner
 	epochs  *lru.Cache[packKey, *seqpack.Packing]
 	windows *lru.Cache[packWindowKey, []seqpack.Sequence]
 	counts  *lru.Cache[string, []uint32] // per index ID: every document's tokens, by sample ID
 }
 
-func newTokenMemo() *tokenMemo {
+func newTokenUnit(base *epochs, asg *assigner) *tokenUnit {
 	e, _ := lru.New[packKey, *seqpack.Packing](maxMemoPacked)
 	w, _ := lru.New[packWindowKey, []seqpack.Sequence](maxMemoPackedWindows)
 	c, _ := lru.New[string, []uint32](maxMemoDocTokens)
-	return &tokenMemo{epochs: e, windows: w, counts: c}
+	return &tokenUnit{base: base, asg: asg, epochs: e, windows: w, counts: c}
+}
+
+func (*tokenUnit) Feature() spec.Feature { return spec.Tokens }
+
+// View is ds's token field alone (TokenView).
+func (*tokenUnit) View(_ context.Context, ds *catalog.Dataset, _ api.Job) (*catalog.Dataset, error) {
+	return TokenView(ds)
+}
+
+// Extent is the epoch's sequences.
+func (u *tokenUnit) Extent(ds *catalog.Dataset, job api.Job, epoch uint64, _ *EpochOrder) (int, error) {
+	p, err := u.epoch(ds, job, epoch)
+	if err != nil {
+		return 0, err
+	}
+	return p.NumSequences(), nil
+}
+
+// Lay lays out the rank's sequences of b.
+func (u *tokenUnit) Lay(ctx context.Context, b *Batch, _ *EpochOrder) error {
+	spec, err := TokensOf(b.DS, b.Job)
+	if err != nil {
+		return err
+	}
+	s := StreamOf(b.DS, b.Job)
+	p, err := u.packed(s, b.Epoch, spec.Pack)
+	if err != nil {
+		return err
+	}
+	return u.lay(ctx, b, spec, p, s)
+}
+
+// AppendKey names the sequences' length, the packing, the pad and
+// concat's EOS.
+func (*tokenUnit) AppendKey(s []byte, job api.Job) []byte {
+	s = fmt.Appendf(s, "|seq=%d|pack=%s|pad=%d", job.Seq, job.PackMode(), job.Pad)
+	if job.EOSSet {
+		s = fmt.Appendf(s, "|eos=%d", job.EOS)
+	}
+	return s
+}
+
+// Describe adds the epoch's packing to /epoch/N.
+func (u *tokenUnit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.Job, epoch uint64) error {
+	p, err := u.epoch(ds, job, epoch)
+	if err != nil {
+		return err
+	}
+	info.Tokens = tokenInfo(p, job)
+	return nil
 }
 
 // docTokens is every document's token count of ds, by sample ID, from
 // its index (format.Tokens.DocTokens).
-func (o *Orders) docTokens(ds *catalog.Dataset) ([]uint32, error) {
-	if n, ok := o.tokens.counts.Get(ds.ID()); ok {
+func (u *tokenUnit) docTokens(ds *catalog.Dataset) ([]uint32, error) {
+	if n, ok := u.counts.Get(ds.ID()); ok {
 		return n, nil
 	}
 	tok := tokensOf(ds)
@@ -174,21 +230,21 @@ func (o *Orders) docTokens(ds *catalog.Dataset) ([]uint32, error) {
 		}
 		copy(n[first:first+k], d)
 	}
-	o.tokens.counts.Add(ds.ID(), n)
+	u.counts.Add(ds.ID(), n)
 	return n, nil
 }
 
 // windows is a stream's epoch order as package seqpack reads it: its windows
-// from the orders' memo.
+// from the base orders' memo.
 type windows struct {
-	o     *Orders
+	m     *epochs
 	s     Stream
 	epoch uint64
 	e     *EpochOrder
 }
 
 func (w windows) NumWindows() int    { return w.e.NumWindows() }
-func (w windows) Window(i int) []int { return w.o.window(w.s, w.epoch, w.e, i) }
+func (w windows) Window(i int) []int { return w.m.window(w.s, w.epoch, w.e, i) }
 
 // Packed is one epoch of a stream packed into sequences, with the order
 // it was packed from.
@@ -198,40 +254,40 @@ type Packed struct {
 	key   packKey
 }
 
-// Packed returns epoch epoch of stream s packed as spec says: computed
+// packed returns epoch epoch of stream s packed as spec says: computed
 // once per (dataset version, seed, window, epoch, spec) and kept.
-func (o *Orders) Packed(s Stream, epoch uint64, spec seqpack.Spec) (*Packed, error) {
-	e, err := o.Epoch(s, epoch)
+func (u *tokenUnit) packed(s Stream, epoch uint64, spec seqpack.Spec) (*Packed, error) {
+	e, err := u.base.epoch(s, epoch)
 	if err != nil {
 		return nil, err
 	}
 	k := packKey{epochKey{s.Order(), epoch}, spec}
-	if pe, ok := o.tokens.epochs.Get(k); ok {
+	if pe, ok := u.epochs.Get(k); ok {
 		return &Packed{Packing: pe, Order: e, key: k}, nil
 	}
-	counts, err := o.docTokens(s.DS)
+	counts, err := u.docTokens(s.DS)
 	if err != nil {
 		return nil, err
 	}
-	pe, err := seqpack.NewPacking(windows{o, s.Order(), epoch, e}, func(d int) int { return int(counts[d]) }, spec, s.Seed, epoch)
+	pe, err := seqpack.NewPacking(windows{u.base, s.Order(), epoch, e}, func(d int) int { return int(counts[d]) }, spec, s.Seed, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
 	}
-	o.tokens.epochs.Add(k, pe)
+	u.epochs.Add(k, pe)
 	return &Packed{Packing: pe, Order: e, key: k}, nil
 }
 
 // sequences appends sequences [start, end) of a packed epoch to dst, from
 // its memoised windows.
-func (o *Orders) sequences(dst []seqpack.Sequence, p *Packed, start, end int) []seqpack.Sequence {
+func (u *tokenUnit) sequences(dst []seqpack.Sequence, p *Packed, start, end int) []seqpack.Sequence {
 	for s := start; s < end; {
 		w := p.WindowOf(s)
 		ws, we := p.WindowStart(w), p.WindowStart(w+1)
 		k := packWindowKey{p.key, w}
-		seqs, ok := o.tokens.windows.Get(k)
+		seqs, ok := u.windows.Get(k)
 		if !ok {
 			seqs = p.Window(w)
-			o.tokens.windows.Add(k, seqs)
+			u.windows.Add(k, seqs)
 		}
 		hi := min(end, we)
 		dst = append(dst, seqs[s-ws:hi-ws]...)
@@ -278,11 +334,11 @@ type TokenBatch struct {
 	Comps []int
 }
 
-// layoutTokens lays out batch b of a token job over one dataset: the
-// rank's cut of the epoch's sequences, and one part reading the
-// documents they name, each once.
-func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *Packed, s Stream) error {
-	seqs, pos, bal, err := o.asg.sequencesOf(b.Source, p, b.Epoch, b.Job, b.EpochSamples, b.Batch, b.Start, b.End)
+// lay lays out batch b of a token job over one dataset: the rank's cut
+// of the epoch's sequences, and one part reading the documents they
+// name, each once.
+func (u *tokenUnit) lay(ctx context.Context, b *Batch, spec TokenSpec, p *Packed, s Stream) error {
+	seqs, pos, bal, err := u.sequencesOf(b, p)
 	if err != nil {
 		return err
 	}
@@ -294,7 +350,7 @@ func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *
 		}
 	}
 	tb := &TokenBatch{Spec: spec, Seqs: seqs, Pos: pos, At: make([][]int, len(seqs)), split: make([]int, len(seqs))}
-	counts, err := o.docTokens(s.DS)
+	counts, err := u.docTokens(s.DS)
 	if err != nil {
 		return err
 	}
@@ -329,8 +385,40 @@ func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *
 	for i := range b.Take {
 		b.Take[i].At = i
 	}
-	b.Unit = tb
+	b.Content = tb
 	return nil
+}
+
+// sequencesOf is the sequences b's rank takes of its global batch of
+// packed epoch p and each one's position in the epoch: its plain cut's,
+// or its balanced share of the global batch.
+func (u *tokenUnit) sequencesOf(b *Batch, p *Packed) ([]seqpack.Sequence, []int, *Balanced, error) {
+	job := b.Job
+	if b.assignment(job) == plainCut {
+		seqs := u.sequences(nil, p, b.Start, b.End)
+		return seqs, span(b.Start, len(seqs)), nil, nil
+	}
+	shares, gstart, gend, err := globalBatch(job, b.EpochSamples, int(b.Batch))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	seqs := u.sequences(make([]seqpack.Sequence, 0, gend-gstart), p, gstart, gend)
+	places, info, err := u.asg.places(b.Source, job, b.Epoch, b.Batch, b.global, global{shares: shares,
+		costs: func() ([]uint64, error) {
+			costs := make([]uint64, len(seqs))
+			for i, q := range seqs {
+				costs[i] = sequenceCost(job.Balance, q)
+			}
+			return costs, nil
+		}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mine, pos := make([]seqpack.Sequence, len(places)), make([]int, len(places))
+	for k, at := range places {
+		mine[k], pos[k] = seqs[at], gstart+at
+	}
+	return mine, pos, info, nil
 }
 
 // Served is the batch's sequences.
@@ -393,7 +481,7 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 			tb.NonPad += pc.Len
 		}
 	}
-	nb.Unit = &tb
+	nb.Content = &tb
 	nb.full = b.full
 	if nb.full == "" {
 		nb.full = b.ETag
@@ -402,13 +490,13 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 	return &nb
 }
 
-// tokenEpoch is the packed epoch of a token job over ds.
-func (o *Orders) tokenEpoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*Packed, error) {
+// epoch is the packed epoch of a token job over ds.
+func (u *tokenUnit) epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*Packed, error) {
 	spec, err := TokensOf(ds, job)
 	if err != nil {
 		return nil, err
 	}
-	return o.Packed(StreamOf(ds, job), epoch, spec.Pack)
+	return u.packed(StreamOf(ds, job), epoch, spec.Pack)
 }
 
 // tokenInfo describes a packed epoch in /epoch/N.

@@ -25,8 +25,8 @@ func TestWithoutDocuments(t *testing.T) {
 		info[i].Key = k
 	}
 	b := &Batch{ETag: `"full"`, Parts: []Part{{Samples: Samples{IDs: []int{10, 11, 12, 13}, Info: info}}},
-		Take: []Take{{At: 0}, {At: 1}, {At: 2}, {At: 3}},
-		Unit: &TokenBatch{Seqs: seqs, Pos: []int{40, 41, 42, 43}, At: [][]int{{0, 1}, {2}, {1, 3}, {3}}, split: []int{1, 0, 2, 1}, Comps: []int{0, 1, 0, 2}}}
+		Take:    []Take{{At: 0}, {At: 1}, {At: 2}, {At: 3}},
+		Content: &TokenBatch{Seqs: seqs, Pos: []int{40, 41, 42, 43}, At: [][]int{{0, 1}, {2}, {1, 3}, {3}}, split: []int{1, 0, 2, 1}, Comps: []int{0, 1, 0, 2}}}
 	nb := b.WithoutDocuments([]int{1}) // document 11
 	if !slices.Equal(nb.Missing, []int{0, 2}) || !slices.Equal(nb.MissingKeys, []string{"d/11"}) {
 		t.Fatalf("missing %v %v, want sequences [0 2] and document d/11", nb.Missing, nb.MissingKeys)

@@ -136,7 +136,7 @@ func TestTokenSchedulePhaseSharesPer1000Batches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := tokenScheduleJob(t, "0:web:0.5,code:0.3,books:0.2;2000:web:1,code:1,books:1;3000~4000:web:0.25,code:0.625,books:0.125", K, 1)
 			job.MixSamples = tc.samples
-			m, err := o.TokenMixture(job.Mix, ds, job)
+			m, err := o.Mixture(job.Mix, ds, job)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,11 +234,11 @@ func TestTokenScheduleOnePhaseIsTheMixture(t *testing.T) {
 	sj := tokenScheduleJob(t, "0:web:0.5,code:0.3,books:0.2", 2, 4)
 	mj := sj
 	mj.Schedule = nil
-	ms, err := o.TokenMixture(sj.Mix, ds, sj)
+	ms, err := o.Mixture(sj.Mix, ds, sj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mm, err := o.TokenMixture(mj.Mix, ds, mj)
+	mm, err := o.Mixture(mj.Mix, ds, mj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func streamsContinue(t *testing.T, o *Orders, m *Mixed, job api.Job, draws []shu
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := o.Packed(m.Stream(c, job), d.Pass, spec.Pack)
+		p, err := o.units.tokens.packed(m.Stream(c, job), d.Pass, spec.Pack)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,12 +307,12 @@ func TestTokenScheduleEditKeepsThePast(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := tokenScheduleJob(t, base, 2, 4)
-			old, err := o.TokenMixture(job.Mix, ds, job)
+			old, err := o.Mixture(job.Mix, ds, job)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ej := tokenScheduleJob(t, tc.edited, 2, 4)
-			ed, err := o.TokenMixture(ej.Mix, ds, ej)
+			ed, err := o.Mixture(ej.Mix, ds, ej)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -354,7 +354,7 @@ func TestTokenScheduleResumeAfterTwoEdits(t *testing.T) {
 	v2 := v1 + ";9:web:0.6,code:0.3,books:0.1;30~50:web:1,code:0,books:0"
 	v3 := v1 + ";9:web:0.6,code:0.3,books:0.1;20:web:0.2,code:0.7,books:0.1"
 	mixed := func(j api.Job) *Mixed {
-		m, err := o.TokenMixture(j.Mix, ds, j)
+		m, err := o.Mixture(j.Mix, ds, j)
 		if err != nil {
 			t.Fatal(err)
 		}

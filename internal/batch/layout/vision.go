@@ -9,6 +9,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/transform"
 	"github.com/brandgw/brand/vision"
@@ -79,7 +80,7 @@ func (vb *VisionBatch) Components() []int { return vb.Comps }
 
 // Vision is a vision job's batch's sequences, nil for another batch.
 func (b *Batch) Vision() *VisionBatch {
-	v, _ := b.Unit.(*VisionBatch)
+	v, _ := b.Content.(*VisionBatch)
 	return v
 }
 
@@ -103,27 +104,70 @@ const (
 	maxMemoVisionEpochs = 16
 )
 
-// visions is the orders' part that makes vision jobs' items and packed
-// epochs, and holds them: pure functions of their keys (and of the
-// node's --on-bad-image rule, one per Orders). It reads its streams'
-// epochs and windows from the orders it belongs to.
-type visions struct {
-	o      *Orders
+// visionUnit is the unit of a vision job: it makes vision jobs' items and
+// packed epochs, and holds them: pure functions of their keys (and of
+// the node's --on-bad-image rule, one per Orders). It reads its streams'
+// epochs and windows from the base orders.
+type visionUnit struct {
+	base   *epochs
+	asg    *assigner
+	tokens *tokenUnit // a vision mixture's text components
 	policy vision.Policy
 	items  *lru.Cache[visionItemsKey, []vision.Item]
 	epochs *lru.Cache[visionEpochKey, *vision.Epoch]
 }
 
-func newVisions(o *Orders, policy vision.Policy) *visions {
+func newVisionUnit(base *epochs, asg *assigner, tokens *tokenUnit, policy vision.Policy) *visionUnit {
 	i, _ := lru.New[visionItemsKey, []vision.Item](maxMemoVisionItems)
 	e, _ := lru.New[visionEpochKey, *vision.Epoch](maxMemoVisionEpochs)
-	return &visions{o: o, policy: policy, items: i, epochs: e}
+	return &visionUnit{base: base, asg: asg, tokens: tokens, policy: policy, items: i, epochs: e}
 }
 
 // SkipBadImages makes the orders' vision jobs leave a bad sample out of
 // their epochs, counted, rather than fail them naming it (the server's
 // --on-bad-image=skip). Called once, before the orders are used.
-func (o *Orders) SkipBadImages() { o.vision = newVisions(o, vision.Skip) }
+func (o *Orders) SkipBadImages() {
+	o.units.vision = newVisionUnit(o.base, o.asg, o.units.tokens, vision.Skip)
+}
+
+func (*visionUnit) Feature() spec.Feature { return spec.Vision }
+
+// View is ds's image-text samples whole, its facts loaded; in a vision
+// mixture, a token dataset is a text component, read as a token job's.
+func (vs *visionUnit) View(ctx context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+	if len(job.Mix) > 0 && HoldsTokens(ds) {
+		return vs.tokens.View(ctx, ds, job)
+	}
+	if _, err := ds.LoadVision(ctx); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// Extent is the epoch's sequences.
+func (vs *visionUnit) Extent(ds *catalog.Dataset, job api.Job, epoch uint64, _ *EpochOrder) (int, error) {
+	ve, _, err := vs.epoch(ds, job, epoch)
+	if err != nil {
+		return 0, err
+	}
+	return ve.NumSequences(), nil
+}
+
+// AppendKey names a token job's parameters (tokenUnit.AppendKey) and the
+// job's rule.
+func (*visionUnit) AppendKey(s []byte, job api.Job) []byte {
+	return fmt.Appendf((*tokenUnit)(nil).AppendKey(s, job), "|vision=%s", job.Vision)
+}
+
+// Describe adds the epoch's sequences to /epoch/N, as a token job's.
+func (vs *visionUnit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.Job, epoch uint64) error {
+	ve, items, err := vs.epoch(ds, job, epoch)
+	if err != nil {
+		return err
+	}
+	info.Tokens = visionInfo(ve, items, job)
+	return nil
+}
 
 // visionOf is a vision job's rule and its dataset's facts.
 func visionOf(ds *catalog.Dataset, job api.Job) (vision.Rule, *catalog.Vision, error) {
@@ -144,7 +188,7 @@ func visionOf(ds *catalog.Dataset, job api.Job) (vision.Rule, *catalog.Vision, e
 // itemsOf is every sample's item of ds under rule and seq, under the
 // node's policy: a bad sample fails it naming the sample, or is an item
 // of no tokens (in no sequence).
-func (vs *visions) itemsOf(ds *catalog.Dataset, v *catalog.Vision, job api.Job, r vision.Rule) ([]vision.Item, error) {
+func (vs *visionUnit) itemsOf(ds *catalog.Dataset, v *catalog.Vision, job api.Job, r vision.Rule) ([]vision.Item, error) {
 	k := visionItemsKey{ds.ID(), job.Vision, job.Seq}
 	if items, ok := vs.items.Get(k); ok {
 		return items, nil
@@ -161,13 +205,13 @@ func (vs *visions) itemsOf(ds *catalog.Dataset, v *catalog.Vision, job api.Job, 
 // epoch is epoch epoch of a vision job over ds, packed once per
 // (dataset version, seed, window, epoch, rule, seq) and kept, with the
 // epoch's items.
-func (vs *visions) epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
+func (vs *visionUnit) epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
 	return vs.epochOf(StreamOf(ds, job), job, epoch)
 }
 
 // epochOf is epoch of stream s: a vision job's, or a vision
 // mixture's image-text component's.
-func (vs *visions) epochOf(s Stream, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
+func (vs *visionUnit) epochOf(s Stream, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
 	r, v, err := visionOf(s.DS, job)
 	if err != nil {
 		return nil, nil, err
@@ -177,12 +221,12 @@ func (vs *visions) epochOf(s Stream, job api.Job, epoch uint64) (*vision.Epoch, 
 
 // packed is epochOf of a job whose rule r and facts v are read already
 // (visionOf).
-func (vs *visions) packed(s Stream, job api.Job, epoch uint64, r vision.Rule, v *catalog.Vision) (*vision.Epoch, []vision.Item, error) {
+func (vs *visionUnit) packed(s Stream, job api.Job, epoch uint64, r vision.Rule, v *catalog.Vision) (*vision.Epoch, []vision.Item, error) {
 	items, err := vs.itemsOf(s.DS, v, job, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := vs.o.Epoch(s, epoch)
+	e, err := vs.base.epoch(s, epoch)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,7 +234,7 @@ func (vs *visions) packed(s Stream, job api.Job, epoch uint64, r vision.Rule, v 
 	if ve, ok := vs.epochs.Get(k); ok {
 		return ve, items, nil
 	}
-	ve, err := vision.NewEpoch(windows{vs.o, s.Order(), epoch, e}, func(id int) vision.Item { return items[id] }, job.Seq, r.MaxImages, s.Seed, epoch)
+	ve, err := vision.NewEpoch(windows{vs.base, s.Order(), epoch, e}, func(id int) vision.Item { return items[id] }, job.Seq, r.MaxImages, s.Seed, epoch)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrVision, err)
 	}
@@ -198,20 +242,20 @@ func (vs *visions) packed(s Stream, job api.Job, epoch uint64, r vision.Rule, v 
 	return ve, items, nil
 }
 
-// layoutVision lays out batch b of a vision job: the rank's sequences
-// of the epoch (the plain cut, or under balance= its share of the global
-// batch: Balanced), and one part reading the samples they hold, each
-// once.
-func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
+// Lay lays out batch b of a vision job: the rank's sequences of the
+// epoch (the plain cut, or under balance= its share of the global batch:
+// Balanced), and one part reading the samples they hold, each once.
+func (vs *visionUnit) Lay(ctx context.Context, b *Batch, _ *EpochOrder) error {
+	s := StreamOf(b.DS, b.Job)
 	r, v, err := visionOf(b.DS, b.Job)
 	if err != nil {
 		return err
 	}
-	ve, items, err := o.vision.packed(StreamOf(b.DS, b.Job), b.Job, b.Epoch, r, v)
+	ve, items, err := vs.packed(s, b.Job, b.Epoch, r, v)
 	if err != nil {
 		return err
 	}
-	pos, bal, err := o.asg.visionSequences(b.Source, ve, items, b.Epoch, b.Job, b.EpochSamples, b.Batch, b.Start, b.End)
+	pos, bal, err := vs.sequencesOf(b.Source, ve, items, b.Epoch, b.Job, b.EpochSamples, b.Batch, b.Start, b.End, b.global)
 	if err != nil {
 		return err
 	}
@@ -250,8 +294,38 @@ func (o *Orders) layoutVision(ctx context.Context, b *Batch, s Stream) error {
 	for i := range b.Take {
 		b.Take[i].At = i
 	}
-	b.Unit = vb
+	b.Content = vb
 	return nil
+}
+
+// sequencesOf is the positions in vision epoch ve (n sequences) of the
+// sequences job's rank takes of batch m: its plain cut's, or its
+// balanced share of the global batch named key (each sequence weighed by
+// visionCost).
+func (vs *visionUnit) sequencesOf(src Source, ve *vision.Epoch, items []vision.Item, epoch uint64, job api.Job, n int, m uint64, start, end int, key string) ([]int, *Balanced, error) {
+	if src.assignment(job) == plainCut {
+		return span(start, end-start), nil, nil
+	}
+	shares, gstart, gend, err := globalBatch(job, n, int(m))
+	if err != nil {
+		return nil, nil, err
+	}
+	places, info, err := vs.asg.places(src, job, epoch, m, key, global{shares: shares,
+		costs: func() ([]uint64, error) {
+			costs := make([]uint64, gend-gstart)
+			for i := range costs {
+				costs[i] = visionCost(job.Balance, ve.Sequence(gstart+i), items)
+			}
+			return costs, nil
+		}})
+	if err != nil {
+		return nil, nil, err
+	}
+	pos := make([]int, len(places))
+	for k, at := range places {
+		pos[k] = gstart + at
+	}
+	return pos, info, nil
 }
 
 // newVisionBatch is an empty vision batch of a job of rule r over a
@@ -268,7 +342,7 @@ func newVisionBatch(r vision.Rule, v *catalog.Vision, job api.Job, items []visio
 // passes are its stream's vision epochs under the job's rule and seq,
 // each the vision job's own epoch of that stream.
 type visionComponent struct {
-	vs  *visions
+	vs  *visionUnit
 	job api.Job
 	r   vision.Rule
 	v   *catalog.Vision
@@ -277,7 +351,7 @@ type visionComponent struct {
 
 // component is ds as a vision mixture's image-text component of
 // job: its facts loaded (catalog.Dataset.LoadVision), its rule parsed.
-func (vs *visions) component(ds *catalog.Dataset, job api.Job) (*visionComponent, error) {
+func (vs *visionUnit) component(ds *catalog.Dataset, job api.Job) (*visionComponent, error) {
 	r, v, err := visionOf(ds, job)
 	if err != nil {
 		return nil, err
@@ -287,7 +361,7 @@ func (vs *visions) component(ds *catalog.Dataset, job api.Job) (*visionComponent
 
 // unit is an empty batch of the mixture: a vision batch whose text
 // components' tokens are of dtypes (per component).
-func (c *visionComponent) unit(dtypes []string) (Unit, error) {
+func (c *visionComponent) unit(dtypes []string) (Content, error) {
 	items, err := c.vs.itemsOf(c.ds, c.v, c.job, c.r)
 	if err != nil {
 		return nil, err
@@ -328,7 +402,7 @@ type visionSequence vision.Sequence
 
 func (q visionSequence) docs() []int { return q.Samples }
 
-func (q visionSequence) addTo(u Unit, comp, pos int, at []int) error {
+func (q visionSequence) addTo(u Content, comp, pos int, at []int) error {
 	vb, ok := u.(*VisionBatch)
 	if !ok {
 		return fmt.Errorf("layout: an image-text sequence in a batch of %T", u)
@@ -372,7 +446,8 @@ type VisionLoad struct {
 // reads no sample: the epoch is a pure function of the dataset's facts
 // and the job.
 func (o *Orders) VisionLoad(src Source, job api.Job, epoch uint64) (*VisionLoad, error) {
-	ve, items, err := o.vision.epoch(src.DS, job, epoch)
+	vs := o.units.vision
+	ve, items, err := vs.epoch(src.DS, job, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +487,13 @@ func (o *Orders) VisionLoad(src Source, job api.Job, epoch uint64) (*VisionLoad,
 			if err != nil {
 				return nil, err
 			}
-			pos, _, err := o.asg.visionSequences(src, ve, items, epoch, j, n, uint64(m), start, end)
+			var key string
+			if src.assignment(j) != plainCut {
+				r0 := j
+				r0.Rank = 0
+				key = o.ETag(src, r0, epoch, uint64(m))
+			}
+			pos, _, err := vs.sequencesOf(src, ve, items, epoch, j, n, uint64(m), start, end, key)
 			if err != nil {
 				return nil, err
 			}

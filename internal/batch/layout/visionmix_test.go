@@ -184,7 +184,7 @@ func visionMixRun(t *testing.T, o *Orders, m *Mixed, job api.Job, e uint64) (map
 			batches = b.Batches
 			vb := b.Vision()
 			if vb == nil {
-				t.Fatalf("batch %d: a %T, not a vision batch", g, b.Unit)
+				t.Fatalf("batch %d: a %T, not a vision batch", g, b.Content)
 			}
 			if got := vb.Components(); !slices.Equal(got, vb.Comps) || len(got) != b.Len() {
 				t.Fatalf("batch %d: components %v of %d sequences", g, got, b.Len())
@@ -242,7 +242,7 @@ func TestVisionMixture(t *testing.T) {
 	job := tokenJob(t, raw)
 	ds := []*catalog.Dataset{vis, txt}
 	o := New(nil)
-	m, err := o.TokenMixture(job.Mix, ds, job)
+	m, err := o.Mixture(job.Mix, ds, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestVisionMixture(t *testing.T) {
 		own.Mix, own.Window = nil, m.Order.ComponentWindow(d.Component, job.Window)
 		var want string
 		if d.Component == 0 {
-			ve, _, err := o.vision.epoch(vis, own, d.Pass)
+			ve, _, err := o.units.vision.epoch(vis, own, d.Pass)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +291,7 @@ func TestVisionMixture(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref, err := vision.NewEpoch(windows{o, StreamOf(vis, own).Order(), d.Pass, e}, func(id int) vision.Item { return items[id] }, job.Seq, r.MaxImages, job.Seed, d.Pass)
+			ref, err := vision.NewEpoch(windows{o.base, StreamOf(vis, own).Order(), d.Pass, e}, func(id int) vision.Item { return items[id] }, job.Seq, r.MaxImages, job.Seed, d.Pass)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -300,11 +300,11 @@ func TestVisionMixture(t *testing.T) {
 			}
 			want = fmt.Sprintf("0:%v", ve.Sequence(d.Index))
 		} else {
-			p, err := o.tokenEpoch(txt, own, d.Pass)
+			p, err := o.units.tokens.epoch(txt, own, d.Pass)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want = fmt.Sprintf("1:%v", o.sequences(nil, p, d.Index, d.Index+1)[0])
+			want = fmt.Sprintf("1:%v", o.units.tokens.sequences(nil, p, d.Index, d.Index+1)[0])
 		}
 		if got[pos] != want {
 			t.Fatalf("position %d (component %d, pass %d, sequence %d): %s; its own job's is %s", pos, d.Component, d.Pass, d.Index, got[pos], want)
@@ -314,7 +314,7 @@ func TestVisionMixture(t *testing.T) {
 	// Pure: another Orders lays out the same; a resume at world 3 from
 	// offset 12 lays out the same sequences at the same positions.
 	o2 := New(nil)
-	m2, err := o2.TokenMixture(job.Mix, ds, job)
+	m2, err := o2.Mixture(job.Mix, ds, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestVisionMixture(t *testing.T) {
 		if tc.name == "balance" {
 			j.Balance = api.BalanceAttention // the table refuses it today; the layout on its own
 		}
-		if _, err := New(nil).TokenMixture(j.Mix, tc.ds, j); !errors.Is(err, ErrVision) || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(nil).Mixture(j.Mix, tc.ds, j); !errors.Is(err, ErrVision) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want ErrVision saying %q", tc.name, err, tc.want)
 		}
 	}
@@ -365,7 +365,7 @@ func TestVisionSchedule(t *testing.T) {
 	raw := "mix_schedule=0:vis:1,txt:2%3B5:vis:2,txt:1&seq=256&mix_block=6&batch_size=3&world=2&window=3&vision=" + rule
 	job := tokenJob(t, raw)
 	o := New(nil)
-	m, err := o.TokenMixture(job.Mix, []*catalog.Dataset{vis, txt}, job)
+	m, err := o.Mixture(job.Mix, []*catalog.Dataset{vis, txt}, job)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,12 +20,12 @@ func TestWindowsOfManyJobsMemoised(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.window(s, 0, e, 0)
+		o.base.window(s, 0, e, 0)
 	}
 	for seed := range uint64(jobs) {
 		s := Stream{DS: ds, Seed: seed + 1, Window: 2}
-		if _, ok := o.windows.get(windowKey{epochKey{s.Order(), 0}, 0}); !ok {
-			t.Fatalf("job %d of %d: its window's order was let go (%d windows held)", seed, jobs, o.windows.lru.Len())
+		if _, ok := o.base.windows.get(windowKey{epochKey{s.Order(), 0}, 0}); !ok {
+			t.Fatalf("job %d of %d: its window's order was let go (%d windows held)", seed, jobs, o.base.windows.lru.Len())
 		}
 	}
 

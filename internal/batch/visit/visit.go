@@ -297,7 +297,7 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	wait := time.Since(start)
 	// The stage that makes the batch's bytes: its unit's, or the
 	// transform's, or none for the samples as stored.
-	switch b.Unit.(type) {
+	switch b.Content.(type) {
 	case *layout.TokenBatch:
 		s, err := v.pack(ctx, b, res, premade)
 		return s, wait, nx, err

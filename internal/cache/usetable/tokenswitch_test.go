@@ -65,7 +65,7 @@ func newTokenSwitchRun(t *testing.T, capacity func(a, b *catalog.Dataset) int64,
 	}
 	job := api.Job{Params: shuffle.Params{BatchSize: 8, World: 2, Window: 4, Seed: 7}, Seq: 32, MixBlock: 16, MixSamples: 1600, Mix: sc[0].Mix, Schedule: sc}
 	orders := layout.New(nil)
-	mixed, err := orders.TokenMixture(job.Mix, []*catalog.Dataset{a, b}, job)
+	mixed, err := orders.Mixture(job.Mix, []*catalog.Dataset{a, b}, job)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func (r *Resolver) applyChain(ctx context.Context, head *chain.Edit, src *layout
 				return fmt.Errorf("%w; job %s took the samples appended in it (POST /jobs/%s/append): this node has not loaded it yet", err, job.Name, job.Name)
 			}
 			if err == nil {
-				ds, err = view(ds, *job)
+				ds, err = r.unit(*job).View(ctx, ds, *job)
 			}
 			if err != nil {
 				return err
@@ -355,7 +355,7 @@ func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit
 	ext := ds
 	if e.Kind == chain.Append {
 		if ext, err = ed.r.cfg.Catalog.Version(ds.Name, e.Index); err == nil {
-			ext, err = view(ext, job)
+			ext, err = ed.r.unit(job).View(ctx, ext, job)
 		}
 		if err != nil {
 			return nil, nil, nil, err

@@ -270,10 +270,7 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 		features = features.With(kindFeature(e.Kind))
 	}
 	for _, ds := range datasets(src) {
-		// A vision mixture's text components are token datasets,
-		// served in place as any token job's; only a dataset read as
-		// image-text samples meets the vision × in-place cell.
-		if ds.Index.Deferred() && !(q.Job.Vision != "" && src.Mix != nil && layout.HoldsTokens(ds)) {
+		if ds.Index.Deferred() {
 			features = features.With(spec.InPlace)
 		}
 	}
@@ -290,14 +287,6 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	}
 	if err := r.snapshot(ctx, src, q.Job); err != nil {
 		return nil, err
-	}
-	if q.Job.Vision != "" && src.DS != nil {
-		// The layout reads the facts from memory, as an order is (a
-		// mixture's image-text component's are loaded before its
-		// order is made: data).
-		if _, err := src.DS.LoadVision(ctx); err != nil {
-			return nil, err
-		}
 	}
 	src.Features = features
 	return &Job{Query: q, Features: features, Source: src, Epoch: epoch}, nil
@@ -346,50 +335,36 @@ func (r *Resolver) source(ctx context.Context, job api.Job) (layout.Source, erro
 	return src, err
 }
 
+// unit is the kind of batch job serves (layout.Unit), chosen from its
+// features: the one place the resolver asks, handed to the layout in the
+// job's source.
+func (r *Resolver) unit(job api.Job) layout.Unit { return r.cfg.Orders.UnitOf(spec.Requested(job)) }
+
 // data resolves what job reads: one dataset's version, or a mixture of
-// the versions of its components (a vision mixture's image-text
-// component with its facts loaded, which its order is made from).
+// the versions of its components, each the view its unit reads
+// (layout.Unit.View: a vision job's image-text facts loaded, which its
+// order is made from).
 func (r *Resolver) data(ctx context.Context, job api.Job) (layout.Source, error) {
+	un := r.unit(job)
 	if len(job.Mix) == 0 {
 		ds, err := r.Version(job)
 		if err == nil {
-			ds, err = view(ds, job)
+			ds, err = un.View(ctx, ds, job)
 		}
-		return layout.Source{DS: ds}, err
+		return layout.Source{DS: ds, Unit: un}, err
 	}
 	ds := make([]*catalog.Dataset, len(job.Mix))
 	for i, c := range job.Mix {
 		var err error
 		if ds[i], err = r.Version(api.Job{Dataset: c.Dataset}); err == nil {
-			ds[i], err = view(ds[i], job)
-		}
-		if err == nil && job.Vision != "" && !layout.HoldsTokens(ds[i]) {
-			_, err = ds[i].LoadVision(ctx)
+			ds[i], err = un.View(ctx, ds[i], job)
 		}
 		if err != nil {
 			return layout.Source{}, err
 		}
 	}
-	if job.Tokens() {
-		m, err := r.cfg.Orders.TokenMixture(job.Mix, ds, job)
-		return layout.Source{Mix: m}, err
-	}
 	m, err := r.cfg.Orders.Mixture(job.Mix, ds, job)
-	return layout.Source{Mix: m}, err
-}
-
-// view is the view of ds job reads: a vision job its samples whole (a
-// vision mixture's text components, their token field), a token job its
-// token field alone, any other the fields it names
-// (columns=).
-func view(ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
-	if job.Vision != "" && !(len(job.Mix) > 0 && layout.HoldsTokens(ds)) {
-		return ds, nil // image-text samples, read whole
-	}
-	if job.Tokens() {
-		return layout.TokenView(ds)
-	}
-	return ds.Select(job.Columns)
+	return layout.Source{Mix: m, Unit: un}, err
 }
 
 // snapshot has the importance snapshot job's order is drawn from in
