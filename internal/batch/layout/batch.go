@@ -150,7 +150,7 @@ type Batch struct {
 // reads (*TokenBatch), a clip job's clips decoded from the GOPs it reads
 // (*ClipBatch). The stages after the layout ask any content what they
 // need of every batch; only the stage that makes its bytes (the pack
-// stage, the clip stage) takes its kind (Batch.Tokens, Batch.Clips).
+// stage, the clip stage) takes its kind.
 type Content interface {
 	// Served is the number of samples the batch serves.
 	Served() int
@@ -160,18 +160,6 @@ type Content interface {
 	// Components is each served sample's mixture component; nil where
 	// the unit is of one dataset's.
 	Components() []int
-}
-
-// Tokens is a token job's batch's sequences, nil for another batch.
-func (b *Batch) Tokens() *TokenBatch {
-	t, _ := b.Content.(*TokenBatch)
-	return t
-}
-
-// Clips is a clip job's batch's clips, nil for another batch.
-func (b *Batch) Clips() *ClipBatch {
-	c, _ := b.Content.(*ClipBatch)
-	return c
 }
 
 // Part is what a batch reads of one stream's epoch: a job's epoch of one
@@ -190,6 +178,9 @@ type Part struct {
 	// Share is the stream's share of the job's global batch, in samples:
 	// what the use table's clock counts its progress per batch by.
 	Share int
+	// EpochLen is the positions of the stream's epoch First and End
+	// count: its dataset's samples, or a clip stream's clips.
+	EpochLen int
 }
 
 // Take is one served sample: its part and its position in the part's

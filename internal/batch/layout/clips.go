@@ -327,7 +327,8 @@ func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
 			cb.Keys[i] = smp.Info[cb.Rows[c.Row]].Key
 		}
 	}
-	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World}}
+	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World,
+		EpochLen: b.EpochSamples}} // a clip stream's epoch is of clips
 	b.Take = make([]Take, len(ids))
 	for i := range b.Take {
 		b.Take[i].At = i
@@ -356,14 +357,14 @@ func ClipKey(d *video.Dataset, c clips.Clip) string {
 	return fmt.Sprintf("%s/seg%06d", key, c.Segment)
 }
 
-// WithoutClips returns a clip batch served without the clips that need a
-// GOP or row at read positions missing (ascending: its chunk is damaged
-// at rest). Its Missing are the clips' positions, MissingKeys their keys;
-// its ETag is a partial one, as Without's.
-func (b *Batch) WithoutClips(missing []int) *Batch {
-	old := b.Clips()
-	if len(missing) == 0 || old == nil {
-		return b
+// Without returns clip batch b, whose content is old, served without the
+// clips that need a GOP or row at read positions missing (ascending: its
+// chunk is damaged at rest), with its content. Its Missing are the clips'
+// positions, MissingKeys their keys; its ETag is a partial one, as
+// Batch.Without's.
+func (old *ClipBatch) Without(b *Batch, missing []int) (*Batch, *ClipBatch) {
+	if len(missing) == 0 {
+		return b, old
 	}
 	gone := make(map[int]bool, len(missing))
 	for _, pos := range missing {
@@ -401,17 +402,16 @@ func (b *Batch) WithoutClips(missing []int) *Batch {
 		nb.full = b.ETag
 	}
 	nb.ETag = partialETag(nb.full, nb.Missing)
-	return &nb
+	return &nb, &cb
 }
 
-// WithoutClipsAt returns clip batch b served without also its clips at
-// indexes at (of b.Clips().Clips, ascending): clips whose video did not
-// decode (skip mode). Their positions in the batch as laid out join
-// Missing, in order, with their keys; its ETag is a partial one, as
-// WithoutClips'.
-func (b *Batch) WithoutClipsAt(at []int) *Batch {
-	old := b.Clips()
-	if len(at) == 0 || old == nil {
+// WithoutAt returns clip batch b, whose content is old, served without
+// also its clips at indexes at (of old.Clips, ascending): clips whose
+// video did not decode (skip mode). Their positions in the batch as laid
+// out join Missing, in order, with their keys; its ETag is a partial one,
+// as Without's.
+func (old *ClipBatch) WithoutAt(b *Batch, at []int) *Batch {
+	if len(at) == 0 {
 		return b
 	}
 	type left struct {

@@ -69,7 +69,7 @@ func (m *Mixed) heldSlot(i int) *atomic.Pointer[heldOrder] {
 
 // mixtures makes, memoises and lays out the Orders' mixtures: of samples
 // as stored (Mixed of samples), or of a unit whose items are packed
-// sequences (tokens, vision: a packedUnit), whose components are passes
+// sequences (tokens, vision: a Packer), whose components are passes
 // of packed sequences. Safe for concurrent use.
 type mixtures struct {
 	base   *epochs
@@ -84,11 +84,12 @@ func newMixtures(base *epochs, u *units, asg *assigner) *mixtures {
 	return &mixtures{base: base, units: u, asg: asg, memo: newMixtureMemo(), spans: newMixSpans()}
 }
 
-// A packedUnit is a unit whose items are sequences packed from its
-// dataset's documents, and which mixes as passes of them: its
-// components of a mixture over ds, and the content a batch of the
-// mixture starts from.
-type packedUnit interface {
+// A Packer is a unit whose items are sequences packed from its
+// datasets' documents (tokens, vision), and which mixes as passes of
+// them: its components of a mixture over ds, and the content a batch of
+// the mixture starts from. A mixture's epoch is then its components'
+// packed sequences, not their samples.
+type Packer interface {
 	components(ds []*catalog.Dataset, job api.Job) ([]tokenComponent, func() (Content, error), error)
 }
 
@@ -97,7 +98,7 @@ type packedUnit interface {
 // token or vision job: a token mixture), else of samples as stored.
 func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
 	un := o.units.of(spec.Requested(job))
-	if p, ok := un.(packedUnit); ok {
+	if p, ok := un.(Packer); ok {
 		return o.mixes.packed(mix, ds, job, un, p)
 	}
 	return o.mixes.samples(mix, ds, job)
@@ -389,7 +390,7 @@ func (x *mixtures) layParts(ctx context.Context, b *Batch) error {
 				b.Parts = make([]Part, 0, min(len(draws), 2*len(m.DS)))
 			}
 			b.Parts = append(b.Parts, Part{Comp: d.Component, Epoch: d.Pass, Stream: m.Stream(d.Component, job),
-				First: d.Index, End: d.Index + 1, Share: m.shareOf(d.Component, global, sum)})
+				First: d.Index, End: d.Index + 1, Share: m.shareOf(d.Component, global, sum), EpochLen: m.DS[d.Component].Index.NumSamples()})
 			n = append(n, 0)
 		}
 		part := &b.Parts[p]

@@ -42,7 +42,8 @@ func (u *sampleUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
 	if err != nil {
 		return err
 	}
-	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World}}
+	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World,
+		EpochLen: b.DS.Index.NumSamples()}}
 	b.Take = make([]Take, len(ids))
 	for i := range b.Take {
 		b.Take[i].At = i

@@ -50,7 +50,7 @@ import (
 // samples. Components of different dtypes or named vocabularies are
 // refused, naming both; with vision=, the text components' vocabulary
 // must be the image-text dataset's tokenizer (visionUnit.components).
-func (x *mixtures) packed(mix api.Mix, ds []*catalog.Dataset, job api.Job, un Unit, p packedUnit) (*Mixed, error) {
+func (x *mixtures) packed(mix api.Mix, ds []*catalog.Dataset, job api.Job, un Unit, p Packer) (*Mixed, error) {
 	comps, unit, err := p.components(ds, job)
 	if err != nil {
 		return nil, err
@@ -391,7 +391,7 @@ func (x *mixtures) layPacked(ctx context.Context, b *Batch) error {
 		}
 		if part == len(b.Parts) {
 			b.Parts = append(b.Parts, Part{Comp: d.Component, Epoch: d.Pass, Stream: s, First: p.docPosition(d.Index),
-				End: p.docPosition(d.Index + 1), Share: max(1, m.share(d.Component, global)*p.numDocs()/max(p.NumSequences(), 1))})
+				End: p.docPosition(d.Index + 1), Share: max(1, m.share(d.Component, global)*p.numDocs()/max(p.NumSequences(), 1)), EpochLen: p.numDocs()})
 			partDocs = append(partDocs, nil)
 		}
 		pt := &b.Parts[part]

@@ -380,7 +380,7 @@ func (u *tokenUnit) lay(ctx context.Context, b *Batch, spec TokenSpec, p *Packed
 	first, last := docPosition(p, start), docPosition(p, end)
 	global := b.Job.BatchSize * b.Job.World
 	share := max(1, int(int64(global)*int64(p.Order.NumSamples())/int64(max(1, p.NumSequences()))))
-	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(last, first), Share: share}}
+	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(last, first), Share: share, EpochLen: s.DS.Index.NumSamples()}}
 	b.Take = make([]Take, len(ids))
 	for i := range b.Take {
 		b.Take[i].At = i
@@ -440,14 +440,14 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// WithoutDocuments returns a token batch served without the sequences
-// that need a document at read positions missing (ascending: its chunk is
-// damaged at rest), and the read positions kept. Its Missing are the
+// Without returns token batch b, whose content is tb, served without the
+// sequences that need a document at read positions missing (ascending:
+// its chunk is damaged at rest), with its content. Its Missing are the
 // sequences' positions, MissingKeys the documents' keys; its ETag is a
-// partial one, as Without's.
-func (b *Batch) WithoutDocuments(missing []int) *Batch {
-	if len(missing) == 0 || b.Tokens() == nil {
-		return b
+// partial one, as Batch.Without's.
+func (tb *TokenBatch) Without(b *Batch, missing []int) (*Batch, *TokenBatch) {
+	if len(missing) == 0 {
+		return b, tb
 	}
 	gone := make(map[int]bool, len(missing))
 	nb := *b
@@ -457,9 +457,9 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 		t := b.Take[pos]
 		nb.MissingKeys = append(nb.MissingKeys, b.Parts[t.Part].Samples.Info[t.At].Key)
 	}
-	old := b.Tokens()
-	tb := *old
-	tb.Seqs, tb.Pos, tb.At, tb.split, tb.Comps, tb.NonPad, tb.Split = nil, nil, nil, nil, nil, 0, 0
+	old := tb
+	nt := *old
+	nt.Seqs, nt.Pos, nt.At, nt.split, nt.Comps, nt.NonPad, nt.Split = nil, nil, nil, nil, nil, 0, 0
 	for i, q := range old.Seqs {
 		lost := false
 		for _, k := range old.At[i] {
@@ -469,25 +469,25 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 			nb.Missing = append(nb.Missing, i)
 			continue
 		}
-		tb.Seqs = append(tb.Seqs, q)
-		tb.Pos = append(tb.Pos, old.Pos[i])
-		tb.At = append(tb.At, old.At[i])
-		tb.split = append(tb.split, old.split[i])
+		nt.Seqs = append(nt.Seqs, q)
+		nt.Pos = append(nt.Pos, old.Pos[i])
+		nt.At = append(nt.At, old.At[i])
+		nt.split = append(nt.split, old.split[i])
 		if old.Comps != nil {
-			tb.Comps = append(tb.Comps, old.Comps[i])
+			nt.Comps = append(nt.Comps, old.Comps[i])
 		}
-		tb.Split += old.split[i]
+		nt.Split += old.split[i]
 		for _, pc := range q.Pieces {
-			tb.NonPad += pc.Len
+			nt.NonPad += pc.Len
 		}
 	}
-	nb.Content = &tb
+	nb.Content = &nt
 	nb.full = b.full
 	if nb.full == "" {
 		nb.full = b.ETag
 	}
 	nb.ETag = partialETag(nb.full, nb.Missing)
-	return &nb
+	return &nb, &nt
 }
 
 // epoch is the packed epoch of a token job over ds.

@@ -78,12 +78,6 @@ func (vb *VisionBatch) Size() (int64, bool) { return 0, false }
 // vision job of one dataset).
 func (vb *VisionBatch) Components() []int { return vb.Comps }
 
-// Vision is a vision job's batch's sequences, nil for another batch.
-func (b *Batch) Vision() *VisionBatch {
-	v, _ := b.Content.(*VisionBatch)
-	return v
-}
-
 // visionItemsKey names a dataset version's items under a rule and seq;
 // visionEpochKey an epoch of a stream packed under them.
 type visionItemsKey struct {
@@ -289,7 +283,7 @@ func (vs *visionUnit) Lay(ctx context.Context, b *Batch, _ *EpochOrder) error {
 	first, last := int(int64(start)*int64(n)/int64(m)), int(int64(end)*int64(n)/int64(m))
 	global := b.Job.BatchSize * b.Job.World
 	share := max(1, int(int64(global)*int64(n)/int64(m)))
-	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(last, first), Share: share}}
+	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(last, first), Share: share, EpochLen: n}}
 	b.Take = make([]Take, len(ids))
 	for i := range b.Take {
 		b.Take[i].At = i

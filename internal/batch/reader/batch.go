@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cluster/transport"
@@ -97,18 +96,19 @@ func (r *Reader) takeFetched(ctx context.Context, b *layout.Batch) fetched {
 // to the nodes they are fetched from.
 func origin(b *layout.Batch, p int) *transport.Origin {
 	part := b.Parts[p]
-	return &transport.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: b.Job.Weight, Transform: TransformOf(b.Job)}
+	return &transport.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: b.Job.Weight, Transform: TransformOf(b)}
 }
 
-// TransformOf is the pipeline a job's samples are asked of their nodes
-// through.
-func TransformOf(job api.Job) transport.Transform {
-	if job.Clips() || job.Tokens() {
-		// Its samples are GOPs or documents, which this node's clip or
-		// pack stage reads as stored.
+// TransformOf is the pipeline a batch's samples are asked of their nodes
+// through: its job's, for samples served as stored or transformed; none
+// for a batch whose content is made from what it reads (layout.Content:
+// GOPs or documents, which this node's clip or pack stage reads as
+// stored).
+func TransformOf(b *layout.Batch) transport.Transform {
+	if b.Content != nil {
 		return transport.Transform{}
 	}
-	return transport.Transform{Name: job.Transform, Fingerprint: job.TransformFingerprint}
+	return transport.Transform{Name: b.Job.Transform, Fingerprint: b.Job.TransformFingerprint}
 }
 
 // readTogether reads a batch's parts under one pin (ReadTogether) and

@@ -22,7 +22,12 @@ type Clipper interface {
 // premakes reports whether b's job has its next batch made before its
 // request: a job whose samples are transformed (transform=) or decoded
 // (a clip job).
-func premakes(b *layout.Batch) bool { return b.Job.Transform != "" || b.Job.Clips() }
+func premakes(b *layout.Batch) bool {
+	if mk := makerOf(b); mk != nil {
+		return mk.premade()
+	}
+	return b.Job.Transform != ""
+}
 
 // clip decodes clip batch b's clips from the GOPs and rows read as res. A
 // clip that needs a GOP or row of a chunk damaged or lost at rest, or
@@ -30,10 +35,9 @@ func premakes(b *layout.Batch) bool { return b.Job.Transform != "" || b.Job.Clip
 // named (layout.Batch.WithoutClips, WithoutClipsAt). The read's pins go
 // back once the clips are written, before any is sent. noWait: a premade
 // batch, which takes no memory it would wait for.
-func (v *Batches) clip(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
+func (v *Batches) clip(ctx context.Context, b *layout.Batch, old *layout.ClipBatch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
-	nb := b.WithoutClips(res.MissingPos)
-	cb := nb.Clips()
+	nb, cb := old.Without(b, res.MissingPos)
 	data := make([][]byte, b.Reads()) // by read position; nil where missing
 	for i, j, m := 0, 0, 0; i < b.Reads(); i++ {
 		if m < len(res.MissingPos) && res.MissingPos[m] == i {
@@ -76,7 +80,7 @@ func (v *Batches) clip(ctx context.Context, b *layout.Batch, res *reader.Result,
 		for k, i := range out.Failed {
 			keys[k] = cb.Keys[i]
 		}
-		nb = nb.WithoutClipsAt(out.Failed)
+		nb = cb.WithoutAt(nb, out.Failed)
 		v.log.Warn().Str("dataset", ds.Name).Strs("skipped_clips", keys).AnErr("first", out.Errors[0]).
 			Msg("serving without the clips of a video that does not decode")
 	}

@@ -22,10 +22,9 @@ type Packer interface {
 // mode) is left out and named (layout.Batch.WithoutDocuments). The read's
 // pins go back once the sequences are written, before any is sent.
 // noWait: a premade batch, which takes no memory it would wait for.
-func (v *Batches) pack(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
+func (v *Batches) pack(ctx context.Context, b *layout.Batch, old *layout.TokenBatch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
-	nb := b.WithoutDocuments(res.MissingPos)
-	tb := nb.Tokens()
+	nb, tb := old.Without(b, res.MissingPos)
 	docs := make([][]byte, b.Reads())
 	names := make([]string, b.Reads())
 	for i, j, m := 0, 0, 0; i < b.Reads(); i++ {
@@ -44,7 +43,7 @@ func (v *Batches) pack(ctx context.Context, b *layout.Batch, res *reader.Result,
 			k++
 			continue
 		}
-		keys[i-k] = sequences.Key(b.Epoch, b.Tokens().Pos[i])
+		keys[i-k] = sequences.Key(b.Epoch, old.Pos[i])
 	}
 	spec := tb.Spec
 	out, err := v.packer.Pack(ctx, sequences.Request{Spec: sequences.Spec{Seq: spec.Pack.Seq, Pad: spec.Pad, EOS: spec.EOS, DType: spec.DType},

@@ -24,13 +24,12 @@ var ErrVisionMissing = errkind.New(errkind.Upstream, "visit: a vision sequence's
 // budget, keyed as a token job's sequences (sequences.Key). The read's
 // pins go back once the sequences are written, before any is sent.
 // noWait: a premade batch, which takes no memory it would wait for.
-func (v *Batches) packVision(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
+func (v *Batches) packVision(ctx context.Context, b *layout.Batch, vb *layout.VisionBatch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
 	if len(res.MissingPos) > 0 {
 		_, _, in := b.Sample(res.MissingPos[0])
 		return nil, fmt.Errorf("%w: sample %s of batch %d (and %d more)", ErrVisionMissing, in.Key, b.Batch, len(res.MissingPos)-1)
 	}
-	vb := b.Vision()
 	req := sequences.VisionRequest{Writer: vb.Writer, Keys: make([]string, len(vb.Seqs)), Samples: make([][]vision.Sample, len(vb.Seqs)), NoWait: noWait}
 	for i, q := range vb.Seqs {
 		at := vb.At[i]

@@ -295,17 +295,10 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	}
 	finish()
 	wait := time.Since(start)
-	// The stage that makes the batch's bytes: its unit's, or the
+	// The stage that makes the batch's bytes: its content's, or the
 	// transform's, or none for the samples as stored.
-	switch b.Content.(type) {
-	case *layout.TokenBatch:
-		s, err := v.pack(ctx, b, res, premade)
-		return s, wait, nx, err
-	case *layout.ClipBatch:
-		s, err := v.clip(ctx, b, res, premade)
-		return s, wait, nx, err
-	case *layout.VisionBatch:
-		s, err := v.packVision(ctx, b, res, premade)
+	if mk := makerOf(b); mk != nil {
+		s, err := mk.make(ctx, v, b, res, premade)
 		return s, wait, nx, err
 	}
 	if b.Job.Transform == "" {
@@ -332,10 +325,7 @@ func (v *Batches) count(b *layout.Batch, res *reader.Result, wait time.Duration)
 	}
 	for i, part := range b.Parts {
 		f := res.PerPart[i]
-		n := part.Stream.DS.Index.NumSamples()
-		if b.Clips() != nil {
-			n = b.EpochSamples // a clip stream's epoch is of clips
-		}
+		n := part.EpochLen
 		v.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: n,
 			Samples: f.Samples, Chunks: f.Chunks, Loads: f.Loads, LoadedBytes: f.LoadedBytes, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes,
 			Wait: wait})
@@ -357,7 +347,7 @@ func (v *Batches) fetchNext(nx *nextBatch) {
 		parts := make([]route.Fetch, len(nb.Parts))
 		for i, part := range nb.Parts {
 			parts[i] = route.Fetch{Samples: part.Samples,
-				Origin: &transport.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: nb.Job.Weight, Transform: reader.TransformOf(nb.Job)}}
+				Origin: &transport.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: nb.Job.Weight, Transform: reader.TransformOf(nb)}}
 		}
 		return parts, nil
 	})

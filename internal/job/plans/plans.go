@@ -265,10 +265,15 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	// A named job's edits: its epochs are laid out under its chain, over
 	// the version its appends grew it to, as its batches are.
 	q.Plan.Edit = PlanEdit(src.Edit)
-	if q.Job.Tokens() {
-		return m.planTokens(ctx, src, q)
-	}
-	if q.Job.Clips() {
+	// A unit whose epochs are not its samples as stored plans them
+	// itself: a token or vision job its packed epochs, a clip job its
+	// clips. The one place /plan takes a job's kind (its resolved unit).
+	switch src.Unit.Feature() {
+	case spec.Tokens:
+		return m.planTokens(ctx, src, q, false)
+	case spec.Vision:
+		return m.planTokens(ctx, src, q, true)
+	case spec.Clips:
 		return m.planClips(ctx, ds, q)
 	}
 	if q.Plan.NodesAfter > 0 {

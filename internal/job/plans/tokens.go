@@ -22,7 +22,7 @@ import (
 // its window, as a document is), and each epoch's "vision" its images
 // and how its ranks carry their vision tokens (layout.VisionLoad:
 // exact, the epoch a pure function of the dataset's facts and the job).
-func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query) (any, error) {
+func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query, vision bool) (any, error) {
 	ds := src.DS
 	epochs := q.Plan.Epochs
 	if epochs == 0 {
@@ -38,7 +38,7 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 		t := info.Tokens
 		pe := api.TokenPlanEpoch{Epoch: info.Epoch, Sequences: info.Samples, Batches: info.Batches,
 			Tokens: t.Tokens, Fill: t.Fill, Split: t.Split}
-		if q.Job.Vision != "" {
+		if vision {
 			vl, err := m.cfg.Epochs.VisionLoad(src, q.Job, uint64(info.Epoch))
 			if err != nil {
 				return nil, err

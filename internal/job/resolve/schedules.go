@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"context"
+	"github.com/brandgw/brand/internal/batch/layout"
 	"sync"
 
 	"github.com/brandgw/brand/api"
@@ -89,7 +90,7 @@ func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch
 	// the first phase's weights) decide: the same under every version
 	// that keeps the first phase, as an edit from a step after 0 does.
 	samples := job.MixSamples
-	if samples == 0 && job.Tokens() {
+	if _, packs := r.unit(*job).(layout.Packer); samples == 0 && packs {
 		tj := *job
 		tj.Schedule, tj.Mix, tj.Dataset = cur.Parsed(), cur.Parsed()[0].Mix, ""
 		src, err := r.data(ctx, tj)
