@@ -38,7 +38,7 @@ type Mixed struct {
 	// once on first use.
 	paceOnce sync.Once
 	paces    []*Pace
-	// tokens marks a mixture of token datasets (TokenMixture): its
+	// tokens marks a mixture of token datasets (Orders.Mixture of a Packer unit): its
 	// positions are sequences, its streams' documents; comps are then
 	// its components as packed passes, and unit makes the unit a batch
 	// of it starts from.
@@ -456,7 +456,7 @@ func (m *Mixed) weightSum() uint64 {
 // MixETag names a mixture batch's bytes: every component's index and
 // weight, the block and length, every parameter that selects the batch,
 // and the membership version it was assigned under ("" for a plain cut;
-// see BatchETag).
+// see batchETag).
 func MixETag(m *Mixed, job api.Job, epoch, b uint64, members string) string {
 	s := fmt.Appendf(nil, "brand-mix-batch-v1|%s|%d|%d|%d|%d|%d|%t|%d|%d|offset=%d",
 		m.key, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, b, job.Offset)

@@ -32,7 +32,7 @@ func premakes(b *layout.Batch) bool {
 // clip decodes clip batch b's clips from the GOPs and rows read as res. A
 // clip that needs a GOP or row of a chunk damaged or lost at rest, or
 // whose video's packets do not decode (skip mode, both), is left out and
-// named (layout.Batch.WithoutClips, WithoutClipsAt). The read's pins go
+// named (layout.ClipBatch.Without, WithoutAt). The read's pins go
 // back once the clips are written, before any is sent. noWait: a premade
 // batch, which takes no memory it would wait for.
 func (v *Batches) clip(ctx context.Context, b *layout.Batch, old *layout.ClipBatch, res *reader.Result, noWait bool) (*Served, error) {

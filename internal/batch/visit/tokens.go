@@ -19,7 +19,7 @@ type Packer interface {
 
 // pack writes token batch b's sequences from its documents, read as res.
 // A sequence that needs a document of a chunk damaged at rest (skip
-// mode) is left out and named (layout.Batch.WithoutDocuments). The read's
+// mode) is left out and named (layout.TokenBatch.Without). The read's
 // pins go back once the sequences are written, before any is sent.
 // noWait: a premade batch, which takes no memory it would wait for.
 func (v *Batches) pack(ctx context.Context, b *layout.Batch, old *layout.TokenBatch, res *reader.Result, noWait bool) (*Served, error) {
