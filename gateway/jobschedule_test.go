@@ -259,3 +259,22 @@ func TestFirstScheduleOnceAcrossNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyScheduleIsBadRequest: PUT of an empty schedule ({}, null,
+// {"schedule": ""}) answered 201 and stored it; every later request of the
+// job then failed with a 500 and a valid PUT with 409. Each is a 400, and
+// the name's first schedule is still to be given.
+func TestEmptyScheduleIsBadRequest(t *testing.T) {
+	base := newMixFixture(t).start(t)
+	for _, body := range []string{`{}`, `null`, `{"schedule": ""}`, `{"schedule": "  "}`} {
+		if resp, b := do(t, http.MethodPut, base+"/jobs/run/schedule", []byte(body)); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "empty") {
+			t.Fatalf("PUT %s: %d %s; want 400 saying the schedule is empty", body, resp.StatusCode, b)
+		}
+	}
+	if st, _, b := editSchedule(t, base, "0:web:0.5,code:0.5", 0, ""); st != http.StatusCreated {
+		t.Fatalf("a valid first schedule after the refusals: %d %s", st, b)
+	}
+	if resp, b := get(t, base+"/epoch/0/batch/0?job=run&schedule=latest"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a batch of the job: %d %s", resp.StatusCode, b)
+	}
+}

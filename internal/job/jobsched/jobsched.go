@@ -490,6 +490,11 @@ func (b *Book) EditNext(ctx context.Context, job, text, base string, others Othe
 // edit1 is Edit and EditNext.
 func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, base string, others Others, check func(api.Schedule) error) (*Version, error) {
 	b.use(job)
+	if strings.TrimSpace(text) == "" {
+		// An empty schedule reads no dataset: stored, every request of
+		// the job would have no mixture to lay out.
+		return nil, fmt.Errorf("%w: job %s's schedule is empty: give at least one phase, such as 0:web:0.7,code:0.3", api.ErrMix, job)
+	}
 	// Held through the question to the other members: this node serves
 	// no step of the job's until the edit is made or refused.
 	b.edit.Lock()

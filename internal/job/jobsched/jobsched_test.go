@@ -408,3 +408,30 @@ func TestAnswerHoldsLaterSteps(t *testing.T) {
 		t.Fatalf("an edit made after the hold: %v", err)
 	}
 }
+
+// TestEmptyScheduleRefused: a first schedule of no phase — the body {},
+// null or {"schedule": ""} — was stored, and every later request of the
+// job then had no mixture to lay out (a panic), its name unusable. It is
+// refused as a bad mixture (400), and the name stays free.
+func TestEmptyScheduleRefused(t *testing.T) {
+	ctx := context.Background()
+	a, _, _ := twoNodes(t)
+	for _, text := range []string{"", " ", "\n"} {
+		if _, err := a.Edit(ctx, "run", text, 0, "", nil, nil); !errors.Is(err, api.ErrMix) || !strings.Contains(err.Error(), "empty") {
+			t.Fatalf("schedule %q: %v", text, err)
+		}
+	}
+	if _, err := a.Current(ctx, "run"); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("an empty schedule was stored: %v", err)
+	}
+	if _, err := a.Edit(ctx, "run", "0:web:0.7,code:0.3", 0, "", nil, nil); err != nil {
+		t.Fatalf("a valid first schedule after the refusals: %v", err)
+	}
+	v, err := a.Current(ctx, "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Edit(ctx, "run", "", 100, v.Version, nil, nil); !errors.Is(err, api.ErrMix) {
+		t.Fatalf("an empty edit: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"context"
+	"fmt"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"sync"
 
@@ -81,6 +82,9 @@ func (ed *Editor) EditSchedule(ctx context.Context, job, text string, from uint6
 func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch int64) error {
 	book := r.book()
 	cur, err := book.Current(ctx, job.Name)
+	if err == nil {
+		err = nonEmpty(cur)
+	}
 	if err != nil {
 		return err
 	}
@@ -121,9 +125,23 @@ func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch
 	// A batch's steps are recorded served as its version is resolved,
 	// before it is laid out: an edit from them is refused from now on.
 	v, err := book.For(ctx, job.Name, job.ScheduleVersion, first, last, batch >= 0)
+	if err == nil {
+		err = nonEmpty(v)
+	}
 	if err != nil {
 		return err
 	}
 	job.Schedule, job.Mix, job.ScheduleVersion, job.Dataset = v.Parsed(), v.Parsed()[0].Mix, v.Version, ""
 	return nil
+}
+
+// nonEmpty refuses a stored schedule version of no phase, which a release
+// that took an empty schedule may have stored (jobsched.Book refuses one
+// now): it reads no dataset, and its name cannot be given a first
+// schedule again.
+func nonEmpty(v *jobsched.Version) error {
+	if len(v.Parsed()) > 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: job %s's schedule version %s is empty (stored by a release that took an empty schedule): name the job anew", jobsched.ErrConflict, v.Job, v.Version)
 }
