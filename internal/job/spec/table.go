@@ -162,12 +162,28 @@ func Lookup(a, b Feature) Cell {
 	return Cell{A: a, B: b, Kind: Compose}
 }
 
-// Check refuses s if a pair of its features is refused: the first such
-// pair in the table's order, with its message (ErrIncompatible).
+// Check refuses s if a pair of its features is refused, or a rule of
+// features alone holds them all: the first such pair in the table's
+// order, else the first such rule in Rules' order, with its message
+// (ErrIncompatible). The rules that name parameters are CheckParams'.
 func (s Set) Check() error {
+	return s.check(nil)
+}
+
+// check is Check, and with the request's parameters v (not nil) the
+// rules that name parameters too.
+func (s Set) check(v url.Values) error {
 	for i, c := range notable {
 		if c.Kind == Refuse && s.holds(i) {
 			return Refusal(c)
+		}
+	}
+	for i, r := range rules {
+		if s&ruleSets[i] != ruleSets[i] || v == nil && !r.featuresOnly() {
+			continue
+		}
+		if p, ok := r.givenIn(v); ok {
+			return r.Refusal(p)
 		}
 	}
 	return nil
@@ -195,10 +211,13 @@ func Refusal(c Cell) error {
 	return &Refused{Cell: c, err: fmt.Errorf("%w: %s", ErrIncompatible, c.Message)}
 }
 
-// A Refused is a refusal by the table: the cell, and its error.
+// A Refused is a refusal by the table: the cell, or the rule (with the
+// parameter of its Given the request gave), and its error.
 type Refused struct {
-	Cell Cell
-	err  error
+	Cell  Cell
+	Rule  Rule
+	Param string
+	err   error
 }
 
 func (r *Refused) Error() string { return r.err.Error() }
@@ -291,8 +310,8 @@ var exclusives = []Exclusive{
 
 // CheckParams refuses a request's parameters v that the table refuses: a
 // group of exclusive parameters given two ways, a companion without its
-// feature, and a refused pair of the features v names; in that order, the
-// first found in the table's order.
+// feature, a refused pair of the features v names, and a rule they and v
+// meet; in that order, the first found in the table's order.
 func CheckParams(v url.Values) error {
 	for _, e := range exclusives {
 		given := 0
@@ -317,7 +336,7 @@ func CheckParams(v url.Values) error {
 			}
 		}
 	}
-	return s.Check()
+	return s.check(v)
 }
 
 // IsRefusal reports whether err is the table's refusal.
