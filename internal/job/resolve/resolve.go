@@ -270,10 +270,7 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 		features = features.With(kindFeature(e.Kind))
 	}
 	for _, ds := range datasets(src) {
-		// A vision mixture's text components are token datasets,
-		// served in place as any token job's; only a dataset read as
-		// image-text samples meets the vision × in-place cell.
-		if ds.Index.Deferred() && !(q.Job.Vision != "" && src.Mix != nil && layout.HoldsTokens(ds)) {
+		if ds.Index.Deferred() {
 			features = features.With(spec.InPlace)
 		}
 	}
