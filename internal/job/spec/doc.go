@@ -31,10 +31,12 @@
 // stored edits and its dataset's kind), every edit endpoint (with the
 // edit's own), /plan (with its plan options) — so a pair is answered the
 // same everywhere, and adding a feature is one entry here and one cell
-// per pair. No refusal of the kind is decided in the parser's code or
-// the layout alone, where neither the table nor the clients
+// per pair. No refusal of the kind is decided in the parser's code, the
+// layout or the planner alone, where neither the table nor the clients
 // would see it (the layout's own checks of a vision job stay, a defence
-// in depth no request reaches).
+// in depth no request reaches): the planner asks the table too, and
+// /plan asks it how a job's global batches go to its ranks
+// (Set.Assignment).
 //
 // The table is published: Golden renders it as the JSON file the Python
 // client reads (python/brand/compat.json) instead of a copy of its own,

@@ -280,6 +280,30 @@ func meeting(r Rule) url.Values {
 	return v
 }
 
+// TestAssignment: a job's global batches go by cost where balance= has
+// effect, by locality where locality has effect on a cluster with
+// several ranks, else the plain cut.
+func TestAssignment(t *testing.T) {
+	for _, tc := range []struct {
+		s     Set
+		world int
+		want  string
+	}{
+		{Of(Dataset, Samples, Locality), 4, api.AssignPlain},
+		{Of(Dataset, Samples, Locality, Cluster), 4, api.AssignLocality},
+		{Of(Dataset, Samples, Locality, Cluster), 1, api.AssignPlain},
+		{Of(Dataset, Samples, Cluster), 4, api.AssignPlain},
+		{Of(Dataset, Samples, Locality, BalanceB, Cluster), 4, api.AssignBalance},
+		{Of(Dataset, Tokens, Locality, Cluster), 4, api.AssignPlain},
+		{Of(Dataset, Tokens, Locality, BalanceC), 1, api.AssignBalance},
+		{Of(Dataset, Clips, Locality, Cluster), 4, api.AssignPlain},
+	} {
+		if got := tc.s.Assignment(tc.world); got != tc.want {
+			t.Errorf("%v at world %d: %s; want %s", tc.s.List(), tc.world, got, tc.want)
+		}
+	}
+}
+
 // TestRequested: a job's features, as its parameters name them.
 func TestRequested(t *testing.T) {
 	job := api.Job{Dataset: "a", Seq: 64, Balance: api.BalanceAttention}

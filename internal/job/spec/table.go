@@ -248,6 +248,27 @@ func (s Set) Effective() Set {
 	return out
 }
 
+// Assignment is how the global batches of a job of features s and world
+// ranks are given to its ranks (api.AssignBalance, api.AssignLocality,
+// api.AssignPlain), by the table's downgrades: by their cost where a
+// balance= feature has effect; by locality where locality has effect
+// (no downgrade drops it) on a cluster of several nodes (Cluster: the
+// job's, or a plan's nodes=) with several ranks; else the plain cut.
+// /plan reports it. The layout's choice (layout.Source's assignment and
+// Assigns) answers the same for a resolved job, whose features hold
+// Cluster exactly when its members are several, but is its own code yet:
+// it is to ask this.
+func (s Set) Assignment(world int) string {
+	f := s.Effective()
+	switch {
+	case f.Has(BalanceB) || f.Has(BalanceC):
+		return api.AssignBalance
+	case f.Has(Locality) && f.Has(Cluster) && world > 1:
+		return api.AssignLocality
+	}
+	return api.AssignPlain
+}
+
 // A Companion is a parameter that shapes a feature and means nothing
 // without it (pack= without seq=): given alone, the request is refused
 // with Message, where "{param}" is the parameter's name. With a Value,
