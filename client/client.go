@@ -193,9 +193,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: Options.Job: %w", ErrInvalid, err)
 	}
 	if j.ScheduleVersion != "" {
+		// Without Options.Job.Name the table refused it above (schedule=
+		// without job=).
 		switch {
-		case j.Name == "":
-			return fmt.Errorf("%w: Options.Job.ScheduleVersion reads the schedule stored under the job's name: set Options.Job.Name", ErrInvalid)
 		case j.Dataset != "" || len(j.Mix) > 0 || len(j.Schedule) > 0:
 			return fmt.Errorf("%w: Options.Job.ScheduleVersion reads the job's stored schedule in place of Dataset, Mix and Schedule", ErrInvalid)
 		case j.ScheduleVersion != "latest" && !validScheduleVersion(j.ScheduleVersion):

@@ -14,8 +14,8 @@ import (
 
 // tableRefusal is the error a refusal by the table answers, by the
 // model's verdict: the table's message for the group of exclusive
-// parameters, the companion or the pair the model names. A pair the
-// model refuses and the table does not fails the test.
+// parameters, the companion, the pair or the rule the model names. A
+// pair the model refuses and the table does not fails the test.
 func tableRefusal(t *testing.T, v jobmodel.Verdict) string {
 	t.Helper()
 	msg := ""
@@ -36,6 +36,8 @@ func tableRefusal(t *testing.T, v jobmodel.Verdict) string {
 			return "(the table's refusal of " + v.A + " with " + v.B + ")"
 		}
 		msg = c.Message
+	case "rule":
+		return spec.Rules()[v.Rule].Refusal(v.Param).Error()
 	default:
 		return ""
 	}
@@ -168,29 +170,13 @@ func modelParams(job string) [][2]string {
 	}
 }
 
-// parses reports whether v passes the parser's own checks after the
-// table's (query.Parse): a stored schedule or importance sampling named
-// without a job, an EOS without pack=concat, a LeRobot window with a
-// tree's clip parameters.
-func parses(v url.Values) bool {
-	switch {
-	case v.Get("schedule") != "" && v.Get("job") == "",
-		v.Get("sampling") == "importance" && v.Get("job") == "",
-		v.Get("seq") != "" && v.Get("eos") != "" && v.Get("pack") != "concat",
-		(v.Get("delta_timestamps") != "" || v.Get("frames") != "") &&
-			(v.Get("stride") != "" || v.Get("fps") != "" || v.Get("step") != "" || v.Get("clip_start") != ""):
-		return false
-	}
-	return true
-}
-
 // readable reports whether a request of v reaches the point where the
 // server adds what only it knows (its stored edits, its dataset's kind):
 // it names no stored schedule, no index version, no clips, sequences of
 // a token dataset alone, a view of fields only of the dataset served in
 // place, a vision job of mVis alone, and datasets that exist.
 func readable(v url.Values) bool {
-	if !parses(v) || v.Get("schedule") != "" || v.Get("index") != "" || v.Get("importance") != "" ||
+	if v.Get("schedule") != "" || v.Get("index") != "" || v.Get("importance") != "" ||
 		v.Get("clip") != "" || v.Get("delta_timestamps") != "" || v.Get("frames") != "" {
 		return false
 	}
@@ -281,7 +267,7 @@ func (j *mJob) refuseRandom(n int) {
 		case first.Kind != "":
 			expectRefusal(j.t, j.nodes.urls[0], path+v.Encode(), body, tableRefusal(j.t, first), true)
 		case early.Kind != "":
-			sure := parses(v) && (body != nil || v.Get("schedule") == "")
+			sure := body != nil || v.Get("schedule") == ""
 			expectRefusal(j.t, j.nodes.urls[0], path+v.Encode(), body, tableRefusal(j.t, early), sure)
 		case body != nil:
 			// An edit the table allows: not sent.

@@ -1,10 +1,13 @@
 package gateway_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -270,4 +273,93 @@ func mustQuery(t *testing.T, q string) url.Values {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestTableRulesOnEveryEndpoint: every rule the clients read
+// (python/brand/compat.json, the table published) is one the server
+// applies, on every endpoint that reads a job — /epoch/N, a batch, /plan
+// and the edit endpoints — a request meeting it answered 400 with the
+// rule's message; and the server applies no rule the file lacks (it is
+// the table's, rule for rule).
+func TestTableRulesOnEveryEndpoint(t *testing.T) {
+	b, err := os.ReadFile("../python/brand/compat.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published spec.Published
+	if err := json.Unmarshal(b, &published); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(published.Rules) != fmt.Sprint(spec.Rules()) {
+		t.Fatalf("compat.json's rules %v are not the table's %v (go test ./internal/job/spec -update)", published.Rules, spec.Rules())
+	}
+	other, third := newFixture(t, 4, 6), newFixture(t, 3, 5)
+	_, srv := start(t, other.store, func(c *gateway.Config) {
+		c.Datasets = []gateway.DatasetSpec{{Name: "other", URL: "file:///other", Store: other.store},
+			{Name: "third", URL: "file:///third", Store: third.store}}
+		c.DefaultDataset = "other"
+	})
+	// A parameter naming each feature a rule holds, valid for its
+	// parser, and a value for each parameter a rule names.
+	named := map[spec.Feature]string{
+		spec.Mix:        "mix=other:1,third:1",
+		spec.Schedule:   "mix_schedule=0:other:1,third:1",
+		spec.Importance: "sampling=importance",
+		spec.Tokens:     "seq=16",
+		spec.Vision:     "seq=16&vision=size:28x28,patch:14,image:1",
+		spec.Clips:      "delta_timestamps=observation.image:0,0.1",
+		spec.BalanceC:   "balance=vision",
+	}
+	values := map[string]string{api.ParamScheduleVersion: "latest", api.ParamEOS: "2", api.ParamStride: "2",
+		api.ParamFPS: "5", api.ParamStep: "3", api.ParamClipStart: "first"}
+	const shape = "batch_size=4&world=1&seed=3"
+	for _, r := range published.Rules {
+		v := mustQuery(t, shape)
+		add := func(q string) {
+			for k, x := range mustQuery(t, q) {
+				v[k] = x
+			}
+		}
+		for _, f := range r.Features {
+			q, ok := named[f]
+			if !ok {
+				t.Fatalf("rule %v: no parameter here names %s", r, f)
+			}
+			add(q)
+		}
+		param := ""
+		if len(r.Given) > 0 {
+			p := r.Given[0]
+			param = p.Name
+			v.Set(p.Name, cmp.Or(p.Value, values[p.Name]))
+		}
+		// And what a companion given needs (eos= a token job).
+		for _, c := range spec.Companions() {
+			given := slices.ContainsFunc(c.Params, func(p string) bool { return v.Get(p) != "" && (c.Value == "" || v.Get(p) == c.Value) })
+			if given && !slices.ContainsFunc(c.Needs, spec.Detect(v).Has) {
+				add(named[c.Needs[0]])
+			}
+		}
+		want := answer{status: http.StatusBadRequest, msg: r.Refusal(param).Error()}
+		if got := refusalOf(spec.CheckParams(v)); got != want {
+			t.Fatalf("rule %v: the table's check of %s says %v; want %v", r, v.Encode(), got, want)
+		}
+		q := v.Encode()
+		for path, body := range map[string]string{
+			"/epoch/0": "", "/epoch/0/batch/0": "", "/plan": "",
+			"/jobs/rules/exclude": `{"from_step": 100, "keys": ["class0/sample00003"]}`,
+			"/jobs/rules/append":  `{"from_step": 100, "index": "0123456789abcdef"}`,
+		} {
+			var resp *http.Response
+			var b []byte
+			if body == "" {
+				resp, b = get(t, srv.URL+path+"?"+q)
+			} else {
+				resp, b = do(t, http.MethodPost, srv.URL+path+"?"+q, []byte(body), "Content-Type", "application/json")
+			}
+			if got := answerOf(t, resp, b); got != want {
+				t.Errorf("rule %v on %s?%s: %v; want %v", r, path, q, got, want)
+			}
+		}
+	}
 }

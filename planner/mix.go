@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -623,7 +624,7 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 	case len(in.Dataset.Counts) > 0 || len(in.Dataset.ChunkSizes) > 0:
 		return nil, fmt.Errorf("%w: a plan of a mixture takes its datasets from its components; leave Dataset empty", ErrInvalid)
 	case in.Importance != nil:
-		return nil, fmt.Errorf("%w: importance mode is per dataset; a mixture draws uniformly from each component", ErrInvalid)
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, importanceOfMixture())
 	}
 	ms, err := newMixSchedule(*in.Mix, in.Job)
 	if err != nil {
@@ -759,4 +760,15 @@ func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	}
 	p.Mix = ms.report()
 	return p, nil
+}
+
+// importanceOfMixture is why a plan of a mixture is not drawn by
+// importance: the table's refusal of the pair (package spec), which the
+// gateway answers a request of both with; a planner that does not model
+// it, should the table come to take it.
+func importanceOfMixture() string {
+	if c := spec.Lookup(spec.Mix, spec.Importance); c.Kind == spec.Refuse {
+		return c.Message
+	}
+	return "importance sampling of a mixture is not modelled"
 }

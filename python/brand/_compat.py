@@ -12,7 +12,8 @@ gateway refuses it, with the same message.
 A job's features are read from the query parameters it sends
 (:func:`brand._options.job_query`), by the rules the file states
 (:func:`features`, Go's ``spec.Detect``); :func:`check` refuses them as
-Go's ``spec.CheckParams`` does (:func:`refusal`). Features only the
+Go's ``spec.CheckParams`` does (:func:`refusal`): its exclusive groups,
+companions, pairs and rules, every refusal of the kind the gateway makes. Features only the
 server knows (``resolved``: a stored edit, a dataset served in place, a
 plan's resize) are not detected here: the gateway adds them, and refuses
 what they do not go with itself; :func:`admits` says whether a job could
@@ -31,8 +32,8 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 __all__ = ["Refused", "admits", "check", "features", "refusal", "refused", "table"]
 
-#: The version of compat.json this module reads.
-VERSION = 1
+#: The version of compat.json this module reads (2: with its rules).
+VERSION = 2
 
 
 @functools.lru_cache(maxsize=None)
@@ -43,8 +44,11 @@ def table() -> Dict[str, Any]:
     (every pair of features once, ``a`` before ``b`` in the features'
     order, its ``kind``: ``compose``, ``refuse`` or ``downgrade``, and a
     ``message``), ``companions`` (``params`` that apply only with one of
-    the features ``needs``) and ``exclusives`` (``params`` of which a job
-    gives one). Callers must not change it.
+    the features ``needs``), ``exclusives`` (``params`` of which a job
+    gives one) and ``rules`` (what no pair says: a job with every one of
+    a rule's ``features`` that gives a parameter of its ``given``, if it
+    names any, and none of its ``unless`` is refused with its
+    ``message``). Callers must not change it.
 
     Raises:
         RuntimeError: a file of another version than this client reads.
@@ -89,8 +93,10 @@ class Refused(ValueError):
     Attributes:
         what: the two features of a refused pair (``("tokens",
             "transform")``, in the table's order), the exclusive parameters
-            given together, or the one companion parameter given without
-            its feature.
+            given together, the one companion parameter given without
+            its feature, or what a rule holds: its features and the
+            parameter of its ``given`` the job gave (``("mix", "vision",
+            "balance-cost")``, ``("tokens", "eos")``).
         message: the table's message.
     """
 
@@ -100,6 +106,20 @@ class Refused(ValueError):
         self.message = message
 
 
+def _met(rule: Mapping[str, Any], have: Tuple[str, ...], params: Mapping[str, str]) -> Optional[Tuple[str, ...]]:
+    """What of ``rule`` a job of features ``have`` and query parameters
+    ``params`` meets (its features, and the parameter of its ``given``
+    given), or ``None`` if it does not meet it all."""
+    if not all(f in have for f in rule.get("features", ())):
+        return None
+    given = [p["param"] for p in rule.get("given", ()) if _given(params, p)]
+    if rule.get("given") and not given:
+        return None
+    if any(_given(params, p) for p in rule.get("unless", ())):
+        return None
+    return tuple(rule.get("features", ())) + tuple(given[:1])
+
+
 def refused(params: Mapping[str, str]) -> Optional[Tuple[Tuple[str, ...], str]]:
     """What the table refuses of a job's query parameters and its
     message, or ``None`` if it takes them. In the gateway's order: a group
@@ -107,7 +127,8 @@ def refused(params: Mapping[str, str]) -> Optional[Tuple[Tuple[str, ...], str]]:
     given without a feature it applies to (``{param}`` in its message is
     the parameter's name), the groups and their parameters in the table's
     order; then the first refused pair of the features the parameters
-    name."""
+    name; then the first rule they and the parameters meet (``{param}``
+    in its message is the parameter of its ``given`` given)."""
     t = table()
     for e in t["exclusives"]:
         given = tuple(p for p in e["params"] if params.get(p))
@@ -124,6 +145,11 @@ def refused(params: Mapping[str, str]) -> Optional[Tuple[Tuple[str, ...], str]]:
     for cell in t["pairs"]:
         if cell["kind"] == "refuse" and cell["a"] in have and cell["b"] in have:
             return (cell["a"], cell["b"]), cell["message"]
+    for rule in t["rules"]:
+        what = _met(rule, have, params)
+        if what is not None:
+            param = what[-1] if rule.get("given") else ""
+            return what, rule["message"].replace("{param}", param)
     return None
 
 
@@ -150,10 +176,14 @@ def check(params: Mapping[str, str]) -> None:
 def admits(params: Mapping[str, str], feature: str) -> bool:
     """Whether a job of query parameters ``params`` could have ``feature``
     beside its own (a resolved one: a stored edit, a dataset served in
-    place): no pair of it and a feature the parameters name is refused."""
+    place): no pair of it and a feature the parameters name is refused,
+    and no rule holding it is met with it."""
     have = features(params)
     for cell in table()["pairs"]:
         if cell["kind"] == "refuse" and (cell["a"] == feature and cell["b"] in have
                                          or cell["b"] == feature and cell["a"] in have):
+            return False
+    for rule in table()["rules"]:
+        if feature in rule.get("features", ()) and _met(rule, have + (feature,), params) is not None:
             return False
     return True

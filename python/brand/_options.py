@@ -367,23 +367,26 @@ class Job:
             number of versions than components, a ``transform`` that is no
             pipeline's name, ``columns`` empty, repeated or holding an
             empty name or a comma, a ``balance`` that is not one of the
-            three, a ``seq``, ``clip`` or window out of its bounds. Or
-            parameters that do not go together, by the gateway's table of
-            features (``compat.json``, published by the gateway's
+            four, a ``vision`` that is not a rule's text, a ``seq``,
+            ``clip`` or window out of its bounds. Or parameters that do
+            not go together, by the gateway's table of features
+            (``compat.json``, published by the gateway's
             ``internal/job/spec``; docs/http-api.md, "Features and how they
             combine"), with its message: two sources (``dataset``, ``mix``,
             ``mix_schedule``, ``schedule_version``), a parameter that
             shapes a feature the job does not have (``pack`` without
             ``seq``, ``stride`` without a clip job, ``mix_block`` without a
-            mixture), or a refused pair of features (a mixture with
+            mixture), a refused pair of features (a mixture with
             ``importance``, ``seq`` with ``importance``, ``transform`` or
             ``columns``, a clip job with ``seq``, ``columns``,
             ``importance``, a mixture or ``balance``, a ``balance`` that
-            does not weigh the job's unit). Then the gateway's rules the
-            table does not hold: ``eos`` without ``pack="concat"``, a tree
+            does not weigh the job's unit), or a rule of the table beyond
+            pairs (a vision mixture with ``balance``, ``eos`` without
+            ``pack="concat"``, a vision job with ``pack="concat"``, a tree
             of videos' ``stride``, ``fps``, ``step`` or ``clip_start`` with
             a LeRobot job's windows, ``schedule_version`` without
-            ``name``.
+            ``name``). The table is every rule of the kind: this client
+            holds none of its own.
     """
 
     dataset: Optional[str] = None
@@ -457,10 +460,12 @@ class Job:
             _set(self, "weight", _checked_weight(self.weight))
         self._check_mix()
         # ...then whether they go together, by the gateway's table, from
-        # the parameters the job sends...
+        # the parameters the job sends (every rule of the kind is the
+        # table's)...
         _compat.check(job_query(self))
-        # ...and the gateway's rules the table does not hold.
-        self._check_more()
+        # ...and the client's own: of its two names, and of a mixture's
+        # index, which is never sent.
+        self._check_own()
 
     def _check_tokens(self) -> None:
         """The values of ``seq=`` and its companions."""
@@ -475,6 +480,10 @@ class Job:
                 _integer_at_least(name, v, 0)
                 if v > (1 << 31) - 1:
                     raise ValueError(f"brand: {name} {v} must be a token ID of int32")
+        if self.vision is not None and (not isinstance(self.vision, str) or not self.vision):
+            # The gateway reads the rule's parts (vision.ParseRule).
+            raise ValueError(f"brand: vision {self.vision!r} must be a rule's text, such as "
+                             "'size:448x448,patch:14,image:32000'")
 
     def _check_clips(self) -> None:
         """The values of ``clip=`` and its companions; the windows kept as
@@ -521,10 +530,10 @@ class Job:
             if v is not None:
                 _integer_at_least(name, v, 1)
 
-    def _check_more(self) -> None:
-        """The rules of a job's parameters that the gateway applies beside
-        its table of features (and the client's own, of a mixture's
-        index), checked once the table has taken the job."""
+    def _check_own(self) -> None:
+        """The rules of the client's own fields, which the gateway never
+        sees as such: a job's name given twice, and a mixture's index
+        (checked once the table has taken the job)."""
         # With sampling=importance the gateway takes job= as the importance
         # job's name, so a job has one name.
         if self.importance is not None and self.name is not None and self.name != self.importance.name:
@@ -532,17 +541,6 @@ class Job:
                 f"brand: job {self.name!r} and importance job {self.importance.name!r} differ: a job has one name, "
                 "and with importance sampling it is the importance job's; give one of them, or the same"
             )
-        if self.schedule_version is not None and self.name is None:
-            raise ValueError("brand: schedule_version reads the schedule stored under the job's name: give name")
-        if self.vision is not None and (self.seq is None or not isinstance(self.vision, str) or not self.vision):
-            raise ValueError("brand: vision applies only to a token job (seq): its images are counted in the sequence's tokens")
-        if self.eos is not None and self.pack != "concat":
-            raise ValueError("brand: eos applies only with pack='concat': bestfit puts no token between documents")
-        if self.clip is None and self.clips:
-            given = [n for n in ("stride", "fps", "step", "clip_start") if getattr(self, n) is not None]
-            if given:
-                raise ValueError(f"brand: {given[0]} shapes a tree of videos' clips (clip); a LeRobot job's windows "
-                                 "are delta_timestamps or frames")
         # The client checks a mixture's answers against its index, one
         # version a component (it is not sent: a mixture reads each
         # component's current version).

@@ -277,6 +277,22 @@ class TestChecked(unittest.TestCase):
                 self.assertIn(f"{pair[0]} and {pair[1]}", str(e.exception))
                 self.assertIn(_message(*pair), str(e.exception))
 
+    def test_refused_rules_named_before_any_request(self):
+        """A rule of the table beyond pairs (three features every two of
+        which go together: a vision mixture balanced by cost) refuses the
+        entry, naming the rule's features and its message, before any
+        request: the client reads it from compat.json as the gateway
+        applies it."""
+        vision = "size:448x448,patch:14,image:32000"
+        rule = next(r for r in _compat.table()["rules"] if r.get("features") == ["mix", "vision", "balance-cost"])
+        with self.assertRaises(ValueError) as e:
+            brand.Sequences(NOWHERE, None, vision=vision, mix="pairs:1,web:1", balance="vision")
+        self.assertEqual(str(e.exception), "brand.Sequences: the gateway's table refuses mix and vision and "
+                         f"balance-cost together: {rule['message']}")
+        brand.Sequences(NOWHERE, None, vision=vision, mix="pairs:1,web:1")  # unbalanced: taken
+        with self.assertRaisesRegex(ValueError, r"refuses tokens and eos together: eos applies only with pack=concat"):
+            brand.Sequences(NOWHERE, "tok", eos=2)
+
     def test_another_kinds_arguments(self):
         with self.assertRaisesRegex(TypeError, r"brand.Samples does not take seq=.*brand.Sequences"):
             brand.Samples(NOWHERE, "t", seq=64)

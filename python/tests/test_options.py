@@ -305,6 +305,27 @@ PARAM_FIELDS = {
 }
 
 
+# What the table's rules ask beside a companion parameter and its feature:
+# eos= is concatenated (pack=concat), sampling=importance is named (job=).
+RULES_ASK = {"eos": {"pack": "concat"}, "importance": {"job": "j"}, "hot": {"job": "j"}}
+
+
+# For each rule of the table, in its order: query parameters that meet it,
+# and the fields of a Job that send them (None: a Job cannot; an
+# Importance always names its job).
+RULE_JOBS = [
+    ({"schedule": "latest"}, dict(schedule_version="latest")),
+    ({"seq": "64", "eos": "2"}, dict(seq=64, eos=2)),
+    ({"sampling": "importance"}, None),
+    ({"delta_timestamps": "cam:0", "stride": "2"}, dict(delta_timestamps={"cam": [0]}, stride=2)),
+    ({"mix": "pairs:1,web:1", **VISION_QUERY, "balance": "vision"},
+     dict(mix="pairs:1,web:1", seq=64, vision=VISION_QUERY["vision"], balance="vision")),
+    ({"mix_schedule": "0:pairs:1,web:1", **VISION_QUERY, "balance": "tokens"},
+     dict(mix_schedule="0:pairs:1,web:1", seq=64, vision=VISION_QUERY["vision"], balance="tokens")),
+    ({**VISION_QUERY, "pack": "concat"}, dict(dataset="pairs", seq=64, vision=VISION_QUERY["vision"], pack="concat")),
+]
+
+
 def refused(message):
     """The error text of the table's refusal with ``message``."""
     return f"brand: {_compat.table()['error']}: {message}"
@@ -435,6 +456,9 @@ class TestCompat(unittest.TestCase):
                     for f in c["needs"]:  # and taken beside a feature it applies to
                         named = self.set_by(f)[0]
                         beside = VISION_QUERY if f == "vision" else {named["param"]: named.get("value", "1")}
+                        # and what the table's rules ask of the job beside
+                        # it: an EOS is concatenated, importance is named.
+                        beside.update(RULES_ASK.get(p, {}))
                         self.assertIsNone(_compat.refusal({p: given, **beside}))
         # Importance's version and hot are sent only with sampling=importance.
         q = job_query(brand.Job(importance=brand.Importance("j", version="0123456789abcdef", hot=2)))
@@ -454,6 +478,70 @@ class TestCompat(unittest.TestCase):
                     with self.subTest(params=(p, r)):
                         self.assertEqual(_compat.refusal({p: "1", r: "1", "pack": "concat"}), e["message"])
                         self.assertRefused({**PARAM_FIELDS[p], **PARAM_FIELDS[r]}, e["message"])
+
+    def test_every_rule(self):
+        """Every rule of the table beyond pairs refuses, with its message,
+        the parameters that meet it, and a Job that sends them; giving a
+        parameter of its ``unless`` lifts it. The parser's companion rules
+        that used to be this client's own (eos= only with pack=concat,
+        schedule= only with job=, a tree of videos' parameters not with a
+        LeRobot job's windows), the one of a vision job's packing and of
+        a vision mixture balanced, which the gateway's layout used to
+        refuse where no client saw it, are all here."""
+        rules = _compat.table()["rules"]
+        self.assertEqual(len(rules), len(RULE_JOBS))
+        for rule, (params, kw) in zip(rules, RULE_JOBS):
+            given = [p["param"] for p in rule.get("given", ())]
+            want = rule["message"].replace("{param}", given[0] if given else "")
+            with self.subTest(rule=rule["message"]):
+                self.assertEqual(_compat.refused(params), (tuple(rule.get("features", ())) + tuple(given[:1]), want))
+                if kw is not None:
+                    self.assertRefused(kw, want)
+                for p in rule.get("unless", ()):
+                    self.assertNotEqual(_compat.refusal({**params, p["param"]: p.get("value", "j")}), want)
+
+    def test_the_companion_rules(self):
+        """Each rule the gateway's parser kept of its own before, and this
+        client copied by hand, now the table's: refused with its message
+        as the gateway refuses it, and taken where it is met no more."""
+        eos = "eos applies only with pack=concat: bestfit puts no token between documents"
+        self.assertRefused(dict(dataset="t", seq=64, eos=2), eos)
+        self.assertRefused(dict(dataset="t", seq=64, eos=2, pack="bestfit"), eos)
+        brand.Job(dataset="t", seq=64, eos=2, pack="concat")
+        self.assertRefused(dict(schedule_version="latest"),
+                           "schedule= reads the schedule stored under the job's name: give job=NAME")
+        brand.Job(schedule_version="latest", name="run")
+        for name, kw in (("stride", dict(stride=2)), ("fps", dict(fps=5)), ("step", dict(step=3)),
+                         ("clip_start", dict(clip_start="first"))):
+            with self.subTest(param=name):
+                self.assertRefused(dict(dataset="r", frames=[0, 1], **kw),
+                                   f"{name} shapes a tree of videos' clips (clip=T); a LeRobot job's windows are "
+                                   "delta_timestamps= or frames=")
+                brand.Job(dataset="v", clip=8, **kw)
+        self.assertEqual(_compat.refusal({"sampling": "importance"}),
+                         "sampling=importance needs job=NAME, the name the job's feedback is sent under")
+        self.assertIsNone(_compat.refusal({"sampling": "importance", "job": "j"}))
+        # A vision job's packing, which the gateway refused only once its
+        # batch was laid out.
+        self.assertRefused(dict(dataset="pairs", seq=64, vision=VISION_QUERY["vision"], pack="concat"),
+                           "a vision job packs whole samples best fit, never cut: pack=concat and eos= do not apply")
+
+    def test_a_vision_mixture_balanced(self):
+        """A mixture (or schedule) of a vision job balanced by cost: three
+        features every two of which go together, refused by a rule of the
+        table, before any request; the same mixture unbalanced, and a
+        vision job of one dataset balanced, are taken."""
+        msg = "balance= does not weigh a mixture of image-text and text sequences: its sequences take the plain cut"
+        vis = VISION_QUERY["vision"]
+        for source in (dict(mix="pairs:1,web:1"), dict(mix_schedule="0:pairs:1,web:1")):
+            for balance in ("vision", "tokens", "attention"):
+                with self.subTest(balance=balance, **source):
+                    self.assertRefused(dict(seq=64, vision=vis, balance=balance, **source), msg)
+            brand.Job(seq=64, vision=vis, **source)
+        brand.Job(dataset="pairs", seq=64, vision=vis, balance="vision")
+        with self.assertRaises(_compat.Refused) as cm:
+            brand.Client(URL, seq=64, vision=vis, mix="pairs:1,web:1", balance="vision")
+        self.assertEqual(cm.exception.what, ("mix", "vision", "balance-cost"))
 
     def test_refusals_the_old_client_missed(self):
         """Pairs the gateway's table refuses that this client's own copy of

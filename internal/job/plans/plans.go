@@ -251,7 +251,11 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	}
 	q = j.Query
 	src := j.Source
-	q.Plan.Assignment = assignment(src, q.Job)
+	// How the job's global batches are given to its ranks, as its
+	// batches are (the table's, of its features: a plan of several nodes
+	// is of a cluster): a plan of several nodes reports the cross-node
+	// traffic of that one.
+	q.Plan.Assignment = j.Features.Assignment(q.Job.World)
 	if src.Mix != nil {
 		return m.run(ctx, func(ctx context.Context) (any, error) {
 			data := make([]api.PlanDataset, len(src.Mix.DS))
@@ -300,19 +304,6 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 		}
 		return m.cfg.Planner.Plan(ctx, Data(ds), q.Job, q.Plan, snap)
 	})
-}
-
-// assignment names how the job's global batches are given to its ranks,
-// as its batches are: a plan of several nodes reports the cross-node
-// traffic of that one (api.PlanOptions.Assignment).
-func assignment(src layout.Source, job api.Job) string {
-	switch {
-	case job.Balance != "":
-		return api.AssignBalance
-	case src.Features.Effective().Has(spec.Locality) && job.World > 1:
-		return api.AssignLocality
-	}
-	return api.AssignPlain
 }
 
 // PlanEdit is a job's chain of edits as a plan takes it.

@@ -556,28 +556,11 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	if q.Sampling == api.SamplingImportance {
 		q.Job.Importance.Job = q.Job.Name
 	}
-	imp := q.Job.Importance
 	// Which parameters and features go together is the table's (package
-	// spec): the same answer here, on every edit and in /plan.
+	// spec): the same answer here, on every edit and in /plan, and in the
+	// clients, which read it.
 	if err := spec.CheckParams(values); err != nil {
 		return Query{}, err
-	}
-	switch {
-	case q.Job.ScheduleVersion != "" && q.Job.Name == "":
-		return Query{}, fmt.Errorf("%w: schedule= reads the schedule stored under the job's name: give job=NAME", ErrBadRequest)
-	case q.Job.Tokens() && q.Job.EOSSet && q.Job.PackMode() != api.PackConcat:
-		return Query{}, fmt.Errorf("%w: eos applies only with pack=concat: bestfit puts no token between documents", ErrBadRequest)
-	case q.Sampling == api.SamplingImportance && !imp.On():
-		return Query{}, fmt.Errorf("%w: sampling=importance needs job=NAME, the name the job's feedback is sent under", ErrBadRequest)
-	}
-	if c := q.Job.Clip; c.On() && len(c.Windows) > 0 {
-		// A LeRobot job's windows are its own; the tree's shaping
-		// parameters shape clips of a tree of videos (clip=T).
-		for _, name := range []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart} {
-			if values.Get(name) != "" {
-				return Query{}, fmt.Errorf("%w: %s shapes a tree of videos' clips (clip=T); a LeRobot job's windows are delta_timestamps= or frames=", ErrBadRequest, name)
-			}
-		}
 	}
 	return q, nil
 }

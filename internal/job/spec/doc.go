@@ -9,7 +9,14 @@
 // is one entry of Features; for every pair of them the Table says
 // whether they compose, are refused (one error, ErrIncompatible, with the
 // cell's message) or make a documented downgrade (the job is served, one
-// feature's effect is dropped and the cell says why).
+// feature's effect is dropped and the cell says why). What no pair can
+// say is a Rule of the same table: three features that do not go
+// together though every two of them do (a vision mixture balanced by
+// cost), or a feature and a parameter's value (eos= only with
+// pack=concat, schedule= only with job=); with the companions (a
+// parameter that means nothing without its feature) and the exclusive
+// groups (one thing named two ways), these are every refusal of which
+// features and parameters go together that the server makes.
 //
 // # Why one table
 //
@@ -20,10 +27,16 @@
 // clear error): a stored exclusion list silently dropped when its job
 // was read as a mixture, /plan refusing a job /epoch served. Here every
 // entry point asks one table — the parser (the features a request
-// names), the resolver (with the job's stored edits and its dataset's
-// kind), every edit endpoint (with the edit's own), /plan (with its plan
-// options) — so a pair is answered the same everywhere, and adding a
-// feature is one entry here and one cell per pair.
+// names, and its parameters: CheckParams), the resolver (with the job's
+// stored edits and its dataset's kind), every edit endpoint (with the
+// edit's own), /plan (with its plan options) — so a pair is answered the
+// same everywhere, and adding a feature is one entry here and one cell
+// per pair. No refusal of the kind is decided in the parser's code, the
+// layout or the planner alone, where neither the table nor the clients
+// would see it (the layout's own checks of a vision job stay, a defence
+// in depth no request reaches): the planner asks the table too, and
+// /plan asks it how a job's global batches go to its ranks
+// (Set.Assignment).
 //
 // The table is published: Golden renders it as the JSON file the Python
 // client reads (python/brand/compat.json) instead of a copy of its own,

@@ -15,12 +15,15 @@ type Published struct {
 	Pairs      []Cell      `json:"pairs"`
 	Companions []Companion `json:"companions"`
 	Exclusives []Exclusive `json:"exclusives"`
+	Rules      []Rule      `json:"rules"`
 }
 
 // Publish is the table as the golden file python/brand/compat.json holds
-// it (written by this package's tests with -update).
+// it (written by this package's tests with -update). Version 2 added the
+// rules.
 func Publish() Published {
-	return Published{Version: 1, Error: ErrIncompatible.Error(), Features: Features(), Pairs: Table(), Companions: Companions(), Exclusives: Exclusives()}
+	return Published{Version: 2, Error: ErrIncompatible.Error(), Features: Features(), Pairs: Table(), Companions: Companions(),
+		Exclusives: Exclusives(), Rules: Rules()}
 }
 
 // Markdown is the table as docs/http-api.md shows it: each feature, a
@@ -92,7 +95,46 @@ func Markdown() string {
 	for _, e := range Exclusives() {
 		fmt.Fprintf(&sb, "- `%s` together: %s.\n", strings.Join(e.Params, "`, `"), e.Message)
 	}
+	sb.WriteString("\nRules of three features, or of features and parameters, that no pair can say: a request that meets all of one is refused (400), after the pairs, by the first in this order:\n\n")
+	for _, r := range Rules() {
+		fmt.Fprintf(&sb, "- %s: %s.\n", ruleText(r), strings.ReplaceAll(r.Message, "{param}", "each"))
+	}
 	return sb.String()
+}
+
+// ruleText is what r refuses, in words: its features (`tokens`) and
+// parameters (`eos=`).
+func ruleText(r Rule) string {
+	param := func(p Param) string { return "`" + p.Name + "=" + p.Value + "`" }
+	params := func(ps []Param) string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, param(p))
+		}
+		if len(out) < 2 {
+			return strings.Join(out, "")
+		}
+		return strings.Join(out[:len(out)-1], ", ") + " or " + out[len(out)-1]
+	}
+	var parts []string
+	if len(r.Features) > 0 {
+		var fs []string
+		for _, f := range r.Features {
+			fs = append(fs, "`"+string(f)+"`")
+		}
+		parts = append(parts, strings.Join(fs, " × "))
+	}
+	if len(r.Given) > 0 {
+		w := params(r.Given)
+		if len(parts) > 0 {
+			w = "with " + w
+		}
+		parts = append(parts, w)
+	}
+	if len(r.Unless) > 0 {
+		parts = append(parts, "without "+params(r.Unless))
+	}
+	return strings.Join(parts, " ")
 }
 
 func resolvedNote(d Def) string {

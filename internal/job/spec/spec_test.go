@@ -2,10 +2,12 @@ package spec
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,6 +152,22 @@ func TestCheckParams(t *testing.T) {
 		{"balance=vision", Companions()[5].Message},
 		{"clip=8&balance=vision", Companions()[5].Message},
 		{"seq=64&vision=size:448x448,patch:14,pad:1&columns=a", Lookup(Tokens, Columns).Message},
+		// The rules, after the pairs.
+		{"mix=a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1&balance=vision", Rules()[4].Message},
+		{"mix=a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1&balance=tokens", Rules()[4].Message},
+		{"mix_schedule=0:a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1&balance=attention", Rules()[5].Message},
+		{"mix=a:1,b:1&seq=64&balance=tokens", ""}, // a text token mixture is balanced
+		{"mix=a:1,b:1&seq=64&vision=size:448x448,patch:14,pad:1&balance=bytes", Lookup(Tokens, BalanceB).Message},
+		{"seq=64&vision=size:448x448,patch:14,pad:1&pack=concat", Rules()[6].Message},
+		{"seq=64&vision=size:448x448,patch:14,pad:1&pack=bestfit", ""},
+		{"seq=64&eos=2", Rules()[1].Message},
+		{"seq=64&eos=2&pack=bestfit", Rules()[1].Message},
+		{"schedule=latest", Rules()[0].Message},
+		{"schedule=latest&job=j", ""},
+		{"sampling=importance", Rules()[2].Message},
+		{"frames=0,1&fps=5", "fps shapes a tree of videos' clips (clip=T); a LeRobot job's windows are delta_timestamps= or frames="},
+		{"clip=8&fps=5", ""},
+		{"seq=64&sampling=importance", Lookup(Importance, Tokens).Message}, // a pair before a rule
 	} {
 		v, err := url.ParseQuery(tc.query)
 		if err != nil {
@@ -163,6 +181,125 @@ func TestCheckParams(t *testing.T) {
 			t.Errorf("%s: %v; want %q", tc.query, err, tc.want)
 		case err != nil && (!errors.Is(err, ErrIncompatible) || !errkind.Has(err, errkind.Invalid)):
 			t.Errorf("%s: %v is not the table's refusal, a bad request", tc.query, err)
+		}
+	}
+}
+
+// TestRules: every rule says why, names features and parameters there
+// are, says what no pair already does (a rule of features alone is of
+// three or more, each pair of which the table takes), and refuses a
+// request that meets it with its message, no earlier refusal before it:
+// a request of its features and Given, and what their companions need.
+func TestRules(t *testing.T) {
+	known := map[string]bool{}
+	for _, p := range api.JobParams {
+		known[p] = true
+	}
+	for _, r := range Rules() {
+		name := ruleText(r)
+		if r.Message == "" {
+			t.Errorf("rule %s says not why", name)
+		}
+		for _, f := range r.Features {
+			if bit(f) == 0 {
+				t.Errorf("rule %s: %s is no feature", name, f)
+			}
+		}
+		for _, p := range append(slices.Clone(r.Given), r.Unless...) {
+			if !known[p.Name] {
+				t.Errorf("rule %s: %s is no job parameter", name, p.Name)
+			}
+		}
+		if r.featuresOnly() {
+			if len(r.Features) < 3 {
+				t.Errorf("rule %s of %d features: a pair is a cell", name, len(r.Features))
+			}
+			for i, a := range r.Features {
+				for _, b := range r.Features[i+1:] {
+					if Lookup(a, b).Kind == Refuse {
+						t.Errorf("rule %s: the pair %s × %s is refused already", name, a, b)
+					}
+				}
+			}
+		}
+		v := meeting(r)
+		param := ""
+		if len(r.Given) > 0 {
+			param = r.Given[0].Name
+		}
+		want := r.Refusal(param).Error()
+		if err := CheckParams(v); err == nil || err.Error() != want || !IsRefusal(err) {
+			t.Errorf("rule %s: %s is refused with %v; want %q", name, v.Encode(), err, want)
+		}
+		if r.featuresOnly() {
+			if err := Detect(v).Check(); err == nil || err.Error() != want {
+				t.Errorf("rule %s: the features of %s are refused with %v; want %q", name, v.Encode(), err, want)
+			}
+		}
+		for _, p := range r.Unless {
+			v.Set(p.Name, cmp.Or(p.Value, "1"))
+			if err := CheckParams(v); err != nil && err.Error() == want {
+				t.Errorf("rule %s: %s, which gives %s=, is refused by it", name, v.Encode(), p.Name)
+			}
+			v.Del(p.Name)
+		}
+	}
+}
+
+// meeting is a request that meets r and no refusal before it: a
+// parameter naming each of its features (one not in Unless), the first
+// of Given, and a parameter naming a feature each companion given needs.
+func meeting(r Rule) url.Values {
+	v := url.Values{}
+	name := func(f Feature) {
+		for _, d := range defs {
+			if d.Name != f {
+				continue
+			}
+			for _, p := range d.SetBy {
+				if !slices.ContainsFunc(r.Unless, func(u Param) bool { return u.Name == p.Name }) {
+					v.Set(p.Name, cmp.Or(p.Value, "1"))
+					return
+				}
+			}
+		}
+	}
+	for _, f := range r.Features {
+		name(f)
+	}
+	if len(r.Given) > 0 {
+		v.Set(r.Given[0].Name, cmp.Or(r.Given[0].Value, "1"))
+	}
+	for _, c := range companions {
+		for _, p := range c.Params {
+			if c.given(v, p) && !slices.ContainsFunc(c.Needs, Detect(v).Has) {
+				name(c.Needs[0])
+			}
+		}
+	}
+	return v
+}
+
+// TestAssignment: a job's global batches go by cost where balance= has
+// effect, by locality where locality has effect on a cluster with
+// several ranks, else the plain cut.
+func TestAssignment(t *testing.T) {
+	for _, tc := range []struct {
+		s     Set
+		world int
+		want  string
+	}{
+		{Of(Dataset, Samples, Locality), 4, api.AssignPlain},
+		{Of(Dataset, Samples, Locality, Cluster), 4, api.AssignLocality},
+		{Of(Dataset, Samples, Locality, Cluster), 1, api.AssignPlain},
+		{Of(Dataset, Samples, Cluster), 4, api.AssignPlain},
+		{Of(Dataset, Samples, Locality, BalanceB, Cluster), 4, api.AssignBalance},
+		{Of(Dataset, Tokens, Locality, Cluster), 4, api.AssignPlain},
+		{Of(Dataset, Tokens, Locality, BalanceC), 1, api.AssignBalance},
+		{Of(Dataset, Clips, Locality, Cluster), 4, api.AssignPlain},
+	} {
+		if got := tc.s.Assignment(tc.world); got != tc.want {
+			t.Errorf("%v at world %d: %s; want %s", tc.s.List(), tc.world, got, tc.want)
 		}
 	}
 }

@@ -162,12 +162,28 @@ func Lookup(a, b Feature) Cell {
 	return Cell{A: a, B: b, Kind: Compose}
 }
 
-// Check refuses s if a pair of its features is refused: the first such
-// pair in the table's order, with its message (ErrIncompatible).
+// Check refuses s if a pair of its features is refused, or a rule of
+// features alone holds them all: the first such pair in the table's
+// order, else the first such rule in Rules' order, with its message
+// (ErrIncompatible). The rules that name parameters are CheckParams'.
 func (s Set) Check() error {
+	return s.check(nil)
+}
+
+// check is Check, and with the request's parameters v (not nil) the
+// rules that name parameters too.
+func (s Set) check(v url.Values) error {
 	for i, c := range notable {
 		if c.Kind == Refuse && s.holds(i) {
 			return Refusal(c)
+		}
+	}
+	for i, r := range rules {
+		if s&ruleSets[i] != ruleSets[i] || v == nil && !r.featuresOnly() {
+			continue
+		}
+		if p, ok := r.givenIn(v); ok {
+			return r.Refusal(p)
 		}
 	}
 	return nil
@@ -195,10 +211,13 @@ func Refusal(c Cell) error {
 	return &Refused{Cell: c, err: fmt.Errorf("%w: %s", ErrIncompatible, c.Message)}
 }
 
-// A Refused is a refusal by the table: the cell, and its error.
+// A Refused is a refusal by the table: the cell, or the rule (with the
+// parameter of its Given the request gave), and its error.
 type Refused struct {
-	Cell Cell
-	err  error
+	Cell  Cell
+	Rule  Rule
+	Param string
+	err   error
 }
 
 func (r *Refused) Error() string { return r.err.Error() }
@@ -227,6 +246,27 @@ func (s Set) Effective() Set {
 		}
 	}
 	return out
+}
+
+// Assignment is how the global batches of a job of features s and world
+// ranks are given to its ranks (api.AssignBalance, api.AssignLocality,
+// api.AssignPlain), by the table's downgrades: by their cost where a
+// balance= feature has effect; by locality where locality has effect
+// (no downgrade drops it) on a cluster of several nodes (Cluster: the
+// job's, or a plan's nodes=) with several ranks; else the plain cut.
+// /plan reports it. The layout's choice (layout.Source's assignment and
+// Assigns) answers the same for a resolved job, whose features hold
+// Cluster exactly when its members are several, but is its own code yet:
+// it is to ask this.
+func (s Set) Assignment(world int) string {
+	f := s.Effective()
+	switch {
+	case f.Has(BalanceB) || f.Has(BalanceC):
+		return api.AssignBalance
+	case f.Has(Locality) && f.Has(Cluster) && world > 1:
+		return api.AssignLocality
+	}
+	return api.AssignPlain
 }
 
 // A Companion is a parameter that shapes a feature and means nothing
@@ -291,8 +331,8 @@ var exclusives = []Exclusive{
 
 // CheckParams refuses a request's parameters v that the table refuses: a
 // group of exclusive parameters given two ways, a companion without its
-// feature, and a refused pair of the features v names; in that order, the
-// first found in the table's order.
+// feature, a refused pair of the features v names, and a rule they and v
+// meet; in that order, the first found in the table's order.
 func CheckParams(v url.Values) error {
 	for _, e := range exclusives {
 		given := 0
@@ -317,7 +357,7 @@ func CheckParams(v url.Values) error {
 			}
 		}
 	}
-	return s.Check()
+	return s.check(v)
 }
 
 // IsRefusal reports whether err is the table's refusal.

@@ -259,6 +259,27 @@ func TestRulesAreTheTable(t *testing.T) {
 	if !slices.Equal(co, mo) {
 		t.Errorf("the table's companions %v; the model's %v", co, mo)
 	}
+	var ru, mr []string
+	for _, r := range spec.Rules() {
+		ru = append(ru, fmt.Sprint(r.Features, r.Given, r.Unless))
+	}
+	for _, c := range jobmodel.Conds {
+		var fs []spec.Feature
+		for _, f := range c.Features {
+			fs = append(fs, spec.Feature(f))
+		}
+		ps := func(ps [][2]string) []spec.Param {
+			var out []spec.Param
+			for _, p := range ps {
+				out = append(out, spec.Param{Name: p[0], Value: p[1]})
+			}
+			return out
+		}
+		mr = append(mr, fmt.Sprint(fs, ps(c.Given), ps(c.Unless)))
+	}
+	if !slices.Equal(ru, mr) {
+		t.Errorf("the table's rules %v; the model's %v", ru, mr)
+	}
 }
 
 // Params is a pool of parameters of every feature, each with a value its
@@ -303,6 +324,8 @@ func TestJudgeIsCheckParams(t *testing.T) {
 			}
 		case "pair":
 			want = spec.Lookup(spec.Feature(verdict.A), spec.Feature(verdict.B)).Message
+		case "rule":
+			want = strings.TrimPrefix(spec.Rules()[verdict.Rule].Refusal(verdict.Param).Error(), spec.ErrIncompatible.Error()+": ")
 		}
 		var got string
 		if err := spec.CheckParams(v); err != nil {

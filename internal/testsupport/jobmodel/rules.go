@@ -134,6 +134,69 @@ var Companions = []struct {
 	{Params: []string{"balance"}, Value: "vision", Needs: []string{"vision"}},
 }
 
+// A Cond is a rule of docs/http-api.md beyond a pair: a request with
+// every feature of Features that gives a parameter of Given (if any;
+// with its value, where one is named) and none of Unless is refused.
+type Cond struct {
+	Features []string
+	Given    [][2]string // parameter, value ("": any)
+	Unless   [][2]string
+}
+
+// Conds are the rules beyond pairs, in the order a request is checked
+// against them, after the pairs.
+var Conds = []Cond{
+	// A stored schedule is read under the job's name.
+	{Given: [][2]string{{"schedule", ""}}, Unless: [][2]string{{"job", ""}}},
+	// An EOS goes between documents only where they are concatenated.
+	{Features: []string{"tokens"}, Given: [][2]string{{"eos", ""}}, Unless: [][2]string{{"pack", "concat"}}},
+	// Importance feedback is sent under the job's name.
+	{Features: []string{"importance"}, Unless: [][2]string{{"job", ""}}},
+	// A LeRobot job's windows are its own: a tree's clip parameters
+	// shape clips of clip=T alone.
+	{Features: []string{"clips"}, Given: [][2]string{{"stride", ""}, {"fps", ""}, {"step", ""}, {"clip_start", ""}},
+		Unless: [][2]string{{"clip", ""}}},
+	// A vision mixture's sequences take the plain cut.
+	{Features: []string{"mix", "vision", "balance-cost"}},
+	{Features: []string{"schedule", "vision", "balance-cost"}},
+	// A vision job packs whole samples best fit.
+	{Features: []string{"vision"}, Given: [][2]string{{"pack", "concat"}}},
+}
+
+// meets reports whether features fs and parameters v meet c (v nil:
+// only a rule of features alone can be met), and the parameter of Given
+// given.
+func (c Cond) meets(fs []string, v url.Values) (string, bool) {
+	for _, f := range c.Features {
+		if !slices.Contains(fs, f) {
+			return "", false
+		}
+	}
+	if v == nil {
+		return "", len(c.Given) == 0 && len(c.Unless) == 0
+	}
+	gives := func(p [2]string) bool { return v.Get(p[0]) != "" && (p[1] == "" || v.Get(p[0]) == p[1]) }
+	param := ""
+	if len(c.Given) > 0 {
+		i := slices.IndexFunc(c.Given, gives)
+		if i < 0 {
+			return "", false
+		}
+		param = c.Given[i][0]
+	}
+	return param, !slices.ContainsFunc(c.Unless, gives)
+}
+
+// firstCond is the first of Conds fs and v meet (v as for meets).
+func firstCond(fs []string, v url.Values) (Verdict, bool) {
+	for i, c := range Conds {
+		if p, ok := c.meets(fs, v); ok {
+			return Verdict{Kind: "rule", Rule: i, Param: p}, true
+		}
+	}
+	return Verdict{}, false
+}
+
 // Detect is the features a request's parameters name: a source (dataset
 // unless a mixture or schedule is named), a sampling, a unit (samples
 // unless sequences or clips are), and the rest as named; locality unless
@@ -170,12 +233,16 @@ func Detect(v url.Values) []string {
 // A Verdict is what the rules say of a request: served (Kind ""), or
 // refused for a group of exclusive parameters given together
 // (Exclusive, its index in Exclusives), a companion parameter without
-// its feature (Companion, the parameter) or a refused pair (A, B).
+// its feature (Companion, the parameter), a refused pair (A, B) or a
+// rule beyond pairs (Rule, its index in Conds, and Param, the parameter
+// of its Given the request gave).
 type Verdict struct {
-	Kind      string // "", "exclusive", "companion", "pair"
+	Kind      string // "", "exclusive", "companion", "pair", "rule"
 	Exclusive int
 	Companion string
 	A, B      string
+	Rule      int
+	Param     string
 }
 
 // Judge is the rules' verdict on a request's parameters v with the
@@ -184,9 +251,10 @@ type Verdict struct {
 // dataset's kind, a cluster's members): first a group of exclusive
 // parameters given together, then a companion without its feature (in
 // the order of Companions, each's parameters in order), then the first
-// refused pair of the request's features in the table's order; only
-// then, stage by stage, the first refused pair of all the features known
-// by that stage.
+// refused pair of the request's features in the table's order, then the
+// first rule beyond pairs they and v meet; only then, stage by stage, the
+// first refused pair of all the features known by that stage, or the
+// first rule of features alone they meet.
 func Judge(v url.Values, stages ...[]string) Verdict {
 	for i, g := range Exclusives {
 		n := 0
@@ -211,10 +279,16 @@ func Judge(v url.Values, stages ...[]string) Verdict {
 	if a, b, ok := FirstRefused(fs); ok {
 		return Verdict{Kind: "pair", A: a, B: b}
 	}
+	if verdict, ok := firstCond(fs, v); ok {
+		return verdict
+	}
 	for _, extra := range stages {
 		fs = append(fs, extra...)
 		if a, b, ok := FirstRefused(fs); ok {
 			return Verdict{Kind: "pair", A: a, B: b}
+		}
+		if verdict, ok := firstCond(fs, nil); ok {
+			return verdict
 		}
 	}
 	return Verdict{}

@@ -1,0 +1,100 @@
+package spec
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/brandgw/brand/api"
+)
+
+// A Rule refuses a request that meets all its conditions: it has every
+// feature of Features, gives a parameter of Given if Given names any
+// (with its value, if the Param names one), and gives no parameter of
+// Unless. A rule holds what no pair of features can say: three features
+// that do not go together though every two of them do (a vision mixture
+// balanced by cost), and a parameter that means something only beside
+// another parameter's value (eos= only with pack=concat). "{param}" in
+// Message is the parameter of Given the request gave.
+//
+// A rule of features alone is checked wherever the table is (Set.Check:
+// the parser, the resolver with the features only the server knows,
+// every edit); one naming parameters where the parameters are
+// (CheckParams: the parser, and the Go client).
+type Rule struct {
+	Features []Feature `json:"features,omitempty"`
+	Given    []Param   `json:"given,omitempty"`
+	Unless   []Param   `json:"unless,omitempty"`
+	Message  string    `json:"message"`
+}
+
+// Rules are the table's rules, in the order a request is checked
+// against them: after the pairs, the first met refuses it.
+func Rules() []Rule { return slices.Clone(rules) }
+
+// rules are Rules, made once (read only). Each message says why, in the
+// words a user of the features reads.
+var rules = func() []Rule {
+	p := func(name string) Param { return Param{Name: name} }
+	const visionMixBalance = "balance= does not weigh a mixture of image-text and text sequences: its sequences take the plain cut"
+	return []Rule{
+		// What a parameter means beside another's value (the parser's
+		// own checks, before).
+		{Given: []Param{p(api.ParamScheduleVersion)}, Unless: []Param{p(api.ParamJob)},
+			Message: "schedule= reads the schedule stored under the job's name: give job=NAME"},
+		{Features: []Feature{Tokens}, Given: []Param{p(api.ParamEOS)}, Unless: []Param{{Name: api.ParamPack, Value: api.PackConcat}},
+			Message: "eos applies only with pack=concat: bestfit puts no token between documents"},
+		{Features: []Feature{Importance}, Unless: []Param{p(api.ParamJob)},
+			Message: "sampling=importance needs job=NAME, the name the job's feedback is sent under"},
+		{Features: []Feature{Clips}, Given: []Param{p(api.ParamStride), p(api.ParamFPS), p(api.ParamStep), p(api.ParamClipStart)},
+			Unless:  []Param{p(api.ParamClip)},
+			Message: "{param} shapes a tree of videos' clips (clip=T); a LeRobot job's windows are delta_timestamps= or frames="},
+		// Three features (the layout's, before): a vision mixture's
+		// sequences are of two kinds, which no one cost weighs alike.
+		{Features: []Feature{Mix, Vision, BalanceC}, Message: visionMixBalance},
+		{Features: []Feature{Schedule, Vision, BalanceC}, Message: visionMixBalance},
+		// A vision job's packing (the layout's, before).
+		{Features: []Feature{Vision}, Given: []Param{{Name: api.ParamPack, Value: api.PackConcat}},
+			Message: "a vision job packs whole samples best fit, never cut: pack=concat and eos= do not apply"},
+	}
+}()
+
+// ruleSets are rules' features as sets, by index. Never modified.
+var ruleSets = func() []Set {
+	out := make([]Set, len(rules))
+	for i, r := range rules {
+		out[i] = Of(r.Features...)
+	}
+	return out
+}()
+
+// featuresOnly reports whether r names no parameter: a rule Set.Check
+// applies.
+func (r Rule) featuresOnly() bool { return len(r.Given) == 0 && len(r.Unless) == 0 }
+
+// givenIn reports whether the parameters v meet r's Given and Unless
+// (r's features are the caller's to have checked), and the parameter of
+// Given given ("" if r names none).
+func (r Rule) givenIn(v url.Values) (string, bool) {
+	param := ""
+	if len(r.Given) > 0 {
+		i := slices.IndexFunc(r.Given, func(p Param) bool { return p.in(v) })
+		if i < 0 {
+			return "", false
+		}
+		param = r.Given[i].Name
+	}
+	if slices.ContainsFunc(r.Unless, func(p Param) bool { return p.in(v) }) {
+		return "", false
+	}
+	return param, true
+}
+
+// Refusal is the error r answers where a request gives param (one of
+// its Given; "" for a rule that names none): ErrIncompatible with its
+// message, "{param}" replaced by param, the same text whoever asks.
+func (r Rule) Refusal(param string) error {
+	msg := strings.ReplaceAll(r.Message, "{param}", param)
+	return &Refused{Rule: r, Param: param, err: fmt.Errorf("%w: %s", ErrIncompatible, msg)}
+}
