@@ -31,24 +31,25 @@ import (
 // membership an assignment is made under).
 
 // An assignment is how a job's global batches are given to its ranks.
-type assignment uint8
+type assignment = string
 
+// The assignments, as the table names them (spec.Set.Assignment).
 const (
-	plainCut assignment = iota
-	byLocality
-	byCost
+	plainCut   assignment = api.AssignPlain
+	byLocality assignment = api.AssignLocality
+	byCost     assignment = api.AssignBalance
 )
 
-// assignment is how job's global batches from s are given to its ranks.
+// assignment is how job's global batches from s are given to its ranks:
+// the table's answer (spec.Set.Assignment, which /plan reports) for the
+// job's features on s's membership — a cluster exactly when it has
+// several members.
 func (s Source) assignment(job api.Job) assignment {
-	f := s.features(job).Effective()
-	switch {
-	case f.Has(spec.BalanceB) || f.Has(spec.BalanceC):
-		return byCost
-	case s.Assigns(job):
-		return byLocality
+	f := s.features(job).Without(spec.Cluster)
+	if s.Members != nil && s.Members.Len() > 1 {
+		f = f.With(spec.Cluster)
 	}
-	return plainCut
+	return f.Assignment(job.World)
 }
 
 // A global is a global batch as an assignment weighs it: each rank's

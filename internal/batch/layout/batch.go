@@ -64,9 +64,7 @@ func (s Source) IndexID() string {
 // locality (spec: balance= replaces it, a token or clip job's ranks take
 // the plain cut). Otherwise each rank takes the plain cut or its
 // balanced share, and nothing of the cluster enters the batch.
-func (s Source) Assigns(job api.Job) bool {
-	return s.Members != nil && s.Members.Len() > 1 && job.World > 1 && s.features(job).Effective().Has(spec.Locality)
-}
+func (s Source) Assigns(job api.Job) bool { return s.assignment(job) == byLocality }
 
 // features are the job's features as resolved (Features), or as its
 // parameters name them for a source laid out without a resolution.

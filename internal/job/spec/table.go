@@ -254,10 +254,8 @@ func (s Set) Effective() Set {
 // balance= feature has effect; by locality where locality has effect
 // (no downgrade drops it) on a cluster of several nodes (Cluster: the
 // job's, or a plan's nodes=) with several ranks; else the plain cut.
-// /plan reports it. The layout's choice (layout.Source's assignment and
-// Assigns) answers the same for a resolved job, whose features hold
-// Cluster exactly when its members are several, but is its own code yet:
-// it is to ask this.
+// /plan reports it, and the layout assigns by it (layout.Source's
+// assignment, with Cluster exactly when the job's members are several).
 func (s Set) Assignment(world int) string {
 	f := s.Effective()
 	switch {
