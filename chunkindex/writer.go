@@ -1,12 +1,13 @@
 package chunkindex
 
 import (
-	"archive/tar"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"time"
+
+	"github.com/brandgw/brand/internal/codec/ustar"
 )
 
 // Member is one file of a sample, written as one tar member.
@@ -29,13 +30,14 @@ type Member struct {
 // in one pass without reading the chunk back.
 //
 // Headers carry no owner names and zero ids, so chunks are reproducible;
-// archive/tar picks ustar and switches to pax only for what ustar cannot hold
-// (long or non-ASCII names, huge sizes).
+// they are archive/tar's choice (written through ustar.AppendHeader): ustar,
+// and pax only for what ustar cannot hold (long or non-ASCII names, huge
+// sizes).
 //
 // A ChunkWriter is not safe for concurrent use.
 type ChunkWriter struct {
 	cw     *crcWriter
-	tw     *tar.Writer
+	hdr    []byte // a member's header blocks, the room reused
 	seen   map[string]bool
 	err    error // sticky: the tar stream is unusable after a failed write
 	closed bool
@@ -45,7 +47,7 @@ type ChunkWriter struct {
 // write the end-of-archive marker; Close does not close w.
 func NewChunkWriter(w io.Writer) *ChunkWriter {
 	cw := &crcWriter{w: w}
-	return &ChunkWriter{cw: cw, tw: tar.NewWriter(cw), seen: map[string]bool{}}
+	return &ChunkWriter{cw: cw, seen: map[string]bool{}}
 }
 
 // Size returns the number of bytes written to the underlying writer so far.
@@ -90,11 +92,6 @@ func (w *ChunkWriter) WriteSampleFiles(key string, members []Member) (offset, le
 		}
 		files[i].DataOffset -= offset
 	}
-	// Flush writes the last member's padding, so the range ends on a block.
-	if err := w.tw.Flush(); err != nil {
-		w.err = fmt.Errorf("chunkindex: writing sample %q: %w", key, err)
-		return 0, 0, 0, nil, w.err
-	}
 	return offset, w.cw.n - offset, w.cw.crc, files, nil
 }
 
@@ -130,8 +127,9 @@ func (w *ChunkWriter) check(key string, members []Member) error {
 	return nil
 }
 
-// writeMember writes one member and describes it, its DataOffset from
-// the start of the chunk.
+// writeMember writes one member — its header, data and padding, so that
+// a sample's range ends on a block — and describes it, its DataOffset
+// from the start of the chunk.
 func (w *ChunkWriter) writeMember(m *Member) (MemberInfo, error) {
 	mode, mtime := m.Mode, m.ModTime
 	if mode == 0 {
@@ -140,22 +138,21 @@ func (w *ChunkWriter) writeMember(m *Member) (MemberInfo, error) {
 	if mtime.IsZero() {
 		mtime = time.Unix(0, 0)
 	}
-	hdr := &tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     m.Name,
-		Size:     m.Size,
-		Mode:     mode,
-		ModTime:  mtime.Round(time.Second),
+	mtime = mtime.Round(time.Second)
+	var err error
+	w.hdr, err = ustar.AppendHeader(w.hdr[:0], ustar.Header{Name: m.Name, Size: m.Size, Mode: mode, ModTime: mtime, Format: ustar.Any})
+	if err != nil {
+		return MemberInfo{}, err
 	}
-	if err := w.tw.WriteHeader(hdr); err != nil {
+	if _, err := w.cw.Write(w.hdr); err != nil {
 		return MemberInfo{}, err
 	}
 	_, ext := SplitKey(m.Name)
-	info := MemberInfo{Ext: ext, DataOffset: w.cw.n, Size: m.Size, ModTime: time.Unix(hdr.ModTime.Unix(), 0).UTC()}
+	info := MemberInfo{Ext: ext, DataOffset: w.cw.n, Size: m.Size, ModTime: time.Unix(mtime.Unix(), 0).UTC()}
 	if m.Size == 0 && m.Body == nil {
 		return info, nil
 	}
-	dc := &crcWriter{w: w.tw}
+	dc := &crcWriter{w: w.cw}
 	n, err := io.CopyN(dc, m.Body, m.Size)
 	if errors.Is(err, io.EOF) {
 		return MemberInfo{}, fmt.Errorf("body ended after %d of %d bytes: %w", n, m.Size, io.ErrUnexpectedEOF)
@@ -170,6 +167,10 @@ func (w *ChunkWriter) writeMember(m *Member) (MemberInfo, error) {
 	if k, _ := io.ReadFull(m.Body, one[:]); k > 0 {
 		return MemberInfo{}, fmt.Errorf("body longer than size %d", m.Size)
 	}
+	// The padding to a block: zeros, as the marker's are.
+	if _, err := w.cw.Write(EndOfArchive[:ustar.Padded(m.Size)-m.Size]); err != nil {
+		return MemberInfo{}, err
+	}
 	return info, nil
 }
 
@@ -183,13 +184,13 @@ func (w *ChunkWriter) Close() error {
 	if w.err != nil {
 		return w.err
 	}
-	if err := w.tw.Close(); err != nil {
+	if _, err := w.cw.Write(EndOfArchive[:]); err != nil {
 		return fmt.Errorf("chunkindex: closing chunk: %w", err)
 	}
 	return nil
 }
 
-// crcWriter counts and checksums what archive/tar writes.
+// crcWriter counts and checksums what is written through it.
 type crcWriter struct {
 	w   io.Writer
 	n   int64

@@ -1,7 +1,6 @@
 package dataset
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/codec/ustar"
 )
 
 // sourceFile is one file of the tree being packed.
@@ -148,30 +148,23 @@ func memberSize(name string, size int64) int64 {
 	return headerSize(name, size) + roundBlock(size)
 }
 
-// headerSize returns the size of the header blocks archive/tar writes for a
-// ChunkWriter member. Almost every name fits a plain ustar header; the rare
-// one that needs a pax header (long or non-ASCII names, sizes of 8 GiB and
-// more) is measured by encoding the same header ChunkWriter writes, so the
-// plan agrees with the chunk byte for byte.
+// headerSize returns the size of the header blocks ChunkWriter writes for
+// a member. Almost every name fits a plain ustar header; the rare one that
+// needs a pax header (long or non-ASCII names, sizes of 8 GiB and more) is
+// measured by encoding the same header ChunkWriter writes
+// (ustar.AppendHeader, archive/tar's choice of format), so the plan agrees
+// with the chunk byte for byte.
 func headerSize(name string, size int64) int64 {
 	if len(name) <= 100 && size < 1<<33 && isASCII(name) {
 		return chunkindex.BlockSize
 	}
-	var n countWriter
-	tw := tar.NewWriter(&n)
-	err := tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     name,
-		Size:     size,
-		Mode:     0o644,
-		ModTime:  time.Unix(0, 0),
-	})
+	b, err := ustar.AppendHeader(nil, ustar.Header{Name: name, Size: size, Mode: 0o644, ModTime: time.Unix(0, 0), Format: ustar.Any})
 	if err != nil {
 		// ChunkWriter will fail on the same header with a better message;
 		// the estimate only places chunk boundaries.
 		return chunkindex.BlockSize
 	}
-	return int64(n)
+	return int64(len(b))
 }
 
 func isASCII(s string) bool {
@@ -185,11 +178,4 @@ func isASCII(s string) bool {
 
 func roundBlock(n int64) int64 {
 	return (n + chunkindex.BlockSize - 1) &^ (chunkindex.BlockSize - 1)
-}
-
-type countWriter int64
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	*c += countWriter(len(p))
-	return len(p), nil
 }

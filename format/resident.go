@@ -1,7 +1,6 @@
 package format
 
 import (
-	"archive/tar"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -78,7 +77,7 @@ type Writer struct {
 	// first; noTemplate, that ustar cannot hold the time.
 	template   *ustar.Template
 	noTemplate bool
-	hdr        tar.Header
+	key        string // the current sample's
 	open       bool
 	err        error
 
@@ -119,7 +118,7 @@ func (w *Writer) Begin(key string) error {
 	if w.i == w.samples {
 		return w.fail(fmt.Errorf("%w: more samples than the %d its metadata counts", ErrDamaged, w.samples))
 	}
-	w.hdr.Name = key
+	w.key = key
 	w.start = w.n
 	w.open = true
 	w.known, w.lastOff = w.known[:0], -1
@@ -137,7 +136,7 @@ func (w *Writer) Member(ext string, n int64) ([]byte, error) {
 	if !w.open {
 		return nil, w.fail(errors.New("format: a member before Begin"))
 	}
-	key := w.hdr.Name // the sample's key
+	key := w.key
 	nameLen := len(key) + 1 + len(ext)
 	need := MemberLen(nameLen, n)
 	if n >= 0 && (w.counting || w.n+need > w.limit && w.mayGrow) {
@@ -169,7 +168,7 @@ func (w *Writer) Member(ext string, n int64) ([]byte, error) {
 // bytes at w.n, which the caller made sure fits: from the writer's ustar
 // template when it holds the member (ustar.Fits) — archive/tar's header
 // byte for byte, without its allocation and a quarter of a decode's CPU
-// — else by archive/tar.
+// — else archive/tar's, through ustar (tarHeader).
 func (w *Writer) header(key, ext string, n int64) error {
 	w.makeTemplate()
 	if w.template != nil && ustar.Fits(n, key, ".", ext) {
@@ -182,7 +181,7 @@ func (w *Writer) header(key, ext string, n int64) error {
 
 // makeTemplate makes the writer's ustar template, once: archive/tar's
 // header of its members, mode 0644, modified at its time; none if ustar
-// cannot hold the time (every member then goes through archive/tar,
+// cannot hold the time (every member then takes archive/tar's header,
 // which says why).
 func (w *Writer) makeTemplate() {
 	if w.template == nil && !w.noTemplate {
@@ -191,22 +190,23 @@ func (w *Writer) makeTemplate() {
 	}
 }
 
-// tarHeader writes a member's header with archive/tar: a name over
-// ustar's 100 bytes (a PAX header first), or one ustar cannot hold.
+// tarHeader writes a member's header through ustar.AppendHeader, that
+// is archive/tar's: a name over ustar's 100 bytes (ustar's prefix where
+// it splits, else a PAX header first), or one ustar cannot hold.
 func (w *Writer) tarHeader(name string, n int64) error {
-	h := tar.Header{
-		Typeflag: tar.TypeReg, Name: name, Size: n, Mode: 0o644, ModTime: w.mtime,
-		Format: tar.FormatUSTAR,
-	}
+	f := ustar.USTAR
 	if len(name) > 100 {
-		h.Format = tar.FormatPAX
+		f = ustar.PAX
 	}
-	hw := headerWriter{buf: w.dst[w.n:w.limit]}
-	tw := tar.NewWriter(&hw)
-	if err := tw.WriteHeader(&h); err != nil {
+	room := w.dst[w.n:w.n:w.limit]
+	b, err := ustar.AppendHeader(room, ustar.Header{Name: name, Size: n, Mode: 0o644, ModTime: w.mtime, Format: f})
+	if err == nil && len(b) > cap(room) {
+		err = ErrOverBound // the blocks were appended elsewhere: none past the bound
+	}
+	if err != nil {
 		return w.fail(fmt.Errorf("%w: member %q: %v", ErrDamaged, name, err))
 	}
-	w.n += int64(hw.n)
+	w.n += int64(len(b))
 	return nil
 }
 
@@ -359,22 +359,6 @@ func (w *Writer) Len() int64 { return w.n }
 func (w *Writer) fail(err error) error {
 	w.err = err
 	return err
-}
-
-// headerWriter takes archive/tar's header blocks into the buffer, and
-// refuses to grow past it.
-type headerWriter struct {
-	buf []byte
-	n   int
-}
-
-func (h *headerWriter) Write(p []byte) (int, error) {
-	if len(p) > len(h.buf)-h.n {
-		return 0, ErrOverBound
-	}
-	copy(h.buf[h.n:], p)
-	h.n += len(p)
-	return len(p), nil
 }
 
 // Table is a resident chunk's sample table.

@@ -97,7 +97,7 @@ func (r Rule) Items(facts func(id int) Facts, name func(id int) string, n, seq i
 	return items, sk, nil
 }
 
-// ReadSequence reads sequence q's samples from src for Writer.Write,
+// ReadSequence reads sequence q's samples from src for Writer.Members,
 // each checked against its item: a sample that reads otherwise than it
 // was counted wraps ErrSequence, so that no span is ever written apart
 // from its image.

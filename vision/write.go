@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/codec/npy"
+	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/transform"
 )
@@ -28,8 +29,9 @@ type Writer struct {
 	Images transform.Options
 }
 
-// Write appends sequence key, made of samples (the sequence's, read by
-// a Reader, in its order), to tw as members:
+// Members writes sequence key, made of samples (the sequence's, read by
+// a Reader, in its order), as its members, each given to put in order
+// with its name and data:
 //
 //	KEY.input_ids.npy     int32 [seq]: the samples' IDs, then Pad
 //	KEY.position_ids.npy  int32 [seq]: 0, 1, … restarting at each sample; 0 … pad-1 over the pad
@@ -40,8 +42,9 @@ type Writer struct {
 //
 // n is the sequence's images, in the order of their spans. An image
 // whose pixels do not decode fails the write (ErrBadImage): its tokens
-// are already laid out, so it is never left out of its sequence.
-func (wr *Writer) Write(tw *tar.Writer, key string, samples []Sample) error {
+// are already laid out, so it is never left out of its sequence. data
+// is put's to copy before it returns.
+func (wr *Writer) Members(key string, samples []Sample, put func(name string, data []byte) error) error {
 	seq := wr.Seq
 	ids := make([]int32, 0, seq)
 	pos := make([]int32, 0, seq)
@@ -84,7 +87,11 @@ func (wr *Writer) Write(tw *tar.Writer, key string, samples []Sample) error {
 		{".image_spans.npy", "<i4", []int64{n, 2}, int32s(spans)},
 		{".image_sizes.npy", "<i4", []int64{n, 2}, int32s(sizes)},
 	} {
-		if err := member(tw, key+m.ext, m.descr, m.shape, m.data); err != nil {
+		b, err := npy.AppendHeader(nil, m.descr, m.shape)
+		if err != nil {
+			return err
+		}
+		if err := put(key+m.ext, append(b, m.data...)); err != nil {
 			return err
 		}
 	}
@@ -100,11 +107,26 @@ func (wr *Writer) Write(tw *tar.Writer, key string, samples []Sample) error {
 			return fmt.Errorf("%w: member %s: %w", ErrBadImage, im.Member, err)
 		}
 		out = res.Out
-		if err := raw(tw, key+".image."+strconv.Itoa(k)+".npy", out); err != nil {
+		if err := put(key+".image."+strconv.Itoa(k)+".npy", out); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Write appends sequence key's members (Members) to tw, each of mode
+// 0644 modified at 0 in ustar: for a caller that holds a tar.Writer.
+// They are the bytes the pack stage serves, which it writes through
+// internal/codec/ustar (sequences.Stage.PackVision, held to this by its
+// tests).
+func (wr *Writer) Write(tw *tar.Writer, key string, samples []Sample) error {
+	return wr.Members(key, samples, func(name string, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, 0), Format: tar.FormatUSTAR}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	})
 }
 
 // resizer is the pipeline that resizes an image to w×h: torchvision's
@@ -127,29 +149,11 @@ func int32s(v []int32) []byte {
 	return b
 }
 
-// member writes a .npy member of data.
-func member(tw *tar.Writer, name, descr string, shape []int64, data []byte) error {
-	b, err := npy.AppendHeader(nil, descr, shape)
-	if err != nil {
-		return err
-	}
-	return raw(tw, name, append(b, data...))
-}
-
-// raw writes a member of b, as the sequences stage writes its own: mode
-// 0644, modified at 0.
-func raw(tw *tar.Writer, name string, b []byte) error {
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(0, 0), Format: tar.FormatUSTAR}); err != nil {
-		return err
-	}
-	_, err := tw.Write(b)
-	return err
-}
-
-// Size is the tar bytes Write appends for samples (the tar writer
-// flushed, no end of archive): every member a ustar header and its data
-// padded to 512 bytes. Known before any pixel is decoded, so that a
-// server takes a batch's memory before it writes the batch.
+// Size is the tar bytes of sequence key's members (Members), as Write
+// and the pack stage write them (the tar writer flushed, no end of
+// archive): every member a ustar header and its data padded to a block.
+// Known before any pixel is decoded, so that a server takes a batch's
+// memory before it writes the batch.
 func (wr *Writer) Size(key string, samples []Sample) int64 {
 	n := int64(0)
 	for _, s := range samples {
@@ -168,4 +172,4 @@ func (wr *Writer) Size(key string, samples []Sample) int64 {
 }
 
 // tarMember is a ustar member's bytes for n bytes of data.
-func tarMember(n int) int64 { return 512 + (int64(n)+511)/512*512 }
+func tarMember(n int) int64 { return ustar.BlockSize + ustar.Padded(int64(n)) }

@@ -29,6 +29,16 @@
 // converted to int32; an ID outside [0, 2^31) is refused (ErrTokenID),
 // naming the document, and the batch fails: nothing is served wrong.
 //
+// # One batch writer
+//
+// Every kind of batch the stage writes — a token job's sequences (Pack),
+// a vision job's (PackVision, vision.Writer's members) — is written by
+// one batch writer (batch.go): a kind says each sequence's bytes and
+// writes its members; the writer holds the batch to the stage's bound,
+// takes its memory, runs the workers and writes the tar through
+// internal/codec/ustar, each sequence into its place. A new kind of
+// batch brings its per-sequence encoding, nothing more.
+//
 // # Concurrency
 //
 // A Stage is safe for concurrent use; its work runs on the Workers it is
@@ -40,7 +50,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -93,12 +102,13 @@ type Stage struct {
 	workers  Workers
 	maxBytes int64
 	figures  figures
-	header   *ustar.Template
+	// The members' headers of each kind's sequences.
+	tokenHeader, visionHeader *ustar.Template
 }
 
 // New returns a stage.
 func New(c Config) *Stage {
-	s := &Stage{workers: c.Workers, maxBytes: c.MaxBytes, header: memberHeader()}
+	s := &Stage{workers: c.Workers, maxBytes: c.MaxBytes, tokenHeader: memberHeader(), visionHeader: epochHeader()}
 	if c.Registry != nil {
 		for _, m := range []struct {
 			name, help string
@@ -197,28 +207,30 @@ func (s *Stage) Pack(ctx context.Context, req Request) (*Output, error) {
 	if seq < 1 || seq > seqpack.MaxSeq {
 		return nil, fmt.Errorf("%w: seq %d", seqpack.ErrInvalid, seq)
 	}
-	per := SequenceBytes(seq)
-	total := per * int64(len(req.Seqs))
-	if s.maxBytes > 0 && total > s.maxBytes {
-		return nil, fmt.Errorf("%w: %d sequences of %d tokens make %d bytes, over the server's --max-batch-bytes (%d)",
+	k := &tokens{req: &req}
+	b, err := s.sized(req.Keys[:len(req.Seqs)], s.tokenHeader, k, func(total int64) error {
+		return fmt.Errorf("%w: %d sequences of %d tokens make %d bytes, over the server's --max-batch-bytes (%d)",
 			ErrTooLarge, len(req.Seqs), seq, total, s.maxBytes)
+	})
+	if err != nil {
+		return nil, err
 	}
-	docs := make([]doc, len(req.Docs))
-	for k, b := range req.Docs {
-		if b == nil {
+	k.docs = make([]doc, len(req.Docs))
+	for i, sample := range req.Docs {
+		if sample == nil {
 			continue // no sequence of the request reads it
 		}
-		d, err := parseDoc(b, req.Spec.DType)
+		d, err := parseDoc(sample, req.Spec.DType)
 		if err != nil {
-			return nil, fmt.Errorf("%w (document %s)", err, name(req.Names, k))
+			return nil, fmt.Errorf("%w (document %s)", err, name(req.Names, i))
 		}
-		docs[k] = d
+		k.docs[i] = d
 	}
 	for i, q := range req.Seqs {
 		n := q.Pad
 		for j, pc := range q.Pieces {
 			n += pc.Len
-			d := docs[req.At[i][j]]
+			d := k.docs[req.At[i][j]]
 			if d.data == nil || pc.Offset+pc.Len-eos(pc) > d.count {
 				return nil, fmt.Errorf("%w: a piece of tokens [%d, %d) of a document of %d (document %s)",
 					ErrDocument, pc.Offset, pc.Offset+pc.Len-eos(pc), d.count, name(req.Names, req.At[i][j]))
@@ -228,34 +240,29 @@ func (s *Stage) Pack(ctx context.Context, req Request) (*Output, error) {
 			return nil, fmt.Errorf("%w: a sequence of %d tokens, not %d", seqpack.ErrInvalid, n, seq)
 		}
 	}
-	buf, release, err := s.workers.Buffer(ctx, total, req.NoWait)
+	out, err := s.write(ctx, b, req.NoWait)
 	if err != nil {
 		return nil, err
 	}
-	buf = buf[:total]
-	errs := make([]error, len(req.Seqs))
-	err = s.workers.Run(ctx, len(req.Seqs), func(i int) {
-		out := buf[int64(i)*per : int64(i+1)*per]
-		errs[i] = write(out, s.header, req.Keys[i], req.Seqs[i], req.At[i], docs, req.Spec)
-		if errs[i] != nil {
-			errs[i] = fmt.Errorf("%w (sequence %s)", errs[i], req.Keys[i])
-		}
-	})
-	if err == nil {
-		err = errors.Join(errs...)
-	}
-	if err != nil {
-		release()
-		return nil, err
-	}
-	out := &Output{Parts: make(net.Buffers, len(req.Seqs)), Bytes: total, release: release}
-	for i, q := range req.Seqs {
-		out.Parts[i] = buf[int64(i)*per : int64(i+1)*per : int64(i+1)*per]
+	for _, q := range req.Seqs {
 		out.Tokens += int64(seq)
 		out.NonPad += int64(seq - q.Pad)
 	}
 	s.figures.add(out, len(req.Seqs), req.Split)
 	return out, nil
+}
+
+// tokens is a token batch as the batch writer's kind: each sequence
+// two members of MemberBytes, written from the documents parsed.
+type tokens struct {
+	req  *Request
+	docs []doc
+}
+
+func (k *tokens) size(int) int64 { return SequenceBytes(k.req.Spec.Seq) }
+
+func (k *tokens) write(i int, w *ustar.Writer) error {
+	return writeSequence(w, k.req.Keys[i], k.req.Seqs[i], k.req.At[i], k.docs, k.req.Spec)
 }
 
 func eos(pc seqpack.Piece) int {
@@ -272,13 +279,13 @@ func name(names []string, k int) string {
 	return strconv.Itoa(k)
 }
 
-// write writes one sequence's two members into out, exactly
-// SequenceBytes long.
-func write(out []byte, header *ustar.Template, key string, q seqpack.Sequence, at []int, docs []doc, spec Spec) error {
+// writeSequence writes one sequence's two members through w.
+func writeSequence(w *ustar.Writer, key string, q seqpack.Sequence, at []int, docs []doc, spec Spec) error {
 	seq := spec.Seq
-	m := int(MemberBytes(seq))
-	ids, pos := out[:m], out[m:]
-	data := member(ids, header, seq, key, ".input_ids.npy")
+	data, err := npyMember(w, seq, key, ".input_ids.npy")
+	if err != nil {
+		return err
+	}
 	p := 0
 	for j, pc := range q.Pieces {
 		d := docs[at[j]]
@@ -295,7 +302,9 @@ func write(out []byte, header *ustar.Template, key string, q seqpack.Sequence, a
 	for ; p < seq; p++ {
 		binary.LittleEndian.PutUint32(data[4*p:], uint32(spec.Pad))
 	}
-	data = member(pos, header, seq, key, ".position_ids.npy")
+	if data, err = npyMember(w, seq, key, ".position_ids.npy"); err != nil {
+		return err
+	}
 	p = 0
 	for _, pc := range q.Pieces {
 		for i := range pc.Len {
@@ -310,29 +319,44 @@ func write(out []byte, header *ustar.Template, key string, q seqpack.Sequence, a
 	return nil
 }
 
-// member writes a member's header block (header's, named name's parts),
-// its .npy header and the padding into out (MemberBytes long) and
-// returns the room for its 4·seq bytes of data.
-func member(out []byte, header *ustar.Template, seq int, name ...string) []byte {
+// npyMember writes through w a member named name's parts that holds an
+// int32 [seq] .npy — its header block, the .npy's header, the padding
+// (MemberBytes in all) — and returns the room for its 4·seq bytes of
+// data.
+func npyMember(w *ustar.Writer, seq int, name ...string) ([]byte, error) {
 	h := npyLen(seq)
-	size := h + 4*seq
-	header.Put(out[:block], int64(size), name...)
-	// In place: out[block:block] has the room (seq is at most
-	// seqpack.MaxSeq, far from a header too long).
-	_, _ = npy.AppendHeader(out[block:block], "<i4", []int64{int64(seq)})
-	clear(out[block+size:])
-	return out[block+h : block+size]
+	room, err := w.Member(h+4*seq, name...)
+	if err != nil {
+		return nil, err
+	}
+	// In place: room has the room (seq is at most seqpack.MaxSeq, far
+	// from a header too long).
+	_, _ = npy.AppendHeader(room[:0], "<i4", []int64{int64(seq)})
+	return room[h:], nil
 }
 
-// memberHeader is the template of the members' headers: archive/tar's
-// ustar header of a file of mode 0644 modified at 0, with no owner, its
-// device numbers left empty as the stage has always written them.
-func memberHeader() *ustar.Template {
+// member is npyMember into out alone, MemberBytes long: one member, the
+// unit a sequence's bytes are counted in.
+func member(out []byte, header *ustar.Template, seq int, name ...string) []byte {
+	data, _ := npyMember(ustar.NewWriter(out, header), seq, name...)
+	return data
+}
+
+// memberHeader is the template of a token sequence's members' headers:
+// archive/tar's ustar header of a file of mode 0644 modified at 0, with
+// no owner, its device numbers left empty as the stage has always
+// written them.
+func memberHeader() *ustar.Template { return epochHeader().WithoutDevice() }
+
+// epochHeader is archive/tar's ustar header of a file of mode 0644
+// modified at 0 (the epoch), with no owner: a vision sequence's members'
+// as vision.Writer.Write writes them, device numbers "0000000".
+func epochHeader() *ustar.Template {
 	t, err := ustar.NewTemplate(0o644, time.Unix(0, 0))
 	if err != nil {
 		panic(err) // 1970 is ustar's first second: a time it holds
 	}
-	return t.WithoutDevice()
+	return t
 }
 
 // convert writes tokens [from, from+n) as little-endian int32 into dst

@@ -1,14 +1,11 @@
 package sequences
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"net"
 
+	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/vision"
 )
 
@@ -31,45 +28,18 @@ type VisionRequest struct {
 // Errors: ErrTooLarge over the server's bound, the budget's, a sample's
 // image that does not decode (vision.ErrBadImage, naming it).
 func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, error) {
-	at := make([]int64, len(req.Keys)+1)
-	for i, key := range req.Keys {
-		at[i+1] = at[i] + req.Writer.Size(key, req.Samples[i])
-	}
-	total := at[len(req.Keys)]
-	if s.maxBytes > 0 && total > s.maxBytes {
-		return nil, fmt.Errorf("%w: %d sequences of %d tokens and their images make %d bytes, over the server's --max-batch-bytes (%d)",
+	b, err := s.sized(req.Keys, s.visionHeader, visionKind{&req}, func(total int64) error {
+		return fmt.Errorf("%w: %d sequences of %d tokens and their images make %d bytes, over the server's --max-batch-bytes (%d)",
 			ErrTooLarge, len(req.Keys), req.Writer.Seq, total, s.maxBytes)
-	}
-	buf, release, err := s.workers.Buffer(ctx, total, req.NoWait)
-	if err != nil {
-		return nil, err
-	}
-	buf = buf[:total]
-	errs := make([]error, len(req.Keys))
-	err = s.workers.Run(ctx, len(req.Keys), func(i int) {
-		out := buf[at[i]:at[i+1]:at[i+1]]
-		b := bytes.NewBuffer(out[:0])
-		tw := tar.NewWriter(b)
-		if errs[i] = req.Writer.Write(tw, req.Keys[i], req.Samples[i]); errs[i] == nil {
-			errs[i] = tw.Flush()
-		}
-		if errs[i] == nil && (b.Len() != len(out) || len(out) > 0 && &b.Bytes()[0] != &out[0]) {
-			errs[i] = fmt.Errorf("%w: %d bytes written where %d were sized", vision.ErrSequence, b.Len(), len(out))
-		}
-		if errs[i] != nil {
-			errs[i] = fmt.Errorf("%w (sequence %s)", errs[i], req.Keys[i])
-		}
 	})
-	if err == nil {
-		err = errors.Join(errs...)
-	}
 	if err != nil {
-		release()
 		return nil, err
 	}
-	out := &Output{Parts: make(net.Buffers, len(req.Keys)), Bytes: total, release: release}
+	out, err := s.write(ctx, b, req.NoWait)
+	if err != nil {
+		return nil, err
+	}
 	for i := range req.Keys {
-		out.Parts[i] = buf[at[i]:at[i+1]:at[i+1]]
 		out.Tokens += int64(req.Writer.Seq)
 		for _, smp := range req.Samples[i] {
 			out.NonPad += int64(smp.Tokens())
@@ -77,6 +47,23 @@ func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, err
 	}
 	s.figures.add(out, len(req.Keys), 0)
 	return out, nil
+}
+
+// visionKind is a vision batch as the batch writer's kind: each
+// sequence's members as its vision.Writer makes them.
+type visionKind struct{ req *VisionRequest }
+
+func (k visionKind) size(i int) int64 { return k.req.Writer.Size(k.req.Keys[i], k.req.Samples[i]) }
+
+func (k visionKind) write(i int, w *ustar.Writer) error {
+	return k.req.Writer.Members(k.req.Keys[i], k.req.Samples[i], func(name string, data []byte) error {
+		room, err := w.Member(len(data), name)
+		if err != nil {
+			return err
+		}
+		copy(room, data)
+		return nil
+	})
 }
 
 // TextSample is a piece of a text document in a vision mixture's

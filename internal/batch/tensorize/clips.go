@@ -19,6 +19,7 @@ import (
 	fvideo "github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/format/video/mp4"
+	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/transform"
 	"github.com/brandgw/brand/transform/video"
 )
@@ -569,14 +570,9 @@ func clipJSON(d *fvideo.Dataset, c clips.Clip) ([]byte, error) {
 
 // memberHeader is the tar header blocks of a member of the stage's own:
 // mode 0644, no owner, no time, so that every node writes the same
-// bytes; USTAR, or PAX for a name USTAR cannot hold.
+// bytes; USTAR, or PAX for a name USTAR cannot hold (ustar.Any).
 func memberHeader(name string, size int) ([]byte, error) {
-	var b bytes.Buffer
-	w := tar.NewWriter(&b)
-	if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(size), Mode: 0o644}); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return ustar.AppendHeader(nil, ustar.Header{Name: name, Size: int64(size), Mode: 0o644, Format: ustar.Any})
 }
 
 // memberData is the data of a sample's member whose name ends with ext,

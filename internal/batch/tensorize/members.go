@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 
+	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -170,22 +171,14 @@ func tensorHeader(img *tar.Header, name string, size int) ([]byte, error) {
 		delete(h.PAXRecords, "path")
 		delete(h.PAXRecords, "size")
 	}
-	var buf bytes.Buffer
-	w := tar.NewWriter(&buf)
-	if err := w.WriteHeader(&h); err != nil {
-		if h.Format == tar.FormatUnknown {
-			return nil, err
-		}
-		buf.Reset()
-		w = tar.NewWriter(&buf)
+	b, err := ustar.AppendTarHeader(nil, &h)
+	if err != nil && h.Format != tar.FormatUnknown {
 		h.Format = tar.FormatUnknown
-		if err := w.WriteHeader(&h); err != nil {
-			return nil, err
-		}
+		b, err = ustar.AppendTarHeader(nil, &h)
 	}
-	// No Flush or Close: the data and padding are written by the caller,
+	// The header alone: the data and padding are written by the caller,
 	// and no end-of-archive belongs in a sample.
-	return buf.Bytes(), nil
+	return b, err
 }
 
 // write writes sample data's output as l lays it out into out (empty,

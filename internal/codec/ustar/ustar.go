@@ -1,8 +1,8 @@
 // Package ustar writes and reads the plain header block of a regular
-// file in a tar archive: the one tar header codec of the module, for the
-// paths where archive/tar costs too much a member. Through archive/tar a
-// member's header cost the resident writer an allocation and a quarter of
-// a decode's CPU, and Reader.Next is half of what decoding a batch of
+// file in a tar archive: the one tar codec of the module, through which
+// every tar Brand writes is written. Through archive/tar a member's
+// header cost the resident writer an allocation and a quarter of a
+// decode's CPU, and Reader.Next is half of what decoding a batch of
 // 10 KiB samples costs: it fills a whole Header (times, names, a format
 // guess that scans every byte of the block rune by rune) for the two
 // fields Brand uses.
@@ -12,8 +12,15 @@
 //   - the writer fills a Template — archive/tar's header of an empty
 //     regular file, made once — with a member's name, size and checksum,
 //     which is archive/tar's header of that member byte for byte
-//     (TestPutIsArchiveTars) for any member that Fits; a longer name
-//     takes a PAX header, which archive/tar writes;
+//     (TestPutIsArchiveTars) for any member that Fits;
+//   - a Writer writes a batch's item, member after member, into a buffer
+//     sized for it: each header its template's, a name over 100 bytes
+//     split into ustar's prefix and name as archive/tar splits it
+//     (TestWriterIsArchiveTars);
+//   - any other header — a name ustar cannot hold (PAX), an owner, a
+//     dataset's own header kept field for field — is archive/tar's
+//     (AppendHeader, AppendTarHeader): ustar does not re-implement PAX
+//     records or GNU's formats, it is the one door to them;
 //   - the reader (Plain) reads a block only when archive/tar would return
 //     it as is from Reader.Next — a regular file in ustar or GNU format,
 //     every numeric field octal, a local name — and declines every other,
@@ -115,13 +122,18 @@ func Fits(size int64, name ...string) bool {
 // Put writes into blk (BlockSize bytes) the header of a regular file
 // named name (its parts, concatenated: a key, ".", an extension without
 // building the string) of size bytes. The member must Fit.
-func (t *Template) Put(blk []byte, size int64, name ...string) {
+func (t *Template) Put(blk []byte, size int64, name ...string) { t.put(blk, size, "", name) }
+
+// put is Put with ustar's prefix field set: the name's head, where the
+// name is split.
+func (t *Template) put(blk []byte, size int64, prefix string, name []string) {
 	blk = blk[:BlockSize]
 	copy(blk, t[:])
 	k := 0
 	for _, s := range name {
 		k += copy(blk[k:endName], s)
 	}
+	copy(blk[offPrefix:endPrefix], prefix)
 	octal(blk[offSize:endSize-1], size) // eleven digits and the template's NUL
 	sum, _ := checksums((*[BlockSize]byte)(blk))
 	octal(blk[offChksum:offChksum+6], sum)

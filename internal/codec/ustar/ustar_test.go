@@ -190,12 +190,161 @@ func FuzzPlain(f *testing.F) {
 	})
 }
 
-// TestPutAllocatesNothing: what the resident writer's members cost.
+// TestPutAllocatesNothing: what the resident writer's members cost, and
+// the pack stage's.
 func TestPutAllocatesNothing(t *testing.T) {
 	tpl, _ := NewTemplate(0o644, time.Unix(1700000000, 0))
 	var blk [BlockSize]byte
 	key, ext := "train/00001/row-000042", "jpg"
 	if n := testing.AllocsPerRun(100, func() { tpl.Put(blk[:], 75<<10, key, ".", ext) }); n != 0 {
 		t.Fatalf("%v allocations a header", n)
+	}
+	buf := make([]byte, 2*BlockSize)
+	if n := testing.AllocsPerRun(100, func() {
+		w := Writer{t: tpl, buf: buf}
+		if _, err := w.Member(100, key, ".", ext); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations a Writer's member", n)
+	}
+}
+
+// archiveTarsMember is the member archive/tar writes in ustar for a
+// regular file of mode 0644 named name modified at mtime: its header,
+// data and padding.
+func archiveTarsMember(name string, data []byte, mtime int64) ([]byte, error) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(data)), Mode: 0o644,
+		ModTime: time.Unix(mtime, 0).UTC(), Format: tar.FormatUSTAR}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	err := tw.Flush()
+	return b.Bytes(), err
+}
+
+// TestWriterIsArchiveTars: a Writer's headers are archive/tar's in ustar
+// byte for byte — a name over 100 bytes split into prefix and name where
+// archive/tar splits it, at the longest prefix and name — and its
+// members, data and padding, too; what archive/tar refuses in ustar (a
+// name that does not split, a non-ASCII one, a directory's, a size past
+// MaxSize) the Writer refuses. A member past the buffer fails and writes
+// nothing.
+func TestWriterIsArchiveTars(t *testing.T) {
+	names := [][]string{
+		{"a", ".", "jpg"}, {""}, {strings.Repeat("k", 100)}, {strings.Repeat("k", 101)},
+		{strings.Repeat("p/", 60), ".npy"}, {"seq/0/", strings.Repeat("9", 100)}, {"seq/0/", strings.Repeat("9", 101)},
+		{strings.Repeat("d", 155), "/", strings.Repeat("f", 100)}, {strings.Repeat("d", 156), "/", "f"},
+		{strings.Repeat("d/", 80), strings.Repeat("f", 20)}, {strings.Repeat("d", 100), "/", strings.Repeat("f", 101)},
+		{"/", strings.Repeat("f", 100)}, {"a/", strings.Repeat("b", 100)}, {"a/", strings.Repeat("b", 99), "/"}, {"dir/"}, {strings.Repeat("d/", 70)},
+		{"ñandú/", strings.Repeat("x", 100)}, {"ñandú.txt"}, {"nul\x00.bin"}, {strings.Repeat("n/", 50), "nul\x00.bin"},
+	}
+	sizes := []int64{0, 1, 511, 512, 513, MaxSize, MaxSize + 1}
+	for _, mtime := range []int64{0, 1700000000} {
+		tpl, err := NewTemplate(0o644, time.Unix(mtime, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, parts := range names {
+			name := strings.Join(parts, "")
+			for _, n := range sizes {
+				want, terr := archiveTars(t, name, n, mtime)
+				var blk [BlockSize]byte
+				err := tpl.header(blk[:], n, parts)
+				if terr != nil || err != nil {
+					if terr == nil || err == nil {
+						t.Errorf("%q, %d bytes: %v; archive/tar: %v", name, n, err, terr)
+					}
+					continue
+				}
+				if !bytes.Equal(blk[:], want) {
+					t.Errorf("%q, %d bytes, at %d: the header differs from archive/tar's", name, n, mtime)
+				}
+				if n > 513 {
+					continue
+				}
+				data := bytes.Repeat([]byte{'x'}, int(n))
+				wantMember, err := archiveTarsMember(name, data, mtime)
+				if err != nil {
+					t.Fatal(err)
+				}
+				buf := bytes.Repeat([]byte{0xee}, len(wantMember)) // the padding is the Writer's to clear
+				w := NewWriter(buf, tpl)
+				room, err := w.Member(int(n), parts...)
+				if err != nil {
+					t.Fatalf("%q, %d bytes: %v", name, n, err)
+				}
+				copy(room, data)
+				if w.Len() != len(buf) || !bytes.Equal(buf, wantMember) {
+					t.Errorf("%q, %d bytes: the member differs from archive/tar's (%d bytes written of %d)", name, n, w.Len(), len(buf))
+				}
+			}
+		}
+	}
+
+	tpl, _ := NewTemplate(0o644, time.Unix(0, 0))
+	buf := make([]byte, 4*BlockSize)
+	w := NewWriter(buf, tpl.WithoutDevice())
+	name := strings.Repeat("p/", 60) + "x.npy"
+	room, err := w.Member(4, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(room, "abcd")
+	h, err := tar.NewReader(bytes.NewReader(buf)).Next()
+	if err != nil || h.Name != name || h.Size != 4 || !IsZero(buf[offDevMajor:endDevMinor]) {
+		t.Fatalf("a split name without device numbers: archive/tar read %+v, %v", h, err)
+	}
+	if _, err := w.Member(513, "y"); err == nil || w.Len() != 2*BlockSize || !IsZero(buf[2*BlockSize:]) {
+		t.Fatalf("a member past the buffer: %v, %d bytes written", err, w.Len())
+	}
+	if _, err := w.Member(512, "y"); err != nil || w.Len() != len(buf) {
+		t.Fatalf("the last member that fits: %v, %d bytes written", err, w.Len())
+	}
+}
+
+// TestAppendHeader: archive/tar's header blocks for every format a
+// Header may ask, errors alike (a non-ASCII name in USTAR, a NUL, a time
+// before 1970 in USTAR), appended to what dst holds; where a Template
+// holds the member, Put writes the same block.
+func TestAppendHeader(t *testing.T) {
+	names := []string{"a.jpg", strings.Repeat("k", 101), strings.Repeat("p/", 60) + ".npy", strings.Repeat("k", 300), "ñandú.txt", "nul\x00.bin", "dir/"}
+	times := []time.Time{{}, time.Unix(0, 0), time.Unix(1700000000, 0), time.Unix(1700000000, 5e8), time.Unix(-1, 0), time.Unix(1<<33, 0)}
+	for _, name := range names {
+		for _, mtime := range times {
+			for _, f := range []tar.Format{USTAR, PAX, Any} {
+				for _, n := range []int64{0, 513, MaxSize + 1} {
+					h := Header{Name: name, Size: n, Mode: 0o600, ModTime: mtime, Format: f}
+					var want bytes.Buffer
+					terr := tar.NewWriter(&want).WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: n, Mode: 0o600, ModTime: mtime, Format: f})
+					got, err := AppendHeader([]byte("before"), h)
+					if (err != nil) != (terr != nil) || string(got[:6]) != "before" {
+						t.Fatalf("%q at %v in %v: %v; archive/tar: %v", name, mtime, f, err, terr)
+					}
+					if err != nil {
+						if len(got) != 6 {
+							t.Errorf("%q at %v in %v: %d bytes appended on failure", name, mtime, f, len(got)-6)
+						}
+						continue
+					}
+					if !bytes.Equal(got[6:], want.Bytes()) {
+						t.Errorf("%q at %v in %v, %d bytes: differs from archive/tar's", name, mtime, f, n)
+					}
+					tpl, terr := NewTemplate(0o600, mtime)
+					if terr != nil || !Fits(n, name) || mtime.Nanosecond() != 0 || mtime.IsZero() {
+						continue
+					}
+					var blk [BlockSize]byte
+					tpl.Put(blk[:], n, name)
+					if !bytes.Equal(blk[:], got[6:]) {
+						t.Errorf("%q at %v in %v: Put differs from AppendHeader", name, mtime, f)
+					}
+				}
+			}
+		}
 	}
 }

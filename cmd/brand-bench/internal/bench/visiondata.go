@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/internal/gen/photos"
 )
 
@@ -210,11 +210,13 @@ func (a *visionShardStats) add(b visionShardStats) {
 	}
 }
 
-// shard writes shard k as a tar: each sample's members KEY.EXT in order.
+// shard writes shard k as a tar: each sample's members KEY.EXT in order,
+// mode 0644, no owner, no time, each header archive/tar's choice
+// (ustar.AppendHeader).
 func (v visionSet) shard(k int) ([]byte, visionShardStats, error) {
 	st := visionShardStats{Kinds: map[string]int{}}
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
+	var b []byte
+	var zeros [2 * ustar.BlockSize]byte // a member's padding; twice, the end of the archive
 	lo, hi := v.shardSamples(k)
 	for i := lo; i < hi; i++ {
 		s, err := v.sample(i)
@@ -222,12 +224,12 @@ func (v visionSet) shard(k int) ([]byte, visionShardStats, error) {
 			return nil, st, err
 		}
 		for j, ext := range s.Exts {
-			if err := tw.WriteHeader(&tar.Header{Name: s.Key + "." + ext, Mode: 0o644, Size: int64(len(s.Data[j])), Typeflag: tar.TypeReg}); err != nil {
+			n := int64(len(s.Data[j]))
+			if b, err = ustar.AppendHeader(b, ustar.Header{Name: s.Key + "." + ext, Size: n, Mode: 0o644, Format: ustar.Any}); err != nil {
 				return nil, st, err
 			}
-			if _, err := tw.Write(s.Data[j]); err != nil {
-				return nil, st, err
-			}
+			b = append(b, s.Data[j]...)
+			b = append(b, zeros[:ustar.Padded(n)-n]...)
 			if j > 0 {
 				st.ImageBytes += int64(len(s.Data[j]))
 			}
@@ -240,10 +242,7 @@ func (v visionSet) shard(k int) ([]byte, visionShardStats, error) {
 		st.TextBytes += int64(s.TextLen)
 		st.Kinds[s.Kind]++
 	}
-	if err := tw.Close(); err != nil {
-		return nil, st, err
-	}
-	return b.Bytes(), st, nil
+	return append(b, zeros[:]...), st, nil
 }
 
 // textSchema is the tokenizers' corpus: one string column.
