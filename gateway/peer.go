@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
@@ -102,7 +103,7 @@ type peerNodes interface {
 // asker is a member: peercred.Members.)
 type peerMembership interface {
 	Known(version string) (*gcluster.Membership, bool)
-	Describe(st *transport.State)
+	Describe(st *nodestate.State)
 }
 
 // peerKey carries the authenticated asker's slot (transport.Nodes.Slot) in a
@@ -201,8 +202,8 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.nodes.Heard(asker(r))
-	load := a.transforms.Load()
-	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down(), StoreUnreachable: a.store.Down()}
+	load := nodestate.Load(a.transforms.Load())
+	st := nodestate.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down(), StoreUnreachable: a.store.Down()}
 	a.members.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)
@@ -210,7 +211,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 			writeError(r.Context(), w, catalog.ErrNotReady)
 			return
 		}
-		st.Datasets = append(st.Datasets, transport.DatasetState{Name: name, Current: held[0], Held: held})
+		st.Datasets = append(st.Datasets, nodestate.DatasetState{Name: name, Current: held[0], Held: held})
 	}
 	writeJSON(w, http.StatusOK, st)
 }

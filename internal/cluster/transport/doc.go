@@ -16,7 +16,7 @@
 // Who the members are, and which versions the cluster agrees on, is
 // package membership's; which node a chunk's bytes come from is package
 // route's. Both read what Nodes learns; Nodes probes the nodes membership
-// names and tells it what it learns (Watcher). Each node known keeps its
+// names and tells it what it learns (nodestate.Watcher). Each node known keeps its
 // slot — the int the reader and the gateway name it by — for life, so
 // that membership changes never renumber what is in flight.
 //

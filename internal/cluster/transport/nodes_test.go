@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
@@ -150,7 +151,7 @@ func TestReplyHeadNamesMissingSamples(t *testing.T) {
 // watched counts what a Watcher is told.
 type watched struct{ states, changes atomic.Int64 }
 
-func (w *watched) Changed(_ int, _, st *State) {
+func (w *watched) Changed(_ int, _, st *nodestate.State) {
 	w.changes.Add(1)
 	if st != nil {
 		w.states.Add(1)

@@ -27,14 +27,13 @@ import (
 	"io"
 	"net/http"
 	neturl "net/url"
-	"slices"
 	"strconv"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/layout"
-	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
 )
@@ -264,7 +263,7 @@ func (c Client) Samples(ctx context.Context, req Request) (Reply, error) {
 // after a failed fetch is taken back only once this answers (Nodes'
 // probe loop), since a node may answer its probes and drop its fetches.
 // Its bound is a fetch's.
-func (c Client) Canary(ctx context.Context, st State) error {
+func (c Client) Canary(ctx context.Context, st nodestate.State) error {
 	if len(st.Datasets) == 0 {
 		return nil // a node serving nothing has no data path to test
 	}
@@ -387,83 +386,9 @@ func readTable(r io.Reader, missing []int, lengths []int64, crcs []uint32, maxRe
 	return want, nil
 }
 
-// State is what a node tells its peers of itself (GET StatePath): the
-// probe's answer. URL is the node's identity, which the prober checks
-// against the URL it probed; Self its position in the membership it
-// reports (-1 if it is not a member of it). Members is that membership's
-// version and MemberList its members, which the peers count in their
-// agreement and keep for requests that pin it.
-type State struct {
-	Self       int            `json:"self"`
-	Ready      bool           `json:"ready"`
-	Datasets   []DatasetState `json:"datasets"`
-	URL        string         `json:"url,omitempty"`
-	Members    string         `json:"members,omitempty"`
-	MemberList []string       `json:"member_list,omitempty"`
-	// Transforms are the node's pipelines, by name, and their
-	// fingerprints: a node asks another for samples transformed by a
-	// pipeline only if the other's fingerprint is its own. Load is how
-	// busy its transform stage is (nil from a node that has none).
-	Transforms map[string]string `json:"transforms,omitempty"`
-	Load       *tensorize.Load   `json:"transform_load,omitempty"`
-	// Warming is the membership version the node is loading the chunks
-	// it gains under: its peers do not read its chunks from it under
-	// that version, nor report that version themselves, until it is
-	// done (members.go). Leaving says the node was told to leave: its
-	// peers list their members without it and load the chunks they gain
-	// from it, which it serves until the cluster agrees without it.
-	// Joining says the node has just started and has yet to learn
-	// whether it joins a running cluster (and then warms up): its peers
-	// wait for it before they report a version it is a member of.
-	Warming string `json:"warming,omitempty"`
-	// Warmed is the version the node has warmed up for and waits to
-	// report until every other member of it has too (or reports it).
-	Warmed  string `json:"warmed,omitempty"`
-	Joining bool   `json:"joining,omitempty"`
-	Leaving bool   `json:"leaving,omitempty"`
-	// Agreed is the membership version the node reads chunks by now:
-	// the one most live members report, as it counts them. A node
-	// leaving serves until every live member's is one without it
-	// (membership.Tracker.Leave). Empty from a build that does not say.
-	Agreed string `json:"agreed,omitempty"`
-	// Down names the nodes this node probes and does not see up: down,
-	// or not answered ready to a probe yet (Nodes.Down). A node just
-	// started reports ready only once its peers no longer name it
-	// (membership.Tracker.Settled).
-	Down []string `json:"down,omitempty"`
-	// StoreUnreachable says the node cannot reach its datasets' store
-	// now (storepath.Watch): it serves the samples its cache holds and
-	// refuses the others at once, which its peers then read themselves.
-	StoreUnreachable bool `json:"store_unreachable,omitempty"`
-}
-
-// Holds reports whether the node whose state st is holds version id of
-// dataset name; before its first probe (st nil), any: a request finds out
-// (409) and is read elsewhere.
-func (st *State) Holds(name, id string) bool {
-	if st == nil {
-		return true
-	}
-	for _, d := range st.Datasets {
-		if d.Name == name {
-			return slices.Contains(d.Held, id)
-		}
-	}
-	return false
-}
-
-// DatasetState is the index versions a node holds of one dataset: the one
-// it serves now, and the one its last reload replaced, which it still
-// serves to clients that pinned it.
-type DatasetState struct {
-	Name    string   `json:"name"`
-	Current string   `json:"current"`
-	Held    []string `json:"held"`
-}
-
 // State asks the node for its state (the probe). slow is true when the
 // node did not answer within the probe's bound (slow, as opposed to down).
-func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
+func (c Client) State(ctx context.Context) (st nodestate.State, slow bool, err error) {
 	err = c.call(ctx, request{method: http.MethodGet, path: StatePath, quick: true}, func(resp *http.Response) error {
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
 			return fmt.Errorf("%s: state: %w", c.url, err)
@@ -474,7 +399,7 @@ func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
 		return nil
 	})
 	if err != nil {
-		return State{}, errors.Is(err, ErrTimeout), err
+		return nodestate.State{}, errors.Is(err, ErrTimeout), err
 	}
 	return st, false, nil
 }
