@@ -548,7 +548,7 @@ func New(cfg Config) (*Gateway, error) {
 		// their old owner's cache before the store.
 		sources = handover.NewSources(ask, cfg.Logger)
 		through := storepath.NewThrough(storepath.ThroughConfig{Down: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
-			Chunk: g.catalog.Chunk, Pick: routing.Through, Fetch: peers.FetchChunkThrough, Log: cfg.Logger})
+			Chunk: g.catalog.Chunk, Pick: routing.Through, Fetch: ask.FetchChunkThrough, Log: cfg.Logger})
 		loader = loader.WithHandover(eitherOf{sources, g.returned, through}).WithGuard(g.store)
 	}
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/peercred"
-	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/stopper"
 )
 
@@ -405,7 +404,7 @@ func (n *Nodes) Hedged(k int, sent time.Time, lost bool) {
 // k, read from the store through its cache if its cache does not hold
 // it (Client.ChunkThrough): this node cannot reach the store. A node that
 // does not answer in time is held down as after a failed fetch.
-func (n *Nodes) FetchChunkThrough(ctx context.Context, k int, ds *catalog.Dataset, c int, buf []byte) error {
+func (n *Nodes) FetchChunkThrough(ctx context.Context, k int, ds Dataset, c int, buf []byte) error {
 	nd := n.at(k)
 	err := nd.client.ChunkThrough(ctx, ds, c, buf)
 	switch {
