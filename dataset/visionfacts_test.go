@@ -19,9 +19,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/parquet"
+	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/vision"
@@ -132,7 +134,7 @@ func TestVisionFacts(t *testing.T) {
 	if faults == 0 || faults == ix.NumSamples() {
 		t.Fatalf("%d of %d samples at fault: the test wants both kinds", faults, ix.NumSamples())
 	}
-	back, err := stored.ReadVisionFacts(ctx, st, ix)
+	back, err := servedFacts(ctx, st, ix)
 	if err != nil || !reflect.DeepEqual(back, f) {
 		t.Fatalf("read back: %v", err)
 	}
@@ -145,7 +147,7 @@ func TestVisionFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stored.ReadVisionFacts(ctx, st, res2.Index); !errors.Is(err, vision.ErrFactsFile) {
+	if _, err := servedFacts(ctx, st, res2.Index); !errors.Is(err, vision.ErrFactsFile) {
 		t.Fatalf("facts of the old index read for the new one: %v; want ErrFactsFile", err)
 	}
 }
@@ -242,7 +244,7 @@ func TestVisionFactsInPlace(t *testing.T) {
 	if bad != 2 {
 		t.Fatalf("%d rows at fault; the test cut 2 images short", bad)
 	}
-	if back, err := stored.ReadVisionFacts(ctx, dst, ix); err != nil || !reflect.DeepEqual(back, f) {
+	if back, err := servedFacts(ctx, dst, ix); err != nil || !reflect.DeepEqual(back, f) {
 		t.Fatalf("read back beside the index: %v", err)
 	}
 	if _, err := data.Stat(ctx, stored.VisionFactsKey); !errors.Is(err, s3backend.ErrNotFound) {
@@ -269,6 +271,17 @@ func imageTextShardOnly(t *testing.T) []byte {
 }
 
 // newLocalWith is a store holding key.
+// servedFacts reads the facts stored beside ix as the server does
+// (catalog.Dataset.LoadVision, a version of a dataset in st): what
+// `brand index --tokenizer` writes is what a vision job is laid out from.
+func servedFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.Index) (*vision.FactsFile, error) {
+	v, err := catalog.NewDataset("d", "", st, ix).LoadVision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return v.Facts, nil
+}
+
 func newLocalWith(t *testing.T, key string, b []byte) *s3backend.Local {
 	st := newLocal(t)
 	putBytes(t, st, key, b)

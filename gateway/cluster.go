@@ -8,6 +8,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/cluster/peerreq"
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
@@ -147,4 +148,40 @@ func (e eitherOf) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify
 type nodeAsks struct {
 	*transport.Nodes
 	transport.Asks
+}
+
+// The questions by dataset: the parts that ask them name a catalog's
+// dataset version, which the transport, knowing no catalog, takes as the
+// wire names it (peerreq.Dataset).
+
+func (n nodeAsks) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal string) ([]byte, error) {
+	return n.Asks.Feedback(ctx, k, peerreq.Dataset(ds), job, epoch, seal)
+}
+
+func (n nodeAsks) Settle(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal, version string) error {
+	return n.Asks.Settle(ctx, k, peerreq.Dataset(ds), job, epoch, seal, version)
+}
+
+func (n nodeAsks) FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error {
+	return n.Asks.FetchChunk(ctx, url, peerreq.Dataset(ds), c, buf)
+}
+
+func (n nodeAsks) FetchChunkThrough(ctx context.Context, k int, ds *catalog.Dataset, c int, buf []byte) error {
+	return n.Nodes.FetchChunkThrough(ctx, k, peerreq.Dataset(ds), c, buf)
+}
+
+func (n nodeAsks) Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
+	return n.Asks.Needed(ctx, url, peerreq.Dataset(ds), chunks, ahead)
+}
+
+func (n nodeAsks) Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
+	return n.Asks.Held(ctx, url, peerreq.Dataset(ds), chunks)
+}
+
+func (n nodeAsks) Keep(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) error {
+	return n.Asks.Keep(ctx, url, peerreq.Dataset(ds), chunks)
+}
+
+func (n nodeAsks) Give(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
+	return n.Asks.Give(ctx, url, peerreq.Dataset(ds), chunks)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/handover"
 	"github.com/brandgw/brand/internal/cluster/hedge"
 	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/cluster/storepath"
@@ -505,7 +506,7 @@ func New(cfg Config) (*Gateway, error) {
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout, Hedge: c.Hedge, Fresh: max(2*c.ProbeInterval, 2*time.Second),
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Group: g.life.Group("route: next batches' samples"), Slack: c.TransformSlack,
 			Registry: reg, Log: cfg.Logger,
-			Load:      func() tensorize.Load { return g.stage.Load() },
+			Load:      func() nodestate.Load { return nodestate.Load(g.stage.Load()) },
 			StoreDown: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
 			Holds:     func(ds *catalog.Dataset, c int) bool { return g.cache.Contains(ds.ChunkKey(c)) }})
 		rt, parts = routing, ask
@@ -547,7 +548,7 @@ func New(cfg Config) (*Gateway, error) {
 		// their old owner's cache before the store.
 		sources = handover.NewSources(ask, cfg.Logger)
 		through := storepath.NewThrough(storepath.ThroughConfig{Down: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
-			Chunk: g.catalog.Chunk, Pick: routing.Through, Fetch: peers.FetchChunkThrough, Log: cfg.Logger})
+			Chunk: g.catalog.Chunk, Pick: routing.Through, Fetch: ask.FetchChunkThrough, Log: cfg.Logger})
 		loader = loader.WithHandover(eitherOf{sources, g.returned, through}).WithGuard(g.store)
 	}
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {

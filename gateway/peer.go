@@ -18,7 +18,9 @@ import (
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/peerreq"
 	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -28,10 +30,12 @@ import (
 	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
-// peerAPI serves the peers' internal endpoints (package peer holds the
-// protocol, both sides): a node's request for samples of the chunks this
-// node is the source of, its probe of this node's state, and its
-// collection of this node's part of an epoch's importance feedback.
+// peerAPI serves the peers' internal endpoints (internal/cluster/transport
+// holds the wire, both sides; internal/cluster/peerreq reads a request
+// through this node's table, catalog and layout): a node's request for
+// samples of the chunks this node is the source of, its probe of this
+// node's state, and its collection of this node's part of an epoch's
+// importance feedback.
 //
 // They exist only on a node of a cluster of several (routes): a single
 // gateway has no peers, and endpoints that serve samples by ID to
@@ -102,7 +106,7 @@ type peerNodes interface {
 // asker is a member: peercred.Members.)
 type peerMembership interface {
 	Known(version string) (*gcluster.Membership, bool)
-	Describe(st *transport.State)
+	Describe(st *nodestate.State)
 }
 
 // peerKey carries the authenticated asker's slot (transport.Nodes.Slot) in a
@@ -151,7 +155,7 @@ func asker(r *http.Request) int {
 // their chunk is damaged at rest.
 func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	req, err := transport.DecodeRequest(r, a.catalog, a.limits)
+	req, err := peerreq.DecodeSamples(r, a.catalog, a.limits)
 	if err == nil && req.Origin != nil {
 		if imp := req.Origin.Stream.Imp; imp.Version != "" {
 			_, err = a.feedback.Snapshot(ctx, req.DS, imp.Job, imp.Version)
@@ -160,7 +164,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 			// The asker's positions are of an order this node cannot
 			// lay out yet (it has not read the job's edit): the samples
 			// are read, and the stream is not followed.
-			req.Origin = nil
+			req.Origin, req.Stream = nil, layout.Stream{}
 		}
 	}
 	if err != nil {
@@ -169,7 +173,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	k := asker(r)
 	a.nodes.Heard(k)
-	res, err := a.batches.ReadFor(ctx, layout.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
+	res, err := a.batches.ReadFor(ctx, layout.SamplesOf(req.DS, req.IDs, req.Info), req.Origin, req.Stream)
 	if err != nil {
 		if errors.Is(err, storepath.ErrUnreachable) {
 			// Cut off from the store: the asker reads these elsewhere
@@ -181,7 +185,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	defer res.Release()
 	head := transport.ReplyHead(res.MissingPos)
-	if transport.SizedInReply(req) {
+	if req.SizedInReply() {
 		head = transport.TransformedReplyHead(res.MissingPos, res.Parts)
 	}
 	n, err := a.out.Write(w, r, transport.ReplyType, respond.Payload{Parts: append(net.Buffers{head}, res.Parts...),
@@ -201,8 +205,8 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.nodes.Heard(asker(r))
-	load := a.transforms.Load()
-	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down(), StoreUnreachable: a.store.Down()}
+	load := nodestate.Load(a.transforms.Load())
+	st := nodestate.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down(), StoreUnreachable: a.store.Down()}
 	a.members.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)
@@ -210,7 +214,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 			writeError(r.Context(), w, catalog.ErrNotReady)
 			return
 		}
-		st.Datasets = append(st.Datasets, transport.DatasetState{Name: name, Current: held[0], Held: held})
+		st.Datasets = append(st.Datasets, nodestate.DatasetState{Name: name, Current: held[0], Held: held})
 	}
 	writeJSON(w, http.StatusOK, st)
 }
@@ -221,7 +225,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 // reads the store for another node: the asker does, once.
 func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ds, c, through, err := transport.DecodeChunk(r, a.catalog, a.limits)
+	ds, c, through, err := peerreq.DecodeChunk(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -263,7 +267,7 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 // as the chunks the node (transport.HeaderPeer: authenticated with a peer
 // secret, else as it says) will ask this one for, and answers none.
 func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
-	q, err := transport.DecodeNeeded(r, a.catalog, a.limits)
+	q, err := peerreq.DecodeNeeded(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
@@ -297,7 +301,7 @@ func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 // membership version this node keeps, 404 if it keeps none (the asker
 // tries its other peers).
 func (a *peerAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
-	version, err := transport.DecodeMembers(r, a.limits)
+	version, err := peerreq.DecodeMembers(r, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
@@ -346,7 +350,7 @@ func (a *peerAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	fr, err := transport.DecodeFeedback(r, a.catalog, a.limits)
+	fr, err := peerreq.DecodeFeedback(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
@@ -370,7 +374,7 @@ func (a *peerAPI) handleSettle(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	fr, err := transport.DecodeFeedback(r, a.catalog, a.limits)
+	fr, err := peerreq.DecodeFeedback(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return

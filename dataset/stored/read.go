@@ -67,6 +67,15 @@ func ReadManifest(ctx context.Context, st s3backend.Store) (chunkindex.Manifest,
 	return m, nil
 }
 
+// VisionFactsKey is where a dataset root of image-text samples keeps
+// their facts (vision.FactsFile, written by `brand index --tokenizer`):
+// what a vision job (seq= with vision=) lays its epochs out from, as a
+// text token job does from its index's document token counts. It names
+// the index version it is of; after a re-index or an append it is stale
+// until written again. Its one reader is the serving catalog
+// (catalog.Dataset.LoadVision).
+const VisionFactsKey = "_brand/vision-facts"
+
 // maxMetaBytes bounds what readObject allocates for an index or manifest
 // on the word of a Stat. The index of a hundred million samples with long
 // keys still fits.

@@ -3,6 +3,8 @@
 //
 //	query      the one table of every query parameter, and its parser
 //	catalog    the dataset versions a node serves, reloads, the chunk loader
+//	jobstream  a job's stream of epochs, an epoch's order, a component's pace:
+//	           what the layout computes and the use table follows
 //	edits      what the edits of named jobs share: stored chains, served positions, refusals
 //	jobsched   the mixture schedules stored under job names
 //	exclusions the exclusion lists stored under job names

@@ -9,6 +9,7 @@
 //	promtest    a /metrics body read with Prometheus's own parser (expfmt)
 //	s3test      a store in memory, and any store counted, failed and gated
 //	hubtest     a package's types held under a number of methods (no hubs)
+//	layertest   a package held to its layers: what it must not link, and why
 //	netns       test networks of network namespaces, and faults cut into them
 //	videotest   the video files the video formats' tests read (ffmpeg, ffprobe)
 //	jobmodel    a reference model of a job's epochs, cut, balance and table of features

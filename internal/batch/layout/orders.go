@@ -10,6 +10,7 @@ import (
 	"github.com/brandgw/brand/internal/cache/evict"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/vision"
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -27,29 +28,12 @@ type Snapshots interface {
 }
 
 // EpochOrder is one epoch's order, memoised, with the per-chunk window
-// table the use table asks for on every stream move.
-type EpochOrder struct {
-	Order
-	// ChunkWindow maps chunk ID → its window in this epoch; -1 if the
-	// epoch does not read it.
-	ChunkWindow []int32
-	// Weight is, for an importance epoch, each chunk's importance (its
-	// samples' weights, importance.Epoch.ChunkWeight) over the mean: what
-	// the cache keeps when no stream needs a chunk. nil for a
-	// uniform epoch.
-	Weight []float32
-}
+// table the use table asks for on every stream move (jobstream.EpochOrder).
+type EpochOrder = jobstream.EpochOrder
 
 // Order is what is read of an epoch's order: *shuffle.Epoch, or
-// *importance.Epoch for a stream drawing by importance.
-type Order interface {
-	NumSamples() int
-	NumWindows() int
-	WindowChunks(w int) []int
-	WindowStart(w int) int
-	WindowOf(pos int) int
-	Window(w int) []int
-}
+// *importance.Epoch for a stream drawing by importance (jobstream.Order).
+type Order = jobstream.Order
 
 type epochKey struct {
 	Stream

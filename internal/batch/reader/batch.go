@@ -6,6 +6,7 @@ import (
 
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cluster/peerreq"
 	"github.com/brandgw/brand/internal/cluster/transport"
 )
 
@@ -47,7 +48,7 @@ func (r *Reader) ReadBatch(ctx context.Context, b *layout.Batch) (*Result, error
 	case len(b.Parts) == 0: // an empty slice of a short final batch
 		return &Result{r: r, Parts: make([][]byte, 0, 1)}, nil
 	case len(b.Parts) == 1:
-		res, err := r.Read(ctx, Request{Samples: b.Parts[0].Samples, Origin: origin(b, 0), Fetched: r.takeFetched(ctx, b).part(0)})
+		res, err := r.Read(ctx, Request{Samples: b.Parts[0].Samples, Origin: OriginOf(b, 0), Fetched: r.takeFetched(ctx, b).part(0)})
 		if err != nil {
 			return nil, err
 		}
@@ -92,11 +93,12 @@ func (r *Reader) takeFetched(ctx context.Context, b *layout.Batch) fetched {
 	return nil
 }
 
-// origin is the job stream and position part p's samples are for, told
-// to the nodes they are fetched from.
-func origin(b *layout.Batch, p int) *transport.Origin {
+// OriginOf is the job stream and position part p's samples are for, told
+// to the nodes they are fetched from: for this batch's read and for the
+// next batch's samples fetched ahead of it (visit).
+func OriginOf(b *layout.Batch, p int) *transport.Origin {
 	part := b.Parts[p]
-	return &transport.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: b.Job.Weight, Transform: TransformOf(b)}
+	return &transport.Origin{Stream: peerreq.Stream(part.Stream), Epoch: part.Epoch, Pos: part.First, Weight: b.Job.Weight, Transform: TransformOf(b)}
 }
 
 // TransformOf is the pipeline a batch's samples are asked of their nodes
@@ -154,7 +156,7 @@ func (r *Reader) readInTurn(ctx context.Context, b *layout.Batch) (*Result, erro
 	data := make([][][]byte, len(b.Parts)) // per part, per sample: its bytes (nil: missing)
 	for k, p := range seq {
 		part := b.Parts[p]
-		res, err := r.Read(ctx, Request{Samples: part.Samples, Origin: origin(b, p), Fetched: fetched.part(p)})
+		res, err := r.Read(ctx, Request{Samples: part.Samples, Origin: OriginOf(b, p), Fetched: fetched.part(p)})
 		if err != nil {
 			out.Release()
 			return nil, err

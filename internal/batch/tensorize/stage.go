@@ -329,7 +329,8 @@ func (s *Stage) named(smp Sample, member string, err error) error {
 }
 
 // Load is how busy the stage is: what a peer deciding where to transform
-// needs to know.
+// needs to know, told it in this node's state (nodestate.Load, whose Wait
+// the router compares).
 type Load struct {
 	// Queued is the samples submitted and not yet transformed.
 	Queued  int64 `json:"queued"`
@@ -337,15 +338,6 @@ type Load struct {
 	// PerImage is the mean CPU of an image, over every pipeline; 0
 	// before the first.
 	PerImage time.Duration `json:"per_image_ns"`
-}
-
-// Wait is how long a sample submitted now waits for the ones before it:
-// the queue's work spread over the workers.
-func (l Load) Wait() time.Duration {
-	if l.Workers < 1 {
-		return 0
-	}
-	return time.Duration(l.Queued) * l.PerImage / time.Duration(l.Workers)
 }
 
 // Fingerprints returns the stage's pipelines' fingerprints, by name.

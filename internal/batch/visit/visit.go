@@ -346,15 +346,15 @@ func (v *Batches) fetchNext(nx *nextBatch) {
 		}
 		parts := make([]route.Fetch, len(nb.Parts))
 		for i, part := range nb.Parts {
-			parts[i] = route.Fetch{Samples: part.Samples,
-				Origin: &transport.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: nb.Job.Weight, Transform: reader.TransformOf(nb)}}
+			parts[i] = route.Fetch{Samples: part.Samples, Origin: reader.OriginOf(nb, i)}
 		}
 		return parts, nil
 	})
 }
 
 // ReadFor reads samples of this node's chunks that a peer asks for, on
-// behalf of the stream and position origin names (nil: none named). The
+// behalf of the stream and position origin names (nil: none named), js
+// being its stream as this node lays it out (peerreq.SampleRequest). The
 // asker's batch counts against its stream's requests in flight here too,
 // and moves the stream: this node's use table and prefetch follow streams
 // whose ranks live elsewhere. Every sample is read through this node's
@@ -364,14 +364,14 @@ func (v *Batches) fetchNext(nx *nextBatch) {
 // answered transformed, keyed as the asker's batch keys them, and the
 // read's pins go back before the answer is written; a sample whose image
 // cannot be transformed is answered as stored.
-func (v *Batches) ReadFor(ctx context.Context, s layout.Samples, o *transport.Origin) (*reader.Result, error) {
+func (v *Batches) ReadFor(ctx context.Context, s layout.Samples, o *transport.Origin, js layout.Stream) (*reader.Result, error) {
 	if o != nil {
-		tok, err := v.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight, usetable.Rank{})
+		tok, err := v.sched.Begin(js, o.Epoch, o.Pos, 0, o.Weight, usetable.Rank{})
 		if err != nil {
 			return nil, err
 		}
 		defer v.sched.Finish(tok)
-		v.prefetch.Enqueue(v.sched.Advance(o.Stream, o.Epoch, o.Pos, v.windows))
+		v.prefetch.Enqueue(v.sched.Advance(js, o.Epoch, o.Pos, v.windows))
 	}
 	res, err := v.reader.Read(ctx, reader.Request{Samples: s, Local: true})
 	if err != nil || o == nil || !o.Transform.On() {

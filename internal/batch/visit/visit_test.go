@@ -212,8 +212,12 @@ func TestReadFor(t *testing.T) {
 	p := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 2, Orders: layout.New(nil),
 		Peers: fakePeers{l, 2}, Reader: fakeReader{log: l}})
 	s := layout.SamplesOf(a, []int{3}, []chunkindex.Sample{a.Index.Sample(3)})
-	for _, o := range []*transport.Origin{{Stream: layout.Stream{DS: a}, Epoch: 2, Pos: 9}, nil} {
-		if _, err := p.ReadFor(context.Background(), s, o); err != nil {
+	for _, o := range []*transport.Origin{{Epoch: 2, Pos: 9}, nil} {
+		var js layout.Stream // the stream followed: as this node lays the origin's out
+		if o != nil {
+			js = layout.Stream{DS: a}
+		}
+		if _, err := p.ReadFor(context.Background(), s, o, js); err != nil {
 			t.Fatal(err)
 		}
 	}

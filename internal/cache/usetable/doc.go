@@ -16,7 +16,7 @@
 //
 // # Streams
 //
-// Every request of one order belongs to one job stream (layout.Stream),
+// Every request of one order belongs to one job stream (jobstream.Stream),
 // whatever its batch size, world, rank or offset, unless the job names
 // itself (job=): then it is a stream of its own. The use table follows each
 // stream's leading edge (Advance) and the batches it is serving (Begin,

@@ -3,8 +3,8 @@ package usetable
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // Prefetchable is Snapshot.Prefetchable in the latest table.
@@ -23,7 +23,7 @@ func (s *Table) Keeps(d int64) bool { return s.Snapshot().Keeps(d) }
 // from the store or (disk) from the disk tier below the cache
 // (livestats.Stats, which credits it to the stream).
 type Tally interface {
-	Prefetched(js layout.Stream, epoch uint64, chunk int, bytes int64, disk bool)
+	Prefetched(js jobstream.Stream, epoch uint64, chunk int, bytes int64, disk bool)
 }
 
 // Collectors are the use table's metrics of turns, read when scraped.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -22,10 +23,10 @@ func TestUseTableSeesThePhaseAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	plain := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
 	paced := plain
-	paced.Pace = layout.NewPace(sched, 0, 512, 0)
-	keys := func(js layout.Stream) []int64 {
+	paced.Pace = jobstream.NewPace(sched, 0, 512, 0)
+	keys := func(js jobstream.Stream) []int64 {
 		s := newTestSchedule()
 		s.advance(js, 0, 0)
 		tab := s.Snapshot()

@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // TestSchedulePolicyOrder drives the policy's heap with random touches,
@@ -144,7 +145,7 @@ func TestStandInsNeverEvictOwnChunks(t *testing.T) {
 	s := New(Config{Orders: layout.New(nil), Local: all, Own: own, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
-	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
 	s.advance(js, 0, 100)
 	table := s.Snapshot()
 	var owned, standIns []int

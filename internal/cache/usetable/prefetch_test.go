@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // slowCache is a prefetchCache whose every load takes took on the
@@ -53,7 +53,7 @@ func TestPrefetchLeadIsMeasured(t *testing.T) {
 		ds := catalog.NewDataset("d", "", nil, testIndex(t, 4, 8))
 		var uses []Use
 		for c := range 4 {
-			uses = append(uses, Use{Stream: layout.Stream{DS: ds}, Chunk: c})
+			uses = append(uses, Use{Stream: jobstream.Stream{DS: ds}, Chunk: c})
 		}
 		p.Enqueue(uses)
 		for range 4 {
@@ -74,7 +74,7 @@ func TestPrefetchLeadIsMeasured(t *testing.T) {
 // noTally hears nothing.
 type noTally struct{}
 
-func (noTally) Prefetched(layout.Stream, uint64, int, int64, bool) {}
+func (noTally) Prefetched(jobstream.Stream, uint64, int, int64, bool) {}
 
 // countingPrefetchCache records the chunks it was asked to read.
 type countingPrefetchCache struct{ read []chunkcache.Key }
@@ -101,7 +101,7 @@ func TestPrefetchLeavesChunksAnotherNodeReads(t *testing.T) {
 	p.workers = 1 // no workers run: fetched by hand
 	var uses []Use
 	for c := range 4 {
-		uses = append(uses, Use{Stream: layout.Stream{DS: ds}, Chunk: c})
+		uses = append(uses, Use{Stream: jobstream.Stream{DS: ds}, Chunk: c})
 	}
 	p.Enqueue(uses)
 	local[1], local[3] = false, false // their owners answer again
@@ -151,7 +151,7 @@ func TestPrefetchReadsTheNextWindow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestSchedule()
 			ds := catalog.NewDataset("d", "", nil, testIndex(t, 6, 10))
-			js := layout.Stream{DS: ds, Seed: 9, Window: 2}
+			js := jobstream.Stream{DS: ds, Seed: 9, Window: 2}
 			e, err := s.orders.Epoch(js, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -250,7 +250,7 @@ func TestPrefetchOfAStandInSparesOwnChunks(t *testing.T) {
 			StandIn: func(k chunkcache.Key) bool { return standIn[chunk(k)] },
 			Tally:   noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 		p.workers = 1 // no workers run: fetched by hand
-		p.Enqueue([]Use{{Stream: layout.Stream{DS: ds}, Chunk: tc.read}})
+		p.Enqueue([]Use{{Stream: jobstream.Stream{DS: ds}, Chunk: tc.read}})
 		p.fetch(<-p.queue)
 		p.Close()
 		var got []int

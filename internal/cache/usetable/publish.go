@@ -5,9 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // refreshLocked republishes the use table if st's origin moved, or if
@@ -244,7 +244,7 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 	// An importance stream's next epoch is drawn from a snapshot not
 	// sealed yet: its uses are not projected; the chunks' weights stand
 	// in for them (Snapshot.Distance).
-	var next *layout.EpochOrder
+	var next *jobstream.EpochOrder
 	if !st.ImportanceJob() {
 		var err error
 		if next, err = st.order(s.orders, origin.epoch+1); err != nil {
@@ -268,7 +268,7 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 	}
 	perSample := 1 / (r * st.weight)
 	// A schedule's component is read at its measured rate until a phase
-	// ahead changes its pace (layout.Pace): its uses after the switch are
+	// ahead changes its pace (jobstream.Pace): its uses after the switch are
 	// keyed as the new pace reaches them.
 	at := func(d int) int64 { return base + int64(st.Pace.Ahead(origin.epoch, edge, d)*perSample) }
 	if served {

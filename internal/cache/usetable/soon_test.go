@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // TestSoon: the chunks a followed stream needs from its current window to
@@ -14,7 +14,7 @@ import (
 func TestSoon(t *testing.T) {
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)) // 16 chunks, 8 windows of 2
 	other := catalog.NewDataset("d", "", nil, testIndex(t, 12, 32))
-	js := layout.Stream{DS: ds, Seed: 9, Window: 2}
+	js := jobstream.Stream{DS: ds, Seed: 9, Window: 2}
 	all := make([]int, 16)
 	for c := range all {
 		all[c] = c

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/jobstream"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -56,7 +56,7 @@ func (a epochPos) before(b epochPos) bool {
 // stream has shown such lateness, next use is measured from further back:
 // the lateness seen, plus one global batch.
 type stream struct {
-	layout.Stream
+	jobstream.Stream
 	edge     epochPos
 	lastSeen time.Time
 	inflight inflight // the batches being served
@@ -73,7 +73,7 @@ type stream struct {
 	// position, so that rebuilding the use table for every stream does
 	// not go to the shared memo, which a flood of streams would cycle
 	// (it holds 64 epochs) and make every rebuild recompute orders.
-	held      [3]*layout.EpochOrder
+	held      [3]*jobstream.EpochOrder
 	heldEpoch [3]uint64
 
 	// The stream's pace, in the use table's time frame. gap is how long
@@ -102,7 +102,7 @@ type stream struct {
 }
 
 // streamLocked returns the stream of js, following it if it is new.
-func (s *Table) streamLocked(js layout.Stream, at epochPos, now time.Time) *stream {
+func (s *Table) streamLocked(js jobstream.Stream, at epochPos, now time.Time) *stream {
 	st, ok := s.streams[js]
 	if ok {
 		return st
@@ -130,7 +130,7 @@ func (st *stream) absPos(p epochPos) int64 {
 
 // order returns the order of one epoch of the stream, from the few it
 // holds or from the shared memo, and holds it.
-func (st *stream) order(o *layout.Orders, epoch uint64) (*layout.EpochOrder, error) {
+func (st *stream) order(o Orders, epoch uint64) (*jobstream.EpochOrder, error) {
 	for i, e := range st.held {
 		if e != nil && st.heldEpoch[i] == epoch {
 			return e, nil
@@ -175,7 +175,7 @@ func (st *stream) position() epochPos {
 // originOf is the window start that next use is measured from for st: the
 // start of the window holding st's position, in that position's epoch
 // (the previous one if the position is negative).
-func (s *Table) originOf(st *stream) (epochPos, *layout.EpochOrder, bool) {
+func (s *Table) originOf(st *stream) (epochPos, *jobstream.EpochOrder, bool) {
 	p := st.position()
 	if p.pos < 0 {
 		if p.epoch == 0 {
@@ -196,7 +196,7 @@ func (s *Table) originOf(st *stream) (epochPos, *layout.EpochOrder, bool) {
 // st is in now — from the origin's to the leading edge's, to the epoch's
 // end if the edge is past it — and the edge's position in e (its end if
 // the edge is in a later epoch), from which later uses are measured.
-func (st *stream) hotWindows(e *layout.EpochOrder, origin epochPos) (first, last int32, edge int) {
+func (st *stream) hotWindows(e *jobstream.EpochOrder, origin epochPos) (first, last int32, edge int) {
 	first = int32(e.WindowOf(min(origin.pos, e.NumSamples()-1)))
 	last = int32(e.NumWindows() - 1)
 	edge = st.edge.pos
@@ -209,7 +209,7 @@ func (st *stream) hotWindows(e *layout.EpochOrder, origin epochPos) (first, last
 }
 
 // left is the samples of e from pos to its end.
-func left(e *layout.EpochOrder, pos int) int { return max(e.NumSamples()-pos, 0) }
+func left(e *jobstream.EpochOrder, pos int) int { return max(e.NumSamples()-pos, 0) }
 
 // rateLocked records that st's leading edge is at p at now, and updates
 // its rate once rateSpan has passed since the last measure.
@@ -291,7 +291,7 @@ func (s *Table) clockLocked(st *stream, now time.Time) {
 
 // median is the median of f over the streams where it is known (> 0),
 // or def. The caller holds the streams' lock (Table.mu).
-func median(streams map[layout.Stream]*stream, f func(*stream) float64, def float64) float64 {
+func median(streams map[jobstream.Stream]*stream, f func(*stream) float64, def float64) float64 {
 	var vs []float64
 	for _, o := range streams {
 		if v := f(o); v > 0 {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // TestStreamsBounded: a flood of job streams costs the schedule a bounded
@@ -34,7 +34,7 @@ func TestStreamsBounded(t *testing.T) {
 			c := newClocked(t, 1<<40, 0)
 			// Each request a millisecond after the last: which stream
 			// was seen longest ago is never a tie.
-			read := func(js layout.Stream, pos int) {
+			read := func(js jobstream.Stream, pos int) {
 				c.tick(time.Millisecond)
 				c.Finish(c.batch(t, js, pos))
 			}

@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // Table follows the job streams' positions and, from the seeded order,
@@ -21,7 +21,7 @@ import (
 // prefetcher read distances without computing anything or taking the
 // use table's lock.
 type Table struct {
-	orders *layout.Orders
+	orders Orders
 	// capacity is the cache's, in bytes: prefetch reads only what the
 	// cache can keep until it is used (Snapshot.Prefetchable).
 	capacity int64
@@ -42,7 +42,7 @@ type Table struct {
 	// mu guards the streams (the map and every stream's fields), the
 	// turns' line and channel, and the building of tables.
 	mu      sync.Mutex
-	streams map[layout.Stream]*stream
+	streams map[jobstream.Stream]*stream
 	gen     uint64
 
 	uses atomic.Pointer[Snapshot]
@@ -64,10 +64,17 @@ type Table struct {
 	turns line
 }
 
+// Orders lays out the streams' epochs (layout.Orders): the order of a
+// stream's epoch, memoised, with its per-chunk window table. It is
+// called under the table's lock and must not wait for a store.
+type Orders interface {
+	Epoch(js jobstream.Stream, epoch uint64) (*jobstream.EpochOrder, error)
+}
+
 // Config configures a Table.
 type Config struct {
 	// Orders computes the streams' orders.
-	Orders *layout.Orders
+	Orders Orders
 	// Local tells which chunks this node reads itself: Advance lists only
 	// those to prefetch.
 	Local func(ds *catalog.Dataset, c int) bool
@@ -98,7 +105,7 @@ func New(c Config) *Table {
 		clock = time.Now
 	}
 	s := &Table{orders: c.Orders, local: c.Local, own: c.Own, keep: c.Keep, capacity: c.Capacity, frame: newFrame(clock),
-		streams: map[layout.Stream]*stream{}, turns: line{maxWait: c.MaxTurnWait, moved: make(chan struct{})}}
+		streams: map[jobstream.Stream]*stream{}, turns: line{maxWait: c.MaxTurnWait, moved: make(chan struct{})}}
 	if s.keep == nil {
 		s.keep = func(*catalog.Dataset, int) bool { return false }
 	}
@@ -145,7 +152,7 @@ func (s *Table) Distance(k chunkcache.Key) int64 { return s.Snapshot().Distance(
 
 // Inflight is a batch registered with Begin, to be passed to Finish.
 type Inflight struct {
-	js   layout.Stream
+	js   jobstream.Stream
 	at   epochPos
 	rank Rank
 }
@@ -185,7 +192,7 @@ var ErrStreamBusy = fmt.Errorf("%w: this job has as many batches being served as
 // who the rank it is served to. A rank with MaxRankInflight batches in
 // flight gets ErrRankBusy instead, and a stream with that many for each
 // of its job's ranks ErrStreamBusy.
-func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight float64, who Rank) (Inflight, error) {
+func (s *Table) Begin(js jobstream.Stream, epoch uint64, start, global int, weight float64, who Rank) (Inflight, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := epochPos{epoch, start}
@@ -253,7 +260,7 @@ func (s *Table) Finish(f Inflight) {
 // stream moved, it returns the chunks this node reads itself of the
 // stream's current window and the windows after it (Upcoming): what
 // to prefetch.
-func (s *Table) Advance(js layout.Stream, epoch uint64, end int, windows int) []Use {
+func (s *Table) Advance(js jobstream.Stream, epoch uint64, end int, windows int) []Use {
 	st, moved := s.advance(js, epoch, end)
 	if !moved {
 		return nil
@@ -261,7 +268,7 @@ func (s *Table) Advance(js layout.Stream, epoch uint64, end int, windows int) []
 	return s.upcoming(st, windows)
 }
 
-func (s *Table) advance(js layout.Stream, epoch uint64, end int) (st stream, moved bool) {
+func (s *Table) advance(js jobstream.Stream, epoch uint64, end int) (st stream, moved bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock()
@@ -308,7 +315,7 @@ func (s *Table) advance(js layout.Stream, epoch uint64, end int) (st stream, mov
 
 // Use is a chunk some epoch of a stream will need.
 type Use struct {
-	Stream layout.Stream
+	Stream jobstream.Stream
 	Chunk  int
 	Epoch  uint64
 }
@@ -316,7 +323,7 @@ type Use struct {
 // upcoming lists the chunks of the windows a stream needs next that this
 // node reads itself: the rest of its current window and the next ahead
 // windows, continuing into the next epoch at the boundary, in the order
-// they will be needed. A schedule's component (layout.Pace) whose phase
+// they will be needed. A schedule's component (jobstream.Pace) whose phase
 // ahead reads it faster lists, beyond those, the windows it reaches in
 // the time they take at its pace now (at most maxPacedWindows in all): a
 // source whose weight jumps at a switch has the windows its first steps

@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // allLocal is a single gateway's: every chunk is read here.
@@ -95,7 +96,7 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 	}
 }
 
-func mustBegin(t *testing.T, s *Table, js layout.Stream, epoch uint64, start, global int) Inflight {
+func mustBegin(t *testing.T, s *Table, js jobstream.Stream, epoch uint64, start, global int) Inflight {
 	t.Helper()
 	f, err := s.Begin(js, epoch, start, global, 1, Rank{})
 	if err != nil {
@@ -146,7 +147,7 @@ func TestInflightBounded(t *testing.T) {
 			if _, err := s.Begin(js, uint64(pos/n), pos%n, 1, 1, tt.refused); !errors.Is(err, tt.want) || !errors.Is(err, chunkcache.ErrBusy) {
 				t.Fatalf("one more for %+v: %v, want %v", tt.refused, err, tt.want)
 			}
-			other := layout.Stream{DS: js.DS, Seed: js.Seed + 1, Window: js.Window}
+			other := jobstream.Stream{DS: js.DS, Seed: js.Seed + 1, Window: js.Window}
 			mustBegin(t, s, other, 0, 0, 1) // another job is not affected
 			// Finish the last begun of the refused one's kind, twice: the
 			// second changes nothing.
@@ -203,7 +204,7 @@ func ranksOf(world int) []rankBegins {
 }
 
 // streamNow is the position next use is measured from for stream js.
-func streamNow(s *Table, js layout.Stream) (uint64, int) {
+func streamNow(s *Table, js jobstream.Stream) (uint64, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.streams[js].position()
@@ -211,8 +212,8 @@ func streamNow(s *Table, js layout.Stream) (uint64, int) {
 }
 
 // testSchedule is a schedule and a stream over 16 chunks of 32 samples.
-func testSchedule(t testing.TB) (*Table, layout.Stream) {
-	return newTestSchedule(), layout.Stream{DS: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), Seed: 1, Window: 2}
+func testSchedule(t testing.TB) (*Table, jobstream.Stream) {
+	return newTestSchedule(), jobstream.Stream{DS: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), Seed: 1, Window: 2}
 }
 
 // TestUseTableFollowsTheOrder checks the published keys against the
@@ -222,7 +223,7 @@ func testSchedule(t testing.TB) (*Table, layout.Stream) {
 func TestUseTableFollowsTheOrder(t *testing.T) {
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
 	s := newTestSchedule()
-	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
 	for _, at := range []epochPos{{0, 0}, {0, 100}, {0, 300}, {1, 511}, {2, 128}} {
 		s.advance(js, at.epoch, at.pos)
 		table := s.Snapshot()
@@ -274,7 +275,7 @@ func TestUseTableOnlyOwnChunks(t *testing.T) {
 	s := New(Config{Orders: layout.New(nil), Local: own, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
-	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
 	s.advance(js, 0, 100)
 	table := s.Snapshot()
 	for c := range 16 {
@@ -302,7 +303,7 @@ func TestUseTableStandInChunks(t *testing.T) {
 	s := New(Config{Orders: layout.New(nil), Local: all, Own: own, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
-	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
 	const pos = 100
 	s.advance(js, 0, pos)
 	table := s.Snapshot()
@@ -352,7 +353,7 @@ func TestUseTableKeepsChunksAwaited(t *testing.T) {
 			s := New(Config{Orders: layout.New(nil), Local: own, Own: tc.own, Keep: keep, Capacity: 1 << 40})
 			at := s.zero.Add(time.Second)
 			s.clock = func() time.Time { return at }
-			js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+			js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
 			s.advance(js, 0, 100)
 			table := s.Snapshot()
 			for c := range 16 {
@@ -377,8 +378,8 @@ func TestUseTableKeepsChunksAwaited(t *testing.T) {
 func TestImportanceJobSupersedesItsEpochs(t *testing.T) {
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
 	s := newTestSchedule()
-	first := layout.Stream{DS: ds, Seed: 3, Window: 4, Imp: layout.Importance{Job: "j"}}
-	other := layout.Stream{DS: ds, Seed: 3, Window: 4, Imp: layout.Importance{Job: "k"}}
+	first := jobstream.Stream{DS: ds, Seed: 3, Window: 4, Imp: jobstream.Importance{Job: "j"}}
+	other := jobstream.Stream{DS: ds, Seed: 3, Window: 4, Imp: jobstream.Importance{Job: "k"}}
 	s.advance(first, 0, 100)
 	s.advance(other, 0, 100)
 	if len(s.streams) != 2 {
@@ -419,10 +420,10 @@ func newTestSchedule() *Table {
 // part ends with.
 func TestCoalesceRebuildsOnce(t *testing.T) {
 	const sources = 20
-	var streams []layout.Stream
+	var streams []jobstream.Stream
 	for i := range sources {
 		ds := catalog.NewDataset(fmt.Sprintf("d%02d", i), "", nil, testIndex(t, 8, 4))
-		streams = append(streams, layout.Stream{DS: ds, Seed: 1, Window: 1, Mix: "m"})
+		streams = append(streams, jobstream.Stream{DS: ds, Seed: 1, Window: 1, Mix: "m"})
 	}
 	visit := func(s *Table, pos int) {
 		for _, js := range streams {
@@ -468,10 +469,10 @@ func TestCoalesceRebuildsOnce(t *testing.T) {
 // stream in the window it crossed into.
 func TestRebuildsSpaced(t *testing.T) {
 	const jobs = 20
-	var streams []layout.Stream
+	var streams []jobstream.Stream
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, 8, 4))
 	for i := range jobs {
-		streams = append(streams, layout.Stream{DS: ds, Seed: uint64(i + 1), Window: 1, Name: fmt.Sprintf("j%d", i)})
+		streams = append(streams, jobstream.Stream{DS: ds, Seed: uint64(i + 1), Window: 1, Name: fmt.Sprintf("j%d", i)})
 	}
 	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 1 << 40})
 	// A clock that moves 100 µs each time it is read: a rebuild, which

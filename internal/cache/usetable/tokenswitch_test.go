@@ -84,7 +84,7 @@ func bytesOf(ds *catalog.Dataset) int64 {
 // TestPrefetchWarmsATokenPhaseAhead: TestPrefetchWarmsThePhaseAhead over
 // token datasets. A token component's stream is read by document
 // positions while the schedule counts its packed sequences; its pace
-// (layout.NewTokenPace) is the schedule's in documents, estimated from its
+// (jobstream.NewTokenPace) is the schedule's in documents, estimated from its
 // documents per sequence (here 2.9 in b's first pass). In a cache of
 // half the data (20 chunks of 60 documents of the 40), b's 7 chunks the
 // 8 steps after the switch read are all in the cache at the switch, and

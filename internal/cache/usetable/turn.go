@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // Turns. Every batch of a window needs every chunk of the window (its
@@ -94,7 +94,7 @@ type line struct {
 // st's to h's the same chunks in both orders (two jobs that chose one
 // seed and name themselves apart; any two orders whose windows hold the
 // same chunks cost the cache alike, whatever order the samples come in).
-func follows(orders *layout.Orders, st, h *stream) bool {
+func follows(orders Orders, st, h *stream) bool {
 	if st.DS != h.DS || st.edge.epoch != h.edge.epoch {
 		return false
 	}
@@ -164,7 +164,7 @@ func (s *Table) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
 // of them by less than a window (trails). The first
 // waiting stream always gets one when no other stream holds one. It
 // reports whether any turn moved.
-func (l *line) admit(streams map[layout.Stream]*stream, now time.Time) bool {
+func (l *line) admit(streams map[jobstream.Stream]*stream, now time.Time) bool {
 	moved := false
 	var waiting []*stream
 	for _, st := range streams {
@@ -229,7 +229,7 @@ func (l *line) admit(streams map[layout.Stream]*stream, now time.Time) bool {
 // call (a sixth of a gateway's CPU under 1,024 jobs of their own, each
 // taking a turn again at each window it crossed, over a dataset its
 // cache held four times over).
-func (l *line) roomForAll(streams map[layout.Stream]*stream) bool {
+func (l *line) roomForAll(streams map[jobstream.Stream]*stream) bool {
 	seen := map[*catalog.Dataset]struct{}{}
 	var total int64
 	for _, st := range streams {
@@ -263,7 +263,7 @@ func (l *line) roomForAll(streams map[layout.Stream]*stream) bool {
 // the trailing one's first batch came at the instant just after the
 // leading one crossed into its second window
 // (TestNamedJobsOfOneOrderShare, 1 run in 40 to 400 on a loaded machine).
-func (l *line) trails(st *stream, streams map[layout.Stream]*stream) bool {
+func (l *line) trails(st *stream, streams map[jobstream.Stream]*stream) bool {
 	if l.follows == nil {
 		return false
 	}
@@ -351,7 +351,7 @@ func (s *Table) Turn(ctx context.Context, f Inflight) error {
 
 // nextIdle is how long from now until the first stream holding a turn
 // may go idle (see idleAfter), at least 1 ms.
-func (l *line) nextIdle(streams map[layout.Stream]*stream, now time.Time) time.Duration {
+func (l *line) nextIdle(streams map[jobstream.Stream]*stream, now time.Time) time.Duration {
 	next := turnIdleMax
 	for _, st := range streams {
 		if st.active && st.inflight.len() == 0 {
@@ -385,7 +385,7 @@ func (w *waitSet) add(st *stream) {
 }
 
 // waitingOf is which of streams wait for a turn.
-func waitingOf(streams map[layout.Stream]*stream) waitSet {
+func waitingOf(streams map[jobstream.Stream]*stream) waitSet {
 	var w waitSet
 	for _, st := range streams {
 		w.add(st)
@@ -472,15 +472,15 @@ func (s *Table) Shared() bool {
 }
 
 // shared is Shared at now; the caller holds the streams' lock (Table.mu).
-func shared(streams map[layout.Stream]*stream, now time.Time) bool {
-	// A mixture's component streams are one job (layout.Stream.Mix).
-	var first layout.Stream
+func shared(streams map[jobstream.Stream]*stream, now time.Time) bool {
+	// A mixture's component streams are one job (jobstream.Stream.Mix).
+	var first jobstream.Stream
 	seen := false
 	for _, st := range streams {
 		if st.inflight.len() > 0 || now.Sub(st.lastSeen) < max(time.Second, time.Duration(8*st.gap)) {
 			job := st.Stream
 			if job.Mix != "" {
-				job = layout.Stream{Mix: job.Mix, Name: job.Name}
+				job = jobstream.Stream{Mix: job.Mix, Name: job.Name}
 			}
 			if !seen {
 				first, seen = job, true

@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/jobstream"
 )
 
 // clockedSchedule is a schedule of 16 chunks of 32 samples (17,408 bytes
@@ -32,13 +33,13 @@ func newClocked(t *testing.T, capacity int64, maxTurnWait time.Duration) *clocke
 	return c
 }
 
-func (c *clockedSchedule) stream(seed uint64, window int) layout.Stream {
-	return layout.Stream{DS: c.ds, Seed: seed, Window: window}
+func (c *clockedSchedule) stream(seed uint64, window int) jobstream.Stream {
+	return jobstream.Stream{DS: c.ds, Seed: seed, Window: window}
 }
 
 // batch begins a batch of 32 samples at pos of epoch 0 of js and moves
 // the stream there, as the gateway does.
-func (c *clockedSchedule) batch(t *testing.T, js layout.Stream, pos int) Inflight {
+func (c *clockedSchedule) batch(t *testing.T, js jobstream.Stream, pos int) Inflight {
 	t.Helper()
 	f := mustBegin(t, c.Table, js, 0, pos, 32)
 	c.advance(js, 0, pos+32)
@@ -52,7 +53,7 @@ func (c *clockedSchedule) tick(d time.Duration) {
 }
 
 // windowKeys are the chunk keys of window w of epoch 0 of js.
-func (c *clockedSchedule) windowKeys(t *testing.T, js layout.Stream, w int) []chunkcache.Key {
+func (c *clockedSchedule) windowKeys(t *testing.T, js jobstream.Stream, w int) []chunkcache.Key {
 	t.Helper()
 	e, err := c.orders.Epoch(js, 0)
 	if err != nil {
@@ -85,7 +86,7 @@ func TestClocksRankWhoIsServedNext(t *testing.T) {
 	c := newClocked(t, 1<<40, 0)
 	a, b := c.stream(1, 4), c.stream(2, 4) // windows of 128 samples
 	// A first batch each, 10 ms of think time: the streams' gaps.
-	for _, js := range []layout.Stream{a, b} {
+	for _, js := range []jobstream.Stream{a, b} {
 		c.Finish(c.batch(t, js, 0))
 	}
 	c.tick(10 * time.Millisecond)
@@ -97,7 +98,7 @@ func TestClocksRankWhoIsServedNext(t *testing.T) {
 	}
 	// Each stream's window-0 chunks that the other does not need in its
 	// first two windows: their keys are the stream's own.
-	near := func(js layout.Stream) []chunkcache.Key {
+	near := func(js jobstream.Stream) []chunkcache.Key {
 		return append(c.windowKeys(t, js, 0), c.windowKeys(t, js, 1)...)
 	}
 	wa, wb := only(c.windowKeys(t, a, 0), near(b)), only(c.windowKeys(t, b, 0), near(a))
@@ -128,7 +129,7 @@ func TestClocksRankWhoIsServedNext(t *testing.T) {
 	// A stream that stays away drifts out: the key of its window grows
 	// with its silence. (The chunks of b's window are also needed by a's
 	// later windows, whose keys are a's: they move when a reads on.)
-	clockOf := func(js layout.Stream) int64 { return c.streams[js].clock.key(c.nowAt(c.now)) }
+	clockOf := func(js jobstream.Stream) int64 { return c.streams[js].clock.key(c.nowAt(c.now)) }
 	before := clockOf(b)
 	c.tick(time.Second)
 	if after := clockOf(b); after-before < int64(time.Second) {
@@ -155,7 +156,7 @@ func TestClocksRankWhoIsServedNext(t *testing.T) {
 func TestWeightBringsAJobsUsesNearer(t *testing.T) {
 	c := newClocked(t, 1<<40, 0)
 	a, b := c.stream(1, 4), c.stream(2, 4)
-	for _, js := range []layout.Stream{a, b} {
+	for _, js := range []jobstream.Stream{a, b} {
 		w := 1.0
 		if js == b {
 			w = 4
@@ -168,8 +169,8 @@ func TestWeightBringsAJobsUsesNearer(t *testing.T) {
 		c.Finish(f)
 	}
 	c.tick(time.Millisecond)
-	for _, js := range []layout.Stream{a, b} {
-		f, err := c.Begin(js, 0, 32, 32, map[layout.Stream]float64{a: 1, b: 4}[js], Rank{})
+	for _, js := range []jobstream.Stream{a, b} {
+		f, err := c.Begin(js, 0, 32, 32, map[jobstream.Stream]float64{a: 1, b: 4}[js], Rank{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +373,7 @@ func TestTurnWaitIsBounded(t *testing.T) {
 		const chunk = 34 * 512
 		s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 3 * chunk, MaxTurnWait: 50 * time.Millisecond})
 		ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
-		a, b, c := layout.Stream{DS: ds, Seed: 1, Window: 2}, layout.Stream{DS: ds, Seed: 2, Window: 2}, layout.Stream{DS: ds, Seed: 3, Window: 2}
+		a, b, c := jobstream.Stream{DS: ds, Seed: 1, Window: 2}, jobstream.Stream{DS: ds, Seed: 2, Window: 2}, jobstream.Stream{DS: ds, Seed: 3, Window: 2}
 		fa := mustBegin(t, s, a, 0, 0, 32)
 		if err := s.Turn(context.Background(), fa); err != nil {
 			t.Fatal(err)
@@ -612,9 +613,9 @@ func TestTurnsWithoutRebuilds(t *testing.T) {
 		defer s.mu.Unlock()
 		return s.gen
 	}
-	var streams []layout.Stream
+	var streams []jobstream.Stream
 	for i := range jobs {
-		streams = append(streams, layout.Stream{DS: ds, Seed: uint64(i + 1), Window: 16, Name: fmt.Sprintf("j%d", i)})
+		streams = append(streams, jobstream.Stream{DS: ds, Seed: uint64(i + 1), Window: 16, Name: fmt.Sprintf("j%d", i)})
 	}
 	hot, counted := s.turns.hot, 0
 	s.turns.hot = func(st *stream, set map[chunkcache.Key]struct{}) int64 { counted++; return hot(st, set) }

@@ -47,7 +47,7 @@ type Snapshot struct {
 	// window (Displaces); shared, whether several streams use the cache.
 	crossing int64
 	shared   bool
-	// phased: some stream's pace changes at a phase ahead (layout.Pace.Changes).
+	// phased: some stream's pace changes at a phase ahead (jobstream.Pace.Changes).
 	phased bool
 	// straddle: some stream served now is in more than one window (its
 	// readers straddle a window boundary); Displaces.

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 )
 
 // learn records the membership a peer's state reports, checked against
 // its version (a list that does not hash to it is ignored).
-func (m *Tracker) learn(st *transport.State) {
+func (m *Tracker) learn(st *nodestate.State) {
 	if st.Members == "" || len(st.MemberList) == 0 {
 		return
 	}
@@ -25,7 +25,7 @@ func (m *Tracker) learn(st *transport.State) {
 
 // live calls f with every other node this node counts in the agreement:
 // the nodes it probes that are up and have told their state.
-func (m *Tracker) live(v *view, f func(k int, st *transport.State)) {
+func (m *Tracker) live(v *view, f func(k int, st *nodestate.State)) {
 	for _, k := range v.probed {
 		if !m.peers.Up(k) {
 			continue
@@ -43,7 +43,7 @@ func (m *Tracker) live(v *view, f func(k int, st *transport.State)) {
 // 4) tied the vote, and the smaller version hash — the new membership
 // in about half the clusters — won it before they had loaded their
 // gains, and more joiners than old members outvoted them.
-func warm(st *transport.State) bool {
+func warm(st *nodestate.State) bool {
 	return !st.Joining && st.Warming != st.Members
 }
 
@@ -59,7 +59,7 @@ func (m *Tracker) refreshLocked() {
 		warm    bool
 	}
 	votes := []vote{{v.reported.Version(), !v.joining && v.warming != v.reported.Version()}}
-	m.live(&v, func(k int, st *transport.State) {
+	m.live(&v, func(k int, st *nodestate.State) {
 		// A node counts for a version it is a member of: one removed
 		// from the list reports the list without it at once, and would
 		// tip the cluster to it before the members that gain its chunks
@@ -170,7 +170,7 @@ func (m *Tracker) Known(version string) (*cluster.Membership, bool) {
 // Describe fills in what a node's state says of its place in the
 // cluster: its URL, its position in the membership it reports, and that
 // membership.
-func (m *Tracker) Describe(st *transport.State) {
+func (m *Tracker) Describe(st *nodestate.State) {
 	v := m.view.Load()
 	ms := v.reported
 	st.URL, st.Self = m.self, ms.Index(m.self)

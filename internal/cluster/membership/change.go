@@ -8,7 +8,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 )
 
 // changeLocked moves this node from reporting membership from to
@@ -257,8 +257,8 @@ func (m *Tracker) Leave(ctx context.Context) error {
 				agreedAt = time.Now()
 				m.log.Info().Str("members", v.agreed.Version()).Msg("the cluster agrees on a membership without this node")
 			}
-			states := map[string]*transport.State{}
-			m.live(v, func(k int, st *transport.State) { states[m.peers.URL(k)] = st })
+			states := map[string]*nodestate.State{}
+			m.live(v, func(k int, st *nodestate.State) { states[m.peers.URL(k)] = st })
 			waiting := stillReading(m.self, v.agreed, states, m.history.Peek)
 			if len(waiting) == 0 {
 				return nil
@@ -282,7 +282,7 @@ func (m *Tracker) Leave(ctx context.Context) error {
 // member of (State.Agreed), agreed being the one self's view agrees on;
 // known finds a version's membership. A member of a build that does not
 // say is not waited for.
-func stillReading(self string, agreed *cluster.Membership, states map[string]*transport.State, known func(string) (*cluster.Membership, bool)) []string {
+func stillReading(self string, agreed *cluster.Membership, states map[string]*nodestate.State, known func(string) (*cluster.Membership, bool)) []string {
 	var out []string
 	for u, st := range states {
 		if st.Agreed == "" || st.Agreed == agreed.Version() {

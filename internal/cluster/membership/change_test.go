@@ -15,7 +15,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 )
 
 // list is a member source a test changes, as an operator edits a file or
@@ -77,7 +77,7 @@ func TestFlipWaitsForAWarmingGainer(t *testing.T) {
 			ns := newNodes(urls[0])
 			src := &list{}
 			src.set(urls[:2]...)
-			ns.set(urls[1], true, &transport.State{Self: 1, Ready: true, Members: two.Version(), MemberList: two.Members()})
+			ns.set(urls[1], true, &nodestate.State{Self: 1, Ready: true, Members: two.Version(), MemberList: two.Members()})
 			m := New(Config{Self: urls[0], Members: src, Peers: ns, Probe: 4 * time.Millisecond, Warm: warmer{moved}, FlipTimeout: tc.timeout,
 				Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 			defer m.Close()
@@ -85,7 +85,7 @@ func TestFlipWaitsForAWarmingGainer(t *testing.T) {
 			waitView(t, m, "the node does not report the two members it lists", func(v *view) bool { return v.reported.Version() == two.Version() })
 
 			// Node 2 joins: it warms up for the three, and the list names it.
-			joiner := &transport.State{Self: 2, Ready: true, Members: three.Version(), MemberList: three.Members(), Warming: three.Version()}
+			joiner := &nodestate.State{Self: 2, Ready: true, Members: three.Version(), MemberList: three.Members(), Warming: three.Version()}
 			ns.set(urls[2], true, joiner)
 			m.Changed(ns.Slot(urls[2]), nil, joiner)
 			src.set(urls...)
@@ -147,7 +147,7 @@ func TestLeaveWithNoHeirs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNodes(urls[0])
 			for i := range tc.up {
-				ns.set(urls[i+1], tc.up[i], &transport.State{Self: i + 1, Ready: true, Members: all.Version(), MemberList: all.Members(),
+				ns.set(urls[i+1], tc.up[i], &nodestate.State{Self: i + 1, Ready: true, Members: all.Version(), MemberList: all.Members(),
 					Agreed: all.Version(), Leaving: tc.leaving[i]})
 			}
 			m := New(Config{Self: urls[0], Members: Static(urls), Peers: ns, Probe: 4 * time.Millisecond, FlipTimeout: time.Hour,
@@ -171,8 +171,8 @@ func TestLeaveWithNoHeirs(t *testing.T) {
 	t.Run("the last heir lost once the view agreed without this node", func(t *testing.T) {
 		without, _ := cluster.NewMembership(urls[1:2])
 		ns := newNodes(urls[0])
-		staying := &transport.State{Self: 1, Ready: true, Members: all.Version(), MemberList: all.Members(), Agreed: all.Version()}
-		leaving := &transport.State{Self: 2, Ready: true, Members: all.Version(), MemberList: all.Members(), Agreed: all.Version(), Leaving: true}
+		staying := &nodestate.State{Self: 1, Ready: true, Members: all.Version(), MemberList: all.Members(), Agreed: all.Version()}
+		leaving := &nodestate.State{Self: 2, Ready: true, Members: all.Version(), MemberList: all.Members(), Agreed: all.Version(), Leaving: true}
 		ns.set(urls[1], true, staying)
 		ns.set(urls[2], true, leaving)
 		m := New(Config{Self: urls[0], Members: Static(urls), Peers: ns, Probe: 4 * time.Millisecond, FlipTimeout: time.Hour,
@@ -235,9 +235,9 @@ func TestAgreedMembership(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNodes(urls[0])
 			for i, p := range tc.peers {
-				var st *transport.State
+				var st *nodestate.State
 				if p.reports != nil {
-					st = &transport.State{Self: i + 1, Ready: true, URL: urls[i+1], Members: p.reports.Version(), MemberList: p.reports.Members()}
+					st = &nodestate.State{Self: i + 1, Ready: true, URL: urls[i+1], Members: p.reports.Version(), MemberList: p.reports.Members()}
 				}
 				ns.set(urls[i+1], p.up, st)
 			}
@@ -279,7 +279,7 @@ func TestAgreedMembership(t *testing.T) {
 
 	t.Run("a member that says it leaves", func(t *testing.T) {
 		ns := newNodes(urls[0])
-		staying := &transport.State{Self: 3, Ready: true, URL: urls[3], Members: four.Version(), MemberList: four.Members()}
+		staying := &nodestate.State{Self: 3, Ready: true, URL: urls[3], Members: four.Version(), MemberList: four.Members()}
 		for k := 1; k <= 3; k++ {
 			ns.set(urls[k], true, staying)
 		}
@@ -296,7 +296,7 @@ func TestAgreedMembership(t *testing.T) {
 
 	t.Run("pinned versions", func(t *testing.T) {
 		ns := newNodes(urls[0])
-		ns.set(urls[1], true, &transport.State{Self: 1, Ready: true, Members: two.Version(), MemberList: two.Members()})
+		ns.set(urls[1], true, &nodestate.State{Self: 1, Ready: true, Members: two.Version(), MemberList: two.Members()})
 		asked := ms(0, 1, 3) // a version only node 1 keeps
 		ns.lists[asked.Version()] = asked
 		m := New(Config{Self: urls[0], Members: Static(two.Members()), Peers: ns, Probe: time.Second, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
@@ -345,11 +345,11 @@ func TestJoinersDoNotWinTheVoteCold(t *testing.T) {
 	}{{"2 → 4: a tie", 2, 2}, {"2 → 5: the joiners outnumber the old members", 2, 3}} {
 		t.Run(tc.name, func(t *testing.T) {
 			urls, before, after := smallerAfter(t, tc.old, tc.join)
-			oldState := func(k int) *transport.State {
-				return &transport.State{Self: k, Ready: true, URL: urls[k], Members: before.Version(), MemberList: before.Members(), Agreed: before.Version()}
+			oldState := func(k int) *nodestate.State {
+				return &nodestate.State{Self: k, Ready: true, URL: urls[k], Members: before.Version(), MemberList: before.Members(), Agreed: before.Version()}
 			}
-			joiner := func(k int, joining bool, warming string) *transport.State {
-				return &transport.State{Self: k, Ready: true, URL: urls[k], Members: after.Version(), MemberList: after.Members(),
+			joiner := func(k int, joining bool, warming string) *nodestate.State {
+				return &nodestate.State{Self: k, Ready: true, URL: urls[k], Members: after.Version(), MemberList: after.Members(),
 					Joining: joining, Warming: warming}
 			}
 			// Seen from each node of the cluster: an old member (node 0),

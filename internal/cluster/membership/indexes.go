@@ -4,11 +4,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 )
 
 // The index versions of each dataset the cluster serves: every node
-// tells its peers in its state which versions it holds (transport.State), and
+// tells its peers in its state which versions it holds (nodestate.State), and
 // the cluster agrees on one per dataset as it agrees on a membership.
 
 // current is the version of a dataset this node serves, "" if none.
@@ -21,7 +21,7 @@ func (m *Tracker) current(name string) string {
 
 // checkSkew tells Skew when a peer serves another current version of a
 // dataset than this node.
-func (m *Tracker) checkSkew(st *transport.State) {
+func (m *Tracker) checkSkew(st *nodestate.State) {
 	for _, d := range st.Datasets {
 		if cur := m.current(d.Name); cur != "" && d.Current != cur {
 			now := time.Now().UnixNano()
@@ -58,7 +58,7 @@ func (m *Tracker) Agreed(name string) string {
 		}
 	}
 	add(m.held(name))
-	m.live(m.view.Load(), func(_ int, st *transport.State) {
+	m.live(m.view.Load(), func(_ int, st *nodestate.State) {
 		for _, d := range st.Datasets {
 			if d.Name == name {
 				add(append([]string{d.Current}, slices.DeleteFunc(slices.Clone(d.Held), func(id string) bool { return id == d.Current })...))
@@ -104,7 +104,7 @@ func (m *Tracker) Holders(name, id string, self bool) []string {
 	if self {
 		out = append(out, m.self)
 	}
-	m.live(m.view.Load(), func(k int, st *transport.State) {
+	m.live(m.view.Load(), func(k int, st *nodestate.State) {
 		if st.Holds(name, id) {
 			out = append(out, m.peers.URL(k))
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 )
 
 // TestLeaveWaitsForEveryMemberToFlip: a node leaving keeps serving until
@@ -51,8 +51,8 @@ func TestLeaveWaitsForEveryMemberToFlip(t *testing.T) {
 			m := New(Config{Self: urls[0], Members: Static(urls), Peers: ns, Probe: 4 * time.Millisecond, FlipTimeout: tc.timeout,
 				Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 			defer m.Close()
-			state := func(k int, agreed string) *transport.State {
-				return &transport.State{Self: k - 1, Ready: true, URL: urls[k], Members: after.Version(), MemberList: after.Members(), Agreed: agreed}
+			state := func(k int, agreed string) *nodestate.State {
+				return &nodestate.State{Self: k - 1, Ready: true, URL: urls[k], Members: after.Version(), MemberList: after.Members(), Agreed: agreed}
 			}
 			for i, a := range tc.agreed {
 				k := ns.Slot(urls[i+1])

@@ -14,7 +14,7 @@ import (
 // until each other member of the membership the cluster agrees on either
 //
 //   - is up in this node's view, and its last state does not name this
-//     node among those it sees down (transport.State.Down), or
+//     node among those it sees down (nodestate.State.Down), or
 //   - cannot be reached at all (nothing listens at its URL: when it
 //     starts, its own readiness waits for this node to see it).
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
@@ -50,9 +50,9 @@ func TestSettled(t *testing.T) {
 				Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 			defer m.Close()
 			for i, mb := range tc.members {
-				var st *transport.State
+				var st *nodestate.State
 				if mb.state {
-					st = &transport.State{Self: i + 1, Ready: true}
+					st = &nodestate.State{Self: i + 1, Ready: true}
 					if mb.seesSelfDown {
 						st.Down = []string{urls[0]}
 					}

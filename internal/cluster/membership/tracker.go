@@ -14,7 +14,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/stopper"
@@ -68,8 +68,8 @@ type Peers interface {
 	URL(k int) string
 	Up(k int) bool
 	Unreached(k int) bool
-	State(k int) *transport.State
-	Probe(urls []string, w transport.Watcher) []int
+	State(k int) *nodestate.State
+	Probe(urls []string, w nodestate.Watcher) []int
 	AskMembers(ctx context.Context, k int, version string) (*cluster.Membership, error)
 }
 
@@ -296,11 +296,11 @@ func (m *Tracker) listed(urls []string) {
 }
 
 // Changed hears what a probe, a fetch or a request taught this node of
-// the node in slot k (transport.Watcher): a version its state reports is kept,
+// the node in slot k (nodestate.Watcher): a version its state reports is kept,
 // a member that starts or stops leaving changes the local version, an
 // index version it serves that this node does not is told to Skew, and
 // the agreement is counted again.
-func (m *Tracker) Changed(k int, prev, st *transport.State) {
+func (m *Tracker) Changed(k int, prev, st *nodestate.State) {
 	if st != nil {
 		if (prev != nil && prev.Leaving) != st.Leaving {
 			m.relist() // it leaves, or is back

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 )
 
 // nodes are the other nodes as the membership sees them (Peers): by
@@ -26,7 +26,7 @@ type nodes struct {
 	urls   []string
 	up     []bool
 	far    []bool // unreached: no answer to its last probe
-	states []*transport.State
+	states []*nodestate.State
 	lists  map[string]*cluster.Membership
 }
 
@@ -50,13 +50,13 @@ func (n *nodes) Slot(url string) int {
 func (n *nodes) URL(k int) string     { n.mu.Lock(); defer n.mu.Unlock(); return n.urls[k] }
 func (n *nodes) Up(k int) bool        { n.mu.Lock(); defer n.mu.Unlock(); return k == 0 || n.up[k] }
 func (n *nodes) Unreached(k int) bool { n.mu.Lock(); defer n.mu.Unlock(); return k != 0 && n.far[k] }
-func (n *nodes) State(k int) *transport.State {
+func (n *nodes) State(k int) *nodestate.State {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.states[k]
 }
 
-func (n *nodes) Probe(urls []string, _ transport.Watcher) []int {
+func (n *nodes) Probe(urls []string, _ nodestate.Watcher) []int {
 	var out []int
 	for _, u := range urls {
 		if k := n.Slot(u); k != 0 && !slices.Contains(out, k) {
@@ -77,7 +77,7 @@ func (n *nodes) AskMembers(_ context.Context, k int, version string) (*cluster.M
 }
 
 // set records what the node at url last said of itself.
-func (n *nodes) set(url string, up bool, st *transport.State) {
+func (n *nodes) set(url string, up bool, st *nodestate.State) {
 	k := n.Slot(url)
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -127,11 +127,11 @@ func TestAgreed(t *testing.T) {
 			s := New(Config{Self: peers[0], Members: Static(peers), Peers: ns, Probe: time.Second, Registry: prometheus.NewRegistry(),
 				Log: zerolog.Nop(), Held: func(string) []string { return tc.self }, Skew: func() { skewed.Add(1) }})
 			defer s.Close()
-			var states []*transport.State
+			var states []*nodestate.State
 			for i, p := range tc.peers {
-				var st *transport.State
+				var st *nodestate.State
 				if p.held != nil {
-					st = &transport.State{Self: i + 1, Ready: true, Datasets: []transport.DatasetState{{Name: "d", Current: p.held[0], Held: p.held}}}
+					st = &nodestate.State{Self: i + 1, Ready: true, Datasets: []nodestate.DatasetState{{Name: "d", Current: p.held[0], Held: p.held}}}
 				}
 				ns.set(peers[i+1], p.up, st)
 				states = append(states, st)

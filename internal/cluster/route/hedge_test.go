@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cluster/hedge"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -56,9 +57,9 @@ func (s *scripted) Answered(k int) time.Time {
 	}
 	return time.Now()
 }
-func (s *scripted) State(int) *transport.State {
+func (s *scripted) State(int) *nodestate.State {
 	id := s.ds.ID()
-	return &transport.State{Ready: true, Datasets: []transport.DatasetState{{Name: s.ds.Name, Current: id, Held: []string{id}}}}
+	return &nodestate.State{Ready: true, Datasets: []nodestate.DatasetState{{Name: s.ds.Name, Current: id, Held: []string{id}}}}
 }
 
 func (s *scripted) Hedged(k int, _ time.Time, lost bool) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/cluster/peerreq"
 	"github.com/brandgw/brand/internal/cluster/transport"
 )
 
@@ -240,7 +241,7 @@ func (r *Router) fetchFrom(ctx context.Context, rc *race, smp layout.Samples, or
 		}
 		f := byNode[k]
 		if f == nil {
-			f = &fetch{req: transport.Request{DS: smp.DS, Origin: origin}}
+			f = &fetch{req: transport.Request{DS: peerreq.Dataset(smp.DS), Origin: origin}}
 			byNode[k] = f
 		}
 		// A sample drawn twice (importance) is asked for once.

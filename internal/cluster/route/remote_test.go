@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -58,12 +59,12 @@ func (f *fakeNodes) Answered(k int) time.Time {
 	return time.Now()
 }
 
-func (f *fakeNodes) State(k int) *transport.State {
+func (f *fakeNodes) State(k int) *nodestate.State {
 	id := f.ds.ID()
 	if f.how[k] == otherIx {
 		id = "0123456789abcdef"
 	}
-	st := &transport.State{Ready: true, Datasets: []transport.DatasetState{{Name: f.ds.Name, Current: id, Held: []string{id}}}}
+	st := &nodestate.State{Ready: true, Datasets: []nodestate.DatasetState{{Name: f.ds.Name, Current: id, Held: []string{id}}}}
 	if f.how[k] == warming {
 		st.Warming = f.agreed
 	}

@@ -33,8 +33,8 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/premade"
-	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/cluster/hedge"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/stopper"
@@ -46,7 +46,7 @@ import (
 // samples from it.
 type Peers interface {
 	Up(k int) bool
-	State(k int) *transport.State
+	State(k int) *nodestate.State
 	Fetch(ctx context.Context, k int, req transport.Request) (transport.Reply, error)
 	// Answered is when node k last answered this node (zero if never);
 	// what it asked this node does not count (a one-way cut).
@@ -88,7 +88,7 @@ type Config struct {
 	// which it compares with an owner's before asking it for tensors
 	// (balance.go); nil: always ask the owner. Slack is the rule's
 	// margin: 0 is BalanceSlack, negative never moves the work.
-	Load  func() tensorize.Load
+	Load  func() nodestate.Load
 	Slack time.Duration
 	// StoreDown reports whether this node cannot reach a dataset's store
 	// now (storepath.Watch; nil: it always can), and Holds whether its
@@ -115,7 +115,7 @@ type Router struct {
 	peers   Peers
 	timeout time.Duration
 	fresh   time.Duration // Config.Fresh
-	load    func() tensorize.Load
+	load    func() nodestate.Load
 	slack   time.Duration
 	// storeDown and holds: Config.StoreDown and Config.Holds.
 	storeDown func(ds *catalog.Dataset) bool

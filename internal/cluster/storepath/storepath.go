@@ -16,7 +16,7 @@
 //     new ones at once with ErrUnreachable (a 503 to a client, which
 //     fails over to another node; a refusal to a peer, which reads the
 //     samples elsewhere), until a probe is answered again;
-//   - the node says so in its state (transport.State.StoreUnreachable),
+//   - the node says so in its state (nodestate.State.StoreUnreachable),
 //     which its peers show in /cluster, and it routes the reads of its
 //     own chunks that its cache does not hold to the next nodes of their
 //     rankings (route.Router), which read them for it;

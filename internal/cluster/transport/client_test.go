@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 )
 
@@ -36,7 +37,7 @@ func TestCallSignsForTheNodesBoot(t *testing.T) {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(State{URL: "http://" + r.Host})
+		_ = json.NewEncoder(w).Encode(nodestate.State{URL: "http://" + r.Host})
 	}))
 	t.Cleanup(srv.Close)
 	c := newTransport(Config{Self: "http://127.0.0.1:1", Credentials: cred, Timeout: 5 * time.Second}).to(srv.URL)

@@ -13,10 +13,19 @@
 // the questions it puts to them beside a batch's samples (Asks), which say
 // nothing of their liveness.
 //
+// It carries bytes and small wire types of its own: a dataset version as
+// a request names it (Dataset), a job stream and its position (Stream,
+// Origin), the questions and answers; what a node says of itself is a
+// nodestate.State. What a request means to the node that serves it — its
+// parameters read through that node's table (internal/job/query), an
+// index version it holds (internal/job/catalog), a stream it lays out —
+// is internal/cluster/peerreq's, so this package imports nothing of
+// internal/batch or internal/job.
+//
 // Who the members are, and which versions the cluster agrees on, is
 // package membership's; which node a chunk's bytes come from is package
 // route's. Both read what Nodes learns; Nodes probes the nodes membership
-// names and tells it what it learns (Watcher). Each node known keeps its
+// names and tells it what it learns (nodestate.Watcher). Each node known keeps its
 // slot — the int the reader and the gateway name it by — for life, so
 // that membership changes never renumber what is in flight.
 //

@@ -12,8 +12,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/peercred"
-	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/stopper"
 )
 
@@ -42,14 +42,6 @@ type Config struct {
 	Log      zerolog.Logger
 }
 
-// Watcher hears what this node learns of the nodes it probes: after every
-// probe they answer (st, and prev before it), and whenever one is taken
-// for up or down (st and prev nil). It is called on the goroutine that
-// learnt it, with no lock of the Nodes held.
-type Watcher interface {
-	Changed(k int, prev, st *State)
-}
-
 // node is this node's view of another, or of itself, known by its URL; it
 // keeps its slot for the Nodes' life (the package doc).
 type node struct {
@@ -63,7 +55,7 @@ type node struct {
 	// cost a timeout on every batch.
 	held  atomic.Int64
 	fails atomic.Int32
-	state atomic.Pointer[State] // its last probe's answer
+	state atomic.Pointer[nodestate.State] // its last probe's answer
 	// unreached: its last probe got no answer at all (Unreached).
 	unreached atomic.Bool
 	// answered is when it last answered this node (a probe, a fetch, a
@@ -100,7 +92,7 @@ type Nodes struct {
 	mu      sync.Mutex       // guards byURL, slots' growth, the probe loops and watcher
 	byURL   map[string]*node // every node ever known
 	started bool             // Start was called: nodes asked for are probed at once
-	watcher Watcher
+	watcher nodestate.Watcher
 	slots   atomic.Pointer[[]*node]
 	probed  atomic.Pointer[[]int] // the slots probed, sorted
 
@@ -195,7 +187,7 @@ func (n *Nodes) URL(k int) string { return n.at(k).url }
 
 // State returns what the node in slot k said of itself at its last probe;
 // nil before its first answer (and for this node).
-func (n *Nodes) State(k int) *State { return n.at(k).state.Load() }
+func (n *Nodes) State(k int) *nodestate.State { return n.at(k).state.Load() }
 
 // Unreached reports whether the node in slot k got no answer at all to
 // its last probe: nothing listens at its URL, or it did not answer in
@@ -204,7 +196,7 @@ func (n *Nodes) State(k int) *State { return n.at(k).state.Load() }
 func (n *Nodes) Unreached(k int) bool { return k != n.self.slot && n.at(k).unreached.Load() }
 
 // Down returns the URLs of the nodes this node probes and does not see
-// up — down, or not answered ready to a probe yet — sorted (State.Down).
+// up — down, or not answered ready to a probe yet — sorted (nodestate.State.Down).
 func (n *Nodes) Down() []string {
 	var out []string
 	for _, k := range *n.probed.Load() {
@@ -263,7 +255,7 @@ func (n *Nodes) setUp(nd *node, up bool, why string) bool {
 }
 
 // changed tells the watcher, if any, what was learnt of nd.
-func (n *Nodes) changed(nd *node, prev, st *State) {
+func (n *Nodes) changed(nd *node, prev, st *nodestate.State) {
 	n.mu.Lock()
 	w := n.watcher
 	n.mu.Unlock()
@@ -412,7 +404,7 @@ func (n *Nodes) Hedged(k int, sent time.Time, lost bool) {
 // k, read from the store through its cache if its cache does not hold
 // it (Client.ChunkThrough): this node cannot reach the store. A node that
 // does not answer in time is held down as after a failed fetch.
-func (n *Nodes) FetchChunkThrough(ctx context.Context, k int, ds *catalog.Dataset, c int, buf []byte) error {
+func (n *Nodes) FetchChunkThrough(ctx context.Context, k int, ds Dataset, c int, buf []byte) error {
 	nd := n.at(k)
 	err := nd.client.ChunkThrough(ctx, ds, c, buf)
 	switch {
@@ -438,7 +430,7 @@ func (n *Nodes) Served(k int, b int64) {
 // Start on, and w the watcher told what is learnt of them; those no
 // longer named keep their slots and figures. It returns the slots probed,
 // sorted.
-func (n *Nodes) Probe(urls []string, w Watcher) []int {
+func (n *Nodes) Probe(urls []string, w nodestate.Watcher) []int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.watcher = w
@@ -529,7 +521,7 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 			}
 		}
 		slowRun = 0
-		var prev, now *State
+		var prev, now *nodestate.State
 		if err == nil {
 			now = &st
 			prev = nd.state.Swap(now)

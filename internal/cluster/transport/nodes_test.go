@@ -16,12 +16,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/cluster/peercred"
-	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // testDataset is a dataset of one chunk of two real samples.
-func testDataset(t *testing.T) (*catalog.Dataset, [][]byte) {
+func testDataset(t *testing.T) (Dataset, [][]byte) {
 	t.Helper()
 	var buf bytes.Buffer
 	w := chunkindex.NewChunkWriter(&buf)
@@ -47,7 +47,7 @@ func testDataset(t *testing.T) (*catalog.Dataset, [][]byte) {
 	for _, s := range samples {
 		bodies = append(bodies, raw[s.Offset:s.Offset+s.Length])
 	}
-	return catalog.NewDataset("d", "", nil, ix), bodies
+	return Dataset{Name: "d", Index: ix}, bodies
 }
 
 // TestFetchClassifiesFailures: what went wrong with a peer decides what it
@@ -150,7 +150,7 @@ func TestReplyHeadNamesMissingSamples(t *testing.T) {
 // watched counts what a Watcher is told.
 type watched struct{ states, changes atomic.Int64 }
 
-func (w *watched) Changed(_ int, _, st *State) {
+func (w *watched) Changed(_ int, _, st *nodestate.State) {
 	w.changes.Add(1)
 	if st != nil {
 		w.states.Add(1)

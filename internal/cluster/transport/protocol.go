@@ -2,8 +2,14 @@ package transport
 
 // The internal protocol, both sides: what a node sends and how it reads
 // the reply (the client half, methods of Client, each sent through its
-// one call path) and what a node accepts (the Decode functions the
-// gateway's handlers call). Version 2: version 1 nodes answer 404 to
+// one call path) and the wire both halves share: the paths, the bodies
+// (lists of IDs, a reply's head, a state, a member list) and the
+// parameters a request is sent with. What a request's parameters mean to
+// the node that serves it — read through its table of parameters, in an
+// index version it holds, as a stream it lays out — is the serving side's
+// (internal/cluster/peerreq, which the gateway's handlers call): this
+// package imports nothing of the batch's stages or the job's rooms, and
+// carries bytes and wire types of its own. Version 2: version 1 nodes answer 404 to
 // these paths, and a node that cannot probe a peer takes it for down, so
 // nodes of two releases never exchange samples.
 //
@@ -27,16 +33,13 @@ import (
 	"io"
 	"net/http"
 	neturl "net/url"
-	"slices"
 	"strconv"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/batch/layout"
-	"github.com/brandgw/brand/internal/batch/tensorize"
-	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/cluster/nodestate"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Paths of the internal endpoints.
@@ -51,11 +54,52 @@ const (
 	ReplyType    = "application/octet-stream" // a samples reply
 )
 
+// The internal requests' own parameters, beside the public ones they
+// share (api.Param*). Each is the name the serving node's table of
+// parameters reads it by (internal/job/query: ParamEpoch, ParamPos, …),
+// which internal/cluster/peerreq's round trips hold it to.
+const (
+	paramEpoch                = "epoch"
+	paramPos                  = "pos"
+	paramEdit                 = "edit"
+	paramClips                = "clips"
+	paramTransformFingerprint = "transform_fp"
+	paramSeal                 = "seal"
+	paramSealed               = "sealed"
+	paramChunk                = "chunk"
+	paramThrough              = "through"
+	paramAhead                = "ahead"
+	paramHeld                 = "held"
+	paramKeep                 = "keep"
+	paramGiven                = "given"
+)
+
+// ErrBadRequest marks a peer's request this package cannot read (400): a
+// list of IDs that is not one, a question for steps served that does not
+// say what it asks. A request whose parameters the serving node's table
+// refuses wraps that table's query.ErrBadRequest instead.
+var ErrBadRequest = errkind.New(errkind.Invalid, "bad peer request")
+
+// Dataset is the version of a dataset a request is about, as the wire
+// names it and the asker checks the answer by: the dataset's name, the
+// fields a view of one served in place reads ("" for all;
+// catalog.Dataset.Selected), and the version's index, whose ID names the
+// version and whose entries bound and check what a reply carries
+// (peerreq.Dataset makes one of a catalog's dataset).
+type Dataset struct {
+	Name   string
+	Fields string
+	Index  *chunkindex.Index
+}
+
+// ID is the version's: its index's.
+func (d Dataset) ID() string { return d.Index.ID() }
+
 // Origin is the job stream and epoch position samples are read for, so
 // that the owner's schedule and prefetch follow streams whose ranks live
 // on other nodes.
 type Origin struct {
-	Stream layout.Stream
+	Stream Stream
 	Epoch  uint64
 	Pos    int
 	Weight float64 // the job's cache weight; 0 means 1
@@ -75,15 +119,37 @@ type Transform struct{ Name, Fingerprint string }
 // On reports whether a pipeline is named.
 func (t Transform) On() bool { return t.Name != "" }
 
+// Stream is the job stream samples are read for, as a request names it:
+// what of the asker's stream (jobstream.Stream) fixes the order on another
+// node — its seed and window, its importance job and snapshot, a clip
+// job's clips, its chain's edit — and the job's name. Its dataset is the
+// request's; its mixture and pace are the asker's alone.
+type Stream struct {
+	Seed   uint64
+	Window int
+	Name   string
+	Imp    Importance
+	Clips  string
+	Edit   string
+}
+
+// Importance names a stream's importance job and the snapshot its epoch
+// is drawn from (jobstream.Importance); zero for the uniform shuffle.
+type Importance struct {
+	Job, Version string
+	Hot          int
+}
+
 // Request asks a chunk's owner for samples: their IDs (distinct, at most
 // a batch's worth) in one version of a dataset's index.
 type Request struct {
-	DS     *catalog.Dataset
+	DS     Dataset
 	IDs    []int
 	Origin *Origin // nil: not for a job's batch (a single sample)
 	// Info are the IDs' index entries, not sent: the asker checks the
 	// reply against them, the owner reads with them. The asker's are
-	// read from its index if nil; DecodeRequest reads the owner's.
+	// read from its index if nil; the owner's reads its own
+	// (peerreq.DecodeSamples).
 	Info []chunkindex.Sample
 }
 
@@ -100,17 +166,17 @@ func (r Request) values() neturl.Values {
 	v := neturl.Values{}
 	v.Set(api.ParamDataset, r.DS.Name)
 	v.Set(api.ParamIndex, r.DS.ID())
-	setView(v, r.DS)
+	setView(v, r.DS.Fields)
 	if o := r.Origin; o != nil {
 		v.Set(api.ParamSeed, strconv.FormatUint(o.Stream.Seed, 10))
 		v.Set(api.ParamWindow, strconv.Itoa(o.Stream.Window))
-		v.Set(query.ParamEpoch, strconv.FormatUint(o.Epoch, 10))
-		v.Set(query.ParamPos, strconv.Itoa(o.Pos))
+		v.Set(paramEpoch, strconv.FormatUint(o.Epoch, 10))
+		v.Set(paramPos, strconv.Itoa(o.Pos))
 		if o.Stream.Name != "" {
 			v.Set(api.ParamJob, o.Stream.Name)
 		}
 		if o.Stream.Edit != "" {
-			v.Set(query.ParamEdit, o.Stream.Edit)
+			v.Set(paramEdit, o.Stream.Edit)
 		}
 		if o.Weight != 0 {
 			v.Set(api.ParamWeight, strconv.FormatFloat(o.Weight, 'g', -1, 64))
@@ -125,10 +191,10 @@ func (r Request) values() neturl.Values {
 		}
 		if t := o.Transform; t.On() {
 			v.Set(api.ParamTransform, t.Name)
-			v.Set(query.ParamTransformFingerprint, t.Fingerprint)
+			v.Set(paramTransformFingerprint, t.Fingerprint)
 		}
 		if o.Stream.Clips != "" {
-			v.Set(query.ParamClipKey, o.Stream.Clips)
+			v.Set(paramClips, o.Stream.Clips)
 		}
 	}
 	return v
@@ -147,72 +213,28 @@ func uint32s(v []int) []byte {
 	return b
 }
 
-// Versions finds the index version a request names.
-type Versions interface {
-	Version(name, id string) (*catalog.Dataset, error)
-}
-
-// DecodeRequest reads a node's sample request through the parameter
-// table, under a batch's bounds: at most l.MaxBatchSize distinct IDs of
-// at most l.MaxBatchBytes in all, in an index version this node holds
-// (catalog.ErrVersion otherwise, which the asker reads elsewhere).
-func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error) {
-	q, ds, err := decodeVersioned(r, v, query.PeerSampleParams, l, nil, "a sample request names its dataset and index")
+// DecodeList reads a request's body of little-endian uint32s (a sample
+// request's IDs, a question's chunks): at most max of them, each below n.
+// what names them in an error ("sample", "chunk"). Its errors wrap
+// ErrBadRequest.
+func DecodeList(body io.Reader, max, n int, what string) ([]int, error) {
+	b, err := io.ReadAll(io.LimitReader(body, 4*int64(max)+1))
 	if err != nil {
-		return Request{}, err
-	}
-	req := Request{DS: ds}
-	switch stream := q.Job.Window > 0; {
-	case stream && q.EpochSet && q.PosSet:
-		// A clip job's positions are of its clips, not the dataset's
-		// samples (layout.Stream.Clips): its order bounds them.
-		if !q.Job.Clips() && q.Pos > ds.Index.NumSamples() {
-			return Request{}, fmt.Errorf("%w: pos %d is past the epoch's %d samples", query.ErrBadRequest, q.Pos, ds.Index.NumSamples())
-		}
-		req.Origin = &Origin{Stream: layout.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight,
-			Transform: Transform{Name: q.Job.Transform, Fingerprint: q.Job.TransformFingerprint}}
-		if (q.Job.Transform == "") != (q.Job.TransformFingerprint == "") {
-			return Request{}, fmt.Errorf("%w: a sample request for transformed samples names the pipeline and its fingerprint together", query.ErrBadRequest)
-		}
-	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Edit != "" || q.Job.Weight != 0 || q.Job.Transform != "" || q.Job.TransformFingerprint != "":
-		return Request{}, fmt.Errorf("%w: a sample request for a batch names window, epoch and pos together", query.ErrBadRequest)
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(l.MaxBatchSize)+1))
-	if err != nil {
-		return Request{}, fmt.Errorf("%w: reading the sample list: %w", query.ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: reading the %s list: %w", ErrBadRequest, what, err)
 	}
 	switch {
-	case len(body)%4 != 0:
-		return Request{}, fmt.Errorf("%w: the sample list is little-endian uint32 IDs; got %d bytes", query.ErrBadRequest, len(body))
-	case len(body)/4 > l.MaxBatchSize:
-		return Request{}, fmt.Errorf("%w: more than %d samples (the server's --max-batch-size)", query.ErrBadRequest, l.MaxBatchSize)
+	case len(b)%4 != 0:
+		return nil, fmt.Errorf("%w: the %s list is little-endian uint32 IDs; got %d bytes", ErrBadRequest, what, len(b))
+	case len(b)/4 > max:
+		return nil, fmt.Errorf("%w: more than %d %ss", ErrBadRequest, max, what)
 	}
-	n := ds.Index.NumSamples()
-	seen := make(map[int]struct{}, len(body)/4)
-	req.IDs = make([]int, len(body)/4)
-	for i := range req.IDs {
-		id := int(binary.LittleEndian.Uint32(body[4*i:]))
-		if id >= n {
-			return Request{}, fmt.Errorf("%w: sample ID %d is not in [0, %d)", query.ErrBadRequest, id, n)
-		}
-		if _, dup := seen[id]; dup {
-			return Request{}, fmt.Errorf("%w: sample ID %d asked for twice; a request names each sample once", query.ErrBadRequest, id)
-		}
-		seen[id] = struct{}{}
-		req.IDs[i] = id
-	}
-	// A node asked for samples it does not own (their owner is down)
-	// reads their chunks' tables here, once each.
-	if req.Info, err = ds.Index.Samples(r.Context(), req.IDs); err != nil {
-		return Request{}, err
-	}
-	var bytes int64
-	for _, in := range req.Info {
-		if bytes += in.Length; bytes > l.MaxBatchBytes {
-			return Request{}, fmt.Errorf("%w: the samples asked for are over %d bytes (the server's --max-batch-bytes)", query.ErrBadRequest, l.MaxBatchBytes)
+	list := make([]int, len(b)/4)
+	for i := range list {
+		if list[i] = int(binary.LittleEndian.Uint32(b[4*i:])); list[i] >= n {
+			return nil, fmt.Errorf("%w: %s %d is not in [0, %d)", ErrBadRequest, what, list[i], n)
 		}
 	}
-	return req, nil
+	return list, nil
 }
 
 // ReplyHead is the start of a reply's body: the number of samples left
@@ -226,12 +248,13 @@ func ReplyHead(missing []int) []byte {
 	return b
 }
 
-// SizedInReply reports whether the reply to req says each sample's length
-// and CRC32C (TransformedReplyHead): for samples transformed by their
-// owner, and for samples of a dataset served in place, whose ranges are
-// in their decoded chunks, not in the index.
-func SizedInReply(req Request) bool {
-	return req.Origin != nil && req.Origin.Transform.On() || req.DS.Index.Deferred()
+// SizedInReply reports whether the reply to a request for samples of the
+// version whose index is ix, for origin, says each sample's length and
+// CRC32C (TransformedReplyHead): for samples transformed by their owner,
+// and for samples of a dataset served in place, whose ranges are in their
+// decoded chunks, not in the index.
+func SizedInReply(origin *Origin, ix *chunkindex.Index) bool {
+	return origin != nil && origin.Transform.On() || ix.Deferred()
 }
 
 // TransformedReplyHead is the start of a reply whose samples are sized in
@@ -264,7 +287,7 @@ func (c Client) Samples(ctx context.Context, req Request) (Reply, error) {
 // after a failed fetch is taken back only once this answers (Nodes'
 // probe loop), since a node may answer its probes and drop its fetches.
 // Its bound is a fetch's.
-func (c Client) Canary(ctx context.Context, st State) error {
+func (c Client) Canary(ctx context.Context, st nodestate.State) error {
 	if len(st.Datasets) == 0 {
 		return nil // a node serving nothing has no data path to test
 	}
@@ -301,7 +324,7 @@ func (c Client) readSamples(resp *http.Response, req Request) (Reply, error) {
 		lengths[i], crcs[i] = in.Length, in.CRC
 		want += lengths[i]
 	}
-	transformed := SizedInReply(req)
+	transformed := SizedInReply(req.Origin, req.DS.Index)
 	var head [4]byte
 	if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
 		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
@@ -387,83 +410,9 @@ func readTable(r io.Reader, missing []int, lengths []int64, crcs []uint32, maxRe
 	return want, nil
 }
 
-// State is what a node tells its peers of itself (GET StatePath): the
-// probe's answer. URL is the node's identity, which the prober checks
-// against the URL it probed; Self its position in the membership it
-// reports (-1 if it is not a member of it). Members is that membership's
-// version and MemberList its members, which the peers count in their
-// agreement and keep for requests that pin it.
-type State struct {
-	Self       int            `json:"self"`
-	Ready      bool           `json:"ready"`
-	Datasets   []DatasetState `json:"datasets"`
-	URL        string         `json:"url,omitempty"`
-	Members    string         `json:"members,omitempty"`
-	MemberList []string       `json:"member_list,omitempty"`
-	// Transforms are the node's pipelines, by name, and their
-	// fingerprints: a node asks another for samples transformed by a
-	// pipeline only if the other's fingerprint is its own. Load is how
-	// busy its transform stage is (nil from a node that has none).
-	Transforms map[string]string `json:"transforms,omitempty"`
-	Load       *tensorize.Load   `json:"transform_load,omitempty"`
-	// Warming is the membership version the node is loading the chunks
-	// it gains under: its peers do not read its chunks from it under
-	// that version, nor report that version themselves, until it is
-	// done (members.go). Leaving says the node was told to leave: its
-	// peers list their members without it and load the chunks they gain
-	// from it, which it serves until the cluster agrees without it.
-	// Joining says the node has just started and has yet to learn
-	// whether it joins a running cluster (and then warms up): its peers
-	// wait for it before they report a version it is a member of.
-	Warming string `json:"warming,omitempty"`
-	// Warmed is the version the node has warmed up for and waits to
-	// report until every other member of it has too (or reports it).
-	Warmed  string `json:"warmed,omitempty"`
-	Joining bool   `json:"joining,omitempty"`
-	Leaving bool   `json:"leaving,omitempty"`
-	// Agreed is the membership version the node reads chunks by now:
-	// the one most live members report, as it counts them. A node
-	// leaving serves until every live member's is one without it
-	// (membership.Tracker.Leave). Empty from a build that does not say.
-	Agreed string `json:"agreed,omitempty"`
-	// Down names the nodes this node probes and does not see up: down,
-	// or not answered ready to a probe yet (Nodes.Down). A node just
-	// started reports ready only once its peers no longer name it
-	// (membership.Tracker.Settled).
-	Down []string `json:"down,omitempty"`
-	// StoreUnreachable says the node cannot reach its datasets' store
-	// now (storepath.Watch): it serves the samples its cache holds and
-	// refuses the others at once, which its peers then read themselves.
-	StoreUnreachable bool `json:"store_unreachable,omitempty"`
-}
-
-// Holds reports whether the node whose state st is holds version id of
-// dataset name; before its first probe (st nil), any: a request finds out
-// (409) and is read elsewhere.
-func (st *State) Holds(name, id string) bool {
-	if st == nil {
-		return true
-	}
-	for _, d := range st.Datasets {
-		if d.Name == name {
-			return slices.Contains(d.Held, id)
-		}
-	}
-	return false
-}
-
-// DatasetState is the index versions a node holds of one dataset: the one
-// it serves now, and the one its last reload replaced, which it still
-// serves to clients that pinned it.
-type DatasetState struct {
-	Name    string   `json:"name"`
-	Current string   `json:"current"`
-	Held    []string `json:"held"`
-}
-
 // State asks the node for its state (the probe). slow is true when the
 // node did not answer within the probe's bound (slow, as opposed to down).
-func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
+func (c Client) State(ctx context.Context) (st nodestate.State, slow bool, err error) {
 	err = c.call(ctx, request{method: http.MethodGet, path: StatePath, quick: true}, func(resp *http.Response) error {
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
 			return fmt.Errorf("%s: state: %w", c.url, err)
@@ -474,7 +423,7 @@ func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
 		return nil
 	})
 	if err != nil {
-		return State{}, errors.Is(err, ErrTimeout), err
+		return nodestate.State{}, errors.Is(err, ErrTimeout), err
 	}
 	return st, false, nil
 }
@@ -502,19 +451,6 @@ func (c Client) Members(ctx context.Context, version string) (*cluster.Membershi
 	return ms, nil
 }
 
-// DecodeMembers reads a node's question for a membership version's
-// member list: the version.
-func DecodeMembers(r *http.Request, l query.Limits) (string, error) {
-	q, err := query.Parse(r.URL.RawQuery, query.PeerMembersParams, query.Query{}, l)
-	if err != nil {
-		return "", err
-	}
-	if q.Job.Members == "" {
-		return "", fmt.Errorf("%w: a members request names its version (members=)", query.ErrBadRequest)
-	}
-	return q.Job.Members, nil
-}
-
 // feedbackRecord is one (sample ID, loss) record of a node's feedback:
 // little-endian uint32 and float32.
 const feedbackRecord = 8
@@ -523,9 +459,9 @@ const feedbackRecord = 8
 // a job, for the seal named seal: (uint32 ID, float32 loss) records, at
 // most one per sample of ds. The node takes no feedback for the epoch
 // until the seal tells it how it ended (Settle).
-func (c Client) Feedback(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, seal string) ([]byte, error) {
-	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)},
-		query.ParamSeal: {seal}}
+func (c Client) Feedback(ctx context.Context, ds Dataset, job string, epoch uint64, seal string) ([]byte, error) {
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, paramEpoch: {strconv.FormatUint(epoch, 10)},
+		paramSeal: {seal}}
 	limit := int64(feedbackRecord * ds.Index.NumSamples())
 	var b []byte
 	err := c.call(ctx, request{method: http.MethodGet, path: FeedbackPath + neturl.PathEscape(job), query: v},
@@ -545,64 +481,21 @@ func (c Client) Feedback(ctx context.Context, ds *catalog.Dataset, job string, e
 // Settle tells the node how the seal named seal, which collected its
 // part of an epoch's feedback (Feedback), ended: sealed as version, or
 // "" for nothing sealed.
-func (c Client) Settle(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, seal, version string) error {
-	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)},
-		query.ParamSeal: {seal}}
+func (c Client) Settle(ctx context.Context, ds Dataset, job string, epoch uint64, seal, version string) error {
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, paramEpoch: {strconv.FormatUint(epoch, 10)},
+		paramSeal: {seal}}
 	if version != "" {
-		v.Set(query.ParamSealed, version)
+		v.Set(paramSealed, version)
 	}
 	return c.call(ctx, request{method: http.MethodPost, path: FeedbackPath + neturl.PathEscape(job), query: v, quick: true},
 		func(*http.Response) error { return nil })
 }
 
-// FeedbackRequest is a node's request about this node's part of an
-// epoch's feedback: the dataset version, the epoch and the seal; in a
-// settlement, the version the seal sealed ("": none).
-type FeedbackRequest struct {
-	DS     *catalog.Dataset
-	Epoch  uint64
-	Seal   string
-	Sealed string
-}
-
-// DecodeFeedback reads a node's request for this node's part of an
-// epoch's feedback (GET) or its settlement (POST).
-func DecodeFeedback(r *http.Request, v Versions, l query.Limits) (FeedbackRequest, error) {
-	accepted := query.PeerFeedbackParams
-	if r.Method == http.MethodPost {
-		accepted = query.PeerSettleParams
-	}
-	q, ds, err := decodeVersioned(r, v, accepted, l, func(q query.Query) bool { return q.EpochSet && q.Seal != "" },
-		"a feedback request names its dataset, index, epoch and seal")
-	return FeedbackRequest{DS: ds, Epoch: q.Epoch, Seal: q.Seal, Sealed: q.Sealed}, err
-}
-
-// decodeVersioned reads a node's request about a version of a dataset
-// through the parameter table accepted, and finds the version, which
-// this node must hold (catalog.ErrVersion otherwise). A request without
-// its dataset, index or what has checks is a 400 saying what.
-func decodeVersioned(r *http.Request, v Versions, accepted []string, l query.Limits, has func(query.Query) bool, what string) (query.Query, *catalog.Dataset, error) {
-	q, err := query.Parse(r.URL.RawQuery, accepted, query.Query{}, l)
-	if err != nil {
-		return q, nil, err
-	}
-	if q.Job.Dataset == "" || q.Job.Index == "" || has != nil && !has(q) {
-		return q, nil, fmt.Errorf("%w: %s", query.ErrBadRequest, what)
-	}
-	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
-	if err == nil {
-		// A view of a dataset served in place reading some fields: the
-		// asker's samples and chunks are that view's.
-		ds, err = ds.Select(q.Job.Columns)
-	}
-	return q, ds, err
-}
-
 // setView names, in a request's parameters, the fields a dataset served
-// in place is read with (catalog.Dataset.Selected), if not all of them.
-func setView(v neturl.Values, ds *catalog.Dataset) {
-	if sel := ds.Selected(); sel != "" {
-		v.Set(api.ParamColumns, sel)
+// in place is read with (Dataset.Fields), if not all of them.
+func setView(v neturl.Values, fields string) {
+	if fields != "" {
+		v.Set(api.ParamColumns, fields)
 	}
 }
 
@@ -612,7 +505,7 @@ func setView(v neturl.Values, ds *catalog.Dataset) {
 // The caller verifies the bytes (against the index's CRCs) as it verifies
 // the store's. A failure says nothing of the node's liveness: the asker
 // reads the store instead.
-func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+func (c Client) Chunk(ctx context.Context, ds Dataset, chunk int, buf []byte) error {
 	return c.chunk(ctx, ds, chunk, buf, false)
 }
 
@@ -620,16 +513,16 @@ func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf [
 // node read it from the store through its cache if its cache does not
 // hold it: the asker cannot reach the store (storepath.Through). The
 // caller verifies the bytes.
-func (c Client) ChunkThrough(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+func (c Client) ChunkThrough(ctx context.Context, ds Dataset, chunk int, buf []byte) error {
 	return c.chunk(ctx, ds, chunk, buf, true)
 }
 
-func (c Client) chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte, through bool) error {
-	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(chunk)}}
+func (c Client) chunk(ctx context.Context, ds Dataset, chunk int, buf []byte, through bool) error {
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, paramChunk: {strconv.Itoa(chunk)}}
 	if through {
-		v.Set(query.ParamThrough, "true")
+		v.Set(paramThrough, "true")
 	}
-	setView(v, ds)
+	setView(v, ds.Fields)
 	return c.call(ctx, request{method: http.MethodGet, path: ChunkPath, query: v}, func(resp *http.Response) error {
 		if resp.ContentLength != int64(len(buf)) {
 			return fmt.Errorf("%s sent %d bytes for chunk %d of %s, want %d", c.url, resp.ContentLength, chunk, ds.Name, len(buf))
@@ -652,34 +545,19 @@ const HeaderStoreUnreachable = "Brand-Store-Unreachable"
 // without the endpoint.
 const HeaderHeld = "Brand-Chunk-Held"
 
-// DecodeChunk reads a node's request for a chunk's bytes: the dataset
-// version, held by this node, the chunk, and whether the node is to read
-// it from the store if its cache does not hold it (through).
-func DecodeChunk(r *http.Request, v Versions, l query.Limits) (ds *catalog.Dataset, c int, through bool, err error) {
-	q, ds, err := decodeVersioned(r, v, query.PeerChunkParams, l, func(q query.Query) bool { return q.ChunkSet },
-		"a chunk request names its dataset, index and chunk")
-	if err != nil {
-		return nil, 0, false, err
-	}
-	if q.Chunk >= ds.Index.NumChunks() {
-		return nil, 0, false, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
-	}
-	return ds, q.Chunk, q.Through, nil
-}
-
 // Needed asks the node which of chunks (of ds) the job streams it
 // follows need within their current window and the ahead windows after
 // it (usetable.Table.Soon): the chunks a node gaining them in a
 // membership change loads first.
-func (c Client) Needed(ctx context.Context, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
-	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamPeerPrefetchWindows: {strconv.Itoa(ahead)}})
+func (c Client) Needed(ctx context.Context, ds Dataset, chunks []int, ahead int) ([]int, error) {
+	return c.askChunks(ctx, ds, chunks, neturl.Values{paramAhead: {strconv.Itoa(ahead)}})
 }
 
 // Held asks the node which of chunks (of ds) its cache holds: the chunks
 // a node gaining them in a membership change may copy from it rather
 // than read from the store later.
-func (c Client) Held(ctx context.Context, ds *catalog.Dataset, chunks []int) ([]int, error) {
-	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamHeld: {"true"}})
+func (c Client) Held(ctx context.Context, ds Dataset, chunks []int) ([]int, error) {
+	return c.askChunks(ctx, ds, chunks, neturl.Values{paramHeld: {"true"}})
 }
 
 // Keep tells the node which of its chunks (of ds) this node gained in a
@@ -687,8 +565,8 @@ func (c Client) Held(ctx context.Context, ds *catalog.Dataset, chunks []int) ([]
 // first needs one: the node keeps its copies until then
 // (handover.Kept). It replaces what this node told it before of ds; an
 // empty list withdraws it.
-func (c Client) Keep(ctx context.Context, ds *catalog.Dataset, chunks []int) error {
-	_, err := c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamKeep: {"true"}})
+func (c Client) Keep(ctx context.Context, ds Dataset, chunks []int) error {
+	_, err := c.askChunks(ctx, ds, chunks, neturl.Values{paramKeep: {"true"}})
 	return err
 }
 
@@ -698,13 +576,13 @@ func (c Client) Keep(ctx context.Context, ds *catalog.Dataset, chunks []int) err
 // node answers those it lacks, which it reads from this node before the
 // store (storepath.Returned.Given), so that a healed fault costs the
 // store no second read of them.
-func (c Client) Give(ctx context.Context, ds *catalog.Dataset, chunks []int) ([]int, error) {
-	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamGiven: {"true"}})
+func (c Client) Give(ctx context.Context, ds Dataset, chunks []int) ([]int, error) {
+	return c.askChunks(ctx, ds, chunks, neturl.Values{paramGiven: {"true"}})
 }
 
 // askChunks asks the node a question about chunks (NeededPath, with the
 // parameters of v) and checks that the answer names only them.
-func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int, v neturl.Values) ([]int, error) {
+func (c Client) askChunks(ctx context.Context, ds Dataset, chunks []int, v neturl.Values) ([]int, error) {
 	v.Set(api.ParamDataset, ds.Name)
 	v.Set(api.ParamIndex, ds.ID())
 	body := uint32s(chunks)
@@ -732,56 +610,6 @@ func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int
 		return nil
 	})
 	return out, err
-}
-
-// ChunksQuestion is a node's question about chunks (NeededPath): which of
-// Chunks of DS the followed streams need within PrefetchWindows windows
-// past their current one, or, with Held, which of them the node's cache
-// holds; with Keep, it says instead that the asker will ask for them
-// (Client.Keep); with Given, that the asker's cache holds them
-// (Client.Give).
-type ChunksQuestion struct {
-	DS              *catalog.Dataset
-	Chunks          []int
-	PrefetchWindows int
-	Held            bool
-	Keep            bool
-	Given           bool
-}
-
-// DecodeNeeded reads a node's question about chunks: the dataset version,
-// how many windows ahead or held, and the chunks (little-endian uint32
-// IDs, at most the dataset's chunks).
-func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, error) {
-	q, ds, err := decodeVersioned(r, v, query.PeerNeededParams, l, nil, "a question about needed chunks names its dataset and index")
-	if err != nil {
-		return ChunksQuestion{}, err
-	}
-	n := ds.Index.NumChunks()
-	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(n)+1))
-	if err != nil {
-		return ChunksQuestion{}, fmt.Errorf("%w: reading the chunk list: %w", query.ErrBadRequest, err)
-	}
-	if len(body)%4 != 0 || len(body) > 4*n {
-		return ChunksQuestion{}, fmt.Errorf("%w: the chunk list is at most %d little-endian uint32 IDs; got %d bytes", query.ErrBadRequest, n, len(body))
-	}
-	chunks := make([]int, len(body)/4)
-	for i := range chunks {
-		if chunks[i] = int(binary.LittleEndian.Uint32(body[4*i:])); chunks[i] >= n {
-			return ChunksQuestion{}, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
-		}
-	}
-	if n := btoi(q.Held) + btoi(q.Keep) + btoi(q.Given); n > 1 {
-		return ChunksQuestion{}, fmt.Errorf("%w: held, keep and given are three questions: ask one", query.ErrBadRequest)
-	}
-	return ChunksQuestion{DS: ds, Chunks: chunks, PrefetchWindows: q.PrefetchWindows, Held: q.Held, Keep: q.Keep, Given: q.Given}, nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // EncodeChunks is the body of an answer about needed chunks.
@@ -825,8 +653,8 @@ func (c Client) Steps(ctx context.Context, q StepsQuestion) (StepsReply, error) 
 	v := neturl.Values{stepsFrom: {strconv.FormatUint(q.From, 10)}}
 	if q.Dataset != "" {
 		v.Set(api.ParamDataset, q.Dataset)
-		v.Set(query.ParamEpoch, strconv.FormatUint(q.Epoch, 10))
-		v.Set(query.ParamPos, strconv.Itoa(q.Pos))
+		v.Set(paramEpoch, strconv.FormatUint(q.Epoch, 10))
+		v.Set(paramPos, strconv.Itoa(q.Pos))
 	}
 	if q.Release {
 		v.Set(stepsRelease, "true")
@@ -857,7 +685,7 @@ const stepsRelease = "release"
 func DecodeSteps(r *http.Request) (StepsQuestion, error) {
 	v, err := neturl.ParseQuery(r.URL.RawQuery)
 	bad := func() (StepsQuestion, error) {
-		return StepsQuestion{}, fmt.Errorf("%w: a question for what a node has served of a job names the edit's first step (from=), and for an edit of its chain the dataset, epoch and position (dataset=, epoch=, pos=) together; release=true ends its holds", query.ErrBadRequest)
+		return StepsQuestion{}, fmt.Errorf("%w: a question for what a node has served of a job names the edit's first step (from=), and for an edit of its chain the dataset, epoch and position (dataset=, epoch=, pos=) together; release=true ends its holds", ErrBadRequest)
 	}
 	if err != nil || len(v[stepsFrom]) != 1 {
 		return bad()
@@ -871,12 +699,12 @@ func DecodeSteps(r *http.Request) (StepsQuestion, error) {
 		v.Del(stepsRelease)
 	}
 	for k, vs := range v {
-		if len(vs) != 1 || k != stepsFrom && k != api.ParamDataset && k != query.ParamEpoch && k != query.ParamPos {
+		if len(vs) != 1 || k != stepsFrom && k != api.ParamDataset && k != paramEpoch && k != paramPos {
 			return bad()
 		}
 	}
 	if q.From, err = strconv.ParseUint(v.Get(stepsFrom), 10, 64); err != nil {
-		return StepsQuestion{}, fmt.Errorf("%w: from=%q is not a step: %w", query.ErrBadRequest, v.Get(stepsFrom), err)
+		return StepsQuestion{}, fmt.Errorf("%w: from=%q is not a step: %w", ErrBadRequest, v.Get(stepsFrom), err)
 	}
 	switch n := len(v); {
 	case n == 1:
@@ -885,10 +713,10 @@ func DecodeSteps(r *http.Request) (StepsQuestion, error) {
 		return bad()
 	}
 	q.Dataset = v.Get(api.ParamDataset)
-	if q.Epoch, err = strconv.ParseUint(v.Get(query.ParamEpoch), 10, 64); err != nil {
+	if q.Epoch, err = strconv.ParseUint(v.Get(paramEpoch), 10, 64); err != nil {
 		return bad()
 	}
-	if q.Pos, err = strconv.Atoi(v.Get(query.ParamPos)); err != nil || q.Pos < 0 || q.Dataset == "" {
+	if q.Pos, err = strconv.Atoi(v.Get(paramPos)); err != nil || q.Pos < 0 || q.Dataset == "" {
 		return bad()
 	}
 	return q, nil

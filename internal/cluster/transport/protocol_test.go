@@ -14,44 +14,37 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-
-	"github.com/brandgw/brand/internal/batch/layout"
-	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/query"
 )
 
-type oneVersion struct{ ds *catalog.Dataset }
-
-func (v oneVersion) Version(name, id string) (*catalog.Dataset, error) {
-	if name != v.ds.Name || id != v.ds.ID() {
-		return nil, catalog.ErrVersion
-	}
-	return v.ds, nil
-}
-
-// TestOriginRoundTrip: a sample request carries the job stream it is for —
-// its order, its name and its weight, an importance job's snapshot, an
-// exclusion list's version (its positions are of the order without it) — so
-// that the owner's schedule follows the same job its asker does: two named
-// jobs of one order apart, each with its weight.
-func TestOriginRoundTrip(t *testing.T) {
+// TestRequestParams: a sample request says the job stream it is for —
+// its order, its name and its weight, an importance job's snapshot, a
+// clip job's clips, an edit of its chain, the pipeline it wants —
+// in the parameters the serving node's table reads (peerreq's
+// TestSamplesRoundTrip reads them back), and says nothing of a stream
+// when it is for none.
+func TestRequestParams(t *testing.T) {
 	ds, _ := testDataset(t)
-	for _, o := range []Origin{
-		{Stream: layout.Stream{DS: ds, Seed: 7, Window: 4}, Epoch: 3, Pos: 1},
-		{Stream: layout.Stream{DS: ds, Seed: 7, Window: 4, Name: "lr-0.1"}, Epoch: 0, Pos: 0, Weight: 2.5},
-		{Stream: layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp", Version: "0123456789abcdef", Hot: 3}}, Epoch: 2, Pos: 1},
-		{Stream: layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp"}}, Epoch: 0, Pos: 0},
-		{Stream: layout.Stream{DS: ds, Seed: 3, Window: 2, Name: "run", Edit: "fedcba9876543210"}, Epoch: 1, Pos: 2},
-	} {
-		req := Request{DS: ds, IDs: []int{1, 0}, Origin: &o}
-		hr := httptest.NewRequest("POST", SamplesPath+"?"+req.values().Encode(), bytes.NewReader(req.body()))
-		got, err := DecodeRequest(hr, oneVersion{ds}, query.Limits{MaxBatchSize: 16, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40})
-		if err != nil {
-			t.Fatalf("%+v: %v", o, err)
+	tests := []struct {
+		origin *Origin
+		want   string
+	}{
+		{nil, "dataset=d&index=" + ds.ID()},
+		{&Origin{Stream: Stream{Seed: 7, Window: 4}, Epoch: 3, Pos: 1}, "dataset=d&epoch=3&index=" + ds.ID() + "&pos=1&seed=7&window=4"},
+		{&Origin{Stream: Stream{Seed: 7, Window: 4, Name: "lr-0.1"}, Weight: 2.5}, "dataset=d&epoch=0&index=" + ds.ID() + "&job=lr-0.1&pos=0&seed=7&weight=2.5&window=4"},
+		{&Origin{Stream: Stream{Seed: 1, Window: 2, Name: "imp", Imp: Importance{Job: "imp", Version: "0123456789abcdef", Hot: 3}}, Epoch: 2, Pos: 1},
+			"dataset=d&epoch=2&hot=3&importance=0123456789abcdef&index=" + ds.ID() + "&job=imp&pos=1&sampling=importance&seed=1&window=2"},
+		{&Origin{Stream: Stream{Seed: 3, Window: 2, Name: "run", Edit: "fedcba9876543210", Clips: "k"}, Transform: Transform{Name: "tiny", Fingerprint: "0123456789abcdef"}},
+			"clips=k&dataset=d&edit=fedcba9876543210&epoch=0&index=" + ds.ID() + "&job=run&pos=0&seed=3&transform=tiny&transform_fp=0123456789abcdef&window=2"},
+	}
+	for _, tt := range tests {
+		req := Request{DS: ds, IDs: []int{1, 0}, Origin: tt.origin}
+		if got := req.values().Encode(); got != tt.want {
+			t.Errorf("%+v: %s\nwant %s", tt.origin, got, tt.want)
 		}
-		if got.Origin == nil || *got.Origin != o {
-			t.Errorf("origin %+v came back as %+v", o, got.Origin)
-		}
+	}
+	fields := Request{DS: Dataset{Name: "p", Fields: "image,caption", Index: ds.Index}}
+	if got := fields.values().Get("columns"); got != "image,caption" {
+		t.Errorf("a view's request names columns=%q, want its fields", got)
 	}
 }
 
@@ -87,7 +80,7 @@ func TestDecodeSteps(t *testing.T) {
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("%q: %+v %v; want %+v (ok %v)", tt.query, got, err, tt.want, tt.ok)
 		}
-		if err != nil && !errors.Is(err, query.ErrBadRequest) {
+		if err != nil && !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%q: %v is not a bad request", tt.query, err)
 		}
 	}
@@ -95,8 +88,9 @@ func TestDecodeSteps(t *testing.T) {
 
 // TestFeedbackAnswers: a sealing node's question for another node's part
 // of an epoch's importance feedback round trips — the job in the path,
-// the dataset, index and epoch decoded as the gateway's handler decodes
-// them — and the records answered come back whole; an answer that is
+// the dataset, index and epoch in their parameters (peerreq's
+// TestFeedbackRoundTrip reads them as the gateway's handler does) — and
+// the records answered come back whole; an answer that is
 // not whole records, or holds more records than the dataset has
 // samples, or a refusal, is an error, never feedback merged into a seal.
 // (The merge itself is internal/job/feedback's TestSealMergesNodes; the
@@ -118,17 +112,17 @@ func TestFeedbackAnswers(t *testing.T) {
 		{"more-records-than-samples", append(two, two[:8]...), http.StatusOK, false},
 		{"refused", nil, http.StatusNotFound, false},
 	}
-	lim := query.Limits{MaxBatchSize: 16, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40}
 	const seal, sealed = "0123456789abcdef", "fedcba9876543210"
 	var settled []string // the settlements the node was told, as job:version
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fr, err := DecodeFeedback(r, oneVersion{ds}, lim)
-		if err != nil || fr.DS != ds || fr.Epoch != 3 || fr.Seal != seal || r.Method == http.MethodGet && fr.Sealed != "" {
-			http.Error(w, fmt.Sprintf("asked %+v: %v", fr, err), http.StatusBadRequest)
+		q := r.URL.Query()
+		if q.Get("dataset") != ds.Name || q.Get("index") != ds.ID() || q.Get(paramEpoch) != "3" || q.Get(paramSeal) != seal ||
+			r.Method == http.MethodGet && q.Has(paramSealed) {
+			http.Error(w, fmt.Sprintf("asked %v", q), http.StatusBadRequest)
 			return
 		}
 		if r.Method == http.MethodPost {
-			settled = append(settled, strings.TrimPrefix(r.URL.Path, FeedbackPath)+":"+fr.Sealed)
+			settled = append(settled, strings.TrimPrefix(r.URL.Path, FeedbackPath)+":"+q.Get(paramSealed))
 			return
 		}
 		for _, tc := range tests {

@@ -13,8 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-
-	"github.com/brandgw/brand/internal/batch/layout"
 )
 
 // TestTransformedReply: a request for transformed samples names the
@@ -25,7 +23,7 @@ import (
 func TestTransformedReply(t *testing.T) {
 	ds, _ := testDataset(t)
 	tensors := [][]byte{bytes.Repeat([]byte{7}, 1500), bytes.Repeat([]byte{9}, 1024)}
-	origin := &Origin{Stream: layout.Stream{DS: ds, Seed: 3, Window: 1}, Epoch: 2, Transform: Transform{Name: "tiny", Fingerprint: "0123456789abcdef"}}
+	origin := &Origin{Stream: Stream{Seed: 3, Window: 1}, Epoch: 2, Transform: Transform{Name: "tiny", Fingerprint: "0123456789abcdef"}}
 	var asked url.Values
 	reply := func(head []byte, samples ...[]byte) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/errkind"
@@ -55,7 +56,7 @@ func (d *Dataset) LoadVision(ctx context.Context) (*Vision, error) {
 			return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
 		}
 	}
-	f, err := stored.ReadVisionFacts(ctx, d.Store, d.Index)
+	f, err := readVisionFacts(ctx, d.Store, d.Index)
 	switch {
 	case errors.Is(err, s3backend.ErrNotFound):
 		return nil, fmt.Errorf("%w: dataset %s has none (%s): index it with `brand index --tokenizer FILE`", ErrNoVisionFacts, d.Name, stored.VisionFactsKey)
@@ -78,4 +79,19 @@ func (d *Dataset) Vision() *Vision {
 	d.vision.mu.Lock()
 	defer d.vision.mu.Unlock()
 	return d.vision.v
+}
+
+// maxVisionFactsBytes bounds a facts file: a tokenizer file and some
+// bytes a sample, for hundreds of millions of samples.
+const maxVisionFactsBytes = 16 << 30
+
+// readVisionFacts reads the facts stored beside ix (stored.VisionFactsKey),
+// refusing facts of another index version (vision.ErrFactsFile). A
+// dataset with none answers an error wrapping s3backend.ErrNotFound.
+func readVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.Index) (*vision.FactsFile, error) {
+	b, err := stored.ReadWhole(ctx, st, stored.VisionFactsKey, maxVisionFactsBytes, "index the image-text shards with `brand index --tokenizer FILE`")
+	if err != nil {
+		return nil, err
+	}
+	return vision.DecodeFacts(b, ix.ID(), ix.NumSamples())
 }

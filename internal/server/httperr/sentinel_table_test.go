@@ -127,6 +127,7 @@ var served = []sentinelCase{
 	{"internal/cluster/peercred.ErrOtherBoot", peercred.ErrOtherBoot, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/peercred.ErrUnauthenticated", peercred.ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", false},
 	{"internal/cluster/storepath.ErrUnreachable", storepath.ErrUnreachable, http.StatusServiceUnavailable, "store_unavailable", true},
+	{"internal/cluster/transport.ErrBadRequest", transport.ErrBadRequest, http.StatusBadRequest, "bad_request", false},
 	{"internal/cluster/transport.ErrDown", transport.ErrDown, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/transport.ErrNotHeld", transport.ErrNotHeld, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/transport.ErrPeerStoreUnreachable", transport.ErrPeerStoreUnreachable, http.StatusInternalServerError, "internal", true},
