@@ -55,12 +55,20 @@ type units struct {
 	tokens  *tokenUnit
 	vision  *visionUnit
 	clips   *clipUnit
+	// extra are units made outside this package (Orders.Add), asked
+	// first.
+	extra []Unit
 }
 
 // of is the unit of a job of features f: the one place a job's kind of
 // batch is chosen. A vision job is a token job (spec.Vision with
 // spec.Tokens) whose samples are image-text pairs.
 func (u *units) of(f spec.Set) Unit {
+	for _, x := range u.extra {
+		if f.Has(x.Feature()) {
+			return x
+		}
+	}
 	switch {
 	case f.Has(spec.Vision):
 		return u.vision

@@ -1,0 +1,103 @@
+package layout_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// pairs is a unit of a package other than layout, made with nothing but
+// the seam's exported API (Base, Batch, Part, Take, Content): its items
+// are pairs of consecutive samples of the base order, a batch of k pairs
+// reading 2k samples as one part.
+type pairs struct{ base layout.Base }
+
+type pairBatch struct{ n int }
+
+func (p pairBatch) Served() int                    { return p.n }
+func (pairBatch) Size() (int64, bool)              { return 0, false }
+func (pairBatch) Components() []int                { return nil }
+func (pairs) Feature() spec.Feature                { return spec.Samples }
+func (pairs) AppendKey(s []byte, _ api.Job) []byte { return append(s, "|pairs"...) }
+
+func (pairs) View(_ context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+	return ds.Select(job.Columns)
+}
+
+func (pairs) Extent(_ *catalog.Dataset, _ api.Job, _ uint64, e *layout.EpochOrder) (int, error) {
+	return e.NumSamples() / 2, nil
+}
+
+func (p pairs) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) error {
+	if b.Source.Assignment(b.Job) != api.AssignPlain {
+		return fmt.Errorf("pairs take the plain cut")
+	}
+	s := layout.StreamOf(b.DS, b.Job)
+	ids := p.base.AppendRange(nil, s, e, b.Epoch, 2*b.Start, 2*b.End)
+	smp, err := layout.NewSamples(ctx, b.DS, ids)
+	if err != nil {
+		return err
+	}
+	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: 2 * b.Start, End: 2 * b.End, EpochLen: b.DS.Index.NumSamples()}}
+	b.Take = make([]layout.Take, len(ids))
+	for i := range b.Take {
+		b.Take[i].At = i
+	}
+	b.Content = pairBatch{len(ids) / 2}
+	return nil
+}
+
+func (pairs) Describe(info *api.EpochInfo, _ *catalog.Dataset, _ api.Job, _ uint64) error {
+	info.RankSamples = -1 // overwritten by Info: the unit's figures come first
+	return nil
+}
+
+// TestUnitOfAnotherPackage: a kind of batch is one unit behind the seam.
+// A unit made outside the package, added for a feature, takes its jobs —
+// their extent, layout, ETag and /epoch figures — and nothing else in the
+// layout asks which kind it is.
+func TestUnitOfAnotherPackage(t *testing.T) {
+	ds := catalogtest.Dataset(t, "d", 6, 10)
+	job := api.Job{Dataset: "d", Params: shuffle.Params{Seed: 7, Window: 2, BatchSize: 4, World: 2, Rank: 1}}
+	plain := layout.New(nil)
+	o := layout.New(nil)
+	o.Add(pairs{o.Base()})
+	src := layout.Source{DS: ds}
+	if u := o.UnitOf(spec.Requested(job)); u.Feature() != spec.Samples {
+		t.Fatalf("the unit of a job of samples: %v", u.Feature())
+	}
+	batches, n, err := o.Extent(src, job, 0)
+	if err != nil || n != 30 || batches != 4 {
+		t.Fatalf("extent: %d batches of %d pairs, %v; want 4 of 30", batches, n, err)
+	}
+	e, err := o.Epoch(layout.StreamOf(ds, job), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := layout.New(nil).Base().AppendRange(nil, layout.StreamOf(ds, job), e, 0, 0, e.NumSamples())
+	for m := range uint64(batches) {
+		b, err := o.Layout(context.Background(), src, job, 0, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, end, _ := job.BatchRange(n, int(m))
+		if want := order[2*start : 2*end]; !slices.Equal(b.Parts[0].Samples.IDs, want) || b.Len() != end-start {
+			t.Fatalf("batch %d: samples %v serving %d; want %v serving %d", m, b.Parts[0].Samples.IDs, b.Len(), want, end-start)
+		}
+		if b.ETag == plain.ETag(src, job, 0, m) || b.ETag != o.ETag(src, job, 0, m) {
+			t.Fatalf("batch %d: ETag %s names no unit of its own", m, b.ETag)
+		}
+	}
+	info, err := o.Info(src, job, 0)
+	if err != nil || info.Samples != 30 || info.Batches != 4 || info.RankSamples != job.RankSamples(30) {
+		t.Fatalf("/epoch/0: %+v %v", info, err)
+	}
+}
