@@ -451,7 +451,7 @@ func (ix *Index) ChunkOf(id int) int { return ix.chunkOf(id) }
 // Sample returns sample id. It panics if id is out of range.
 //
 // On a partial index (Open), the sample's chunk must be prepared (see
-// Prepare), as for SampleRange.
+// Tables.Prepare), as for SampleRange.
 func (ix *Index) Sample(id int) Sample {
 	c, off, n, crc := ix.SampleRange(id)
 	return Sample{Key: ix.SampleKey(id), Chunk: c, Offset: off, Length: n, CRC: crc}
@@ -467,8 +467,8 @@ func (ix *Index) Sample(id int) Sample {
 // On a partial index (Open) it reads the table of the sample's chunk,
 // which is in memory if this node keeps it or a Prepare of the chunk has
 // not been released; it never reads the store, and panics if the table
-// is not in memory (a read that did not prepare its chunks: Prepare,
-// Samples).
+// is not in memory (a read that did not prepare its chunks:
+// Tables.Prepare, Samples).
 func (ix *Index) SampleRange(id int) (chunk int, off, length int64, crc uint32) {
 	c := ix.chunkOf(id)
 	if ix.part != nil {

@@ -139,7 +139,7 @@ func TestPartialAncestorReadsItsDescendant(t *testing.T) {
 		t.Fatal("no ancestor of a partial index")
 	}
 	if anc.ID() != parent.ID() || anc.NumChunks() != parent.NumChunks() || anc.NumSamples() != parent.NumSamples() ||
-		anc.TotalBytes() != parent.TotalBytes() || Lineage(anc) != nil || !anc.IsPartial() {
+		anc.TotalBytes() != parent.TotalBytes() || Lineage(anc) != nil || !anc.Tables().Partial() {
 		t.Fatalf("ancestor: %s, %d chunks, %d samples, %d bytes, extends %v", anc.ID(), anc.NumChunks(), anc.NumSamples(), anc.TotalBytes(), Lineage(anc))
 	}
 	ids := make([]int, anc.NumSamples())

@@ -34,7 +34,7 @@ func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool,
 		if c >= ix.NumChunks() {
 			continue // a chunk of the index ix is an ancestor's view of (AncestorIndex)
 		}
-		release, err := ix.Prepare(ctx, []int{c})
+		release, err := ix.Tables().Prepare(ctx, []int{c})
 		if err != nil {
 			return 0, false, err
 		}
@@ -257,7 +257,7 @@ func buildHashed(seed maphash.Seed, hashes []uint64, ix *Index) (*hashedKeys, []
 func (p *partial) checkDuplicates(ctx context.Context, ix *Index, pairs [][2]int) error {
 	for _, pr := range pairs {
 		a, b := pr[0], pr[1]
-		release, err := ix.Prepare(ctx, []int{ix.chunkOf(a), ix.chunkOf(b)})
+		release, err := ix.Tables().Prepare(ctx, []int{ix.chunkOf(a), ix.chunkOf(b)})
 		if err != nil {
 			return err
 		}

@@ -72,8 +72,8 @@ type OpenOptions struct {
 // table, each chunk's sample count and first sample ID, which is enough to
 // compute any order and to find any sample's chunk — and the sample tables
 // (offset, length, CRC32C, key) of the chunks opts.Resident chooses. The
-// tables of other chunks are read from r when needed (Prepare), checked,
-// and held in a cache bounded by opts.CacheBytes.
+// tables of other chunks are read from r when needed (Tables.Prepare),
+// checked, and held in a cache bounded by opts.CacheBytes.
 //
 // Open reads the object once, front to back, and checks it as Decode
 // does: the trailer's CRC32C, and every field, with errors wrapping the
