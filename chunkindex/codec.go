@@ -56,7 +56,7 @@ const (
 	// checksums refuses the index rather than serve its bytes unchecked.
 	FlagChecksums = 2
 	// FlagLineage, only with FlagDeferred, marks an index that extends
-	// others (Extending): its in-place section records them after the
+	// others (Lineage.Extend): its in-place section records them after the
 	// creation time. A build that reads no lineage refuses the index
 	// rather than serve a job pinned to an ancestor another order.
 	FlagLineage = 4
@@ -104,7 +104,7 @@ func checkFlags(flags uint32) error {
 var errPartialEncode = errors.New("chunkindex: a partial index cannot be encoded; its stored object is its encoding")
 
 // errPrefixEncode: an ancestor's index made from a descendant's
-// (AncestorIndex) is named by the ancestor's ID, which its bytes would not
+// (Lineage.AncestorIndex) is named by the ancestor's ID, which its bytes would not
 // hash to.
 var errPrefixEncode = errors.New("chunkindex: an ancestor's index made from its descendant's cannot be encoded; the ancestor's stored object is its encoding")
 

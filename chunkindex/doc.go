@@ -51,6 +51,16 @@
 // memory holds of them (Stats, Footprint), for a whole index as for a
 // partial one.
 //
+// # Lineage
+//
+// The index of a dataset served in place to which files were added
+// (`brand index --append`) extends the index it was made from: the old
+// chunks first, every old sample under its ID, and the versions it
+// extends recorded in it. Its Lineage (Index.Lineage) is that part of it
+// with a type of its own: Extend makes the record, Root names the first
+// version (by which a cluster places chunks), and AncestorIndex serves an
+// ancestor as the prefix of the index's chunks.
+//
 // # Files
 //
 // A dataset root holds the chunks (any keys outside "_brand/"), the index at

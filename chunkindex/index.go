@@ -88,11 +88,11 @@ type Index struct {
 	// objects with the CRC32C their bytes had when indexed; nil without
 	// checksums (NewDeferredChecked).
 	spans [][]Span
-	// lineage is what the index extends, its parent first (Extending);
+	// lineage is what the index extends, its parent first (Lineage.Extend);
 	// nil for one that extends none.
 	lineage []Ancestor
 	// prefix marks an ancestor's index made from a descendant's
-	// (AncestorIndex): named by the ancestor's ID, not by its own encoding.
+	// (Lineage.AncestorIndex): named by the ancestor's ID, not by its own encoding.
 	prefix bool
 
 	idOnce sync.Once

@@ -32,7 +32,7 @@ func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool,
 	var buf [4]int
 	for _, c := range keys.candidates(buf[:0], key) {
 		if c >= ix.NumChunks() {
-			continue // a chunk of the index ix is an ancestor's view of (AncestorIndex)
+			continue // a chunk of the index ix is an ancestor's view of (Lineage.AncestorIndex)
 		}
 		release, err := ix.Tables().Prepare(ctx, []int{c})
 		if err != nil {
@@ -63,7 +63,7 @@ func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool,
 // finder returns what finds a key's chunk, building the hash directory
 // on the first call if Open did not keep one. Lookups wait for the build.
 // It is of the index p was opened as, whose keys an ancestor's view
-// (AncestorIndex) shares.
+// (Lineage.AncestorIndex) shares.
 func (p *partial) finder(ctx context.Context) (keyFinder, error) {
 	p.keysMu.Lock()
 	defer p.keysMu.Unlock()
