@@ -123,10 +123,10 @@ func (l Lineage) AncestorIndex(id string) (anc *Index, ok bool) {
 	}
 	anc = l.prefix(line[i+1:], id, line[i].Chunks)
 	if anc.part == nil {
-		if err := anc.buildLookup(ErrCorrupt); err != nil {
+		if a, b, dup := anc.cols.buildLookup(); dup {
 			// The samples are a prefix of the index's, whose keys are
 			// unique.
-			panic(err)
+			panic(fmt.Sprintf("chunkindex: samples %d and %d of an ancestor's index have the same key %q", a, b, anc.SampleKey(a)))
 		}
 	}
 	return anc, true
@@ -148,16 +148,10 @@ func (l Lineage) prefix(lineage []Ancestor, id string, chunks int) *Index {
 	}
 	out := &Index{
 		chunks: ix.chunks[:chunks:chunks], chunkStart: ix.chunkStart[: chunks+1 : chunks+1],
-		part: ix.part, deferred: ix.deferred, source: ix.source, lineage: lineage, seed: ix.seed,
+		part: ix.part, deferred: ix.deferred, source: ix.source, lineage: lineage,
 	}
 	if ix.part == nil {
-		n := ix.chunkStart[chunks]
-		keyEnd := uint32(0)
-		if n > 0 {
-			keyEnd = ix.keyEnds[n-1]
-		}
-		out.offsets, out.lengths, out.crcs, out.keyEnds = ix.offsets[:n:n], ix.lengths[:n:n], ix.crcs[:n:n], ix.keyEnds[:n:n]
-		out.keys, out.byHash = ix.keys[:keyEnd], ix.byHash
+		out.cols = ix.cols.prefix(ix.chunkStart[chunks])
 	}
 	for c := range chunks {
 		out.total += ix.chunks[c].Size

@@ -349,7 +349,7 @@ type TableStats struct {
 func (t Tables) Stats() TableStats {
 	p := t.ix.part
 	if p == nil {
-		return TableStats{Resident: len(t.ix.chunks), ResidentBytes: t.wholeBytes()}
+		return TableStats{Resident: len(t.ix.chunks), ResidentBytes: t.ix.cols.bytes()}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -360,13 +360,6 @@ func (t Tables) Stats() TableStats {
 // Partial reports whether the index holds only some sample tables in
 // memory (Open) rather than all (New, Decode).
 func (t Tables) Partial() bool { return t.ix.part != nil }
-
-// wholeBytes is the bytes of a whole index's sample tables: its
-// columns, keys and lookup table.
-func (t Tables) wholeBytes() int64 {
-	ix := t.ix
-	return int64(len(ix.offsets))*8 + int64(len(ix.lengths)+len(ix.crcs)+len(ix.keyEnds)+len(ix.byHash))*4 + int64(len(ix.keys))
-}
 
 // Footprint returns the bytes the index holds in memory, by the sizes of
 // what it holds: the chunk table and per-chunk data, the sample tables in
@@ -381,7 +374,7 @@ func (t Tables) Footprint() int64 {
 	}
 	p := ix.part
 	if p == nil {
-		return n + t.wholeBytes()
+		return n + ix.cols.bytes()
 	}
 	st := t.Stats()
 	n += int64(len(p.keyStart)+len(p.segCRC))*4 + int64(len(p.slots))*8 + int64(len(p.resident))
