@@ -332,7 +332,7 @@ func (ix *Index) validate(kind error) error {
 	}
 
 	if a, b, dup := ix.cols.buildLookup(); dup {
-		ca, cb := ix.chunkOf(a), ix.chunkOf(b)
+		ca, cb := ix.ChunkOf(a), ix.ChunkOf(b)
 		return fmt.Errorf("%w: %w %q in sample %d (chunk %d %q) and sample %d (chunk %d %q)",
 			kind, ErrDuplicateKey, ix.SampleKey(a), a, ca, ix.chunks[ca].Key, b, cb, ix.chunks[cb].Key)
 	}
@@ -402,8 +402,18 @@ func (ix *Index) SampleCounts() []int {
 }
 
 // ChunkOf returns the chunk holding sample id. Every index answers it
-// from memory, a partial one too. It panics if id is out of range.
-func (ix *Index) ChunkOf(id int) int { return ix.chunkOf(id) }
+// from memory, a partial one too, by a binary search over chunks: storing
+// it per sample would cost 4 bytes a sample. It panics if id is out of
+// range.
+func (ix *Index) ChunkOf(id int) int {
+	if id < 0 || id >= ix.NumSamples() {
+		panic(fmt.Sprintf("chunkindex: sample id %d out of range [0, %d)", id, ix.NumSamples()))
+	}
+	// The first chunk whose end is past id; empty chunks are skipped because
+	// their end equals the next chunk's start.
+	c, _ := slices.BinarySearch(ix.chunkStart[1:], id+1)
+	return c
+}
 
 // Sample returns sample id. It panics if id is out of range.
 //
@@ -427,7 +437,7 @@ func (ix *Index) Sample(id int) Sample {
 // is not in memory (a read that did not prepare its chunks:
 // Tables.Prepare, Samples).
 func (ix *Index) SampleRange(id int) (chunk int, off, length int64, crc uint32) {
-	c := ix.chunkOf(id)
+	c := ix.ChunkOf(id)
 	if ix.part != nil {
 		t := ix.part.table(c)
 		off, length, crc := t.sampleRange(id - ix.chunkStart[c])
@@ -440,22 +450,10 @@ func (ix *Index) SampleRange(id int) (chunk int, off, length int64, crc uint32) 
 // It panics if id is out of range. On a partial index, see SampleRange.
 func (ix *Index) SampleKey(id int) string {
 	if ix.part != nil {
-		c := ix.chunkOf(id)
+		c := ix.ChunkOf(id)
 		return ix.part.table(c).key(id - ix.chunkStart[c])
 	}
 	return ix.cols.key(id)
-}
-
-// chunkOf returns the chunk holding sample id (a binary search over chunks:
-// storing it per sample would cost 4 bytes a sample).
-func (ix *Index) chunkOf(id int) int {
-	if id < 0 || id >= ix.NumSamples() {
-		panic(fmt.Sprintf("chunkindex: sample id %d out of range [0, %d)", id, ix.NumSamples()))
-	}
-	// The first chunk whose end is past id; empty chunks are skipped because
-	// their end equals the next chunk's start.
-	c, _ := slices.BinarySearch(ix.chunkStart[1:], id+1)
-	return c
 }
 
 // Lookup returns the ID of the sample with the given key, and whether

@@ -257,14 +257,14 @@ func buildHashed(seed maphash.Seed, hashes []uint64, ix *Index) (*hashedKeys, []
 func (p *partial) checkDuplicates(ctx context.Context, ix *Index, pairs [][2]int) error {
 	for _, pr := range pairs {
 		a, b := pr[0], pr[1]
-		release, err := ix.Tables().Prepare(ctx, []int{ix.chunkOf(a), ix.chunkOf(b)})
+		release, err := ix.Tables().Prepare(ctx, []int{ix.ChunkOf(a), ix.ChunkOf(b)})
 		if err != nil {
 			return err
 		}
 		ka, kb := ix.SampleKey(a), ix.SampleKey(b)
 		release()
 		if ka == kb {
-			ca, cb := ix.chunkOf(a), ix.chunkOf(b)
+			ca, cb := ix.ChunkOf(a), ix.ChunkOf(b)
 			return fmt.Errorf("%w: %w %q in sample %d (chunk %d %q) and sample %d (chunk %d %q)",
 				ErrCorrupt, ErrDuplicateKey, ka, a, ca, ix.chunks[ca].Key, b, cb, ix.chunks[cb].Key)
 		}

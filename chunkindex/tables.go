@@ -308,7 +308,7 @@ func (t Tables) prepareSamples(ctx context.Context, ids []int) (release func(), 
 	chunks := make([]int, 0, 16)
 	seen := make(map[int]bool, 16)
 	for _, id := range ids {
-		if c := t.ix.chunkOf(id); !seen[c] {
+		if c := t.ix.ChunkOf(id); !seen[c] {
 			seen[c] = true
 			chunks = append(chunks, c)
 		}
