@@ -298,9 +298,9 @@ func (ix *Index) validate(kind error) error {
 	if n := (encoding{ix}).chunkTableLen(); n > math.MaxUint32 {
 		return fmt.Errorf("%w: chunk table of %d bytes exceeds %d", kind, n, uint64(math.MaxUint32))
 	}
-	chunkKeys := make(map[string]int, len(ix.chunks))
+	check := newChunkCheck(kind, len(ix.chunks))
 	for c, ch := range ix.chunks {
-		if err := ix.checkChunk(kind, c, chunkKeys); err != nil {
+		if err := check.add(c, ch); err != nil {
 			return err
 		}
 
@@ -330,6 +330,7 @@ func (ix *Index) validate(kind error) error {
 			end = off + n
 		}
 	}
+	ix.total = check.total
 
 	if a, b, dup := ix.cols.buildLookup(); dup {
 		ca, cb := ix.ChunkOf(a), ix.ChunkOf(b)
@@ -339,11 +340,22 @@ func (ix *Index) validate(kind error) error {
 	return nil
 }
 
-// checkChunk checks chunk c's record, records its key in keys (to find
-// duplicates) and adds its size to the total. kind is the sentinel that
-// errors wrap.
-func (ix *Index) checkChunk(kind error, c int, keys map[string]int) error {
-	ch := ix.chunks[c]
+// chunkCheck checks a chunk table record by record, as New, Decode and
+// Open meet them: each record alone, its key not another chunk's, and
+// the sum of the sizes so far (total) within int64.
+type chunkCheck struct {
+	kind  error          // the sentinel errors wrap
+	keys  map[string]int // the chunk of each key so far
+	total int64
+}
+
+func newChunkCheck(kind error, chunks int) *chunkCheck {
+	return &chunkCheck{kind: kind, keys: make(map[string]int, chunks)}
+}
+
+// add checks chunk c's record ch and adds it to the table.
+func (k *chunkCheck) add(c int, ch Chunk) error {
+	kind := k.kind
 	switch {
 	case ch.Key == "":
 		return fmt.Errorf("%w: chunk %d: empty key", kind, c)
@@ -353,14 +365,14 @@ func (ix *Index) checkChunk(kind error, c int, keys map[string]int) error {
 		return fmt.Errorf("%w: chunk %d: key or ETag longer than %d bytes", kind, c, MaxChunkKeyLen)
 	case ch.Size < 0:
 		return fmt.Errorf("%w: chunk %d %q: negative size %d", kind, c, ch.Key, ch.Size)
-	case ix.total > math.MaxInt64-ch.Size:
+	case k.total > math.MaxInt64-ch.Size:
 		return fmt.Errorf("%w: chunk sizes overflow int64", kind)
 	}
-	if prev, dup := keys[ch.Key]; dup {
+	if prev, dup := k.keys[ch.Key]; dup {
 		return fmt.Errorf("%w: chunk key %q used by chunks %d and %d", kind, ch.Key, prev, c)
 	}
-	keys[ch.Key] = c
-	ix.total += ch.Size
+	k.keys[ch.Key] = c
+	k.total += ch.Size
 	return nil
 }
 

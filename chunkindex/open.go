@@ -331,12 +331,13 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 	if got := int64(ix.chunkStart[hdr.chunks]); got != hdr.samples {
 		return nil, hdr, fmt.Errorf("%w: chunks count %d samples, header says %d", ErrCorrupt, got, hdr.samples)
 	}
-	chunkKeys := make(map[string]int, len(ix.chunks))
-	for c := range ix.chunks {
-		if err := ix.checkChunk(ErrCorrupt, c, chunkKeys); err != nil {
+	check := newChunkCheck(ErrCorrupt, len(ix.chunks))
+	for c, ch := range ix.chunks {
+		if err := check.add(c, ch); err != nil {
 			return nil, hdr, err
 		}
 	}
+	ix.total = check.total
 	return ix, hdr, nil
 }
 
