@@ -80,9 +80,10 @@ const (
 // that the server need not link a planner (docs/architecture.md).
 type PlanDataset struct {
 	// ID is the index version's ID. Root is the first version of its
-	// lineage (chunkindex.Root), "" for an index that extends none: a
-	// cluster's chunk owners depend on it (cluster.IndexKey of Root, or
-	// of ID without one), so that an append keeps the old chunks' owners.
+	// lineage (chunkindex.Lineage.Root), "" for an index that extends
+	// none: a cluster's chunk owners depend on it (cluster.IndexKey of
+	// Root, or of ID without one), so that an append keeps the old
+	// chunks' owners.
 	ID, Root string
 	// Counts is each chunk's samples; Sizes its bytes in the cache (a
 	// chunk of a dataset served in place: its resident bound with the

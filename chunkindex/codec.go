@@ -56,7 +56,7 @@ const (
 	// checksums refuses the index rather than serve its bytes unchecked.
 	FlagChecksums = 2
 	// FlagLineage, only with FlagDeferred, marks an index that extends
-	// others (Extending): its in-place section records them after the
+	// others (Lineage.Extend): its in-place section records them after the
 	// creation time. A build that reads no lineage refuses the index
 	// rather than serve a job pinned to an ancestor another order.
 	FlagLineage = 4
@@ -104,7 +104,7 @@ func checkFlags(flags uint32) error {
 var errPartialEncode = errors.New("chunkindex: a partial index cannot be encoded; its stored object is its encoding")
 
 // errPrefixEncode: an ancestor's index made from a descendant's
-// (AncestorIndex) is named by the ancestor's ID, which its bytes would not
+// (Lineage.AncestorIndex) is named by the ancestor's ID, which its bytes would not
 // hash to.
 var errPrefixEncode = errors.New("chunkindex: an ancestor's index made from its descendant's cannot be encoded; the ancestor's stored object is its encoding")
 
@@ -119,7 +119,7 @@ func (ix encoding) chunkTableLen() int64 {
 
 // encodedLen returns the size of the encoding, trailer included.
 func (ix encoding) encodedLen() int64 {
-	return headerSize + ix.chunkTableLen() + sampleRecordLen*int64(ix.NumSamples()) + int64(len(ix.keys)) + ix.inPlaceLen() + trailerSize
+	return headerSize + ix.chunkTableLen() + sampleRecordLen*int64(ix.NumSamples()) + int64(len(ix.cols.keys)) + ix.inPlaceLen() + trailerSize
 }
 
 // inPlaceLen is the encoded size of the in-place section: none for a tar
@@ -239,7 +239,7 @@ func (ix encoding) encode(emit func([]byte)) {
 	le.PutUint32(hdr[16:], uint32(len(ix.chunks)))
 	le.PutUint32(hdr[20:], uint32(ix.NumSamples()))
 	le.PutUint32(hdr[24:], uint32(ix.chunkTableLen()))
-	le.PutUint32(hdr[28:], uint32(len(ix.keys)))
+	le.PutUint32(hdr[28:], uint32(len(ix.cols.keys)))
 	emit(hdr[:])
 
 	buf := make([]byte, 0, 64<<10)
@@ -255,17 +255,17 @@ func (ix encoding) encode(emit func([]byte)) {
 			buf = buf[:0]
 		}
 	}
-	for i := range ix.offsets {
-		buf = le.AppendUint64(buf, uint64(ix.offsets[i]))
-		buf = le.AppendUint32(buf, ix.lengths[i])
-		buf = le.AppendUint32(buf, ix.crcs[i])
-		buf = le.AppendUint32(buf, ix.keyEnds[i])
+	for i := range ix.cols.offsets {
+		buf = le.AppendUint64(buf, uint64(ix.cols.offsets[i]))
+		buf = le.AppendUint32(buf, ix.cols.lengths[i])
+		buf = le.AppendUint32(buf, ix.cols.crcs[i])
+		buf = le.AppendUint32(buf, ix.cols.keyEnds[i])
 		if len(buf) > cap(buf)-sampleRecordLen {
 			emit(buf)
 			buf = buf[:0]
 		}
 	}
-	for s := ix.keys; len(s) > 0; {
+	for s := ix.cols.keys; len(s) > 0; {
 		n := min(len(s), cap(buf)-len(buf))
 		buf = append(buf, s[:n]...)
 		s = s[n:]
@@ -399,24 +399,24 @@ func Decode(b []byte) (*Index, error) {
 		return nil, fmt.Errorf("%w: chunks count %d samples, header says %d", ErrCorrupt, got, numSamples)
 	}
 
-	ix.offsets = make([]int64, numSamples)
-	ix.lengths = make([]uint32, numSamples)
-	ix.crcs = make([]uint32, numSamples)
-	ix.keyEnds = make([]uint32, numSamples)
+	ix.cols.offsets = make([]int64, numSamples)
+	ix.cols.lengths = make([]uint32, numSamples)
+	ix.cols.crcs = make([]uint32, numSamples)
+	ix.cols.keyEnds = make([]uint32, numSamples)
 	rec := b[headerSize+tableLen:]
-	for i := range ix.offsets {
+	for i := range ix.cols.offsets {
 		r := rec[sampleRecordLen*i : sampleRecordLen*(i+1)]
 		off := le.Uint64(r)
 		if off > math.MaxInt64 {
 			return nil, fmt.Errorf("%w: sample %d: offset %d out of range", ErrCorrupt, i, off)
 		}
-		ix.offsets[i] = int64(off)
-		ix.lengths[i] = le.Uint32(r[8:])
-		ix.crcs[i] = le.Uint32(r[12:])
-		ix.keyEnds[i] = le.Uint32(r[16:])
+		ix.cols.offsets[i] = int64(off)
+		ix.cols.lengths[i] = le.Uint32(r[8:])
+		ix.cols.crcs[i] = le.Uint32(r[12:])
+		ix.cols.keyEnds[i] = le.Uint32(r[16:])
 	}
 	keyStart := headerSize + tableLen + sampleRecordLen*numSamples
-	ix.keys = string(b[keyStart : keyStart+keyLen])
+	ix.cols.keys = string(b[keyStart : keyStart+keyLen])
 	if ix.deferred {
 		src, spans, anc, err := parseInPlace(b[keyStart+keyLen:keyStart+keyLen+inPlace], flags&FlagChecksums != 0, flags&FlagLineage != 0, len(ix.chunks))
 		if err != nil {

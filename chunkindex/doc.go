@@ -42,10 +42,24 @@
 // chunks a node owns, and a checksum of every chunk's table; other
 // chunks' tables are read back from the stored index, checked, and cached
 // within a byte bound in one explicit step a read takes before it reads
-// them (Prepare, Samples, Lookup), with its context and an error to
-// return. Sample, SampleRange and SampleKey never read the store. The
+// them (Tables.Prepare, Samples, Lookup), with its context and an error
+// to return. Sample, SampleRange and SampleKey never read the store. The
 // format is unchanged: each chunk's records and keys are already
 // contiguous in it. docs/format.md (section 2.8) has the memory per node.
+// The sample tables are a part of the index with a type of their own
+// (Index.Tables): the step that prepares them for a read, and what
+// memory holds of them (Stats, Footprint), for a whole index as for a
+// partial one.
+//
+// # Lineage
+//
+// The index of a dataset served in place to which files were added
+// (`brand index --append`) extends the index it was made from: the old
+// chunks first, every old sample under its ID, and the versions it
+// extends recorded in it. Its Lineage (Index.Lineage) is that part of it
+// with a type of its own: Extend makes the record, Root names the first
+// version (by which a cluster places chunks), and AncestorIndex serves an
+// ancestor as the prefix of the index's chunks.
 //
 // # Files
 //

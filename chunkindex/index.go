@@ -1,12 +1,9 @@
 package chunkindex
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math"
-	"math/bits"
 	"runtime"
 	"slices"
 	"strings"
@@ -53,29 +50,19 @@ const (
 // chunk byte ranges, and sample keys to IDs. It is immutable and safe for
 // concurrent use.
 //
-// Samples are stored column by column, with all keys in one string, so that
-// an index of millions of samples is a handful of allocations the garbage
-// collector never has to scan (about 20 bytes per sample plus the keys).
+// It holds the chunk table, and the sample tables: all of them column by
+// column (columns), or on a partial index (Open) those of some chunks
+// (partial). Its Tables and its Lineage are parts with types of their
+// own.
 type Index struct {
 	chunks     []Chunk
 	chunkStart []int // chunkStart[c] is the ID of chunk c's first sample; len NumChunks+1
 	total      int64 // sum of chunk sizes
 
-	offsets []int64
-	lengths []uint32
-	crcs    []uint32
-	keyEnds []uint32 // sample i's key is keys[keyEnds[i-1]:keyEnds[i]]
-	keys    string
-
-	// byHash holds the sample IDs ordered by maphash of their keys: it finds
-	// duplicates without sorting strings and serves Lookup by binary search.
-	// Hashes are recomputed on probes rather than stored, which keeps 8 bytes
-	// per sample off the heap; the random seed keeps crafted collisions out.
-	seed   maphash.Seed
-	byHash []uint32
-
-	// part is set on an index opened partially (Open): the columns above
-	// are then empty, and the sample tables are those part holds.
+	// The sample tables: cols on an index with every table in memory
+	// (New, Decode); part on an index opened partially (Open), whose
+	// cols are then empty.
+	cols columns
 	part *partial
 
 	// deferred is set on an index of a dataset served in place (package
@@ -88,11 +75,11 @@ type Index struct {
 	// objects with the CRC32C their bytes had when indexed; nil without
 	// checksums (NewDeferredChecked).
 	spans [][]Span
-	// lineage is what the index extends, its parent first (Extending);
+	// lineage is what the index extends, its parent first (Lineage.Extend);
 	// nil for one that extends none.
 	lineage []Ancestor
 	// prefix marks an ancestor's index made from a descendant's
-	// (AncestorIndex): named by the ancestor's ID, not by its own encoding.
+	// (Lineage.AncestorIndex): named by the ancestor's ID, not by its own encoding.
 	prefix bool
 
 	idOnce sync.Once
@@ -116,11 +103,13 @@ func newIndex(chunks []Chunk, samples []Sample, deferred bool) (*Index, error) {
 	ix := &Index{
 		chunks:     slices.Clone(chunks),
 		chunkStart: make([]int, len(chunks)+1),
-		offsets:    make([]int64, len(samples)),
-		lengths:    make([]uint32, len(samples)),
-		crcs:       make([]uint32, len(samples)),
-		keyEnds:    make([]uint32, len(samples)),
-		deferred:   deferred,
+		cols: columns{
+			offsets: make([]int64, len(samples)),
+			lengths: make([]uint32, len(samples)),
+			crcs:    make([]uint32, len(samples)),
+			keyEnds: make([]uint32, len(samples)),
+		},
+		deferred: deferred,
 	}
 	keyBytes := 0
 	for c, ch := range chunks {
@@ -150,17 +139,17 @@ func newIndex(chunks []Chunk, samples []Sample, deferred bool) (*Index, error) {
 		if uint64(keyBytes) > MaxKeyBytes {
 			return nil, fmt.Errorf("%w: sample keys exceed %d bytes", ErrInvalid, uint64(MaxKeyBytes))
 		}
-		ix.offsets[i] = s.Offset
-		ix.lengths[i] = uint32(s.Length)
-		ix.crcs[i] = s.CRC
-		ix.keyEnds[i] = uint32(keyBytes)
+		ix.cols.offsets[i] = s.Offset
+		ix.cols.lengths[i] = uint32(s.Length)
+		ix.cols.crcs[i] = s.CRC
+		ix.cols.keyEnds[i] = uint32(keyBytes)
 	}
 	var keys strings.Builder
 	keys.Grow(keyBytes)
 	for _, s := range samples {
 		keys.WriteString(s.Key)
 	}
-	ix.keys = keys.String()
+	ix.cols.keys = keys.String()
 	if err := ix.validate(ErrInvalid); err != nil {
 		return nil, err
 	}
@@ -291,41 +280,42 @@ func (ix *Index) InPlace() InPlace { return ix.source }
 // whose samples' ranges are in their decoded chunks (NewDeferred).
 func (ix *Index) Deferred() bool { return ix.deferred }
 
-// validate checks the invariants shared by New and Decode and builds byHash.
-// kind is the sentinel that errors wrap: ErrInvalid or ErrCorrupt.
+// validate checks the invariants shared by New and Decode and builds the
+// key lookup. kind is the sentinel that errors wrap: ErrInvalid or
+// ErrCorrupt.
 func (ix *Index) validate(kind error) error {
 	// Key ends first: the messages below quote sample keys.
 	var prev uint32
-	for i, e := range ix.keyEnds {
+	for i, e := range ix.cols.keyEnds {
 		if e <= prev && i > 0 || e == 0 {
 			return fmt.Errorf("%w: sample %d: key end %d does not follow %d (keys must be non-empty)", kind, i, e, prev)
 		}
 		prev = e
 	}
-	if int(prev) != len(ix.keys) {
-		return fmt.Errorf("%w: key ends reach %d, key bytes are %d", kind, prev, len(ix.keys))
+	if int(prev) != len(ix.cols.keys) {
+		return fmt.Errorf("%w: key ends reach %d, key bytes are %d", kind, prev, len(ix.cols.keys))
 	}
 	if n := (encoding{ix}).chunkTableLen(); n > math.MaxUint32 {
 		return fmt.Errorf("%w: chunk table of %d bytes exceeds %d", kind, n, uint64(math.MaxUint32))
 	}
-	chunkKeys := make(map[string]int, len(ix.chunks))
+	check := newChunkCheck(kind, len(ix.chunks))
 	for c, ch := range ix.chunks {
-		if err := ix.checkChunk(kind, c, chunkKeys); err != nil {
+		if err := check.add(c, ch); err != nil {
 			return err
 		}
 
 		if ix.deferred {
 			for i := ix.chunkStart[c]; i < ix.chunkStart[c+1]; i++ {
-				if ix.offsets[i] != int64(i-ix.chunkStart[c]) || ix.lengths[i] != 0 || ix.crcs[i] != 0 {
+				if ix.cols.offsets[i] != int64(i-ix.chunkStart[c]) || ix.cols.lengths[i] != 0 || ix.cols.crcs[i] != 0 {
 					return fmt.Errorf("%w: sample %d %q of an index served in place: record %d+%d %08x, want its ordinal %d in chunk %d and no range",
-						kind, i, ix.SampleKey(i), ix.offsets[i], ix.lengths[i], ix.crcs[i], i-ix.chunkStart[c], c)
+						kind, i, ix.SampleKey(i), ix.cols.offsets[i], ix.cols.lengths[i], ix.cols.crcs[i], i-ix.chunkStart[c], c)
 				}
 			}
 			continue
 		}
 		end := int64(0) // end of the previous sample in this chunk
 		for i := ix.chunkStart[c]; i < ix.chunkStart[c+1]; i++ {
-			off, n := ix.offsets[i], int64(ix.lengths[i])
+			off, n := ix.cols.offsets[i], int64(ix.cols.lengths[i])
 			switch {
 			case n == 0 || off%BlockSize != 0 || n%BlockSize != 0:
 				return fmt.Errorf("%w: sample %d %q: range offset %d length %d is not a non-empty run of %d-byte tar blocks",
@@ -340,15 +330,32 @@ func (ix *Index) validate(kind error) error {
 			end = off + n
 		}
 	}
+	ix.total = check.total
 
-	return ix.buildLookup(kind)
+	if a, b, dup := ix.cols.buildLookup(); dup {
+		ca, cb := ix.ChunkOf(a), ix.ChunkOf(b)
+		return fmt.Errorf("%w: %w %q in sample %d (chunk %d %q) and sample %d (chunk %d %q)",
+			kind, ErrDuplicateKey, ix.SampleKey(a), a, ca, ix.chunks[ca].Key, b, cb, ix.chunks[cb].Key)
+	}
+	return nil
 }
 
-// checkChunk checks chunk c's record, records its key in keys (to find
-// duplicates) and adds its size to the total. kind is the sentinel that
-// errors wrap.
-func (ix *Index) checkChunk(kind error, c int, keys map[string]int) error {
-	ch := ix.chunks[c]
+// chunkCheck checks a chunk table record by record, as New, Decode and
+// Open meet them: each record alone, its key not another chunk's, and
+// the sum of the sizes so far (total) within int64.
+type chunkCheck struct {
+	kind  error          // the sentinel errors wrap
+	keys  map[string]int // the chunk of each key so far
+	total int64
+}
+
+func newChunkCheck(kind error, chunks int) *chunkCheck {
+	return &chunkCheck{kind: kind, keys: make(map[string]int, chunks)}
+}
+
+// add checks chunk c's record ch and adds it to the table.
+func (k *chunkCheck) add(c int, ch Chunk) error {
+	kind := k.kind
 	switch {
 	case ch.Key == "":
 		return fmt.Errorf("%w: chunk %d: empty key", kind, c)
@@ -358,48 +365,14 @@ func (ix *Index) checkChunk(kind error, c int, keys map[string]int) error {
 		return fmt.Errorf("%w: chunk %d: key or ETag longer than %d bytes", kind, c, MaxChunkKeyLen)
 	case ch.Size < 0:
 		return fmt.Errorf("%w: chunk %d %q: negative size %d", kind, c, ch.Key, ch.Size)
-	case ix.total > math.MaxInt64-ch.Size:
+	case k.total > math.MaxInt64-ch.Size:
 		return fmt.Errorf("%w: chunk sizes overflow int64", kind)
 	}
-	if prev, dup := keys[ch.Key]; dup {
+	if prev, dup := k.keys[ch.Key]; dup {
 		return fmt.Errorf("%w: chunk key %q used by chunks %d and %d", kind, ch.Key, prev, c)
 	}
-	keys[ch.Key] = c
-	ix.total += ch.Size
-	return nil
-}
-
-// buildLookup orders sample IDs by key hash and rejects duplicate keys.
-func (ix *Index) buildLookup(kind error) error {
-	type entry struct {
-		h  uint64
-		id uint32
-	}
-	ix.seed = maphash.MakeSeed()
-	entries := make([]entry, ix.NumSamples())
-	for i := range entries {
-		entries[i] = entry{maphash.String(ix.seed, ix.SampleKey(i)), uint32(i)}
-	}
-	slices.SortFunc(entries, func(a, b entry) int {
-		if c := cmp.Compare(a.h, b.h); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	ix.byHash = make([]uint32, len(entries))
-	for i, e := range entries {
-		ix.byHash[i] = e.id
-		// Keys with equal hashes are adjacent; compare each with the run
-		// before it (runs longer than one are astronomically rare).
-		for j := i - 1; j >= 0 && entries[j].h == e.h; j-- {
-			a, b := int(entries[j].id), int(e.id)
-			if ix.SampleKey(a) == ix.SampleKey(b) {
-				return fmt.Errorf("%w: %w %q in sample %d (chunk %d %q) and sample %d (chunk %d %q)",
-					kind, ErrDuplicateKey, ix.SampleKey(a), a, ix.chunkOf(a), ix.chunks[ix.chunkOf(a)].Key,
-					b, ix.chunkOf(b), ix.chunks[ix.chunkOf(b)].Key)
-			}
-		}
-	}
+	k.keys[ch.Key] = c
+	k.total += ch.Size
 	return nil
 }
 
@@ -419,11 +392,7 @@ func (ix *Index) SampleBytes() int64 {
 	if ix.part != nil {
 		return ix.part.sampleBytes // summed while the index streamed in
 	}
-	var n int64
-	for _, l := range ix.lengths {
-		n += int64(l)
-	}
-	return n
+	return ix.cols.sampleBytes()
 }
 
 // Chunk returns chunk c. It panics if c is out of range.
@@ -445,13 +414,23 @@ func (ix *Index) SampleCounts() []int {
 }
 
 // ChunkOf returns the chunk holding sample id. Every index answers it
-// from memory, a partial one too. It panics if id is out of range.
-func (ix *Index) ChunkOf(id int) int { return ix.chunkOf(id) }
+// from memory, a partial one too, by a binary search over chunks: storing
+// it per sample would cost 4 bytes a sample. It panics if id is out of
+// range.
+func (ix *Index) ChunkOf(id int) int {
+	if id < 0 || id >= ix.NumSamples() {
+		panic(fmt.Sprintf("chunkindex: sample id %d out of range [0, %d)", id, ix.NumSamples()))
+	}
+	// The first chunk whose end is past id; empty chunks are skipped because
+	// their end equals the next chunk's start.
+	c, _ := slices.BinarySearch(ix.chunkStart[1:], id+1)
+	return c
+}
 
 // Sample returns sample id. It panics if id is out of range.
 //
 // On a partial index (Open), the sample's chunk must be prepared (see
-// Prepare), as for SampleRange.
+// Tables.Prepare), as for SampleRange.
 func (ix *Index) Sample(id int) Sample {
 	c, off, n, crc := ix.SampleRange(id)
 	return Sample{Key: ix.SampleKey(id), Chunk: c, Offset: off, Length: n, CRC: crc}
@@ -467,42 +446,26 @@ func (ix *Index) Sample(id int) Sample {
 // On a partial index (Open) it reads the table of the sample's chunk,
 // which is in memory if this node keeps it or a Prepare of the chunk has
 // not been released; it never reads the store, and panics if the table
-// is not in memory (a read that did not prepare its chunks: Prepare,
-// Samples).
+// is not in memory (a read that did not prepare its chunks:
+// Tables.Prepare, Samples).
 func (ix *Index) SampleRange(id int) (chunk int, off, length int64, crc uint32) {
-	c := ix.chunkOf(id)
+	c := ix.ChunkOf(id)
 	if ix.part != nil {
 		t := ix.part.table(c)
 		off, length, crc := t.sampleRange(id - ix.chunkStart[c])
 		return c, off, length, crc
 	}
-	return c, ix.offsets[id], int64(ix.lengths[id]), ix.crcs[id]
+	return c, ix.cols.offsets[id], int64(ix.cols.lengths[id]), ix.cols.crcs[id]
 }
 
 // SampleKey returns sample id's key. It does not allocate.
 // It panics if id is out of range. On a partial index, see SampleRange.
 func (ix *Index) SampleKey(id int) string {
 	if ix.part != nil {
-		c := ix.chunkOf(id)
+		c := ix.ChunkOf(id)
 		return ix.part.table(c).key(id - ix.chunkStart[c])
 	}
-	start := uint32(0)
-	if id > 0 {
-		start = ix.keyEnds[id-1]
-	}
-	return ix.keys[start:ix.keyEnds[id]]
-}
-
-// chunkOf returns the chunk holding sample id (a binary search over chunks:
-// storing it per sample would cost 4 bytes a sample).
-func (ix *Index) chunkOf(id int) int {
-	if id < 0 || id >= ix.NumSamples() {
-		panic(fmt.Sprintf("chunkindex: sample id %d out of range [0, %d)", id, ix.NumSamples()))
-	}
-	// The first chunk whose end is past id; empty chunks are skipped because
-	// their end equals the next chunk's start.
-	c, _ := slices.BinarySearch(ix.chunkStart[1:], id+1)
-	return c
+	return ix.cols.key(id)
 }
 
 // Lookup returns the ID of the sample with the given key, and whether
@@ -516,7 +479,7 @@ func (ix *Index) Lookup(ctx context.Context, key string) (id int, ok bool, err e
 	if ix.part != nil {
 		return ix.part.lookup(ctx, ix, key)
 	}
-	id, ok = ix.lookupWhole(key)
+	id, ok = ix.cols.lookup(key)
 	return id, ok, nil
 }
 
@@ -538,98 +501,6 @@ func (ix *Index) LookupMany(ctx context.Context, keys []string) (ids []int, foun
 	}
 	// The walk is cut in parts, one a processor, if each has a good many
 	// keys.
-	ids, found = lookupWalk(ix, keys, min(runtime.GOMAXPROCS(0), max(len(keys)>>16, 1)))
+	ids, found = ix.cols.lookupWalk(keys, min(runtime.GOMAXPROCS(0), max(len(keys)>>16, 1)))
 	return ids, found, nil
-}
-
-// lookupWalk is LookupMany on an index ix with every table in memory, by
-// a walk of its hash order cut in parts walked at once.
-func lookupWalk(ix *Index, keys []string, parts int) (ids []int, found []bool) {
-	ids, found = make([]int, len(keys)), make([]bool, len(keys))
-	type query struct {
-		h uint64
-		i int
-	}
-	// The keys in their hashes' order: the hashes being uniform, a pass
-	// that puts each key in its bucket by the hash's top bits leaves
-	// buckets of a few keys each to sort, which costs a fraction of a
-	// sort of them all.
-	shift := 64 - min(bits.Len(uint(len(keys)/8)), 24)
-	start := make([]int, 1<<(64-shift)+1)
-	hs := make([]uint64, len(keys))
-	for i, k := range keys {
-		hs[i] = maphash.String(ix.seed, k)
-		start[hs[i]>>shift+1]++
-	}
-	for b := 1; b < len(start); b++ {
-		start[b] += start[b-1]
-	}
-	qs := make([]query, len(keys))
-	next := slices.Clone(start[:len(start)-1])
-	for i, h := range hs {
-		qs[next[h>>shift]] = query{h, i}
-		next[h>>shift]++
-	}
-	for b := range len(start) - 1 {
-		slices.SortFunc(qs[start[b]:start[b+1]], func(a, b query) int { return cmp.Compare(a.h, b.h) })
-	}
-	// Each part starts from its first key's place in the hash order, and
-	// writes its keys' entries of ids and found alone.
-	var wg sync.WaitGroup
-	for p := range parts {
-		wg.Go(func() {
-			part := qs[p*len(qs)/parts : (p+1)*len(qs)/parts]
-			if len(part) == 0 {
-				return
-			}
-			j, _ := slices.BinarySearchFunc(ix.byHash, part[0].h, func(id uint32, h uint64) int {
-				return cmp.Compare(maphash.String(ix.seed, ix.SampleKey(int(id))), h)
-			})
-			known := -1
-			var hj uint64 // the hash of ix.byHash[j], once computed
-			for _, qu := range part {
-				h, q := qu.h, qu.i
-				for ; j < len(ix.byHash); j++ {
-					if known != j {
-						hj, known = maphash.String(ix.seed, ix.SampleKey(int(ix.byHash[j]))), j
-					}
-					if hj >= h {
-						break
-					}
-				}
-				// The run of samples with hash h, from j: keys collide rarely.
-				for k := j; k < len(ix.byHash); k++ {
-					id := int(ix.byHash[k])
-					if k != j && maphash.String(ix.seed, ix.SampleKey(id)) != h || k == j && hj != h {
-						break
-					}
-					if ix.SampleKey(id) == keys[q] {
-						ids[q], found[q] = id, true
-						break
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return ids, found
-}
-
-// lookupWhole is Lookup on an index with every table in memory.
-func (ix *Index) lookupWhole(key string) (id int, ok bool) {
-	h := maphash.String(ix.seed, key)
-	i, _ := slices.BinarySearchFunc(ix.byHash, h, func(id uint32, h uint64) int {
-		return cmp.Compare(maphash.String(ix.seed, ix.SampleKey(int(id))), h)
-	})
-	for ; i < len(ix.byHash); i++ {
-		id := int(ix.byHash[i])
-		k := ix.SampleKey(id)
-		if k == key {
-			return id, true
-		}
-		if maphash.String(ix.seed, k) != h {
-			break
-		}
-	}
-	return 0, false
 }

@@ -6,15 +6,25 @@ import (
 	"slices"
 )
 
-// Lineage: the index of a dataset served in place to which files were
-// added (`brand index --append`, package dataset) extends the index it
-// was made from. Its chunks are the parent's, in the same order, followed
-// by the new files' chunks, so every sample of the parent keeps its ID,
-// and it records what it extends: the parent's ID and chunk count, and
-// the parent's own ancestors, nearest first, at most MaxAncestors. A
-// gateway that holds the index can then serve a job pinned to an
-// ancestor the ancestor's order, as the prefix of its chunks (AncestorIndex),
-// rather than refuse it.
+// A Lineage is an index's line of versions (Index.Lineage): the index of
+// a dataset served in place to which files were added (`brand index
+// --append`, package dataset) extends the index it was made from. Its
+// chunks are the parent's, in the same order, followed by the new files'
+// chunks, so every sample of the parent keeps its ID, and it records what
+// it extends: the parent's ID and chunk count, and the parent's own
+// ancestors, nearest first, at most MaxAncestors. A gateway that holds
+// the index can then serve a job pinned to an ancestor the ancestor's
+// order, as the prefix of its chunks (AncestorIndex), rather than refuse
+// it.
+//
+// A Lineage is a view of its index, cheap to make and to copy; the
+// lineage itself is stored in the index (its encoding's in-place
+// section), which is immutable.
+type Lineage struct{ ix *Index }
+
+// Lineage returns ix's line of versions: what it extends, its root, and
+// the ancestors it can serve as prefixes of its chunks.
+func (ix *Index) Lineage() Lineage { return Lineage{ix} }
 
 // MaxAncestors bounds the ancestors an index records: the oldest but
 // the root (Root) are dropped from a longer chain, and a job pinned to
@@ -32,18 +42,19 @@ type Ancestor struct {
 // its chunk count u32.
 const lineageRecordLen = 12
 
-// Lineage returns the versions ix extends, its parent first; nil for an
-// index that extends none. The slice is shared: read it, never write it.
-// (Functions rather than methods: an Index answers its samples.)
-func Lineage(ix *Index) []Ancestor { return ix.lineage }
+// Ancestors returns the versions the index extends, its parent first;
+// nil for an index that extends none. The slice is shared: read it,
+// never write it.
+func (l Lineage) Ancestors() []Ancestor { return l.ix.lineage }
 
-// Extend returns ix recorded as the extension of parent: parent's
-// chunks must be ix's first ones — the same keys, sizes, ETags, samples
-// and sample keys, and the same checksums where parent has them — and
-// ix a deferred index of the same format. The result records parent's ID
-// and chunk count, then parent's own ancestors, at most MaxAncestors.
-// Errors wrap ErrInvalid.
-func Extend(ix, parent *Index) (*Index, error) {
+// Extend returns next recorded as the next version of l's index, its
+// parent: the parent's chunks must be next's first ones — the same keys,
+// sizes, ETags, samples and sample keys, and the same checksums where the
+// parent has them — and next a deferred index of the same format. The
+// result records the parent's ID and chunk count, then the parent's own
+// ancestors, at most MaxAncestors. Errors wrap ErrInvalid.
+func (l Lineage) Extend(next *Index) (*Index, error) {
+	ix, parent := next, l.ix
 	switch {
 	case ix.part != nil || parent.part != nil:
 		return nil, fmt.Errorf("%w: a partial index neither extends nor is extended", ErrInvalid)
@@ -74,69 +85,73 @@ func Extend(ix, parent *Index) (*Index, error) {
 		// Drop the oldest but the root, which Root names for ever.
 		lineage = append(lineage[:MaxAncestors-1], lineage[len(lineage)-1])
 	}
-	return prefixOf(ix, lineage, "", ix.NumChunks()), nil
+	return ix.Lineage().prefix(lineage, "", ix.NumChunks()), nil
 }
 
-// Root returns the ID of the first version of ix's lineage — the index
-// the dataset was made with before any append — or ix's own ID if it
-// extends none. A cluster hashes chunks to their owners by it
+// Root returns the ID of the first version of the lineage — the index
+// the dataset was made with before any append — or the index's own ID if
+// it extends none. A cluster hashes chunks to their owners by it
 // (cluster.IndexKey), so that an append moves only the new chunks and
 // the few old ones bounded loads shift, not every chunk of the dataset
 // as a new key would. Extend keeps the root when it drops ancestors.
-func Root(ix *Index) string {
-	if len(ix.lineage) == 0 {
-		return ix.ID()
+func (l Lineage) Root() string {
+	if len(l.ix.lineage) == 0 {
+		return l.ix.ID()
 	}
-	return ix.lineage[len(ix.lineage)-1].ID
+	return l.ix.lineage[len(l.ix.lineage)-1].ID
 }
 
-// AncestorIndex returns the version id of the dataset that ix extends, as far
-// as serving it goes: an index of ix's first chunks and their samples,
-// named id, which decodes and reads them as ix does (its in-place
-// description is ix's, whose first chunks are the ancestor's). It is not
-// the ancestor's encoding, and refuses to be encoded. ok is false when ix
-// does not record id.
+// AncestorIndex returns the version id of the dataset that the index
+// extends, as far as serving it goes: an index of the index's first
+// chunks and their samples, named id, which decodes and reads them as
+// the index does (its in-place description is the index's, whose first
+// chunks are the ancestor's). It is not the ancestor's encoding, and
+// refuses to be encoded. ok is false when the index does not record id.
 //
-// Of a partial index (Open) the ancestor is a view that shares ix's
-// tables: a table it needs is read from ix's object, which holds the
-// ancestor's chunks' tables as they were (Extend checks it). That is the
-// only way a cluster node can go on reading an ancestor once an append
-// has replaced the stored object: an index opened from the ancestor's
-// own object would read its tables from an object that is no longer
-// there.
-func AncestorIndex(ix *Index, id string) (anc *Index, ok bool) {
-	i := slices.IndexFunc(ix.lineage, func(a Ancestor) bool { return a.ID == id })
+// Of a partial index (Open) the ancestor is a view that shares the
+// index's tables: a table it needs is read from the index's object,
+// which holds the ancestor's chunks' tables as they were (Extend checks
+// it). That is the only way a cluster node can go on reading an ancestor
+// once an append has replaced the stored object: an index opened from
+// the ancestor's own object would read its tables from an object that
+// is no longer there.
+func (l Lineage) AncestorIndex(id string) (anc *Index, ok bool) {
+	line := l.ix.lineage
+	i := slices.IndexFunc(line, func(a Ancestor) bool { return a.ID == id })
 	if i < 0 {
 		return nil, false
 	}
-	if ix.part != nil {
-		return partialPrefixOf(ix, ix.lineage[i+1:], id, ix.lineage[i].Chunks), true
-	}
-	anc = prefixOf(ix, ix.lineage[i+1:], id, ix.lineage[i].Chunks)
-	if err := anc.buildLookup(ErrCorrupt); err != nil {
-		// The samples are a prefix of ix's, whose keys are unique.
-		panic(err)
+	anc = l.prefix(line[i+1:], id, line[i].Chunks)
+	if anc.part == nil {
+		if a, b, dup := anc.cols.buildLookup(); dup {
+			// The samples are a prefix of the index's, whose keys are
+			// unique.
+			panic(fmt.Sprintf("chunkindex: samples %d and %d of an ancestor's index have the same key %q", a, b, anc.SampleKey(a)))
+		}
 	}
 	return anc, true
 }
 
-// prefixOf returns an index of ix's first chunks chunks sharing its
-// columns, recording lineage (none if empty); named id (then not
-// encodable) unless id is "".
-func prefixOf(ix *Index, lineage []Ancestor, id string, chunks int) *Index {
+// prefix returns an index of the first chunks chunks of l's index,
+// sharing its columns, or of a partial index its tables (part), which
+// answer for chunk c of the prefix as for chunk c of the index; recording
+// lineage (none if empty); named id (then not encodable) unless id is "".
+// The key lookup of a whole index's prefix is the index's, which knows
+// samples past the prefix: AncestorIndex builds the prefix's own. A
+// partial prefix is of a deferred index (only those extend others), whose
+// sample lengths are in its decoded chunks: its SampleBytes is the
+// index's, 0.
+func (l Lineage) prefix(lineage []Ancestor, id string, chunks int) *Index {
+	ix := l.ix
 	if len(lineage) == 0 {
 		lineage = nil
 	}
-	n := ix.chunkStart[chunks]
-	keyEnd := uint32(0)
-	if n > 0 {
-		keyEnd = ix.keyEnds[n-1]
-	}
 	out := &Index{
 		chunks: ix.chunks[:chunks:chunks], chunkStart: ix.chunkStart[: chunks+1 : chunks+1],
-		offsets: ix.offsets[:n:n], lengths: ix.lengths[:n:n], crcs: ix.crcs[:n:n], keyEnds: ix.keyEnds[:n:n],
-		keys: ix.keys[:keyEnd], deferred: ix.deferred, source: ix.source, lineage: lineage,
-		seed: ix.seed, byHash: ix.byHash,
+		part: ix.part, deferred: ix.deferred, source: ix.source, lineage: lineage,
+	}
+	if ix.part == nil {
+		out.cols = ix.cols.prefix(ix.chunkStart[chunks])
 	}
 	for c := range chunks {
 		out.total += ix.chunks[c].Size
@@ -147,30 +162,6 @@ func prefixOf(ix *Index, lineage []Ancestor, id string, chunks int) *Index {
 	if id != "" {
 		out.id, out.prefix = id, true
 		out.idOnce.Do(func() {})
-	}
-	return out
-}
-
-// partialPrefixOf is prefixOf of a partial index: the chunk table's
-// first chunks, and ix's tables (part), which answer for chunk c of the
-// prefix as for chunk c of ix. A prefix is of a deferred index (only
-// those extend others), whose sample lengths are in its decoded chunks:
-// its SampleBytes is ix's, 0.
-func partialPrefixOf(ix *Index, lineage []Ancestor, id string, chunks int) *Index {
-	if len(lineage) == 0 {
-		lineage = nil
-	}
-	out := &Index{
-		chunks: ix.chunks[:chunks:chunks], chunkStart: ix.chunkStart[: chunks+1 : chunks+1],
-		part: ix.part, deferred: ix.deferred, source: ix.source, lineage: lineage, seed: ix.seed,
-		id: id, prefix: true,
-	}
-	out.idOnce.Do(func() {})
-	for c := range chunks {
-		out.total += ix.chunks[c].Size
-	}
-	if ix.spans != nil {
-		out.spans = ix.spans[:chunks:chunks]
 	}
 	return out
 }

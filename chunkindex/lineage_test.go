@@ -42,7 +42,7 @@ func grownIndex(t *testing.T, parent *Index, more ...string) *Index {
 // keys.
 func TestLineageRoundTrip(t *testing.T) {
 	parent := deferredIndex(t)
-	ext, err := Extend(grownIndex(t, parent, "data/c"), parent)
+	ext, err := parent.Lineage().Extend(grownIndex(t, parent, "data/c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,20 +75,20 @@ func TestLineageRoundTrip(t *testing.T) {
 	}
 	line := []Ancestor{{ID: parent.ID(), Chunks: 3}}
 	for name, x := range map[string]*Index{"new": ext, "decode": dec, "open": part} {
-		if got := Lineage(x); len(got) != 1 || got[0] != line[0] || x.ID() != ext.ID() {
+		if got := x.Lineage().Ancestors(); len(got) != 1 || got[0] != line[0] || x.ID() != ext.ID() {
 			t.Errorf("%s: extends %v, ID %s (want %v, %s)", name, got, x.ID(), line, ext.ID())
 		}
 	}
-	if Lineage(parent) != nil || ext.ID() == grownIndex(t, parent, "data/c").ID() {
+	if parent.Lineage().Ancestors() != nil || ext.ID() == grownIndex(t, parent, "data/c").ID() {
 		t.Fatal("the lineage is not in the index's ID")
 	}
 
-	anc, ok := AncestorIndex(dec, parent.ID())
+	anc, ok := dec.Lineage().AncestorIndex(parent.ID())
 	if !ok {
 		t.Fatal("no ancestor")
 	}
-	if anc.ID() != parent.ID() || anc.NumChunks() != 3 || anc.NumSamples() != 5 || anc.TotalBytes() != parent.TotalBytes() || Lineage(anc) != nil {
-		t.Fatalf("ancestor: %s, %d chunks, %d samples, %d bytes, extends %v", anc.ID(), anc.NumChunks(), anc.NumSamples(), anc.TotalBytes(), Lineage(anc))
+	if anc.ID() != parent.ID() || anc.NumChunks() != 3 || anc.NumSamples() != 5 || anc.TotalBytes() != parent.TotalBytes() || anc.Lineage().Ancestors() != nil {
+		t.Fatalf("ancestor: %s, %d chunks, %d samples, %d bytes, extends %v", anc.ID(), anc.NumChunks(), anc.NumSamples(), anc.TotalBytes(), anc.Lineage().Ancestors())
 	}
 	for id := range anc.NumSamples() {
 		if anc.SampleKey(id) != parent.SampleKey(id) || anc.ChunkOf(id) != parent.ChunkOf(id) {
@@ -104,7 +104,7 @@ func TestLineageRoundTrip(t *testing.T) {
 	if _, err := anc.MarshalBinary(); err == nil {
 		t.Error("an ancestor made from its descendant encoded itself")
 	}
-	if _, ok := AncestorIndex(dec, dec.ID()); ok {
+	if _, ok := dec.Lineage().AncestorIndex(dec.ID()); ok {
 		t.Error("an index is its own ancestor")
 	}
 }
@@ -121,7 +121,7 @@ func TestLineageRoundTrip(t *testing.T) {
 func TestPartialAncestorReadsItsDescendant(t *testing.T) {
 	ctx := context.Background()
 	parent := deferredIndex(t)
-	ext, err := Extend(grownIndex(t, parent, "data/0"), parent)
+	ext, err := parent.Lineage().Extend(grownIndex(t, parent, "data/0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,13 +134,13 @@ func TestPartialAncestorReadsItsDescendant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	anc, ok := AncestorIndex(part, parent.ID())
+	anc, ok := part.Lineage().AncestorIndex(parent.ID())
 	if !ok {
 		t.Fatal("no ancestor of a partial index")
 	}
 	if anc.ID() != parent.ID() || anc.NumChunks() != parent.NumChunks() || anc.NumSamples() != parent.NumSamples() ||
-		anc.TotalBytes() != parent.TotalBytes() || Lineage(anc) != nil || !anc.IsPartial() {
-		t.Fatalf("ancestor: %s, %d chunks, %d samples, %d bytes, extends %v", anc.ID(), anc.NumChunks(), anc.NumSamples(), anc.TotalBytes(), Lineage(anc))
+		anc.TotalBytes() != parent.TotalBytes() || anc.Lineage().Ancestors() != nil || !anc.Tables().Partial() {
+		t.Fatalf("ancestor: %s, %d chunks, %d samples, %d bytes, extends %v", anc.ID(), anc.NumChunks(), anc.NumSamples(), anc.TotalBytes(), anc.Lineage().Ancestors())
 	}
 	ids := make([]int, anc.NumSamples())
 	for i := range ids {
@@ -182,24 +182,24 @@ func TestPartialAncestorReadsItsDescendant(t *testing.T) {
 // own prefix.
 func TestLineageChain(t *testing.T) {
 	ix := deferredIndex(t)
-	if Root(ix) != ix.ID() {
-		t.Fatalf("an index that extends none: root %s, want its own ID %s", Root(ix), ix.ID())
+	if ix.Lineage().Root() != ix.ID() {
+		t.Fatalf("an index that extends none: root %s, want its own ID %s", ix.Lineage().Root(), ix.ID())
 	}
 	var ids []string
 	for i := range MaxAncestors + 2 {
 		ids = append(ids, ix.ID())
-		next, err := Extend(grownIndex(t, ix, "data/x"+string(rune('a'+i))), ix)
+		next, err := ix.Lineage().Extend(grownIndex(t, ix, "data/x"+string(rune('a'+i))))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ix = next
-		if Root(ix) != ids[0] {
-			t.Fatalf("after %d appends the root is %s, want the first version %s", i+1, Root(ix), ids[0])
+		if ix.Lineage().Root() != ids[0] {
+			t.Fatalf("after %d appends the root is %s, want the first version %s", i+1, ix.Lineage().Root(), ids[0])
 		}
 	}
 	// The chain keeps the nearest MaxAncestors-1 and the root: the two
 	// versions after the root are dropped.
-	line := Lineage(ix)
+	line := ix.Lineage().Ancestors()
 	if len(line) != MaxAncestors {
 		t.Fatalf("%d ancestors", len(line))
 	}
@@ -211,13 +211,13 @@ func TestLineageChain(t *testing.T) {
 		if a.ID != want || a.Chunks != chunks {
 			t.Errorf("ancestor %d: %+v, want %s of %d chunks", i, a, want, chunks)
 		}
-		anc, ok := AncestorIndex(ix, a.ID)
-		if !ok || anc.NumChunks() != a.Chunks || len(Lineage(anc)) != len(line)-1-i || Root(anc) != ids[0] {
-			t.Fatalf("ancestor %d: %v, %d chunks, %d ancestors, root %s", i, ok, anc.NumChunks(), len(Lineage(anc)), Root(anc))
+		anc, ok := ix.Lineage().AncestorIndex(a.ID)
+		if !ok || anc.NumChunks() != a.Chunks || len(anc.Lineage().Ancestors()) != len(line)-1-i || anc.Lineage().Root() != ids[0] {
+			t.Fatalf("ancestor %d: %v, %d chunks, %d ancestors, root %s", i, ok, anc.NumChunks(), len(anc.Lineage().Ancestors()), anc.Lineage().Root())
 		}
 	}
 	for _, id := range ids[1:3] {
-		if _, ok := AncestorIndex(ix, id); ok {
+		if _, ok := ix.Lineage().AncestorIndex(id); ok {
 			t.Errorf("ancestor %s, past the bound, is still found", id)
 		}
 	}
@@ -241,7 +241,7 @@ func TestExtendRefuses(t *testing.T) {
 		"checksums lost":   {grownIndex(t, checked, "data/c"), checked},
 		"checksums gained": {checked, parent},
 	} {
-		if _, err := Extend(c.ix, c.parent); !errors.Is(err, ErrInvalid) {
+		if _, err := c.parent.Lineage().Extend(c.ix); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -252,8 +252,8 @@ func TestExtendRefuses(t *testing.T) {
 // it are refused by Decode and Open alike.
 func TestLineageRejects(t *testing.T) {
 	parent := deferredIndex(t)
-	mid, _ := Extend(grownIndex(t, parent, "data/c"), parent)
-	ext, _ := Extend(grownIndex(t, mid, "data/d"), mid)
+	mid, _ := parent.Lineage().Extend(grownIndex(t, parent, "data/c"))
+	ext, _ := mid.Lineage().Extend(grownIndex(t, mid, "data/d"))
 	b, _ := ext.MarshalBinary()
 	resum := func(c []byte) []byte {
 		le.PutUint32(c[len(c)-4:], crc32.Checksum(c[:len(c)-4], castagnoli))

@@ -32,9 +32,9 @@ func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool,
 	var buf [4]int
 	for _, c := range keys.candidates(buf[:0], key) {
 		if c >= ix.NumChunks() {
-			continue // a chunk of the index ix is an ancestor's view of (AncestorIndex)
+			continue // a chunk of the index ix is an ancestor's view of (Lineage.AncestorIndex)
 		}
-		release, err := ix.Prepare(ctx, []int{c})
+		release, err := ix.Tables().Prepare(ctx, []int{c})
 		if err != nil {
 			return 0, false, err
 		}
@@ -63,7 +63,7 @@ func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool,
 // finder returns what finds a key's chunk, building the hash directory
 // on the first call if Open did not keep one. Lookups wait for the build.
 // It is of the index p was opened as, whose keys an ancestor's view
-// (AncestorIndex) shares.
+// (Lineage.AncestorIndex) shares.
 func (p *partial) finder(ctx context.Context) (keyFinder, error) {
 	p.keysMu.Lock()
 	defer p.keysMu.Unlock()
@@ -257,14 +257,14 @@ func buildHashed(seed maphash.Seed, hashes []uint64, ix *Index) (*hashedKeys, []
 func (p *partial) checkDuplicates(ctx context.Context, ix *Index, pairs [][2]int) error {
 	for _, pr := range pairs {
 		a, b := pr[0], pr[1]
-		release, err := ix.Prepare(ctx, []int{ix.chunkOf(a), ix.chunkOf(b)})
+		release, err := ix.Tables().Prepare(ctx, []int{ix.ChunkOf(a), ix.ChunkOf(b)})
 		if err != nil {
 			return err
 		}
 		ka, kb := ix.SampleKey(a), ix.SampleKey(b)
 		release()
 		if ka == kb {
-			ca, cb := ix.chunkOf(a), ix.chunkOf(b)
+			ca, cb := ix.ChunkOf(a), ix.ChunkOf(b)
 			return fmt.Errorf("%w: %w %q in sample %d (chunk %d %q) and sample %d (chunk %d %q)",
 				ErrCorrupt, ErrDuplicateKey, ka, a, ca, ix.chunks[ca].Key, b, cb, ix.chunks[cb].Key)
 		}

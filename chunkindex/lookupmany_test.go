@@ -48,7 +48,7 @@ func TestLookupMany(t *testing.T) {
 		check("LookupMany", ids, found)
 		if n*32 >= ix.NumSamples() {
 			for _, parts := range []int{1, 3, 7} {
-				ids, found := lookupWalk(ix, keys, parts)
+				ids, found := ix.cols.lookupWalk(keys, parts)
 				check(fmt.Sprint("a walk in ", parts, " parts"), ids, found)
 			}
 		}

@@ -72,8 +72,8 @@ type OpenOptions struct {
 // table, each chunk's sample count and first sample ID, which is enough to
 // compute any order and to find any sample's chunk — and the sample tables
 // (offset, length, CRC32C, key) of the chunks opts.Resident chooses. The
-// tables of other chunks are read from r when needed (Prepare), checked,
-// and held in a cache bounded by opts.CacheBytes.
+// tables of other chunks are read from r when needed (Tables.Prepare),
+// checked, and held in a cache bounded by opts.CacheBytes.
 //
 // Open reads the object once, front to back, and checks it as Decode
 // does: the trailer's CRC32C, and every field, with errors wrapping the
@@ -331,12 +331,13 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 	if got := int64(ix.chunkStart[hdr.chunks]); got != hdr.samples {
 		return nil, hdr, fmt.Errorf("%w: chunks count %d samples, header says %d", ErrCorrupt, got, hdr.samples)
 	}
-	chunkKeys := make(map[string]int, len(ix.chunks))
-	for c := range ix.chunks {
-		if err := ix.checkChunk(ErrCorrupt, c, chunkKeys); err != nil {
+	check := newChunkCheck(ErrCorrupt, len(ix.chunks))
+	for c, ch := range ix.chunks {
+		if err := check.add(c, ch); err != nil {
 			return nil, hdr, err
 		}
 	}
+	ix.total = check.total
 	return ix, hdr, nil
 }
 

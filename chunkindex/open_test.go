@@ -116,7 +116,7 @@ func TestOpenMatchesDecode(t *testing.T) {
 				whole := mustNew(t, chunks, samples)
 				obj := encode(t, whole)
 				ix := open(t, obj, OpenOptions{Resident: k.resident, CacheBytes: k.cache})
-				if !ix.IsPartial() {
+				if !ix.Tables().Partial() {
 					t.Fatal("Open returned a whole index")
 				}
 				if _, ok := ix.part.keys.(*orderedKeys); ok != ds.ordered {
@@ -149,7 +149,7 @@ func TestOpenMatchesDecode(t *testing.T) {
 				for c := range all {
 					all[c] = c
 				}
-				release, err := ix.Prepare(context.Background(), all)
+				release, err := ix.Tables().Prepare(context.Background(), all)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -168,7 +168,7 @@ func TestOpenMatchesDecode(t *testing.T) {
 				if _, err := ix.MarshalBinary(); err == nil {
 					t.Error("MarshalBinary of a partial index succeeded")
 				}
-				st := ix.TableStats()
+				st := ix.Tables().Stats()
 				if st.Pinned != 0 {
 					t.Errorf("%d tables still pinned", st.Pinned)
 				}
@@ -249,15 +249,15 @@ func TestPrepareRefusesDamagedTable(t *testing.T) {
 				}
 				return nil
 			})
-			_, err := ix.Prepare(context.Background(), []int{2, 3, 4})
+			_, err := ix.Tables().Prepare(context.Background(), []int{2, 3, 4})
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "chunk 3") {
 				t.Fatalf("Prepare of a damaged table: %v, want ErrCorrupt naming chunk 3", err)
 			}
-			if st := ix.TableStats(); st.Pinned != 0 || ix.part.slots[3].Load() != nil {
+			if st := ix.Tables().Stats(); st.Pinned != 0 || ix.part.slots[3].Load() != nil {
 				t.Fatalf("after a failed Prepare: %d pinned, chunk 3 in memory: %t", st.Pinned, ix.part.slots[3].Load() != nil)
 			}
 			obj.setHook(func(int64, []byte) error { return nil })
-			release, err := ix.Prepare(context.Background(), []int{3})
+			release, err := ix.Tables().Prepare(context.Background(), []int{3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +286,7 @@ func TestPrepareLoadsOncePerChunk(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
 			cs := rng.Perm(100)[:30]
-			release, err := ix.Prepare(context.Background(), cs)
+			release, err := ix.Tables().Prepare(context.Background(), cs)
 			if err != nil {
 				errs <- err
 				return
@@ -305,7 +305,7 @@ func TestPrepareLoadsOncePerChunk(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	st := ix.TableStats()
+	st := ix.Tables().Stats()
 	if st.Loads > 50 {
 		t.Errorf("%d loads for at most 50 chunks not kept", st.Loads)
 	}
@@ -328,32 +328,32 @@ func TestTableCacheBound(t *testing.T) {
 	for c := range all {
 		all[c] = c
 	}
-	release, err := ix.Prepare(context.Background(), all)
+	release, err := ix.Tables().Prepare(context.Background(), all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := ix.TableStats(); st.Cached != 100 || st.Pinned != 100 || st.CachedBytes <= bound {
+	if st := ix.Tables().Stats(); st.Cached != 100 || st.Pinned != 100 || st.CachedBytes <= bound {
 		t.Errorf("all pinned: %+v", st)
 	}
 	release()
 	release() // idempotent
-	st := ix.TableStats()
+	st := ix.Tables().Stats()
 	if st.CachedBytes > bound || st.Pinned != 0 || st.Cached == 0 {
 		t.Errorf("released: %+v, bound %d", st, bound)
 	}
 	// The most recently released stay; a hit loads nothing.
 	loads := st.Loads
 	for c := range 100 {
-		release, err := ix.Prepare(context.Background(), []int{c})
+		release, err := ix.Tables().Prepare(context.Background(), []int{c})
 		if err != nil {
 			t.Fatal(err)
 		}
 		release()
-		if st := ix.TableStats(); st.CachedBytes > bound {
+		if st := ix.Tables().Stats(); st.CachedBytes > bound {
 			t.Fatalf("after chunk %d: %d bytes cached, bound %d", c, st.CachedBytes, bound)
 		}
 	}
-	if st := ix.TableStats(); st.Loads-loads > 100 || st.Loads-loads < 50 {
+	if st := ix.Tables().Stats(); st.Loads-loads > 100 || st.Loads-loads < 50 {
 		t.Errorf("%d loads for 100 chunks through a cache of a few", st.Loads-loads)
 	}
 }
@@ -379,20 +379,20 @@ func TestUnpreparedRead(t *testing.T) {
 	} {
 		func() {
 			defer func() {
-				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Index.Prepare") {
-					t.Errorf("%s of an unprepared chunk: recovered %v, want a panic naming Index.Prepare", read.name, r)
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Tables.Prepare") {
+					t.Errorf("%s of an unprepared chunk: recovered %v, want a panic naming Tables.Prepare", read.name, r)
 				}
 			}()
 			read.f()
 		}()
 	}
-	if st := ix.TableStats(); obj.reads.Load() != before || st.Loads != 0 {
+	if st := ix.Tables().Stats(); obj.reads.Load() != before || st.Loads != 0 {
 		t.Errorf("unprepared reads read the store: %d reads, stats %+v", obj.reads.Load()-before, st)
 	}
 	if got := ix.Sample(5); got != whole.Sample(5) { // chunk 0: kept
 		t.Errorf("Sample(5) = %+v, want %+v", got, whole.Sample(5))
 	}
-	release, err := ix.Prepare(context.Background(), []int{1})
+	release, err := ix.Tables().Prepare(context.Background(), []int{1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestFootprint(t *testing.T) {
 	whole := mustNew(t, chunks, samples)
 	ix := open(t, encode(t, whole), OpenOptions{Resident: everyOther})
 	uncache(ix)
-	w, p := whole.Footprint(), ix.Footprint()
+	w, p := whole.Tables().Footprint(), ix.Tables().Footprint()
 	if p > w*6/10 || p < w*4/10 {
 		t.Errorf("partial footprint %d, whole %d: want about half", p, w)
 	}
@@ -459,7 +459,7 @@ func TestKeyDirectoryOnDemand(t *testing.T) {
 	whole := mustNew(t, chunks, samples)
 	obj := encode(t, whole)
 	ix := open(t, obj, OpenOptions{})
-	before := ix.Footprint()
+	before := ix.Tables().Footprint()
 	if ix.part.keys != nil {
 		t.Fatal("a key directory was built at Open")
 	}
@@ -467,7 +467,7 @@ func TestKeyDirectoryOnDemand(t *testing.T) {
 	if id, ok, err := ix.Lookup(context.Background(), key); err != nil || !ok || id != 1234 {
 		t.Fatalf("lookup %q: %d %v %v, want 1234", key, id, ok, err)
 	}
-	if grown := ix.Footprint() - before; grown < 4*int64(whole.NumSamples()) {
+	if grown := ix.Tables().Footprint() - before; grown < 4*int64(whole.NumSamples()) {
 		t.Fatalf("the key directory adds %d bytes, want about 4.2 a sample", grown)
 	}
 
@@ -520,11 +520,11 @@ func TestOpenKeepsTheTablesItsCacheHolds(t *testing.T) {
 			obj := encode(t, whole)
 			ix := open(t, obj, OpenOptions{Resident: everyOther, CacheBytes: tc.cache})
 			opened := obj.reads.Load()
-			st := ix.TableStats()
+			st := ix.Tables().Stats()
 			if st.Resident != 50 || st.Cached == 0 {
 				t.Fatalf("after Open: %+v, want 50 resident and some cached", st)
 			}
-			release, err := ix.Prepare(context.Background(), all)
+			release, err := ix.Tables().Prepare(context.Background(), all)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -534,7 +534,7 @@ func TestOpenKeepsTheTablesItsCacheHolds(t *testing.T) {
 				}
 			}
 			release()
-			st = ix.TableStats()
+			st = ix.Tables().Stats()
 			reads := obj.reads.Load() - opened
 			switch {
 			case tc.every && (st.Loads != 0 || reads != 0):

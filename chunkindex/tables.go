@@ -131,7 +131,7 @@ func (p *partial) table(c int) *table {
 	if t := p.slots[c].Load(); t != nil {
 		return t
 	}
-	panic(fmt.Sprintf("chunkindex: the table of chunk %d is not in memory: prepare the chunks a read uses first (Index.Prepare, Index.Samples)", c))
+	panic(fmt.Sprintf("chunkindex: the table of chunk %d is not in memory: prepare the chunks a read uses first (Tables.Prepare, Index.Samples)", c))
 }
 
 // fetch loads chunk c's table, once however many ask at the same time.
@@ -216,6 +216,18 @@ func (p *partial) evictLocked() {
 	}
 }
 
+// Tables is an index's sample tables as memory holds them
+// (Index.Tables): each sample's range, CRC32C and key, chunk by chunk. An
+// index made by New or Decode holds every table in memory; a partial one
+// (Open) holds its node's own for good and loads the others in one
+// explicit step a read takes (Prepare), caching them within a byte bound.
+// A Tables is a view of its index, cheap to make and to copy.
+type Tables struct{ ix *Index }
+
+// Tables returns ix's sample tables: preparing them for a read, and what
+// they hold in memory.
+func (ix *Index) Tables() Tables { return Tables{ix} }
+
 // Prepare makes the sample tables of chunks available until release is
 // called: those this node keeps are in memory already; the others are
 // loaded from the store, concurrently, once each however many reads ask
@@ -227,8 +239,8 @@ func (p *partial) evictLocked() {
 // memory (New, Decode) it does nothing.
 //
 // On error nothing stays pinned. release may be called more than once.
-func (ix *Index) Prepare(ctx context.Context, chunks []int) (release func(), err error) {
-	p := ix.part
+func (t Tables) Prepare(ctx context.Context, chunks []int) (release func(), err error) {
+	p := t.ix.part
 	if p == nil {
 		return func() {}, nil
 	}
@@ -288,26 +300,32 @@ func (ix *Index) Prepare(ctx context.Context, chunks []int) (release func(), err
 	return release, nil
 }
 
-// Samples returns samples ids, as Sample does, preparing their chunks for
-// the call (see Prepare): the one call serving code needs to know about
-// the samples it reads before it reads any chunk.
-func (ix *Index) Samples(ctx context.Context, ids []int) ([]Sample, error) {
-	out := make([]Sample, len(ids))
-	if ix.part != nil {
-		chunks := make([]int, 0, 16)
-		seen := make(map[int]bool, 16)
-		for _, id := range ids {
-			if c := ix.chunkOf(id); !seen[c] {
-				seen[c] = true
-				chunks = append(chunks, c)
-			}
-		}
-		release, err := ix.Prepare(ctx, chunks)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+// prepareSamples is Prepare of the chunks of samples ids, each once.
+func (t Tables) prepareSamples(ctx context.Context, ids []int) (release func(), err error) {
+	if t.ix.part == nil {
+		return func() {}, nil
 	}
+	chunks := make([]int, 0, 16)
+	seen := make(map[int]bool, 16)
+	for _, id := range ids {
+		if c := t.ix.ChunkOf(id); !seen[c] {
+			seen[c] = true
+			chunks = append(chunks, c)
+		}
+	}
+	return t.Prepare(ctx, chunks)
+}
+
+// Samples returns samples ids, as Sample does, preparing their chunks for
+// the call (see Tables.Prepare): the one call serving code needs to know
+// about the samples it reads before it reads any chunk.
+func (ix *Index) Samples(ctx context.Context, ids []int) ([]Sample, error) {
+	release, err := ix.Tables().prepareSamples(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	out := make([]Sample, len(ids))
 	for i, id := range ids {
 		out[i] = ix.Sample(id)
 	}
@@ -327,11 +345,11 @@ type TableStats struct {
 	Hits          int64 // tables a Prepare found in the cache
 }
 
-// TableStats returns the state of the index's sample tables.
-func (ix *Index) TableStats() TableStats {
-	p := ix.part
+// Stats returns the state of the index's sample tables.
+func (t Tables) Stats() TableStats {
+	p := t.ix.part
 	if p == nil {
-		return TableStats{Resident: len(ix.chunks), ResidentBytes: ix.footprintTables()}
+		return TableStats{Resident: len(t.ix.chunks), ResidentBytes: t.ix.cols.bytes()}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -339,31 +357,26 @@ func (ix *Index) TableStats() TableStats {
 		CachedBytes: p.cacheBytes, Pinned: p.pinned, Loads: p.loads.Load(), Hits: p.hits.Load()}
 }
 
-// IsPartial reports whether the index holds only some sample tables in
+// Partial reports whether the index holds only some sample tables in
 // memory (Open) rather than all (New, Decode).
-func (ix *Index) IsPartial() bool { return ix.part != nil }
-
-// footprintTables is the bytes of a whole index's sample tables: its
-// columns, keys and lookup table.
-func (ix *Index) footprintTables() int64 {
-	return int64(len(ix.offsets))*8 + int64(len(ix.lengths)+len(ix.crcs)+len(ix.keyEnds)+len(ix.byHash))*4 + int64(len(ix.keys))
-}
+func (t Tables) Partial() bool { return t.ix.part != nil }
 
 // Footprint returns the bytes the index holds in memory, by the sizes of
 // what it holds: the chunk table and per-chunk data, the sample tables in
 // memory (cached ones included) and the key lookup. It is the formula of
 // docs/format.md evaluated on this index, and leaves out allocator
 // rounding and map overheads.
-func (ix *Index) Footprint() int64 {
+func (t Tables) Footprint() int64 {
+	ix := t.ix
 	n := int64(len(ix.chunkStart)) * 8
 	for _, ch := range ix.chunks {
 		n += chunkStructBytes + int64(len(ch.Key)+len(ch.ETag))
 	}
 	p := ix.part
 	if p == nil {
-		return n + ix.footprintTables()
+		return n + ix.cols.bytes()
 	}
-	st := ix.TableStats()
+	st := t.Stats()
 	n += int64(len(p.keyStart)+len(p.segCRC))*4 + int64(len(p.slots))*8 + int64(len(p.resident))
 	p.keysMu.Lock()
 	if p.keys != nil {

@@ -42,9 +42,9 @@ type AppendOptions struct {
 // index at dst does not hold yet to a dataset served in place (`brand
 // index --append`): it reads the new objects' metadata alone (Parquet
 // footers; format.Appender) and publishes a new index version that
-// extends the stored one (chunkindex.Extend): the old chunks, in the
-// same order and with the same sample IDs, then the new objects' chunks,
-// the parent's ID and chunk count recorded in it. A job pinned to the
+// extends the stored one (chunkindex.Lineage.Extend): the old chunks, in
+// the same order and with the same sample IDs, then the new objects'
+// chunks, the parent's ID and chunk count recorded in it. A job pinned to the
 // old version is then served its order as the prefix of the new one
 // (docs/http-api.md, "Appends: data added during a run").
 //
@@ -137,7 +137,7 @@ func AppendInPlace(ctx context.Context, src, dst s3backend.Store, opts AppendOpt
 	if err != nil {
 		return nil, fmt.Errorf("dataset: building the index: %w", err)
 	}
-	if ix, err = chunkindex.Extend(ix, old); err != nil {
+	if ix, err = old.Lineage().Extend(ix); err != nil {
 		return nil, fmt.Errorf("%w: the %s description of the old files changed as it was extended: %w", ErrCannotAppend, name, err)
 	}
 	nm := chunkindex.NewManifest(m.Name, ix)

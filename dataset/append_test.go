@@ -79,7 +79,7 @@ func TestAppendInPlace(t *testing.T) {
 	if got, err := stored.ReadIndex(ctx, dst); err != nil || got.ID() != ix.ID() {
 		t.Fatalf("stored index %v, %v", got, err)
 	}
-	if line := chunkindex.Lineage(ix); len(line) != 1 || line[0] != (chunkindex.Ancestor{ID: old.ID(), Chunks: old.NumChunks()}) {
+	if line := ix.Lineage().Ancestors(); len(line) != 1 || line[0] != (chunkindex.Ancestor{ID: old.ID(), Chunks: old.NumChunks()}) {
 		t.Fatalf("lineage %v", line)
 	}
 	var keys []string
@@ -102,7 +102,7 @@ func TestAppendInPlace(t *testing.T) {
 	if err != nil || m.IndexID != ix.ID() || m.InPlace == nil || m.InPlace.Data != "file:///data" || m.Name != one.Manifest.Name {
 		t.Fatalf("manifest %+v, %v", m, err)
 	}
-	anc, ok := chunkindex.AncestorIndex(ix, old.ID())
+	anc, ok := ix.Lineage().AncestorIndex(old.ID())
 	if !ok || anc.NumSamples() != old.NumSamples() || anc.ID() != old.ID() {
 		t.Fatalf("ancestor %v", ok)
 	}
@@ -120,7 +120,7 @@ func TestAppendInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if line := chunkindex.Lineage(three.Index); len(line) != 2 || line[0].ID != ix.ID() || line[1].ID != old.ID() {
+	if line := three.Index.Lineage().Ancestors(); len(line) != 2 || line[0].ID != ix.ID() || line[1].ID != old.ID() {
 		t.Fatalf("lineage %v", line)
 	}
 }

@@ -151,7 +151,7 @@ func verifyChunk(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, 
 
 	// A partial index (chunkindex.Open) reads the chunk's table now, not
 	// sample by sample below.
-	release, err := ix.Prepare(ctx, []int{c})
+	release, err := ix.Tables().Prepare(ctx, []int{c})
 	if err != nil {
 		return nil, 0, fmt.Errorf("dataset: verifying chunk %d: %w", c, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
@@ -159,7 +158,7 @@ func TestPlanResizeKnowsTheExclusion(t *testing.T) {
 	// The emptied chunks that move: from the one planned node to four.
 	from := planner.PlannedMembers(1)
 	to := planner.ResizedMembers(from, after)
-	owners := to.Owners(cluster.IndexKey(chunkindex.Root(f.index)), f.index.SampleCounts())
+	owners := to.Owners(cluster.IndexKey(f.index.Lineage().Root()), f.index.SampleCounts())
 	var movedEmptied int
 	var movedEmptiedBytes int64
 	for _, c := range []int{3, 7} {

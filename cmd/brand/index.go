@@ -12,7 +12,6 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
@@ -284,7 +283,7 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 		return err
 	}
 	ix := res.Index
-	parent := chunkindex.Lineage(ix)[0]
+	parent := ix.Lineage().Ancestors()[0]
 	first, _ := ix.ChunkRange(parent.Chunks)
 	fmt.Fprintf(env.Stdout, "appended %s samples in %d chunks to %s in %s: index %s extends %s (%s samples in %d chunks in all) at %s\n",
 		humanize.Comma(int64(ix.NumSamples()-first)), ix.NumChunks()-parent.Chunks, src, time.Since(start).Round(time.Millisecond),

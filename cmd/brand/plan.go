@@ -192,7 +192,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		if impMode, err = imp.load(ctx, store, ix); err != nil {
 			return err
 		}
-		key = cluster.IndexKey(chunkindex.Root(ix))
+		key = cluster.IndexKey(ix.Lineage().Root())
 	}
 	if nodesAfter != 0 {
 		switch {
@@ -371,7 +371,7 @@ func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config,
 			return nil, fmt.Errorf("dataset %s: %w", c.Dataset, err)
 		}
 		out.Components = append(out.Components, planner.MixComponent{Name: c.Dataset, Weight: weights[i],
-			Dataset: d, IndexKey: cluster.IndexKey(chunkindex.Root(ix))})
+			Dataset: d, IndexKey: cluster.IndexKey(ix.Lineage().Root())})
 	}
 	return out, nil
 }

@@ -1,15 +1,11 @@
 package catalog
 
-import (
-	"sync"
-
-	"github.com/brandgw/brand/chunkindex"
-)
+import "sync"
 
 // Ancestors: a dataset served in place to which files were appended
 // (`brand index --append`) has an index that extends the one it was
-// made from (chunkindex.Extend): the old chunks first, every old sample
-// under its ID. A job pinned to the old version is served it as a view
+// made from (chunkindex.Lineage.Extend): the old chunks first, every old
+// sample under its ID. A job pinned to the old version is served it as a view
 // of the new one — its chunks, samples, ID and owners on a cluster —
 // so its order, bytes and ETags are what the old version gave, after
 // the gateway has dropped that version (Catalog.Version).
@@ -25,8 +21,8 @@ type ancestorMemo struct {
 
 // Ancestor returns the version id of the dataset that d extends, as a
 // view of d: ok is false when d's index does not record id (or is
-// partial: chunkindex.AncestorIndex). The view reads d's store and
-// chunks, with d's decoder for a dataset served in place; its chunks'
+// partial: chunkindex.Lineage.AncestorIndex). The view reads d's store
+// and chunks, with d's decoder for a dataset served in place; its chunks'
 // cache keys are d's.
 func (d *Dataset) Ancestor(id string) (*Dataset, bool) {
 	m := d.ancestors
@@ -35,7 +31,7 @@ func (d *Dataset) Ancestor(id string) (*Dataset, bool) {
 	if a, ok := m.views[id]; ok {
 		return a, true
 	}
-	ix, ok := chunkindex.AncestorIndex(d.Index, id)
+	ix, ok := d.Index.Lineage().AncestorIndex(id)
 	if !ok {
 		return nil, false
 	}

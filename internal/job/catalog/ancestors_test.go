@@ -37,7 +37,7 @@ func inPlaceIndex(t *testing.T, files, more int) *chunkindex.Index {
 // has the first version's owners exactly.
 func TestAppendKeepsOwners(t *testing.T) {
 	first := inPlaceIndex(t, 64, 0)
-	ext, err := chunkindex.Extend(inPlaceIndex(t, 64, 8), first)
+	ext, err := first.Lineage().Extend(inPlaceIndex(t, 64, 8))
 	if err != nil {
 		t.Fatal(err)
 	}

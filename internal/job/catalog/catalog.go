@@ -88,7 +88,7 @@ func (c *Catalog) replace(d *Dataset) (old *Dataset) {
 	c.mu.Lock()
 	v := c.byName[d.Name]
 	next := versions{cur: d, prev: v.cur}
-	if d.Index.IsPartial() {
+	if d.Index.Tables().Partial() {
 		// A partial index reads a sample table from its stored object
 		// when a read needs it, and the append that made d replaced the
 		// object of every version d extends: those are held as d's views
@@ -263,7 +263,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // tableCollector reports the sample tables of the index versions the
-// catalog serves now (chunkindex.TableStats): on a cluster node, which
+// catalog serves now (chunkindex.Tables.Stats): on a cluster node, which
 // keeps only its own chunks' tables, what it keeps, what it caches and
 // how often it reads another chunk's table from the store.
 type tableCollector struct {
@@ -302,7 +302,7 @@ func (tc *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.RUnlock()
 	for _, d := range cur {
-		st := d.Index.TableStats()
+		st := d.Index.Tables().Stats()
 		ch <- prometheus.MustNewConstMetric(tc.loads, prometheus.CounterValue, float64(st.Loads), d.Name, d.ID())
 		ch <- prometheus.MustNewConstMetric(tc.tables, prometheus.GaugeValue, float64(st.Resident), d.Name, d.ID(), "resident")
 		ch <- prometheus.MustNewConstMetric(tc.tables, prometheus.GaugeValue, float64(st.Cached), d.Name, d.ID(), "cached")

@@ -81,7 +81,7 @@ const maxOwnerMemo = 8
 func NewDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *Dataset {
 	d := &Dataset{Name: name, URL: url, Store: store, Index: ix, LoadedAt: time.Now(), Version: 1,
 		Counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks()),
-		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(chunkindex.Root(ix)), owners: &ownerMemo{},
+		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(ix.Lineage().Root()), owners: &ownerMemo{},
 		ancestors: &ancestorMemo{}, vision: &visionMemo{}}
 	for c := range ix.NumChunks() {
 		d.chunkByKey[ix.Chunk(c).Key] = c

@@ -99,7 +99,7 @@ func readIndex(ctx context.Context, store s3backend.Store, p Partition) (*chunki
 		Resident: func(ix *chunkindex.Index) []int {
 			var own []int
 			self := p.Members.Index(p.Self)
-			for c, k := range p.Members.Owners(cluster.IndexKey(chunkindex.Root(ix)), ix.SampleCounts()) {
+			for c, k := range p.Members.Owners(cluster.IndexKey(ix.Lineage().Root()), ix.SampleCounts()) {
 				if k == self {
 					own = append(own, c)
 				}

@@ -49,8 +49,8 @@ func TestLoadPartition(t *testing.T) {
 	ctx := context.Background()
 	whole := putIndex(t, st, 30, "a")
 	single, err := Load(ctx, Spec{Name: "d", Store: st}, s3backend.Config{}, zerolog.Nop())
-	if err != nil || single.Index.IsPartial() {
-		t.Fatalf("single gateway: %v, partial %t", err, err == nil && single.Index.IsPartial())
+	if err != nil || single.Index.Tables().Partial() {
+		t.Fatalf("single gateway: %v, partial %t", err, err == nil && single.Index.Tables().Partial())
 	}
 	ms, err := cluster.NewMembership([]string{"http://a:1", "http://b:1", "http://c:1"})
 	if err != nil {
@@ -70,9 +70,9 @@ func TestLoadPartition(t *testing.T) {
 		}
 		return n
 	}
-	if !d.Index.IsPartial() || d.ID() != whole.ID() || d.Index.TableStats().Resident != own(whole) {
+	if !d.Index.Tables().Partial() || d.ID() != whole.ID() || d.Index.Tables().Stats().Resident != own(whole) {
 		t.Fatalf("node 1 of 3: partial %t, ID %s (want %s), %d tables kept (owns %d chunks)",
-			d.Index.IsPartial(), d.ID(), whole.ID(), d.Index.TableStats().Resident, own(whole))
+			d.Index.Tables().Partial(), d.ID(), whole.ID(), d.Index.Tables().Stats().Resident, own(whole))
 	}
 	for _, o := range []int{0, 1} {
 		if !slices.Contains(d.Owners(ms), o) {
@@ -88,8 +88,8 @@ func TestLoadPartition(t *testing.T) {
 		t.Fatalf("Reload: %v, %v", names, err)
 	}
 	d2, _ := c.Get("d")
-	if !d2.Index.IsPartial() || d2.ID() != next.ID() || d2.Index.TableStats().Resident != own(next) {
-		t.Errorf("reloaded: partial %t, %d tables kept (owns %d)", d2.Index.IsPartial(), d2.Index.TableStats().Resident, own(next))
+	if !d2.Index.Tables().Partial() || d2.ID() != next.ID() || d2.Index.Tables().Stats().Resident != own(next) {
+		t.Errorf("reloaded: partial %t, %d tables kept (owns %d)", d2.Index.Tables().Partial(), d2.Index.Tables().Stats().Resident, own(next))
 	}
 	if id, ok, err := d2.Index.Lookup(ctx, "b/7/2"); err != nil || !ok || id != 7*4+2 {
 		t.Errorf("Lookup(b/7/2) = %d, %t, %v", id, ok, err)

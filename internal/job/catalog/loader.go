@@ -187,7 +187,7 @@ func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]
 	return func(buf []byte) error {
 		// A node whose index holds only its own chunks' tables reads
 		// this chunk's table first if it is another node's chunk.
-		release, err := ds.Index.Prepare(ctx, []int{c})
+		release, err := ds.Index.Tables().Prepare(ctx, []int{c})
 		if err != nil {
 			return fmt.Errorf("%w: %w", disktier.ErrUnchecked, err)
 		}
@@ -401,7 +401,7 @@ func (f fault) cause() string {
 func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, error) {
 	// A node whose index holds only its own chunks' tables reads this
 	// chunk's table first if it is another node's chunk.
-	release, err := ds.Index.Prepare(ctx, []int{c})
+	release, err := ds.Index.Tables().Prepare(ctx, []int{c})
 	if err != nil {
 		return fault{}, err
 	}

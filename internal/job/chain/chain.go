@@ -381,7 +381,7 @@ func extends(ds *catalog.Dataset, id string) bool {
 	if ds.ID() == id {
 		return true
 	}
-	return slices.ContainsFunc(chunkindex.Lineage(ds.Index), func(a chunkindex.Ancestor) bool { return a.ID == id })
+	return slices.ContainsFunc(ds.Index.Lineage().Ancestors(), func(a chunkindex.Ancestor) bool { return a.ID == id })
 }
 
 // lookup resolves keys in ds's index, looked up in keysIn's (ds, or a
@@ -479,7 +479,7 @@ func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur
 			return nil, nil, fmt.Errorf("%w: job %s has %d appends, the most a job takes; start a new job (another name) over index %s", ErrTooMany, e.Job, n, ds.ID())
 		}
 		e.Index, e.ParentChunks = ext.ID(), -1
-		for _, a := range chunkindex.Lineage(ext.Index) {
+		for _, a := range ext.Index.Lineage().Ancestors() {
 			if a.ID == ds.ID() {
 				e.ParentChunks = a.Chunks
 			}
@@ -544,7 +544,7 @@ func editKind(kind string) edits.Kind {
 // lineage names the versions ix extends, for errors.
 func lineage(ix *chunkindex.Index) string {
 	var ids []string
-	for _, a := range chunkindex.Lineage(ix) {
+	for _, a := range ix.Lineage().Ancestors() {
 		ids = append(ids, a.ID)
 	}
 	if len(ids) == 0 {

@@ -206,7 +206,7 @@ func grownVersions(t *testing.T, st s3backend.Store) []*catalog.Dataset {
 			t.Fatal(err)
 		}
 		if n > 0 {
-			if ix, err = chunkindex.Extend(ix, prev); err != nil {
+			if ix, err = prev.Lineage().Extend(ix); err != nil {
 				t.Fatal(err)
 			}
 		}

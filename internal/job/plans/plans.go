@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
@@ -159,7 +158,7 @@ func New(cfg Config) *Maker {
 // gateway then reads.
 func Data(ds *catalog.Dataset) api.PlanDataset {
 	n := ds.Index.NumChunks()
-	d := api.PlanDataset{ID: ds.ID(), Root: chunkindex.Root(ds.Index), Counts: ds.Index.SampleCounts(), Sizes: make([]int64, n)}
+	d := api.PlanDataset{ID: ds.ID(), Root: ds.Index.Lineage().Root(), Counts: ds.Index.SampleCounts(), Sizes: make([]int64, n)}
 	store := make([]int64, n)
 	differ := false
 	for c := range n {

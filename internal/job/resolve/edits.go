@@ -198,7 +198,7 @@ func (r *Resolver) applyChain(ctx context.Context, head *chain.Edit, src *layout
 
 // extends reports whether ds is index version id or one extending it.
 func extends(ds *catalog.Dataset, id string) bool {
-	return ds.ID() == id || slices.ContainsFunc(chunkindex.Lineage(ds.Index), func(a chunkindex.Ancestor) bool { return a.ID == id })
+	return ds.ID() == id || slices.ContainsFunc(ds.Index.Lineage().Ancestors(), func(a chunkindex.Ancestor) bool { return a.ID == id })
 }
 
 // PeerEdit reports whether version is an edit of job's chain over ds,

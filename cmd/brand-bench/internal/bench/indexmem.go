@@ -82,7 +82,7 @@ type IndexRow struct {
 	// PeakHeapBytes the most the heap held above that while loading.
 	HeapBytes     int64 `json:"heap_bytes"`
 	PeakHeapBytes int64 `json:"peak_heap_bytes"`
-	// FootprintBytes is Index.Footprint; FormulaBytes the formula of
+	// FootprintBytes is Tables.Footprint; FormulaBytes the formula of
 	// docs/format.md evaluated from the dataset's shape alone, plus what
 	// the table cache holds (CachedBytes). A partial index keeps the
 	// other chunks' tables its load streamed past in its table cache,
@@ -386,7 +386,7 @@ func measureWhole(path string, syn *synthIndex) (*IndexRow, error) {
 	_ = ix.ID() // a gateway needs it at once (ownership, ETags)
 	row := &IndexRow{Whole: true, Nodes: 1, LoadSeconds: time.Since(start).Seconds(), ResidentTables: ix.NumChunks(), OwnedSamples: ix.NumSamples()}
 	row.HeapBytes, row.PeakHeapBytes = h.held()
-	row.FootprintBytes = ix.Footprint()
+	row.FootprintBytes = ix.Tables().Footprint()
 	row.FormulaBytes = wholeFormula(syn)
 	runtime.KeepAlive(ix)
 	return row, nil
@@ -420,8 +420,8 @@ func measurePartial(ctx context.Context, path string, size int64, syn *synthInde
 	}
 	row := &IndexRow{Nodes: nodes, LoadSeconds: time.Since(start).Seconds()}
 	row.HeapBytes, row.PeakHeapBytes = h.held()
-	st := ix.TableStats()
-	row.FootprintBytes = ix.Footprint()
+	st := ix.Tables().Stats()
+	row.FootprintBytes = ix.Tables().Footprint()
 	row.ResidentTables = st.Resident
 	for c, k := range owner {
 		if k == 0 {
@@ -446,33 +446,33 @@ func measurePartial(ctx context.Context, path string, size int64, syn *synthInde
 			first, cn := ix.ChunkRange(c)
 			ids[i] = first + rng.IntN(cn)
 		}
-		before := ix.TableStats().Loads
+		before := ix.Tables().Stats().Loads
 		start := time.Now()
 		if _, err := ix.Samples(ctx, ids); err != nil {
 			return nil, err
 		}
 		row.BatchSeconds = time.Since(start).Seconds()
-		row.BatchChunks, row.BatchLoads = n, ix.TableStats().Loads-before
-		before = ix.TableStats().Loads
+		row.BatchChunks, row.BatchLoads = n, ix.Tables().Stats().Loads-before
+		before = ix.Tables().Stats().Loads
 		if _, err := ix.Samples(ctx, ids); err != nil {
 			return nil, err
 		}
-		row.RepeatLoads = ix.TableStats().Loads - before
+		row.RepeatLoads = ix.Tables().Stats().Loads - before
 		if len(others) > n {
 			c := others[n]
 			first, _ := ix.ChunkRange(c)
 			key := string(syn.key(nil, first, coprime(syn.n)))
-			before = ix.TableStats().Loads
-			fp, start := ix.Footprint(), time.Now()
+			before = ix.Tables().Stats().Loads
+			fp, start := ix.Tables().Footprint(), time.Now()
 			id, ok, err := ix.Lookup(ctx, key)
-			row.LookupSeconds, row.DirectoryBytes = time.Since(start).Seconds(), ix.Footprint()-fp
+			row.LookupSeconds, row.DirectoryBytes = time.Since(start).Seconds(), ix.Tables().Footprint()-fp
 			if err != nil {
 				return nil, err
 			}
 			if !ok || id != first {
 				return nil, fmt.Errorf("bench: lookup of %q found %d, %t; want %d", key, id, ok, first)
 			}
-			row.LookupLoads = ix.TableStats().Loads - before
+			row.LookupLoads = ix.Tables().Stats().Loads - before
 		}
 	}
 	runtime.KeepAlive(ix)
