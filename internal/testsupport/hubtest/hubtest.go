@@ -111,3 +111,67 @@ func NoHubs(t testing.TB, dir string, max int) map[string][]string {
 	}
 	return methods
 }
+
+// Tree fails t for every type of the module under root (test files,
+// testdata and the Python package aside) with more than max methods
+// counting the functions of its package whose first parameter is the
+// type (T or *T): a method turned into a function that takes its type
+// keeps the hub it came from (the limit is a ceiling, not a target).
+func Tree(t testing.TB, root string, max int) {
+	t.Helper()
+	fset := token.NewFileSet()
+	count := map[string][]string{} // "dir.Type" → its methods and functions
+	types := map[string]bool{}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != root && (n == "testdata" || n == "python" || n == "node_modules" || strings.HasPrefix(n, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		file, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		dir, _ := filepath.Rel(root, filepath.Dir(p))
+		for _, decl := range file.Decls {
+			switch d := decl.(type) {
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					if ts, ok := s.(*ast.TypeSpec); ok {
+						if _, iface := ts.Type.(*ast.InterfaceType); !iface {
+							types[dir+"."+ts.Name.Name] = true
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				var typ string
+				switch {
+				case d.Recv != nil && len(d.Recv.List) == 1:
+					typ = receiverType(d.Recv.List[0].Type)
+				case d.Type.Params != nil && len(d.Type.Params.List) > 0:
+					typ = receiverType(d.Type.Params.List[0].Type)
+				}
+				if typ != "" {
+					count[dir+"."+typ] = append(count[dir+"."+typ], d.Name.Name)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, fns := range count {
+		if types[typ] && len(fns) > max {
+			slices.Sort(fns)
+			t.Errorf("%s has %d methods and functions that take it, over %d: give a part of it a type of its own: %s", typ, len(fns), max, strings.Join(fns, " "))
+		}
+	}
+}

@@ -102,3 +102,7 @@ func TestModuleHasNoHubs(t *testing.T) {
 		t.Errorf("walked %d packages of the module; it has over 90", n)
 	}
 }
+
+// TestNoHubInTheTree holds every type of the module to MaxMethods,
+// counting the functions that take it.
+func TestNoHubInTheTree(t *testing.T) { Tree(t, "../../..", MaxMethods) }
