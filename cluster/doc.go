@@ -21,7 +21,7 @@
 // (highest-random-weight) score for (index, c) — a 64-bit hash of the
 // index's ID, the chunk and the member's ID (MemberID, a hash of its URL)
 // — unless that member already owns its bounded share of the samples, in
-// which case the next member of the chunk's ranking takes it (Balanced:
+// which case the next member of the chunk's ranking takes it (BoundedOwners:
 // rendezvous hashing with bounded loads). Plain rendezvous ownership is
 // balanced only on average, and every member's surplus would cross nodes
 // in every batch. A chunk's ranking is its failover order: when the owner

@@ -194,7 +194,7 @@ func computeGolden(t *testing.T, g goldenFile) goldenFile {
 	}
 	for i := range g.Balanced {
 		b := &g.Balanced[i]
-		b.Owners = Balanced(IndexKey(b.IndexID), b.Counts, Positions(b.Nodes))
+		b.Owners = BoundedOwners(IndexKey(b.IndexID), b.Counts, Positions(b.Nodes))
 	}
 	for i := range g.Homes {
 		h := &g.Homes[i]
@@ -257,7 +257,7 @@ func computeJob(t *testing.T, j goldenJob) goldenJob {
 		}
 		ids = ms.IDs()
 	}
-	j.Owners = Balanced(IndexKey(j.IndexID), j.Counts, ids)
+	j.Owners = BoundedOwners(IndexKey(j.IndexID), j.Counts, ids)
 	e, err := shuffle.NewEpoch(j.Counts, j.Seed, j.Epoch, j.Window)
 	if err != nil {
 		t.Fatalf("%s: NewEpoch: %v", j.Name, err)

@@ -207,7 +207,7 @@ func TestBalancedKeepsRendezvousOwners(t *testing.T) {
 		for c := range plain {
 			plain[c] = Owner(key, c, Positions(nodes))
 		}
-		bounded := Balanced(key, counts, Positions(nodes))
+		bounded := BoundedOwners(key, counts, Positions(nodes))
 		plainLoad, load := make([]int, nodes), make([]int, nodes)
 		for c, n := range counts {
 			plainLoad[plain[c]] += n

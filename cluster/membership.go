@@ -87,12 +87,12 @@ func (m *Membership) Index(url string) int {
 
 // Owners returns each chunk's owner, a position among the members, for
 // the index whose key is key and whose chunks hold counts samples
-// (Balanced over the members' IDs).
+// (BoundedOwners over the members' IDs).
 func (m *Membership) Owners(key uint64, counts []int) []int {
 	if len(m.ids) == 1 {
 		return make([]int, len(counts)) // one member owns everything; skip hashing
 	}
-	return Balanced(key, counts, m.ids)
+	return BoundedOwners(key, counts, m.ids)
 }
 
 // Moves says which chunks member gains and loses when a cluster goes from

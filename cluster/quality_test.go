@@ -61,7 +61,7 @@ func TestShuffleQuality(t *testing.T) {
 	for c := range counts {
 		counts[c] = perChunk
 	}
-	owners := Balanced(IndexKey("3a6958a385d5afc5"), counts, Positions(nodes))
+	owners := BoundedOwners(IndexKey("3a6958a385d5afc5"), counts, Positions(nodes))
 	chunkOf := func(id int) int { return id / perChunk }
 	g := batch * world
 	share := make([]int, world)

@@ -283,7 +283,7 @@ type ClusterConfig struct {
 	// TransformSlack is how much longer, in expected wait, a chunk's
 	// owner's transform queue must be than this node's before this node
 	// asks it for samples as stored and transforms them itself; 0:
-	// route.BalanceSlack (10 ms); negative: never (the owner transforms).
+	// route.OffloadSlack (10 ms); negative: never (the owner transforms).
 	TransformSlack time.Duration
 	// Secret is the peer secret every node of the cluster is given
 	// (`brand serve --peer-secret-file`): internal requests carry a

@@ -11,7 +11,7 @@ import (
 	"github.com/brandgw/brand/internal/gen/photos"
 )
 
-// BenchmarkTransformBalance measures an epoch of transformed batches on
+// BenchmarkTransformOffload measures an epoch of transformed batches on
 // two in-process nodes sharing this machine's cores, node 1 with one
 // transform worker and node 0 with two, so that node 1, owning half the
 // chunks, gets about a third of the CPU and is the straggler; read by
@@ -20,11 +20,11 @@ import (
 // sample is transformed by its chunk's owner; "balanced": a node whose
 // owner's transform queue is longer than its own by more than the slack
 // asks it for samples as stored and transforms them itself
-// (route.BalanceSlack). It reports the epoch's wall time and how many
+// (route.OffloadSlack). It reports the epoch's wall time and how many
 // images each node transformed.
 //
-//	go test -run '^$' -bench TransformBalance -count 3 ./gateway/
-func BenchmarkTransformBalance(b *testing.B) {
+//	go test -run '^$' -bench TransformOffload -count 3 ./gateway/
+func BenchmarkTransformOffload(b *testing.B) {
 	f := newImageFixture(b, 16, 16, func(id int) (string, []byte) {
 		p, err := photos.Sized(5, id, 400, 300, 90)
 		if err != nil {

@@ -62,7 +62,7 @@ func TestClusterTransformsWhereTheChunkIs(t *testing.T) {
 		c.TransformWorkers = 2
 		// Whatever the race detector does to the queues, the owners
 		// transform (the rule that moves work is TestTransformAt's and
-		// BenchmarkTransformBalance's).
+		// BenchmarkTransformOffload's).
 		c.Cluster.TransformSlack = time.Minute
 	})
 	probed(t, cl)

@@ -304,7 +304,7 @@ func owners(d Dataset, key uint64, ids []uint64) []int {
 		// One node owns everything; skip hashing every chunk.
 		return make([]int, len(d.Counts))
 	}
-	return cluster.Balanced(key, d.Counts, ids)
+	return cluster.BoundedOwners(key, d.Counts, ids)
 }
 
 // layoutOf is the layout of d's chunks owned by owner.

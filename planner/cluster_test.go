@@ -94,7 +94,7 @@ func referenceCluster(t *testing.T, in ClusterInput) []referenceEpoch {
 		return -1
 	}
 	weight := func(c int) float64 { return float64(d.ChunkSizes[c]) / float64(d.Counts[c]) }
-	owners := cluster.Balanced(in.IndexKey, d.Counts, cluster.Positions(in.Nodes))
+	owners := cluster.BoundedOwners(in.IndexKey, d.Counts, cluster.Positions(in.Nodes))
 	var out []referenceEpoch
 	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
 		ep, err := shuffle.NewEpoch(d.Counts, j.Seed, uint64(e), j.Window)
@@ -190,7 +190,7 @@ func TestClusterPlanStoreBytes(t *testing.T) {
 	d := equalDataset(60, 10, 1000)
 	job := Job{Params: shuffle.Params{Seed: 11, Window: 5, BatchSize: 8, World: 6}, Epochs: 3}
 	const key, nodes = 1234, 3
-	owners := cluster.Balanced(key, d.Counts, cluster.Positions(nodes))
+	owners := cluster.BoundedOwners(key, d.Counts, cluster.Positions(nodes))
 	owned := make([]int64, nodes)
 	for c, k := range owners {
 		owned[k] += d.ChunkSizes[c]

@@ -87,7 +87,7 @@ func TestClusterPlanReport(t *testing.T) {
 		// cache, every time it is used, and a cluster cache of 140 % leaves
 		// the average node room to spare.
 		owned := make([]int64, row.nodes)
-		for c, o := range cluster.Balanced(in.IndexKey, in.Dataset.Counts, cluster.Positions(row.nodes)) {
+		for c, o := range cluster.BoundedOwners(in.IndexKey, in.Dataset.Counts, cluster.Positions(row.nodes)) {
 			owned[o] += in.Dataset.ChunkSizes[c]
 		}
 		var over int64

@@ -551,7 +551,7 @@ func TestMixClusterPlan(t *testing.T) {
 		p := mustClusterPlan(t, ClusterInput{Mix: &m, Job: j, Nodes: nodes, NodeCacheBytes: 400})
 		owners := make([][]int, len(m.Components))
 		for i, c := range m.Components {
-			owners[i] = cluster.Balanced(c.IndexKey, c.Dataset.Counts, cluster.Positions(nodes))
+			owners[i] = cluster.BoundedOwners(c.IndexKey, c.Dataset.Counts, cluster.Positions(nodes))
 		}
 		trace := referenceMixTrace(t, m, j, func(i int, pass uint64) *shuffle.Epoch {
 			ep, err := shuffle.NewEpoch(m.Components[i].Dataset.Counts, j.Seed, pass, compWindow(m, i, j.Window))

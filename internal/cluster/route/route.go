@@ -17,7 +17,7 @@
 // timeout (remote.go). It fetches the next batch's remote
 // samples before its request (FetchNext; a premade.Store holds them), and decides, by
 // the nodes' measured transform load, where a job's samples are
-// transformed (balance.go).
+// transformed (offload.go).
 //
 // A single gateway's router is Solo: every chunk is read here.
 package route
@@ -86,8 +86,8 @@ type Config struct {
 	Group *stopper.Group
 	// Load is this node's transform stage's load (tensorize.Stage.Load),
 	// which it compares with an owner's before asking it for tensors
-	// (balance.go); nil: always ask the owner. Slack is the rule's
-	// margin: 0 is BalanceSlack, negative never moves the work.
+	// (offload.go); nil: always ask the owner. Slack is the rule's
+	// margin: 0 is OffloadSlack, negative never moves the work.
 	Load  func() nodestate.Load
 	Slack time.Duration
 	// StoreDown reports whether this node cannot reach a dataset's store
@@ -149,7 +149,7 @@ func New(c Config) *Router {
 		part: stopper.Own(c.Group, "route: next batches' samples")}
 	r.part.OnStop(r.next.Close)
 	if r.slack == 0 {
-		r.slack = BalanceSlack
+		r.slack = OffloadSlack
 	}
 	alone, _ := cluster.NewMembership([]string{c.Self})
 	r.view.Store(&routing{agreed: alone, slots: []int{c.SelfSlot}})

@@ -406,7 +406,7 @@ func measurePartial(ctx context.Context, path string, size int64, syn *synthInde
 	h := watchHeap()
 	start := time.Now()
 	ix, err := chunkindex.Open(ctx, r, size, chunkindex.OpenOptions{Resident: func(ix *chunkindex.Index) []int {
-		owner = cluster.Balanced(cluster.IndexKey(ix.ID()), ix.SampleCounts(), cluster.Positions(nodes))
+		owner = cluster.BoundedOwners(cluster.IndexKey(ix.ID()), ix.SampleCounts(), cluster.Positions(nodes))
 		var own []int
 		for c, k := range owner {
 			if k == 0 {

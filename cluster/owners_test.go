@@ -15,7 +15,7 @@ func TestBalancedBoundsLoad(t *testing.T) {
 				total += counts[c]
 			}
 			key := IndexKey("balance-test")
-			owners := Balanced(key, counts, Positions(tc.nodes))
+			owners := BoundedOwners(key, counts, Positions(tc.nodes))
 			load := make([]int, tc.nodes)
 			kept := 0
 			for c, k := range owners {
@@ -45,7 +45,7 @@ func TestBalancedMovesFewOnJoin(t *testing.T) {
 	}
 	key := IndexKey("join-test")
 	for _, n := range []int{4, 16} {
-		before, after := Balanced(key, counts, Positions(n)), Balanced(key, counts, Positions(n+1))
+		before, after := BoundedOwners(key, counts, Positions(n)), BoundedOwners(key, counts, Positions(n+1))
 		moved, toNew := 0, 0
 		for c := range counts {
 			if before[c] != after[c] {
@@ -65,7 +65,7 @@ func TestBalancedMovesFewOnJoin(t *testing.T) {
 
 func TestBalancedIsPure(t *testing.T) {
 	counts := []int{5, 7, 9, 11, 13, 2, 3, 100}
-	a, b := Balanced(IndexKey("x"), counts, Positions(3)), Balanced(IndexKey("x"), counts, Positions(3))
+	a, b := BoundedOwners(IndexKey("x"), counts, Positions(3)), BoundedOwners(IndexKey("x"), counts, Positions(3))
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatal("Balanced is not deterministic")
 	}

@@ -6,24 +6,24 @@ import (
 	"github.com/brandgw/brand/internal/cluster/transport"
 )
 
-// BalanceSlack is how much longer, in expected wait, an owner's transform
+// OffloadSlack is how much longer, in expected wait, an owner's transform
 // queue must be than this node's before this node asks the owner for
 // samples as stored and transforms them itself. It keeps nodes whose
 // queues differ by a few images asking owners, as the layout intends (the
 // owner holds the bytes; a tensor crosses the network once), and moves
 // the work off a node that is behind: a slower machine, fewer cores, or
 // more ranks' samples than the others. Measured with
-// BenchmarkTransformBalance (two in-process nodes, one with half the
+// BenchmarkTransformOffload (two in-process nodes, one with half the
 // workers; docs/transform.md §11): at 10 ms the straggler transformed 92
 // to 109 of its 128 images an epoch and the other node the rest; at 50 ms
 // 118 to 122, the queues' expected waits there being 10 to 60 ms.
-const BalanceSlack = 10 * time.Millisecond
+const OffloadSlack = 10 * time.Millisecond
 
 // transformAt reports whether node k is to transform, under pipeline t,
 // the samples this node asks it for: it defines t with t's fingerprint
 // (its last state says so), and its transform queue's expected wait,
 // also from its last state, is not longer than this node's by more than
-// the slack (Config.Slack; BalanceSlack by default). A node not probed yet is asked for samples as stored:
+// the slack (Config.Slack; OffloadSlack by default). A node not probed yet is asked for samples as stored:
 // this node's own transform is always right.
 //
 // Both figures are at most a probe interval old (the state probe carries

@@ -1,10 +1,10 @@
 package cluster
 
 // A node may own up to 1/16 more than an even share of the samples under
-// Balanced.
+// BoundedOwners.
 const slackNum, slackDen = 17, 16
 
-// Balanced returns each chunk's owner under rendezvous hashing with
+// BoundedOwners returns each chunk's owner under rendezvous hashing with
 // bounded loads. Plain rendezvous ownership is balanced only on average:
 // with 64 chunks over 4 nodes one node often owns 20 and another 12, and
 // since every node's ranks take the same share of each batch, the
@@ -19,7 +19,7 @@ const slackNum, slackDen = 17, 16
 // or leaves still moves only a few chunks beyond its own share; the
 // tests of this package measure how many. ids are the members' IDs
 // (MemberID, or Positions); the owners returned are positions in ids.
-func Balanced(key uint64, counts []int, ids []uint64) []int {
+func BoundedOwners(key uint64, counts []int, ids []uint64) []int {
 	nodes := len(ids)
 	total := 0
 	for _, n := range counts {

@@ -28,7 +28,7 @@ func (s states) Fetch(context.Context, int, transport.Request) (transport.Reply,
 // TestTransformAt: a node asks an owner for tensors only if the owner's
 // last state names the pipeline with the same fingerprint and its
 // transform queue is not longer than this node's by more than
-// BalanceSlack; otherwise it asks for the samples as stored.
+// OffloadSlack; otherwise it asks for the samples as stored.
 func TestTransformAt(t *testing.T) {
 	t0 := transport.Transform{Name: "tiny", Fingerprint: "0123456789abcdef"}
 	own := nodestate.Load{Queued: 10, Workers: 2, PerImage: 2 * time.Millisecond} // a 10 ms wait
