@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -113,41 +114,42 @@ func (g *Gateway) guard(table map[string]endpoint) func(http.Handler) http.Handl
 }
 
 // authorize asks the grant in ctx for e's right over the job and the
-// datasets r names where e says it names them.
+// datasets r names where e says it names them: the right and the job
+// first, so that a job out of scope is refused before anything of it (its
+// stored schedule) is read.
 func (g *Gateway) authorize(ctx context.Context, r *http.Request, e endpoint) error {
 	grant, _ := grantOf(ctx)
-	if e.names&(jobInQuery|inQuery) == 0 || !grant.Narrowed() {
-		job := ""
-		if e.names&jobInPath != 0 {
-			job = chi.URLParam(r, "job")
-		}
-		return grant.Allow(e.right, nil, job)
-	}
-	// The query is read as query.Parse reads it: what it cannot read is
-	// the 400 the handler would answer.
-	v, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return fmt.Errorf("%w: query string: %w", query.ErrBadRequest, err)
-	}
-	jobs := v[api.ParamJob]
+	var jobs []string
 	if e.names&jobInPath != 0 {
 		jobs = []string{chi.URLParam(r, "job")}
 	}
-	var datasets []string
-	if e.names&inQuery != 0 {
-		if datasets, err = g.queryDatasets(ctx, v, jobs); err != nil {
+	// A token that covers every name needs no more than the right.
+	named := grant.Narrowed() && e.names&(jobInQuery|inQuery) != 0
+	var v url.Values
+	if named {
+		// Read as query.Parse reads it: what it cannot read is the 400
+		// the handler would answer.
+		var err error
+		if v, err = url.ParseQuery(r.URL.RawQuery); err != nil {
+			return fmt.Errorf("%w: query string: %w", query.ErrBadRequest, err)
+		}
+		if e.names&jobInQuery != 0 {
+			jobs = v[api.ParamJob]
+		}
+	}
+	for _, job := range append(slices.Clip(jobs), "") {
+		if err := grant.Allow(e.right, nil, job); err != nil {
 			return err
 		}
 	}
-	if len(jobs) == 0 {
-		jobs = []string{""}
+	if !named || e.names&inQuery == 0 {
+		return nil
 	}
-	for _, job := range jobs {
-		if err := grant.Allow(e.right, datasets, job); err != nil {
-			return err
-		}
+	datasets, err := g.queryDatasets(ctx, v, jobs)
+	if err != nil {
+		return err
 	}
-	return nil
+	return grant.Allow(e.right, datasets, "")
 }
 
 // queryDatasets are the datasets a job's query names, read as the job's

@@ -191,6 +191,7 @@ func TestScopesOfNames(t *testing.T) {
 		{"GET", "/epoch/0/batch/0?job=teamA-1&dataset=web-a", "", 200, ""},
 		{"GET", "/epoch/0/batch/0", "", 200, ""}, // the default dataset, no job
 		{"GET", "/epoch/0/batch/0?job=teamB-x", "", 403, `lacks the read right over job "teamB-x"`},
+		{"GET", "/epoch/0?job=teamB-x&schedule=latest", "", 403, `over job "teamB-x"`}, // not its schedule's 404
 		{"POST", "/jobs/teamB-x/exclude", `{"from_step": 0, "keys": ["k"]}`, 403, `lacks the edit right over job "teamB-x"`},
 		{"PUT", "/jobs/teamB-x/schedule", `{"schedule": "0:web-a:1"}`, 403, `over job "teamB-x"`},
 		{"POST", "/importance/teamB-x/seal?epoch=0", "", 403, `lacks the feedback right over job "teamB-x"`},
