@@ -43,6 +43,7 @@ import (
 	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/server/memory"
+	"github.com/brandgw/brand/internal/server/scope"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -204,12 +205,18 @@ type Config struct {
 	// --memory-limit auto` sets as the Go runtime's limit.
 	MemoryLimit int64
 
-	// AuthTokens, if not empty, are the bearer tokens requests must carry
-	// (Authorization: Bearer <token>) on every endpoint but /healthz and
-	// /readyz, which probes reach without credentials, and the peers'
-	// internal endpoints, which take a peer's credential instead. A request
-	// without one is answered 401 with a WWW-Authenticate challenge.
+	// AuthTokens and Tokens, if either is not empty, are the bearer tokens
+	// requests must carry (Authorization: Bearer <token>) on every
+	// endpoint but /healthz and /readyz, which probes reach without
+	// credentials, and the peers' internal endpoints, which take a peer's
+	// credential instead. A request without one is answered 401 with a
+	// WWW-Authenticate challenge; one whose token lacks the right its
+	// endpoint asks over the datasets and job it names, 403 (the table of
+	// endpoints, endpoints.go). Each of AuthTokens may do anything (admin);
+	// Tokens carry their scopes (`brand serve --auth-token-file`,
+	// scope.ParseTokens).
 	AuthTokens []string
+	Tokens     []scope.Token
 	// SeparateAdmin takes /metrics, /stats and /plan off the data handler:
 	// serve them, with pprof, from AdminHandler on a listener of its own
 	// (`brand serve --admin-listen`).
@@ -290,7 +297,7 @@ type ClusterConfig struct {
 	// credential derived from it (peercred.Credentials), and only those are
 	// served and believed. Without it the internal endpoints are open
 	// and nothing a request claims about its sender is believed; a
-	// cluster with AuthTokens must have one.
+	// cluster with AuthTokens or Tokens must have one.
 	Secret []byte
 	// CredentialSkew is how far a peer's credential's time may be from
 	// this node's clock, either way; default peercred.DefaultSkew (30 s).
@@ -453,7 +460,7 @@ func New(cfg Config) (*Gateway, error) {
 	var closeIdle func()
 	cfg.Backend, closeIdle = cfg.Backend.SharedTransport()
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
-		tokens: newTokenSet(cfg.AuthTokens), life: stopper.New(), closeIdle: closeIdle}
+		tokens: newTokenSet(cfg.AuthTokens, cfg.Tokens), life: stopper.New(), closeIdle: closeIdle}
 	reg := cfg.Registry
 	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
 	if err != nil {
@@ -780,7 +787,7 @@ func (cfg *Config) fill() ([]string, error) {
 		if c.PeerTimeout < 0 || c.ProbeInterval < 0 {
 			return nil, errors.New("gateway: negative PeerTimeout or ProbeInterval")
 		}
-		if len(cfg.AuthTokens) > 0 && len(c.Secret) == 0 {
+		if len(cfg.AuthTokens)+len(cfg.Tokens) > 0 && len(c.Secret) == 0 {
 			return nil, errors.New("gateway: a cluster whose clients need tokens needs a peer secret too (--peer-secret-file): a client's token is not a peer's")
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/server/reqbody"
+	"github.com/brandgw/brand/internal/server/scope"
 )
 
 // The stored schedules of named jobs (internal/job/jobsched): PUT or POST
@@ -132,6 +133,12 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 	var e api.ScheduleEdit
 	if err := reqbody.DecodeJSON(r.Body, &e); err != nil {
 		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"schedule\": \"0:web:0.7,code:0.3\", \"from_step\": 0, \"base\": \"\"} (from_step a step, or \"next\" with the schedule's first phase at next: the first step not yet read): %w", query.ErrBadRequest, err))
+		return
+	}
+	// A token of a narrowed scope stores a schedule over the datasets
+	// its scope covers alone (every version reads its first's datasets).
+	if err := allow(ctx, scope.Edit, scheduleDatasets(e.Schedule), job); err != nil {
+		writeError(ctx, w, err)
 		return
 	}
 	if e.Base != "" && !jobsched.ValidVersion(e.Base) {

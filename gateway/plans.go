@@ -1,13 +1,18 @@
 package gateway
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/brandgw/brand/api"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/resolve"
+	"github.com/brandgw/brand/internal/server/scope"
 )
 
 // Planner simulates cache policies over a job's schedule (plans.Planner):
@@ -41,11 +46,33 @@ func getPlan(m *plans.Maker) http.HandlerFunc {
 }
 
 // postPlan serves POST /plan (plans.Maker.Shared), its body bounded by
-// api.MaxSharedPlanBodyBytes.
-func postPlan(m *plans.Maker) http.HandlerFunc {
+// api.MaxSharedPlanBodyBytes. A token of a narrowed scope needs read over
+// the body's dataset (or the default one) and every job it names: a
+// named job is planned under its edits.
+func postPlan(m *plans.Maker, defaultDataset string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		writePlan(w, r, func(ctx context.Context) (any, error) {
-			return m.Shared(ctx, http.MaxBytesReader(w, r.Body, api.MaxSharedPlanBodyBytes))
+			body := io.Reader(http.MaxBytesReader(w, r.Body, api.MaxSharedPlanBodyBytes))
+			if grant, ok := grantOf(ctx); ok && grant.Narrowed() {
+				b, err := io.ReadAll(body)
+				if err != nil {
+					return nil, err
+				}
+				// A body that does not decode is Shared's to refuse.
+				var req api.SharedPlanRequest
+				_ = json.Unmarshal(b, &req)
+				ds := cmp.Or(req.Dataset, defaultDataset)
+				if err := grant.Allow(scope.Read, []string{ds}, ""); err != nil {
+					return nil, err
+				}
+				for _, j := range req.Jobs {
+					if err := grant.Allow(scope.Read, nil, j.Name); err != nil {
+						return nil, err
+					}
+				}
+				body = bytes.NewReader(b)
+			}
+			return m.Shared(ctx, body)
 		})
 	}
 }

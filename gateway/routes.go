@@ -24,8 +24,9 @@ const stallNotReady = 10 * time.Second
 
 // routes is the API's one routing table; docs/http-api.md describes it.
 // Every route takes no request body but those given a bound here
-// (bodies), checked after authentication: a request without a credential
-// is refused before any of its body is read.
+// (bodies), checked after authentication and the token's right (guard,
+// by the table of endpoints): a request without a credential, or without
+// the right, is refused before any of its body is read.
 func (g *Gateway) routes() http.Handler {
 	r := g.newRouter()
 	b := g.bodies
@@ -40,7 +41,7 @@ func (g *Gateway) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(g.authenticate)
+		r.Use(g.guard(endpointsOf(dataPort)))
 		r.Group(func(r chi.Router) {
 			r.Use(b.none)
 			r.Get("/datasets", listDatasets(g.catalog, !g.cfg.SeparateAdmin))
@@ -139,18 +140,19 @@ func (g *Gateway) adminRoutes(r chi.Router) {
 	r.With(b.none).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.With(b.none).Get("/stats", g.handleStats)
 	r.With(b.none).Get("/plan", getPlan(g.plans))
-	r.With(b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout, perByteJSON)).Post("/plan", postPlan(g.plans))
+	r.With(b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout, perByteJSON)).Post("/plan", postPlan(g.plans, g.cfg.DefaultDataset))
 }
 
 // AdminHandler serves the operators' endpoints — /metrics, /stats, /plan,
 // /datasets with where each dataset is stored, and Go's profiles under
 // /debug/pprof/ — for a listener of their own, so
 // that they need not share the data port (Config.SeparateAdmin). It
-// requires the same bearer tokens as the data handler.
+// requires the same bearer tokens as the data handler, each endpoint the
+// right the table of endpoints gives it there.
 func (g *Gateway) AdminHandler() http.Handler {
 	r := g.newRouter()
 	r.Group(func(r chi.Router) {
-		r.Use(g.authenticate)
+		r.Use(g.guard(endpointsOf(adminPort)))
 		g.adminRoutes(r)
 		r = r.With(g.bodies.none)
 		r.Get("/datasets", listDatasets(g.catalog, true))

@@ -23,7 +23,11 @@ func listDatasets(cat *catalog.Catalog, showURL bool) http.HandlerFunc {
 			return
 		}
 		out := api.DatasetList{Datasets: make([]api.DatasetInfo, 0, len(all))}
+		grant, scoped := grantOf(r.Context())
 		for _, ds := range all {
+			if scoped && !grant.Dataset(ds.Name) {
+				continue // a token lists the datasets its scope covers
+			}
 			info := api.DatasetInfo{Name: ds.Name, IndexID: ds.ID(),
 				Chunks: ds.Index.NumChunks(), Samples: ds.Index.NumSamples(), Bytes: ds.Index.TotalBytes(),
 				Default: ds.Name == cat.Default(), IndexVersion: ds.Version, IndexETag: ds.IndexETag,

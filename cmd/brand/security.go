@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/server/scope"
 )
 
 // securityFlags are serve's flags for who may read and over what: bearer
@@ -27,17 +26,18 @@ type securityFlags struct {
 }
 
 func (f *securityFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.tokenFile, "auth-token-file", "", "require a bearer token from this file (one a line; # comments) on every endpoint but /healthz and /readyz")
+	fs.StringVar(&f.tokenFile, "auth-token-file", "", "require a bearer token from `FILE` on every endpoint but /healthz and /readyz: one token a line (# comments); a bare token may do anything (admin), one followed by its scope, rights=read,edit,feedback or admin and optionally datasets=web-*,code jobs=teamA-* name=N, that alone (403 otherwise; docs/http-api.md \"Authentication, TLS and the admin port\")")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain); reloaded when the file changes")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "serve /metrics, /stats, /plan, /datasets with store URLs and /debug/pprof/ on this address instead of the data port")
 }
 
-// tokens reads the token file: one token a line, blank lines and lines
-// starting with # ignored. No file means no authentication; a file with no
-// token is an error, since it would lock every client out or (worse) be
-// read as "no authentication".
-func (f *securityFlags) tokens() ([]string, error) {
+// tokens reads the token file (scope.ParseTokens): one token a line,
+// blank lines and lines starting with # ignored, each bare token admin
+// as before scopes, or followed by its rights and scope. No file means
+// no authentication; a file with no token is an error, since it would
+// lock every client out or (worse) be read as "no authentication".
+func (f *securityFlags) tokens() ([]scope.Token, error) {
 	if f.tokenFile == "" {
 		return nil, nil
 	}
@@ -46,23 +46,9 @@ func (f *securityFlags) tokens() ([]string, error) {
 		return nil, fmt.Errorf("--auth-token-file: %w", err)
 	}
 	defer file.Close()
-	var out []string
-	sc := bufio.NewScanner(file)
-	for sc.Scan() {
-		t := strings.TrimSpace(sc.Text())
-		if t == "" || strings.HasPrefix(t, "#") {
-			continue
-		}
-		if strings.ContainsAny(t, " \t") {
-			return nil, fmt.Errorf("--auth-token-file %s: a token must not contain spaces", f.tokenFile)
-		}
-		out = append(out, t)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--auth-token-file: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--auth-token-file %s holds no token", f.tokenFile)
+	out, err := scope.ParseTokens(file)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-token-file %s: %w", f.tokenFile, err)
 	}
 	return out, nil
 }

@@ -282,7 +282,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		NoPrefault:          !f.prefault,
 		Cluster:             clusterCfg,
 		Planner:             planner.ForGateway{},
-		AuthTokens:          tokens,
+		Tokens:              tokens,
 		S3:                  s3cfg,
 		SeparateAdmin:       f.security.adminListen != "",
 		Logger:              log,
@@ -339,7 +339,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	f.security.warnIfOpen(ln.Addr(), len(cfg.AuthTokens) > 0, log)
+	f.security.warnIfOpen(ln.Addr(), len(cfg.Tokens) > 0, log)
 	var ready func(*gateway.Gateway)
 	if f.security.adminListen != "" {
 		admin, err := net.Listen("tcp", f.security.adminListen)

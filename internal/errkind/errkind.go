@@ -39,6 +39,10 @@ const (
 	Invalid
 	// Unauthenticated: the request does not prove who sent it. 401.
 	Unauthenticated
+	// Forbidden: the request proves who sent it, but its credential does
+	// not give the right it needs over what it names (a read-only token
+	// editing a job). 403.
+	Forbidden
 	// NotFound: what the request names does not exist (a dataset, a
 	// batch past the epoch's end, a schedule). 404.
 	NotFound
@@ -80,6 +84,7 @@ var names = [...]string{
 	Other:           "other",
 	Invalid:         "invalid",
 	Unauthenticated: "unauthenticated",
+	Forbidden:       "forbidden",
 	NotFound:        "not found",
 	Conflict:        "conflict",
 	Unprocessable:   "unprocessable",

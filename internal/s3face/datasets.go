@@ -73,7 +73,7 @@ type lastChunk struct {
 func (f *Face) serveDataset(w http.ResponseWriter, r *http.Request, o s3proto.Op) error {
 	switch o.Name {
 	case "ListBuckets":
-		f.listBuckets(w)
+		f.listBuckets(w, r)
 		return nil
 	case "HeadBucket", "GetBucketLocation", "ListObjectsV2", "ListObjects", "GetObject", "HeadObject":
 	default:

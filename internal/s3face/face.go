@@ -21,6 +21,7 @@ import (
 	"github.com/brandgw/brand/internal/s3face/s3proto"
 	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/internal/server/reqbody"
+	"github.com/brandgw/brand/internal/server/scope"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -151,6 +152,7 @@ type Deps struct {
 // buckets. Safe for concurrent use.
 type Face struct {
 	verify   *s3auth.Verifier
+	creds    *s3auth.Credentials
 	versions Versions
 	reader   Reader
 	writer   Writer
@@ -175,6 +177,7 @@ func New(cfg Config, p Deps) *Face {
 	f := &Face{versions: p.Versions, reader: p.Reader, writer: p.Writer, preload: p.Preload, cluster: p.Cluster, ready: p.Ready,
 		through: p.Objects, timeout: p.FetchTimeout, body: reqbody.Bound{Timeout: p.BodyTimeout}, started: p.Started, log: p.Log,
 		verify:    s3auth.NewVerifier(cfg.Credentials, s3auth.Options{Region: cfg.Region}),
+		creds:     cfg.Credentials,
 		datasets:  datasetBuckets{versions: map[string]*datasetVersion{}, last: map[string]lastChunk{}},
 		readAhead: cfg.ReadAhead,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "brand_s3_requests_total",
@@ -219,11 +222,22 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, op, s3proto.ErrorOf(s3proto.AccessDenied, "Brand's S3 face is read-only: "+r.Method+" is refused"))
 		return
 	}
-	if _, err := f.verify.Verify(r); err != nil {
+	id, err := f.verify.Verify(r)
+	if err != nil {
 		reqbody.Refuse(w, r)
 		f.fail(w, r, op, err)
 		return
 	}
+	// A key reads the buckets its scope covers (s3auth.ParseCredentials):
+	// another is AccessDenied, whether it exists or not, and ListBuckets
+	// lists those alone.
+	grant := f.creds.Grant(id)
+	if op.Bucket != "" && !grant.Dataset(op.Bucket) {
+		reqbody.Refuse(w, r)
+		f.fail(w, r, op, s3proto.ErrorOf(s3proto.AccessDenied, grant.Allow(scope.Read, []string{op.Bucket}, "").Error()))
+		return
+	}
+	r = r.WithContext(context.WithValue(ctx, grantKey{}, grant))
 	// A read takes no body: one declared is refused unread (and, with no
 	// memory in the bound, nothing is reserved to release).
 	if _, err := reqbody.Apply(w, r, f.body); err != nil {
@@ -307,9 +321,14 @@ func s3Error(ctx context.Context, err error, op s3proto.Op) *s3proto.Error {
 	return &s3proto.Error{Code: "InternalError", Status: http.StatusInternalServerError, Message: msg}
 }
 
+// grantKey is the context key of the grant of the key a request was
+// signed with.
+type grantKey struct{}
+
 // listBuckets answers ListBuckets: the datasets and the read-through
-// buckets.
-func (f *Face) listBuckets(w http.ResponseWriter) {
+// buckets the request's key may read.
+func (f *Face) listBuckets(w http.ResponseWriter, r *http.Request) {
+	grant, _ := r.Context().Value(grantKey{}).(scope.Grant)
 	res := s3proto.ListAllMyBucketsResult{Owner: s3proto.Owner{ID: "brand", DisplayName: "brand"}}
 	for _, name := range f.versions.Names() {
 		created := time.Time{}
@@ -321,6 +340,7 @@ func (f *Face) listBuckets(w http.ResponseWriter) {
 	for _, name := range f.through.names() {
 		res.Buckets = append(res.Buckets, s3proto.Bucket{Name: name, CreationDate: f.started})
 	}
+	res.Buckets = slices.DeleteFunc(res.Buckets, func(b s3proto.Bucket) bool { return !grant.Dataset(b.Name) })
 	slices.SortFunc(res.Buckets, func(a, b s3proto.Bucket) int { return strings.Compare(a.Name, b.Name) })
 	s3proto.WriteXML(w, http.StatusOK, res)
 }

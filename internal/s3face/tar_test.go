@@ -144,11 +144,13 @@ func startTarFace(t *testing.T, store s3backend.Store, cfg Config, log zerolog.L
 	cat := catalog.New([]string{"test"}, "test", catalog.NewMetrics(reg), zerolog.Nop())
 	cat.Add(ds)
 	cat.MarkReady()
-	creds, err := s3auth.ParseCredentials(strings.NewReader(testID + " " + testSecret))
-	if err != nil {
-		t.Fatal(err)
+	if cfg.Credentials == nil {
+		creds, err := s3auth.ParseCredentials(strings.NewReader(testID + " " + testSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Credentials = creds
 	}
-	cfg.Credentials = creds
 	const cacheSize = 64 << 20
 	objects := NewReadThrough(cfg, cacheSize, time.Minute)
 	loader := catalog.NewLoader(cat, time.Minute, 1)

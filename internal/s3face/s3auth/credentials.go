@@ -8,11 +8,14 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/server/scope"
 )
 
-// Credentials are the key pairs requests may be signed with.
+// Credentials are the key pairs requests may be signed with, each with
+// the buckets it may read.
 type Credentials struct {
-	secrets map[string]string // access key ID → secret
+	secrets map[string]string      // access key ID → secret
+	grants  map[string]scope.Grant // access key ID → what it may read
 }
 
 // ErrCredentials reports a malformed credentials file.
@@ -33,10 +36,16 @@ func LoadCredentials(path string) (*Credentials, error) {
 }
 
 // ParseCredentials reads key pairs, one `ACCESS_KEY_ID SECRET_ACCESS_KEY`
-// per line; blank lines and lines starting with # are ignored. Errors name
-// the line, never a secret.
+// per line, each optionally followed by the buckets it may read as a
+// token's scope gives them (scope.Options): datasets=web-*,code (names or
+// prefixes ending in *, the datasets' buckets and read-through ones
+// alike; default every bucket) and name= (what refusals call the key;
+// default "key ACCESS_KEY_ID"). The face is read-only: a key reads,
+// whatever else it is given, so it takes no rights= or jobs=. Blank lines
+// and lines starting with # are ignored. Errors name the line, never a
+// secret.
 func ParseCredentials(r io.Reader) (*Credentials, error) {
-	c := &Credentials{secrets: map[string]string{}}
+	c := &Credentials{secrets: map[string]string{}, grants: map[string]scope.Grant{}}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -45,8 +54,8 @@ func ParseCredentials(r io.Reader) (*Credentials, error) {
 		}
 		f := strings.Fields(line)
 		switch {
-		case len(f) != 2:
-			return nil, fmt.Errorf("%w: line %d: want `ACCESS_KEY_ID SECRET_ACCESS_KEY`, found %d fields", ErrCredentials, n, len(f))
+		case len(f) < 2:
+			return nil, fmt.Errorf("%w: line %d: want `ACCESS_KEY_ID SECRET_ACCESS_KEY [datasets=PREFIX*,…] [name=NAME]`, found %d field", ErrCredentials, n, len(f))
 		case !token(f[0], 3):
 			return nil, fmt.Errorf("%w: line %d: an access key ID is 3 to 128 printable characters", ErrCredentials, n)
 		case !token(f[1], 8):
@@ -54,7 +63,15 @@ func ParseCredentials(r io.Reader) (*Credentials, error) {
 		case c.secrets[f[0]] != "":
 			return nil, fmt.Errorf("%w: line %d: access key ID %s given twice", ErrCredentials, n, f[0])
 		}
-		c.secrets[f[0]] = f[1]
+		g, err := scope.Options(f[2:], scope.KeyDatasets, scope.KeyName)
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d: %w", ErrCredentials, n, err)
+		}
+		g.Rights = scope.Read
+		if g.Name == "" {
+			g.Name = "key " + f[0]
+		}
+		c.secrets[f[0]], c.grants[f[0]] = f[1], g
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -82,6 +99,9 @@ func (c *Credentials) Secret(id string) (string, bool) {
 	s, ok := c.secrets[id]
 	return s, ok
 }
+
+// Grant is what access key ID id may read (read over its buckets).
+func (c *Credentials) Grant(id string) scope.Grant { return c.grants[id] }
 
 // Len is the number of key pairs.
 func (c *Credentials) Len() int { return len(c.secrets) }

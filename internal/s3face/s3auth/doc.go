@@ -17,6 +17,10 @@
 // anonymous requests are refused; chunked (STREAMING-*) uploads are
 // NotImplemented.
 //
+// A key reads the buckets its credentials line's datasets= covers
+// (Credentials.Grant, internal/server/scope: a token's scope, read alone);
+// the face holds each request's bucket to it.
+//
 // Errors carry S3's code and status (Describe), so that the face answers
 // them as S3 does.
 package s3auth

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7/pkg/signer"
+
+	"github.com/brandgw/brand/internal/server/scope"
 )
 
 const (
@@ -187,6 +189,10 @@ func TestParseCredentials(t *testing.T) {
 		{"id1 short\n", "line 1"},
 		{"i " + secret + "\n", "line 1"},
 		{"id1 " + secret + "\n#\nid1 " + secret + "\n", "line 3"},
+		{"id1 " + secret + " datasets=web-*,code name=trainers\nid2 " + secret + "\n", ""},
+		{"id1 " + secret + " rights=edit\n", `line 1: unknown field "rights"`},
+		{"id1 " + secret + " jobs=a\n", `line 1: unknown field "jobs"`},
+		{"id1 " + secret + " datasets=w*b\n", "line 1: datasets="},
 	}
 	for _, tc := range tests {
 		c, err := ParseCredentials(strings.NewReader(tc.in))
@@ -202,6 +208,14 @@ func TestParseCredentials(t *testing.T) {
 	c, _ := ParseCredentials(strings.NewReader("id1 " + secret))
 	if s, ok := c.Secret("id1"); !ok || s != secret || strings.Contains(c.String(), secret) {
 		t.Error("Secret or String")
+	}
+	// A key reads every bucket, or those datasets= names; nothing else.
+	c, _ = ParseCredentials(strings.NewReader("id1 " + secret + "\nid2 " + secret + " datasets=web-* name=trainers\n"))
+	if g := c.Grant("id1"); g.Name != "key id1" || g.Allow(scope.Read, []string{"books"}, "") != nil || g.Allow(scope.Edit, nil, "") == nil {
+		t.Errorf("a bare key: %+v", g)
+	}
+	if g := c.Grant("id2"); g.Name != "trainers" || !g.Dataset("web-en") || g.Dataset("books") || g.Allow(scope.Read, []string{"web-en"}, "") != nil {
+		t.Errorf("a scoped key: %+v", g)
 	}
 }
 

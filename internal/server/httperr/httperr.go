@@ -48,6 +48,9 @@ func Status(err error) int {
 		// First: a peer's body that is not the one its credential covers
 		// fails the read that a 400 would otherwise report.
 		return http.StatusUnauthorized
+	case errkind.Has(err, errkind.Forbidden):
+		// Before the rest: a refusal is decided before anything is done.
+		return http.StatusForbidden
 	case errkind.Has(err, errkind.Invalid):
 		return http.StatusBadRequest
 	case errkind.Has(err, errkind.Unprocessable):
