@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"github.com/brandgw/brand/internal/job/jobsched"
 	"net/http"
 	"net/url"
 	"slices"
@@ -88,14 +89,30 @@ func allow(ctx context.Context, need scope.Rights, datasets []string, job string
 // read, and their connection closed if they have one (reqbody.Refuse).
 // It runs after routing (a group's middleware in chi), so it knows the
 // route's pattern. With no tokens configured every request passes:
+
+// authorizer is the gateway's part that checks every request's bearer
+// token against its endpoint's right and the names it reaches: the
+// tokens, the schedules a job's stored datasets are read from, and the
+// dataset a request names by default.
+type authorizer struct {
+	tokens         tokenSet
+	schedules      *jobsched.Book
+	defaultDataset string
+}
+
+// authorizer is g's.
+func (g *Gateway) authorizer() authorizer {
+	return authorizer{tokens: g.tokens, schedules: g.jobs.Edits().Schedules(), defaultDataset: g.cfg.DefaultDataset}
+}
+
 // authentication is opt-in (`brand serve --auth-token-file`).
-func (g *Gateway) guard(table map[string]endpoint) func(http.Handler) http.Handler {
+func (a authorizer) guard(table map[string]endpoint) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		if len(g.tokens.digests) == 0 {
+		if len(a.tokens.digests) == 0 {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			grant, ok := g.tokens.grant(r)
+			grant, ok := a.tokens.grant(r)
 			if !ok {
 				reqbody.Refuse(w, r)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="brand"`)
@@ -103,7 +120,7 @@ func (g *Gateway) guard(table map[string]endpoint) func(http.Handler) http.Handl
 				return
 			}
 			ctx := context.WithValue(r.Context(), grantKey{}, grant)
-			if err := g.authorize(ctx, r, lookup(table, r)); err != nil {
+			if err := a.authorize(ctx, r, lookup(table, r)); err != nil {
 				refuseBody(w, r)
 				writeError(ctx, w, err)
 				return
@@ -117,7 +134,7 @@ func (g *Gateway) guard(table map[string]endpoint) func(http.Handler) http.Handl
 // datasets r names where e says it names them: the right and the job
 // first, so that a job out of scope is refused before anything of it (its
 // stored schedule) is read.
-func (g *Gateway) authorize(ctx context.Context, r *http.Request, e endpoint) error {
+func (a authorizer) authorize(ctx context.Context, r *http.Request, e endpoint) error {
 	grant, _ := grantOf(ctx)
 	var jobs []string
 	if e.names&jobInPath != 0 {
@@ -145,7 +162,7 @@ func (g *Gateway) authorize(ctx context.Context, r *http.Request, e endpoint) er
 	if !named || e.names&inQuery == 0 {
 		return nil
 	}
-	datasets, err := g.queryDatasets(ctx, v, jobs)
+	datasets, err := a.queryDatasets(ctx, v, jobs)
 	if err != nil {
 		return err
 	}
@@ -157,7 +174,7 @@ func (g *Gateway) authorize(ctx context.Context, r *http.Request, e endpoint) er
 // schedule stored under the job's name for schedule=, dataset=, or else
 // the default dataset. Every value of a parameter given twice counts (the
 // handler refuses it).
-func (g *Gateway) queryDatasets(ctx context.Context, v url.Values, jobs []string) ([]string, error) {
+func (a authorizer) queryDatasets(ctx context.Context, v url.Values, jobs []string) ([]string, error) {
 	var out []string
 	for _, s := range v[api.ParamMix] {
 		m, err := api.ParseMix(s)
@@ -182,7 +199,7 @@ func (g *Gateway) queryDatasets(ctx context.Context, v url.Values, jobs []string
 			if err := checkJobName(job); err != nil {
 				return nil, err
 			}
-			stored, err := g.jobs.Edits().Schedules().Current(ctx, job)
+			stored, err := a.schedules.Current(ctx, job)
 			if err != nil {
 				return nil, err
 			}
@@ -195,7 +212,7 @@ func (g *Gateway) queryDatasets(ctx context.Context, v url.Values, jobs []string
 		}
 	}
 	if len(out) == 0 {
-		out = []string{g.cfg.DefaultDataset}
+		out = []string{a.defaultDataset}
 	}
 	return out, nil
 }

@@ -41,7 +41,7 @@ func (g *Gateway) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(g.guard(endpointsOf(dataPort)))
+		r.Use(g.authorizer().guard(endpointsOf(dataPort)))
 		r.Group(func(r chi.Router) {
 			r.Use(b.none)
 			r.Get("/datasets", listDatasets(g.catalog, !g.cfg.SeparateAdmin))
@@ -152,7 +152,7 @@ func (g *Gateway) adminRoutes(r chi.Router) {
 func (g *Gateway) AdminHandler() http.Handler {
 	r := g.newRouter()
 	r.Group(func(r chi.Router) {
-		r.Use(g.guard(endpointsOf(adminPort)))
+		r.Use(g.authorizer().guard(endpointsOf(adminPort)))
 		g.adminRoutes(r)
 		r = r.With(g.bodies.none)
 		r.Get("/datasets", listDatasets(g.catalog, true))
