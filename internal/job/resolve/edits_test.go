@@ -298,3 +298,32 @@ func TestOneEditOfTwoAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPinnedVersionAfterAppend: a job pinned to an index version
+// (index=) is served that version's order by a node that holds only a
+// version extending it (files appended since, the node started after):
+// every batch of two epochs the same samples under the same ETags as a
+// node holding the version itself serves. Unpinned, the job reads the
+// extension.
+func TestPinnedVersionAfterAppend(t *testing.T) {
+	vs := catalogtest.Grown(t, "g", localStore(t), 10, 6, 8)
+	before, _ := newNode(t, nil, vs[0])
+	after, _ := newNode(t, nil, vs[1])
+	const job = "dataset=g&batch_size=4&world=2&window=4&seed=7"
+	pinned := job + "&index=" + vs[0].ID()
+	for e := range 2 {
+		want, _ := epochOf(t, before, pinned, 2, e, 0)
+		got, _ := epochOf(t, after, pinned, 2, e, 0)
+		if len(got) != len(want) {
+			t.Fatalf("epoch %d: %d steps after the append, %d before", e, len(got), len(want))
+		}
+		for m := range want {
+			if !slices.Equal(got[m].keys, want[m].keys) || !slices.Equal(got[m].etags, want[m].etags) {
+				t.Fatalf("epoch %d step %d pinned to %s: %v %v after the append; %v %v before", e, m, vs[0].ID(), got[m].keys, got[m].etags, want[m].keys, want[m].etags)
+			}
+		}
+	}
+	if j, err := after.Epoch(context.Background(), job, "0", ""); err != nil || j.Source.DS.ID() != vs[1].ID() {
+		t.Fatalf("unpinned: %v, %+v; want version %s", err, j, vs[1].ID())
+	}
+}
