@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/plans"
+	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/planner"
@@ -124,5 +126,109 @@ func TestPlanOfAnEditedJob(t *testing.T) {
 	p := got.(*planner.Plan)
 	if e := p.Job.Edit; p.Samples != 100 || e == nil || e.Version != a2.Version || e.Epoch != 1 || e.Previous == nil || e.Previous.Version != a1.Version || e.Previous.From != 15 {
 		t.Errorf("the plan of the job with two appends: %d samples, edit %+v; want 100 samples, %s in epoch 1 after %s from position 15", p.Samples, e, a2.Version, a1.Version)
+	}
+}
+
+// planEdit is a plan's edit as the planner takes it (planner's editOf).
+func planEdit(x *api.PlanEdit) *planner.Edit {
+	if x == nil {
+		return nil
+	}
+	return &planner.Edit{Version: x.Version, Epoch: int(x.Epoch), From: x.From, Chunks: x.Chunks, Samples: x.Samples, Drop: x.Drop, Previous: planEdit(x.Previous)}
+}
+
+// TestTraceOfAnEditedJob: the trace a plan of a named job simulates
+// (planner.Trace of its chain as PlanEdit gives it) is the job's batches
+// as they are laid out (package resolve, then layout): each global
+// batch's distinct chunks, in order of first use, over three epochs —
+// for a job with two exclusions in turn, and one with two appends, one
+// in the epoch after the other's. The gateway's live figures of such a
+// job were held to its plan's this way, through HTTP.
+func TestTraceOfAnEditedJob(t *testing.T) {
+	ctx := context.Background()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := indexOf(t, "", 12, 10)
+	tar := catalog.NewDataset("test", "file:///test", st, ix)
+	st2, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := catalogtest.Grown(t, "grown", st2, 10, 6, 8, 10)
+	for _, tc := range []struct {
+		name  string
+		ds    *catalog.Dataset
+		job   string
+		edits func(r *resolve.Resolver, job string)
+	}{
+		{"two exclusions", tar, "dataset=test&job=run&seed=7&window=2&batch_size=5&world=2", func(r *resolve.Resolver, job string) {
+			x := edit(t, r, job, resolve.NewEdit{Kind: chain.Exclude, FromStep: 3, Keys: []string{ix.SampleKey(31), ix.SampleKey(32), ix.SampleKey(77)}})
+			var whole []string
+			for i := range 10 {
+				whole = append(whole, ix.SampleKey(50+i))
+			}
+			edit(t, r, job, resolve.NewEdit{Kind: chain.Exclude, FromStep: 14, Keys: whole, Previous: x.Version})
+		}},
+		{"two appends", vs[2], "dataset=grown&job=run&seed=7&window=2&batch_size=4&world=2&index=" + vs[0].ID(), func(r *resolve.Resolver, job string) {
+			a := edit(t, r, job, resolve.NewEdit{Kind: chain.Append, FromStep: 2, Index: vs[1].ID()})
+			edit(t, r, job, resolve.NewEdit{Kind: chain.Append, FromStep: 13, Index: vs[2].ID(), Previous: a.Version})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r *resolve.Resolver
+			newMaker(t, []*catalog.Dataset{tc.ds}, func(c *plans.Config) { r = c.Jobs.(*resolve.Resolver) })
+			tc.edits(r, tc.job)
+			q, err := query.Parse(tc.job, query.JobParams, query.Query{}, r.Limits())
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := r.Resolve(ctx, q, 0, -1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job := j.Query.Job
+			want, err := planner.Trace(planner.DatasetOf(j.Source.DS.Index), planner.Job{Params: job.Params, Epochs: 3, Edit: planEdit(plans.PlanEdit(j.Source.Edit))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []planner.Access
+			for e := range uint64(3) {
+				j, err := r.Resolve(ctx, q, e, -1, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, _, err := r.Orders().Extent(j.Source, job, e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for m := range uint64(n) {
+					seen := map[int]bool{}
+					for rank := range job.World {
+						jr := job
+						jr.Rank = rank
+						b, err := r.Orders().Layout(ctx, j.Source, jr, e, m)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, id := range b.Parts[0].Samples.IDs {
+							if c := b.Parts[0].Samples.DS.Index.ChunkOf(id); !seen[c] {
+								seen[c] = true
+								got = append(got, planner.Access{Chunk: int32(c), Epoch: int32(e), Start: len(seen) == 1})
+							}
+						}
+					}
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d chunk accesses laid out, the plan's trace %d", len(got), len(want))
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("access %d: laid out %+v, the plan's trace %+v", i, got[i], want[i])
+				}
+			}
+		})
 	}
 }
