@@ -138,7 +138,9 @@ func visionCorpus(t *testing.T, st *s3backend.Local, shards, perShard int) map[s
 		if err := tw.Close(); err != nil {
 			t.Fatal(err)
 		}
-		putFile(t, st, fmt.Sprintf("shards/%03d.tar", s), shard.Bytes())
+		if _, err := st.Put(context.Background(), fmt.Sprintf("shards/%03d.tar", s), bytes.NewReader(shard.Bytes()), int64(shard.Len())); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return out
 }
