@@ -6,10 +6,17 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/megatron"
+	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/edits"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // TestStoredSchedule: a schedule stored under a job's name, edited in
@@ -112,4 +119,62 @@ func TestStoredSchedule(t *testing.T) {
 	if _, err := restarted.Edits().EditSchedule(ctx, "mixed", fmt.Sprintf("%d:a:0,b:1", latest), latest, false, made["v3"].Version); !errors.As(err, &se) || se.Next <= latest {
 		t.Fatalf("a restarted node, an edit from step %d the job read: %v", latest, err)
 	}
+}
+
+// tokenSource is a Megatron token dataset of 120 documents, indexed in
+// place and loaded as a gateway loads it.
+func tokenSource(t *testing.T, name string, seed uint64) *catalog.Dataset {
+	t.Helper()
+	formats := []format.Format{megatron.Format{}}
+	st, err := megatrontest.Store(t.TempDir(), "int32", [][][]int64{megatrontest.Corpus(120, 200, 1000, seed)},
+		dataset.InPlaceOptions{Formats: formats, Options: format.Options{ChunkBytes: 8 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := catalog.Load(context.Background(), catalog.Spec{Name: name, URL: "file:///" + name, Store: st, Formats: formats}, s3backend.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// TestStoredTokenSchedule: a schedule of token datasets stored under a
+// job's name counts its steps in sequences — a step is a global batch
+// of mix_block sequences, its epoch the sources' packed sequences — so
+// the latest step the job has read is the batch it read, the next
+// epoch's past the whole of the one before; an edit from a step read is
+// refused naming the next, and one from there made.
+func TestStoredTokenSchedule(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newNode(t, nil, tokenSource(t, "web", 60), tokenSource(t, "code", 61), tokenSource(t, "books", 62))
+	const job = "job=run&schedule=latest&seq=64&batch_size=4&world=2&mix_block=8&window=2"
+	first, err := r.Edits().EditSchedule(ctx, "run", "0:web:0.5,code:0.25,books:0.25", 0, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := r.Epoch(ctx, job, "0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, sequences, err := r.Orders().Extent(j.Source, j.Query.Job, 0)
+	if err != nil || steps < 12 || sequences != 8*steps {
+		t.Fatalf("epoch 0: %d steps of %d sequences, %v; want 8 a step", steps, sequences, err)
+	}
+	latest := func(want uint64) {
+		t.Helper()
+		if l, ok, err := r.Edits().Schedules().Latest(ctx, "run"); err != nil || !ok || l != want {
+			t.Fatalf("the latest step read: %d (%t, %v); want %d", l, ok, err, want)
+		}
+	}
+	step(t, r, job, 2, 0, 5)
+	latest(5)
+	var se *edits.ServedError
+	if _, err := r.Edits().EditSchedule(ctx, "run", "5:web:0,code:0,books:1", 5, false, first.Version); !errors.As(err, &se) || se.Next != 6 {
+		t.Fatalf("an edit from step 5, read: %v; want a refusal naming step 6", err)
+	}
+	if _, err := r.Edits().EditSchedule(ctx, "run", "6:web:0.125,code:0.125,books:0.75", 6, false, first.Version); err != nil {
+		t.Fatal(err)
+	}
+	step(t, r, job, 2, 1, 0)
+	latest(uint64(steps))
 }
