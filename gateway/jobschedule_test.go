@@ -3,17 +3,12 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/gateway"
 )
 
 type storedVersion struct {
@@ -64,8 +59,8 @@ func TestStoredScheduleEdits(t *testing.T) {
 		return get(t, base+"/epoch/0/batch/5?world=2&job=run&schedule="+q)
 	}
 	resp, before := step5("latest")
-	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderScheduleVersion) != v1.Version {
-		t.Fatalf("step 5: %d, version %q; want 200 naming %s", resp.StatusCode, resp.Header.Get(api.HeaderScheduleVersion), v1.Version)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderScheduleVersion) != v1.Version || resp.Header.Get(api.HeaderMixSchedule) != first {
+		t.Fatalf("step 5: %d, version %q, schedule %q; want 200 naming %s and %s", resp.StatusCode, resp.Header.Get(api.HeaderScheduleVersion), resp.Header.Get(api.HeaderMixSchedule), v1.Version, first)
 	}
 	var v2 storedVersion
 	for _, e := range []struct {
@@ -175,88 +170,6 @@ func TestScheduleEditFromNext(t *testing.T) {
 		if st, _, e := send(bad.from, bad.sched, v2.Version); st != http.StatusBadRequest {
 			t.Errorf("from_step %v, schedule %q: %d %+v; want 400", bad.from, bad.sched, st, e)
 		}
-	}
-}
-
-// TestFirstScheduleOnceAcrossNodes: two gateways serving the same
-// datasets, listed in opposite orders, over one store (the datasets under
-// two prefixes of one directory) and over two: concurrent first PUTs of a
-// job's schedule, each naming another dataset first, resolve to one
-// winner (201) and one 409; both gateways then serve the winner's
-// version, and a gateway started afterwards (a node restarted) reads the
-// same one.
-//
-// The reproduction: each gateway stored the schedule in the store of its
-// schedule's first dataset, both answered 201, and each then served its
-// own schedule to the same job; a restarted node found whichever its
-// catalog listed first.
-func TestFirstScheduleOnceAcrossNodes(t *testing.T) {
-	for _, oneStore := range []bool{true, false} {
-		name := "two stores"
-		if oneStore {
-			name = "one store"
-		}
-		t.Run(name, func(t *testing.T) {
-			root := t.TempDir()
-			dir := func(ds string) string {
-				if oneStore {
-					return filepath.Join(root, ds)
-				}
-				return t.TempDir()
-			}
-			var specs []gateway.DatasetSpec
-			for _, ds := range []string{"web", "code"} {
-				f := newFixtureNamed(t, dir(ds), ds+"-", 4, 10, 0)
-				specs = append(specs, gateway.DatasetSpec{Name: ds, URL: "file:///" + ds, Store: f.store})
-			}
-			node := func(order ...int) string {
-				_, srv := start(t, nil, func(c *gateway.Config) {
-					c.Datasets = nil
-					for _, k := range order {
-						c.Datasets = append(c.Datasets, specs[k])
-					}
-					c.Defaults = gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}
-				})
-				return srv.URL
-			}
-			nodes := []string{node(0, 1), node(1, 0)}
-			firsts := []string{"0:web:0.5,code:0.5", "0:code:0.5,web:0.5"}
-			for j := range 8 {
-				job := fmt.Sprintf("job%d", j)
-				statuses, versions := make([]int, 2), make([]string, 2)
-				var wg sync.WaitGroup
-				for k := range 2 {
-					wg.Go(func() {
-						body, _ := json.Marshal(map[string]any{"schedule": firsts[k]})
-						resp, b := do(t, http.MethodPut, nodes[k]+"/jobs/"+job+"/schedule", body)
-						statuses[k] = resp.StatusCode
-						var v storedVersion
-						if resp.StatusCode == http.StatusCreated && json.Unmarshal(b, &v) == nil {
-							versions[k] = v.Version
-						}
-					})
-				}
-				wg.Wait()
-				slices.Sort(statuses)
-				if statuses[0] != http.StatusCreated || statuses[1] != http.StatusConflict {
-					t.Fatalf("%s: concurrent first PUTs on two nodes answered %v; want one 201 and one 409", job, statuses)
-				}
-				won := versions[0] + versions[1]
-				// Each node, and a node started since, serves the winner's
-				// version, and lays the job's steps out under it.
-				for k, base := range append(nodes, node(1, 0)) {
-					resp, b := get(t, base+"/jobs/"+job+"/schedule")
-					var cur storedVersion
-					if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &cur) != nil || cur.Version != won {
-						t.Fatalf("%s: node %d's schedule: %d %s; want version %s", job, k, resp.StatusCode, b, won)
-					}
-					resp, _ = get(t, base+"/epoch/0/batch/0?job="+job+"&schedule=latest")
-					if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderScheduleVersion) != won {
-						t.Fatalf("%s: node %d's batch: %d under version %q; want %s", job, k, resp.StatusCode, resp.Header.Get(api.HeaderScheduleVersion), won)
-					}
-				}
-			}
-		})
 	}
 }
 

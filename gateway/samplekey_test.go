@@ -1,102 +1,52 @@
 package gateway_test
 
 import (
+	"archive/tar"
 	"bytes"
-	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	pq "github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-
-	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/parquet"
-	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/format/formattest"
 )
 
-// parquetTokenFiles is a token dataset in Parquet: a list<int32> column
-// "ids" of documents of tokens (indexed with Options.Tokens), and a text
-// column.
-func parquetTokenFiles(t testing.TB) inPlaceFiles {
-	sc := arrow.NewSchema([]arrow.Field{{Name: "ids", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)}, {Name: "text", Type: arrow.BinaryTypes.String}}, nil)
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(sc, &buf, pq.NewWriterProperties(pq.WithCompression(compress.Codecs.Snappy)), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	lb := b.Field(0).(*array.ListBuilder)
-	vb := lb.ValueBuilder().(*array.Int32Builder)
-	for d := range 60 {
-		lb.Append(true)
-		for k := range 1 + d*7%90 {
-			vb.Append(int32(d*1000 + k))
-		}
-		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("document %d", d))
-	}
-	rec := b.NewRecordBatch()
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	rec.Release()
-	b.Release()
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	file := buf.Bytes()
-	return inPlaceFiles{
-		name: "tokens", formats: []format.Format{parquet.Format{}}, opts: format.Options{Tokens: "ids"}, all: "batch_size=60",
-		write: func(t testing.TB, st *s3backend.Local) { putFile(t, st, "docs/part-0.parquet", file) },
-	}
-}
-
-// GET /samples/{key} answers each sample of a dataset of every format —
-// packed tar chunks, Parquet, MDS, Megatron, a token dataset — as the tar
-// of its members a batch serves it in: the same bytes as the sample's
-// part of a batch that holds it, ending in the end-of-archive marker, its
-// Content-Length the body's; a HEAD claims no other length. (The
-// reproduction: a 1,024-byte tar for every sample of a dataset served in
-// place, whose length came from its deferred index, where it is 0.)
-func TestSampleByKeyEveryFormat(t *testing.T) {
-	type sampled struct {
-		url, all string
-		samples  int
-	}
-	cases := map[string]func(t *testing.T) sampled{
-		"tar": func(t *testing.T) sampled {
+// GET /samples/{key} answers each sample of a dataset of packed tar
+// chunks and of one served in place as the tar of its members a batch
+// serves it in: the same bytes as the sample's part of a batch that
+// holds it, ending in the end-of-archive marker, its Content-Length the
+// body's; a HEAD claims no other length. (The reproduction: a 1,024-byte
+// tar for every sample of a dataset served in place, whose length came
+// from its deferred index, where it is 0.) What each format's decoder
+// makes of a sample is its package's (format/parquet, format/mds,
+// format/megatron), read by internal/batch/reader's TestReadInPlace.
+func TestSampleByKey(t *testing.T) {
+	cases := map[string]func(t *testing.T) (url string, samples int){
+		"tar": func(t *testing.T) (string, int) {
 			f := newFixture(t, 3, 7)
 			_, srv := start(t, f.store, nil)
-			return sampled{srv.URL, "batch_size=21", 21}
+			return srv.URL, 21
 		},
-	}
-	for _, files := range []inPlaceFiles{parquetFiles(t), mdsFiles(t), megatronFiles(0), parquetTokenFiles(t)} {
-		cases[files.name] = func(t *testing.T) sampled {
-			st := files.store(t, dataset.InPlaceOptions{})
-			n, _ := strconv.Atoi(strings.TrimPrefix(files.all, "batch_size="))
-			return sampled{files.serve(t, st), files.all, n}
-		}
+		"in place": func(t *testing.T) (string, int) {
+			st, want := inPlaceStore(t, formattest.Lines{})
+			return startInPlace(t, st, formattest.Lines{}).URL, len(want)
+		},
 	}
 	for name, setup := range cases {
 		t.Run(name, func(t *testing.T) {
-			s := setup(t)
-			resp, body := get(t, s.url+"/epoch/0/batch/0?"+s.all)
+			base, n := setup(t)
+			resp, body := get(t, base+"/epoch/0/batch/0?batch_size="+strconv.Itoa(n))
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("batch: %s %s", resp.Status, body)
 			}
 			keys, inBatch := tarSamples(t, body)
-			if len(keys) != s.samples {
-				t.Fatalf("batch 0 holds %d samples, want all %d", len(keys), s.samples)
+			if len(keys) != n {
+				t.Fatalf("batch 0 holds %d samples, want all %d", len(keys), n)
 			}
 			for _, key := range keys {
-				u := s.url + "/samples/" + (&url.URL{Path: key}).EscapedPath()
+				u := base + "/samples/" + (&url.URL{Path: key}).EscapedPath()
 				resp, got := get(t, u)
 				want := append(bytes.Clone(inBatch[key]), make([]byte, 1024)...)
 				if resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
@@ -113,4 +63,57 @@ func TestSampleByKeyEveryFormat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tarSamples splits a body of tar samples (a batch, a sample) into each
+// sample's bytes — its members' headers, data and padding — by key, in
+// order, and checks the body ends in the end-of-archive marker.
+func tarSamples(t testing.TB, body []byte) (keys []string, samples map[string][]byte) {
+	t.Helper()
+	cr := &offsetReader{r: bytes.NewReader(body)}
+	tr := tar.NewReader(cr)
+	samples = map[string][]byte{}
+	start, end := int64(0), int64(0) // of the sample being read, its last member's end
+	for {
+		at := end
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not a tar: %v", err)
+		}
+		key, _ := chunkindex.SplitKey(h.Name)
+		if len(keys) == 0 || keys[len(keys)-1] != key {
+			if len(keys) > 0 {
+				samples[keys[len(keys)-1]] = body[start:at]
+			}
+			keys, start = append(keys, key), at
+		}
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			t.Fatal(err)
+		}
+		// The data read, the reader stands at its end; the padding
+		// follows.
+		end = cr.n + (chunkindex.BlockSize-h.Size%chunkindex.BlockSize)%chunkindex.BlockSize
+	}
+	if len(keys) > 0 {
+		samples[keys[len(keys)-1]] = body[start:end]
+	}
+	if rest := body[end:]; !bytes.Equal(rest, make([]byte, len(chunkindex.EndOfArchive))) {
+		t.Fatalf("the body ends in %d bytes after its last member, not the end-of-archive marker", len(rest))
+	}
+	return keys, samples
+}
+
+// offsetReader counts the bytes read through it.
+type offsetReader struct {
+	r io.Reader
+	n int64
+}
+
+func (o *offsetReader) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	o.n += int64(n)
+	return n, err
 }

@@ -20,9 +20,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -63,26 +61,6 @@ func visionStore(t *testing.T) ([]byte, *tokenize.Model, *s3backend.Local) {
 		t.Fatal(err)
 	}
 	return tok, enc, st
-}
-
-// visionServed is a gateway serving a corpus of shards × perShard
-// image-text samples (visionCorpus) in visionStore's store, indexed with
-// their facts (dataset.WriteVisionFacts): its URL, the corpus, its index
-// and the facts' tokenizer.
-func visionServed(t *testing.T, shards, perShard int) (string, map[string]visionSample, *chunkindex.Index, *tokenize.Model) {
-	t.Helper()
-	ctx := context.Background()
-	tok, enc, st := visionStore(t)
-	corpus := visionCorpus(t, st, shards, perShard)
-	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dataset.WriteVisionFacts(ctx, st, res.Index, tok, 0, 2); err != nil {
-		t.Fatal(err)
-	}
-	_, srv := start(t, st, nil)
-	return srv.URL, corpus, res.Index, enc
 }
 
 // visionCorpus writes shards of image-text samples into st: captions (a
@@ -160,7 +138,9 @@ func visionCorpus(t *testing.T, st *s3backend.Local, shards, perShard int) map[s
 		if err := tw.Close(); err != nil {
 			t.Fatal(err)
 		}
-		putFile(t, st, fmt.Sprintf("shards/%03d.tar", s), shard.Bytes())
+		if _, err := st.Put(context.Background(), fmt.Sprintf("shards/%03d.tar", s), bytes.NewReader(shard.Bytes()), int64(shard.Len())); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return out
 }
@@ -220,15 +200,18 @@ func (m visionSample) expand(t *testing.T, r vision.Rule, enc *tokenize.Model) (
 // `brand index --tokenizer`'s facts (dataset.WriteVisionFacts) is served
 // as a vision job over HTTP. /epoch/0 counts the epoch's sequences as
 // vision.NewEpoch packs the test's own item of each sample (its tokens
-// expanded here, its images counted by the rule); every sequence of the
-// epoch read at world 2 holds those samples, token for token as the
-// test expands them (input_ids, loss_mask, position_ids), with each
-// image's span and size, and its members byte for byte what the
-// library's Reader and Writer make of the samples (images resized by
-// transform's resampler, held to Pillow in package vision); every sample
-// is in one sequence once. A resume at world 3 from the offset of the
-// fourth global batch reads exactly the rest. A dataset without facts,
-// and pack=concat, are 400 saying why; /plan answers.
+// expanded here, its images counted by the rule); each sequence of the
+// first two global batches at world 2 holds those samples, token for
+// token as the test expands them (input_ids, loss_mask, position_ids),
+// with each image's span and size, and its members byte for byte what
+// the library's Reader and Writer make of the samples (images resized by
+// transform's resampler, held to Pillow in package vision). A dataset
+// without facts, and pack=concat, are 400 saying why; /plan answers.
+// The rest of the epoch, a resume at another world size, balance= and
+// mixtures are the layout's (internal/batch/layout's TestVisionMixture,
+// TestVisionSchedule, TestVisionBalance, TestVisionBadSamples), the
+// model's vision rounds (TestModel) through HTTP; Parquet served in
+// place, and a cluster, integration's TestVisionParquetOnMinIO.
 func TestVisionOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	tok, enc, st := visionStore(t)
@@ -361,90 +344,38 @@ func TestVisionOverHTTP(t *testing.T) {
 		return pos
 	}
 
-	epochInfo := func(q url.Values) (batches int) {
-		t.Helper()
-		resp, body := get(t, srv.URL+"/epoch/0?"+q.Encode())
-		var info struct {
-			Samples, Batches int
-			Tokens           struct{ Documents int }
-		}
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil {
-			t.Fatalf("/epoch/0?%s: %s %s", q.Encode(), resp.Status, body)
-		}
-		if info.Samples != want.NumSequences() || info.Tokens.Documents != n {
-			t.Fatalf("/epoch/0: %d sequences of %d samples; want %d of %d", info.Samples, info.Tokens.Documents, want.NumSequences(), n)
-		}
-		return info.Batches
-	}
-	read := func(q url.Values, world int, from int, served map[int]int) (steps int) {
-		t.Helper()
-		batches := epochInfo(q)
-		for m := from; m < batches; m++ {
-			for rank := range world {
-				q.Set("rank", strconv.Itoa(rank))
-				resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, m, q.Encode()))
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("batch %d rank %d: %s %s", m, rank, resp.Status, body)
-				}
-				for _, s := range readTar(t, body) {
-					served[check(s.key, s.files)]++
-				}
-			}
-			steps++
-		}
-		return steps
-	}
-
-	// The whole epoch at world 2.
+	// /epoch/0, and the first two global batches at world 2.
 	w2 := url.Values{}
 	for k, x := range job {
 		w2[k] = x
 	}
 	w2.Set("batch_size", "2")
 	w2.Set("world", "2")
+	resp, body := get(t, srv.URL+"/epoch/0?"+w2.Encode())
+	var info struct {
+		Samples int
+		Tokens  struct{ Documents int }
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil || info.Samples != want.NumSequences() || info.Tokens.Documents != n {
+		t.Fatalf("/epoch/0: %s %s; want %d sequences of %d samples", resp.Status, body, want.NumSequences(), n)
+	}
 	served := map[int]int{}
-	read(w2, 2, 0, served)
-	t.Logf("world 2: %d sequences of %d samples, %d served", want.NumSequences(), n, len(served))
-	if len(served) != want.NumSequences() {
-		t.Fatalf("world 2 read %d of %d sequences", len(served), want.NumSequences())
-	}
-	for pos, c := range served {
-		if c != 1 {
-			t.Fatalf("sequence %d served %d times", pos, c)
-		}
-	}
-
-	// Four global batches at world 2 (16 sequences), then world 3 from
-	// there: exactly the rest.
-	const done = 2
-	first := map[int]int{}
-	w2s := url.Values{}
-	for k, x := range w2 {
-		w2s[k] = x
-	}
-	for m := range done {
+	for m := range 2 {
 		for rank := range 2 {
-			w2s.Set("rank", strconv.Itoa(rank))
-			_, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, m, w2s.Encode()))
+			w2.Set("rank", strconv.Itoa(rank))
+			resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, m, w2.Encode()))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("batch %d rank %d: %s %s", m, rank, resp.Status, body)
+			}
 			for _, s := range readTar(t, body) {
-				first[check(s.key, s.files)]++
+				served[check(s.key, s.files)]++
 			}
 		}
 	}
-	w3 := url.Values{}
-	for k, x := range job {
-		w3[k] = x
+	if len(served) != 8 {
+		t.Fatalf("two global batches of 4 served sequences %v", served)
 	}
-	w3.Set("batch_size", "2")
-	w3.Set("world", "3")
-	w3.Set("offset", strconv.Itoa(done*2*2))
-	rest := map[int]int{}
-	read(w3, 3, 0, rest)
-	for pos := range want.NumSequences() {
-		if first[pos]+rest[pos] != 1 || first[pos] == 1 && pos >= done*4 || rest[pos] == 1 && pos < done*4 {
-			t.Fatalf("sequence %d: read %d times before the resize and %d after; want once, in its place", pos, first[pos], rest[pos])
-		}
-	}
+	w2.Del("rank")
 
 	// What cannot be served says why.
 	concat := url.Values{}
@@ -473,70 +404,4 @@ func npyInt32s(t *testing.T, b []byte) []int32 {
 		out[i] = int32(binary.LittleEndian.Uint32(data[4*i:]))
 	}
 	return out
-}
-
-// TestVisionBadSamplesOverHTTP: a vision job over a dataset holding a
-// sample whose placeholder has no image and one whose image does not
-// decode is 422 naming a bad sample under --on-bad-image=fail; under
-// skip its epoch holds every other sample (documents, images) and none
-// of the bad ones' text.
-func TestVisionBadSamplesOverHTTP(t *testing.T) {
-	ctx := context.Background()
-	tok, enc, st := visionStore(t)
-	corpus := visionCorpus(t, st, 1, 12)
-	var bad bytes.Buffer
-	tw := tar.NewWriter(&bad)
-	for _, m := range []struct{ name, data string }{
-		{"bad/x0.txt", "zebra crossing: <image>"}, {"bad/x1.png", "GIF89a not a png"}, {"bad/x1.txt", "<image> zebra crossing"},
-	} {
-		_ = tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.data)), Typeflag: tar.TypeReg})
-		_, _ = tw.Write([]byte(m.data))
-	}
-	_ = tw.Close()
-	putFile(t, st, "shards/bad.tar", bad.Bytes())
-	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dataset.WriteVisionFacts(ctx, st, res.Index, tok, 0, 2); err != nil {
-		t.Fatal(err)
-	}
-	v := enc.VocabSize()
-	q := url.Values{"seq": {"512"}, "batch_size": {"2"}, "vision": {fmt.Sprintf("min:3136,max:25088,patch:14,merge:2,image:%d,start:%d,end:%d", v, v+1, v+2)}}
-	_, failing := start(t, st, nil)
-	if resp, body := get(t, failing.URL+"/epoch/0/batch/0?"+q.Encode()); resp.StatusCode != http.StatusUnprocessableEntity || !bytes.Contains(body, []byte("bad/x")) {
-		t.Fatalf("fail: %s %s; want 422 naming a bad sample", resp.Status, body)
-	}
-	_, skipping := start(t, st, func(c *gateway.Config) { c.OnBadImage = gateway.OnDamagedSkip })
-	resp, body := get(t, skipping.URL+"/epoch/0?"+q.Encode())
-	var info struct {
-		Batches int
-		Tokens  struct{ Documents int }
-	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil || info.Tokens.Documents != len(corpus) {
-		t.Fatalf("skip: /epoch/0 %s %s; want the %d good samples", resp.Status, body, len(corpus))
-	}
-	zebra, err := enc.Encode([]byte("zebra"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	images, wantImages := 0, 0
-	for _, m := range corpus {
-		wantImages += len(m.sizes)
-	}
-	for m := range info.Batches {
-		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", skipping.URL, m, q.Encode()))
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("skip: batch %d: %s %s", m, resp.Status, body)
-		}
-		for _, s := range readTar(t, body) {
-			images += len(npyInt32s(t, s.files["image_spans.npy"])) / 2
-			if ids := npyInt32s(t, s.files["input_ids.npy"]); len(zebra) > 0 && slices.Contains(ids, zebra[0]) && bytes.Contains(int32s(ids), int32s(zebra)) {
-				t.Fatalf("skip: sequence %s holds a bad sample's text", s.key)
-			}
-		}
-	}
-	if images != wantImages {
-		t.Fatalf("skip: the epoch's sequences hold %d images; the good samples have %d", images, wantImages)
-	}
 }

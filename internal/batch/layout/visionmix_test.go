@@ -333,8 +333,8 @@ func TestVisionMixture(t *testing.T) {
 		}
 	}
 
-	// Refused, saying why (another vocabulary: gateway's
-	// TestVisionMixtureOverHTTP).
+	// Refused, saying why (another vocabulary:
+	// TestVisionMixtureOfAnotherVocabulary).
 	for _, tc := range []struct {
 		name string
 		ds   []*catalog.Dataset

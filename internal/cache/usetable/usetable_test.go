@@ -316,7 +316,7 @@ func TestPublishedKeys(t *testing.T) {
 // alone (the streams' map order), a chunk the older version's stream
 // needed next was keyed as needed by none and evicted first: a chain of
 // appends read 4,119 store bytes in an epoch its plan put at 3,375
-// (gateway.TestPlanKnowsTheAppendChain).
+// (a gateway serving a chain of appends, against its plan).
 func TestUseTableDistanceOverGrownVersions(t *testing.T) {
 	older := catalog.NewDataset("d", "", nil, testIndex(t, 4, 4))
 	grown := catalog.NewDataset("d", "", nil, testIndex(t, 6, 4))

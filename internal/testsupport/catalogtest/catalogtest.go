@@ -1,7 +1,9 @@
 // Package catalogtest makes the catalog's datasets that tests of the
 // batch stages and of the job and cluster rooms serve from (the reader's,
-// layout's, feedback's, hand-over's, …): an index alone, on no
-// store, so a test reads its chunks through its own fakes.
+// layout's, feedback's, hand-over's, the resolver's, …): an index alone,
+// on no store, so a test reads its chunks through its own fakes; or, for
+// a test of what is kept in a dataset's store (a job's edits), on the
+// store it is given.
 //
 // It is test support, as net/http's httptest is: the server links none
 // of it.
@@ -13,6 +15,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // SampleSize is the size of every sample of Dataset: one tar block.
@@ -49,4 +52,39 @@ func Sized(t testing.TB, name string, sizes []int64, perChunk int) *catalog.Data
 		t.Fatal(err)
 	}
 	return catalog.NewDataset(name, "", nil, ix)
+}
+
+// Grown returns the versions of a dataset named name served in place
+// from st, each extending the one before it as `brand index --append`'s
+// index does (chunkindex.Extend): version v holds the first chunks[v]
+// chunks, of perChunk samples each, sample i of chunk c keyed name/c/i
+// as Dataset's. Its chunks name no object of st: a test of the layout,
+// the edits or the resolver reads none.
+func Grown(t testing.TB, name string, st s3backend.Store, perChunk int, chunks ...int) []*catalog.Dataset {
+	t.Helper()
+	src := chunkindex.InPlace{Format: "lines", Created: 1}
+	var out []*catalog.Dataset
+	var prev *chunkindex.Index
+	for _, n := range chunks {
+		var cs []chunkindex.Chunk
+		var keys []string
+		for c := range n {
+			cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("%s#%d", name, c), Size: int64(perChunk) * SampleSize, Samples: perChunk})
+			for i := range perChunk {
+				keys = append(keys, fmt.Sprintf("%s/%d/%d", name, c, i))
+			}
+		}
+		ix, err := chunkindex.NewDeferred(cs, keys, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev != nil {
+			if ix, err = prev.Lineage().Extend(ix); err != nil {
+				t.Fatal(err)
+			}
+		}
+		prev = ix
+		out = append(out, catalog.NewDataset(name, "file:///"+name, st, ix))
+	}
+	return out
 }

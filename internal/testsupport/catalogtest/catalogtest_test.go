@@ -35,3 +35,24 @@ func TestSized(t *testing.T) {
 		t.Errorf("sample 7: %+v", s)
 	}
 }
+
+// Grown's versions each extend the one before, every sample of a
+// version under its ID and key in the next.
+func TestGrown(t *testing.T) {
+	vs := catalogtest.Grown(t, "g", nil, 3, 2, 4, 5)
+	for v, want := range []int{2, 4, 5} {
+		ix := vs[v].Index
+		if !ix.Deferred() || ix.NumChunks() != want || ix.NumSamples() != 3*want {
+			t.Fatalf("version %d: %d chunks, %d samples, deferred %t; want %d, %d, true", v, ix.NumChunks(), ix.NumSamples(), ix.Deferred(), want, 3*want)
+		}
+		if v == 0 {
+			continue
+		}
+		if a, ok := ix.Lineage().AncestorIndex(vs[v-1].ID()); !ok || a.NumSamples() != vs[v-1].Index.NumSamples() {
+			t.Fatalf("version %d does not extend version %d", v, v-1)
+		}
+		if got := ix.SampleKey(4); got != vs[v-1].Index.SampleKey(4) || got != "g/1/1" {
+			t.Fatalf("version %d: sample 4 is %q", v, got)
+		}
+	}
+}

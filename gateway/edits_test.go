@@ -1,0 +1,215 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/formattest"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// appendFile adds a .lines file of 20 lines, name, beside an
+// inPlaceStore's files and appends it to the dataset (brand index
+// --append): a writer's next batch of files.
+func appendFile(t *testing.T, st s3backend.Store, name string) {
+	t.Helper()
+	var lines []string
+	for l := range 20 {
+		lines = append(lines, fmt.Sprintf("%s line %d", name, l))
+	}
+	for k, b := range formattest.Write(map[string][]string{"data/" + name + ".lines": lines}) {
+		if _, err := st.Put(context.Background(), k, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := dataset.AppendInPlace(context.Background(), st, st, dataset.AppendOptions{
+		Formats: []format.Format{formattest.Lines{}}, Options: format.Options{ChunkBytes: 300}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// currentIndex is the index version a gateway serves of its dataset.
+func currentIndex(t *testing.T, base string) string {
+	t.Helper()
+	_, body := get(t, base+"/datasets")
+	var dss struct {
+		Datasets []struct{ Index string } `json:"datasets"`
+	}
+	if err := json.Unmarshal(body, &dss); err != nil || len(dss.Datasets) == 0 {
+		t.Fatalf("/datasets: %s", body)
+	}
+	return dss.Datasets[0].Index
+}
+
+// TestEditEndpoints is the HTTP contract of a named job's edits (POST
+// and GET /jobs/{job}/exclude, /append and GET /jobs/{job}/edits): each
+// answer's status, and the body's fields only the gateway writes — the
+// edit made, counted over the dataset; a refusal's first_editable_step
+// and edit_version — over a dataset served in place, its job pinned to
+// the version it read first. A batch served before the edits keeps its
+// bytes and ETag, and /epoch/N counts the samples appended. What the
+// edits do to the job's order, and why each is refused, are
+// internal/job/resolve's TestEditChain and its tests of a cluster's
+// edits (TestEditsAskEveryMember, TestEditReleasesTheHolds), the chain's
+// internal/job/chain's, the orders internal/batch/layout's
+// TestExcludedOrder, TestExtendedOrder, TestAppendedOrder and
+// TestAppendChainLayout; the model's TestModel holds random chains of
+// edits through HTTP.
+func TestEditEndpoints(t *testing.T) {
+	st, want := inPlaceStore(t, formattest.Lines{})
+	g, srv := start(t, st, func(c *gateway.Config) { c.Datasets[0].Formats = []format.Format{formattest.Lines{}} })
+	v := currentIndex(t, srv.URL)
+	// 120 samples, steps of 10: the job reads steps 0 to 3.
+	job := "dataset=test&seed=7&window=4&batch_size=5&world=2&job=run&index=" + v
+	resp, first := get(t, srv.URL+"/epoch/0/batch/0?rank=1&"+job)
+	etag := resp.Header.Get("ETag")
+	for m := range 4 {
+		for rank := range 2 {
+			if resp, b := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?rank=%d&%s", srv.URL, m, rank, job)); resp.StatusCode != http.StatusOK {
+				t.Fatalf("step %d rank %d: %s %s", m, rank, resp.Status, b)
+			}
+		}
+	}
+	var x api.StoredExclusion
+	var a api.StoredAppend
+	for _, tc := range []struct {
+		name, method, path, body string
+		grow                     bool // the dataset grows (brand index --append) and the gateway reloads first
+		status                   int
+		says                     string
+		next                     uint64 // a 409's first_editable_step
+		edit                     *string
+		out                      any
+	}{
+		{name: "no exclusion yet", method: http.MethodGet, path: "exclude", status: http.StatusNotFound},
+		{name: "no edits yet", method: http.MethodGet, path: "edits", status: http.StatusNotFound},
+		{name: "not an object", method: http.MethodPost, path: "exclude", body: `"not an object"`, status: http.StatusBadRequest, says: "JSON object"},
+		{name: "an unknown field", method: http.MethodPost, path: "exclude", body: `{"from_step": 9, "keys": ["data/f0/1"], "extra": 1}`, status: http.StatusBadRequest, says: "extra"},
+		{name: "no keys", method: http.MethodPost, path: "exclude", body: `{"from_step": 9}`, status: http.StatusBadRequest, says: "keys"},
+		{name: "no step", method: http.MethodPost, path: "exclude", body: `{"keys": ["data/f0/1"]}`, status: http.StatusBadRequest, says: "from_step"},
+		{name: "unknown keys", method: http.MethodPost, path: "exclude", body: `{"from_step": 9, "keys": ["data/f0/1", "nope/1"]}`, status: http.StatusUnprocessableEntity, says: "nope/1"},
+		{name: "a step served", method: http.MethodPost, path: "exclude", body: `{"from_step": 2, "keys": ["data/f0/1"]}`, status: http.StatusConflict, next: 4},
+		{name: "a token job", method: http.MethodPost, path: "exclude", body: `{"from_step": 9, "keys": ["data/f0/1"]}`, status: http.StatusBadRequest, says: spec.Lookup(spec.Tokens, spec.Exclusion).Message},
+		{name: "an exclusion", method: http.MethodPost, path: "exclude", body: `{"from_step": 5, "keys": ["data/f0/1", "data/f2/7"]}`, status: http.StatusCreated, out: &x},
+		{name: "the same again", method: http.MethodPost, path: "exclude", body: `{"from_step": 5, "keys": ["data/f0/1", "data/f2/7"]}`, status: http.StatusCreated, edit: &x.Version},
+		{name: "a second naming no previous", method: http.MethodPost, path: "exclude", body: `{"from_step": 6, "keys": ["data/f1/1"]}`, status: http.StatusConflict, edit: &x.Version},
+		{name: "the exclusion", method: http.MethodGet, path: "exclude", status: http.StatusOK, edit: &x.Version, says: "data/f2/7"},
+		{name: "an append naming no index", method: http.MethodPost, path: "append", body: `{"from_step": 6}`, grow: true, status: http.StatusBadRequest, says: "index"},
+		{name: "an append of the job's own version", method: http.MethodPost, path: "append", body: `{"from_step": 6, "index": "` + v + `", "previous": "PREV"}`, status: http.StatusUnprocessableEntity},
+		{name: "an append", method: http.MethodPost, path: "append", body: `{"from_step": 6, "index": "NEW", "previous": "PREV"}`, status: http.StatusCreated, out: &a},
+		{name: "the append", method: http.MethodGet, path: "append", status: http.StatusOK, edit: &a.Version},
+		{name: "the edits", method: http.MethodGet, path: "edits", status: http.StatusOK, edit: &a.Version, says: `"kind": "exclude"`},
+	} {
+		if tc.grow {
+			appendFile(t, st, "f9")
+			if _, err := g.Reload(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q := job
+		if tc.name == "a token job" {
+			q += "&seq=16"
+		}
+		body := strings.NewReplacer("PREV", x.Version, "NEW", currentIndex(t, srv.URL)).Replace(tc.body)
+		resp, b := do(t, tc.method, srv.URL+"/jobs/run/"+tc.path+"?"+q, []byte(body))
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.says) {
+			t.Fatalf("%s: %s %s; want %d saying %q", tc.name, resp.Status, b, tc.status, tc.says)
+		}
+		var e api.Error
+		if tc.status >= 300 && json.Unmarshal(b, &e) != nil {
+			t.Fatalf("%s: %s is not an error's JSON", tc.name, b)
+		}
+		if tc.next > 0 && (e.FirstEditableStep == nil || *e.FirstEditableStep != tc.next) {
+			t.Fatalf("%s: %s; want first_editable_step %d", tc.name, b, tc.next)
+		}
+		if tc.edit != nil && !strings.Contains(string(b), *tc.edit) || tc.status == http.StatusConflict && tc.next == 0 && e.EditVersion != x.Version {
+			t.Fatalf("%s: %s does not name the edit", tc.name, b)
+		}
+		if tc.out != nil && json.Unmarshal(b, tc.out) != nil {
+			t.Fatalf("%s: %s", tc.name, b)
+		}
+	}
+	if x.Samples != 2 || x.EmptyChunks != 0 || x.FromPosition != 50 || x.Epoch != 0 || x.IndexID != v {
+		t.Errorf("the exclusion answered %+v; want 2 samples from position 50 of epoch 0 over index %s", x, v)
+	}
+	if a.Previous != x.Version || a.IndexID != v || a.NewSamples != 20 || a.Samples != len(want)+20 || a.FromPosition != 60 {
+		t.Errorf("the append answered %+v; want 20 new samples of %d, from position 60, after %s", a, len(want)+20, x.Version)
+	}
+	resp, b := get(t, srv.URL+"/epoch/0/batch/0?rank=1&"+job)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != etag || resp.Header.Get("Brand-Index") != v || !bytes.Equal(b, first) {
+		t.Errorf("a batch served before the edits: %s, ETag %s (was %s), index %s: the same bytes %t", resp.Status, resp.Header.Get("ETag"), etag, resp.Header.Get("Brand-Index"), bytes.Equal(b, first))
+	}
+	var ep api.EpochInfo
+	if resp, b := get(t, srv.URL+"/epoch/1?"+job); resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ep) != nil || ep.Samples != len(want)+18 || ep.Batches != 14 {
+		t.Errorf("/epoch/1 of the job: %s %s; want its 138 samples in 14 batches", resp.Status, b)
+	}
+}
+
+// TestOldVersionOnAClusterAfterAppend: a cluster node holds its
+// dataset's index in part and reads the sample tables of chunks it does
+// not keep from the stored index object when a batch needs them. An
+// append replaces that object; a job pinned to the version before it
+// (index=) goes on reading that version on every node, each batch the
+// bytes and ETag it had before the append, with a table cache too small
+// to keep any table read (every read goes to the object), and a job
+// pinned to it takes an exclusion of its keys. Both answered 502 while
+// the nodes read the old version's tables from the replaced object.
+func TestOldVersionOnAClusterAfterAppend(t *testing.T) {
+	st, _ := inPlaceStore(t, formattest.Lines{})
+	nodes := startCluster(t, &fixture{store: st.(*s3backend.Local)}, 3, nil, func(c *gateway.Config) {
+		c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
+		c.IndexTablesCache = 1
+	})
+	const shape = "dataset=test&seed=7&window=4&batch_size=5&world=2"
+	v := currentIndex(t, nodes[0].srv.URL)
+	type read struct {
+		etag string
+		body []byte
+	}
+	readAll := func() map[string]read {
+		t.Helper()
+		out := map[string]read{}
+		for k, n := range nodes {
+			for m := range 12 {
+				for r := range 2 {
+					resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&rank=%d&index=%s", n.srv.URL, m, shape, r, v))
+					if resp.StatusCode != http.StatusOK || resp.Header.Get("Brand-Index") != v {
+						t.Fatalf("node %d step %d rank %d of version %s: %s, index %s: %s", k, m, r, v, resp.Status, resp.Header.Get("Brand-Index"), body)
+					}
+					out[fmt.Sprintf("%d/%d/%d", k, m, r)] = read{resp.Header.Get("ETag"), body}
+				}
+			}
+		}
+		return out
+	}
+	before := readAll()
+	appendFile(t, st, "g0")
+	for _, n := range nodes {
+		if _, err := n.g.Reload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cur := currentIndex(t, nodes[0].srv.URL); cur == v {
+		t.Fatalf("the nodes still serve %s after the append", v)
+	}
+	for key, got := range readAll() {
+		if want := before[key]; got.etag != want.etag || !bytes.Equal(got.body, want.body) {
+			t.Fatalf("node/step/rank %s of version %s: other bytes after the append (ETag %s, before %s)", key, v, got.etag, want.etag)
+		}
+	}
+	resp, body := do(t, http.MethodPost, fmt.Sprintf("%s/jobs/old/exclude?%s&index=%s", nodes[1].srv.URL, shape, v),
+		[]byte(`{"from_step": 3, "keys": ["data/f0/1", "data/f2/7"]}`))
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("an exclusion of a job pinned to %s after the append: %s %s", v, resp.Status, body)
+	}
+}

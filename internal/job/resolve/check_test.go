@@ -1,0 +1,142 @@
+package resolve
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	gcluster "github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/chain"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
+)
+
+// TestTableAtEveryStep holds the resolver to the table of features at
+// each step of a resolution (Resolve): what a request names — its
+// parameters, and an edit's or a plan's own feature — is the table's to
+// refuse before its dataset is looked up, whatever the dataset; what is
+// known only once it is read is checked after: a dataset served in place
+// (in-place), a membership of several nodes (cluster), the kinds of the
+// edits stored under the job's name (exclusion, append), a stored
+// schedule read by the job or kept under its name. A job the table lets
+// through is resolved with every feature it has. A refusal is the
+// table's own (its message), from every entry point that resolves: a
+// job's batches, an edit's job (Editor.EditJob), a schedule's edit
+// (Editor.CheckScheduleEdit).
+func TestTableAtEveryStep(t *testing.T) {
+	ctx := context.Background()
+	g := catalogtest.Grown(t, "g", localStore(t), 5, 4)[0]
+	ds := []*catalog.Dataset{stored(t, "a", 4, 5), stored(t, "b", 4, 5), g}
+	solo, _ := newNode(t, nil, ds...)
+	three, err := gcluster.NewMembership([]string{"http://n0.test", "http://n1.test", "http://n2.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustered, _ := newNode(t, func(c *Config) { c.Versions = members{membership.Solo{Held: c.Catalog.HeldIDs}, three} }, ds...)
+
+	// Job run keeps an exclusion over a; job mixed, a stored schedule;
+	// job both, a schedule and an exclusion over one of its datasets.
+	exclude := func(job string) {
+		ej, err := solo.Edits().EditJob(ctx, job, "dataset=a&batch_size=2", chain.Exclude)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := solo.Edits().Make(ctx, ej, NewEdit{Kind: chain.Exclude, FromStep: 3, Keys: []string{"a/1/2"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exclude("run")
+	exclude("both")
+	for _, job := range []string{"mixed", "both"} {
+		if _, err := solo.Edits().EditSchedule(ctx, job, "0:a:1,b:1", 0, false, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	resolve := func(r *Resolver, raw string, extra ...spec.Feature) func() (*Job, error) {
+		return func() (*Job, error) {
+			q, err := query.Parse(raw, query.JobParams, r.Defaults(), r.Limits())
+			if err != nil {
+				return nil, err // a pair of parameters is refused as they are parsed
+			}
+			return r.Resolve(ctx, q, 0, -1, spec.Of(extra...))
+		}
+	}
+	editJob := func(name, raw, kind string) func() (*Job, error) {
+		return func() (*Job, error) {
+			ej, err := solo.Edits().EditJob(ctx, name, raw, kind)
+			if err != nil {
+				return nil, err
+			}
+			return ej.Job, nil
+		}
+	}
+	scheduleEdit := func(name string) func() (*Job, error) {
+		return func() (*Job, error) { return nil, solo.Edits().CheckScheduleEdit(ctx, name) }
+	}
+	for _, tc := range []struct {
+		name string
+		call func() (*Job, error)
+		// refused is the pair whose cell refuses the job; else err is
+		// the error it is answered, or has and lacks what the resolved
+		// job's features hold and do not.
+		refused   [2]spec.Feature
+		err       error
+		has, lack []spec.Feature
+	}{
+		{name: "a pair of parameters, whatever the dataset", call: resolve(solo, "dataset=nope&seq=16&balance=bytes&world=2"), refused: [2]spec.Feature{spec.Tokens, spec.BalanceB}},
+		{name: "an edit's feature with the request's, whatever the dataset", call: resolve(solo, "dataset=nope&seq=16&job=j", spec.Exclusion), refused: [2]spec.Feature{spec.Tokens, spec.Exclusion}},
+		{name: "an edit's job names its kind", call: editJob("run", "mix=a:1,b:1", chain.Append), refused: [2]spec.Feature{spec.Mix, spec.Append}},
+		{name: "nothing refused: the dataset is looked up", call: resolve(solo, "dataset=nope"), err: catalog.ErrUnknown},
+		{name: "in place is known once the dataset is read", call: resolve(solo, "dataset=g&balance=bytes&world=2"), refused: [2]spec.Feature{spec.InPlace, spec.BalanceB}},
+		{name: "in place, of a dataset not there", call: resolve(solo, "dataset=nope&balance=bytes&world=2"), err: catalog.ErrUnknown},
+		{name: "the same request over tar chunks", call: resolve(solo, "dataset=a&balance=bytes&world=2"), has: []spec.Feature{spec.BalanceB}, lack: []spec.Feature{spec.InPlace}},
+		{name: "in place, resolved", call: resolve(solo, "dataset=g"), has: []spec.Feature{spec.InPlace, spec.Dataset}, lack: []spec.Feature{spec.Cluster}},
+		{name: "a cluster is known once the membership is", call: resolve(clustered, "dataset=g"), has: []spec.Feature{spec.Cluster, spec.InPlace}},
+		{name: "a plan's feature on a cluster", call: resolve(clustered, "dataset=a", spec.Resize), has: []spec.Feature{spec.Cluster, spec.Resize}},
+		{name: "a chain is known once it is read", call: resolve(solo, "mix=a:1,b:1&job=run&batch_size=2"), refused: [2]spec.Feature{spec.Mix, spec.Exclusion}},
+		{name: "a chain over its dataset", call: resolve(solo, "dataset=a&job=run&batch_size=2"), has: []spec.Feature{spec.Exclusion}, lack: []spec.Feature{spec.Append}},
+		{name: "the job's name over a dataset it keeps no chain over", call: resolve(solo, "dataset=b&job=run&batch_size=2"), lack: []spec.Feature{spec.Exclusion}},
+		{name: "the same mixture unnamed", call: resolve(solo, "mix=a:1,b:1&batch_size=2"), has: []spec.Feature{spec.Mix}, lack: []spec.Feature{spec.Exclusion}},
+		{name: "a stored schedule with a chain over a component", call: resolve(solo, "job=both&schedule=latest&batch_size=2"), refused: [2]spec.Feature{spec.Schedule, spec.Exclusion}},
+		{name: "a stored schedule", call: resolve(solo, "job=mixed&schedule=latest&batch_size=2"), has: []spec.Feature{spec.Schedule}, lack: []spec.Feature{spec.Dataset}},
+		{name: "an exclusion of a job that keeps a schedule", call: editJob("mixed", "dataset=a&batch_size=2", chain.Exclude), refused: [2]spec.Feature{spec.Schedule, spec.Exclusion}},
+		{name: "a schedule's edit of a job that keeps a chain", call: scheduleEdit("run"), refused: [2]spec.Feature{spec.Schedule, spec.Exclusion}},
+		{name: "a schedule's edit of a job that keeps none", call: scheduleEdit("mixed")},
+		{name: "an edit's job, resolved", call: editJob("next", "dataset=a&batch_size=2", chain.Exclude), has: []spec.Feature{spec.Exclusion, spec.Dataset}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := tc.call()
+			if tc.refused != [2]spec.Feature{} {
+				cell := spec.Lookup(tc.refused[0], tc.refused[1])
+				if cell.Kind != spec.Refuse {
+					t.Skipf("the table no longer refuses %s with %s", tc.refused[0], tc.refused[1])
+				}
+				if !spec.IsRefusal(err) || !strings.HasSuffix(err.Error(), cell.Message) {
+					t.Fatalf("%v; want the table's refusal %q", err, cell.Message)
+				}
+				return
+			}
+			if !errors.Is(err, tc.err) || tc.err != nil && err == nil {
+				t.Fatalf("%v; want %v", err, tc.err)
+			}
+			if j == nil {
+				return
+			}
+			for _, f := range tc.has {
+				if !j.Features.Has(f) || !j.Source.Features.Has(f) {
+					t.Errorf("the job resolved lacks %s: %v", f, j.Features.List())
+				}
+			}
+			for _, f := range tc.lack {
+				if j.Features.Has(f) {
+					t.Errorf("the job resolved has %s: %v", f, j.Features.List())
+				}
+			}
+		})
+	}
+}
