@@ -98,6 +98,12 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	if dst != "" {
 		return usageError(env, "index", "--dst: tar shards are indexed beside themselves (their index names them by key)")
 	}
+	var model []byte // --tokenizer: read and checked before the shards are read
+	if tok.tokenizer != "" {
+		if model, err = readModel(ctx, env, tok.tokenizer, sf); err != nil {
+			return err
+		}
+	}
 	bar := newProgressBar(env, "index")
 	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{
 		Prefix:   prefix,
@@ -113,15 +119,11 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	ix := res.Index
 	fmt.Fprintf(env.Stdout, "indexed %s samples in %d shards (%s) at %s, index %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), humanize.IBytes(uint64(ix.TotalBytes())), src, ix.ID())
-	if tok.tokenizer == "" {
+	if model == nil {
 		return nil
 	}
 	// Image-text samples: their facts, which a vision job lays its
 	// epochs out from (docs/format.md, *Image-text facts*).
-	model, err := readModel(ctx, tok.tokenizer, sf)
-	if err != nil {
-		return err
-	}
 	f, err := dataset.WriteVisionFacts(ctx, st, ix, model, transform.DefaultMaxPixels, parallel)
 	if err != nil {
 		return err
@@ -173,7 +175,7 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	}
 	var model []byte // --tokenizer: with --text, the text's; alone, the image-text facts'
 	if tokenizer != "" {
-		b, err := readModel(ctx, tokenizer, sf)
+		b, err := readModel(ctx, env, tokenizer, sf)
 		if err != nil {
 			return err
 		}
@@ -273,6 +275,13 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 		}
 		where = dst
 	}
+	var model []byte // --tokenizer: read and checked before the new files are
+	if tokenizer != "" {
+		var err error
+		if model, err = readModel(ctx, env, tokenizer, sf); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	res, err := dataset.AppendInPlace(ctx, st, out, dataset.AppendOptions{Formats: formats(), Prefix: prefix,
 		Options: format.Options{ChunkBytes: chunk, Parallel: 4 * parallel}, Tool: "brand " + version})
@@ -289,15 +298,11 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 	fmt.Fprintf(env.Stdout, "appended %s samples in %d chunks to %s in %s: index %s extends %s (%s samples in %d chunks in all) at %s\n",
 		humanize.Comma(int64(ix.NumSamples()-first)), ix.NumChunks()-parent.Chunks, src, time.Since(start).Round(time.Millisecond),
 		ix.ID(), parent.ID, humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), where)
-	if tokenizer == "" {
+	if model == nil {
 		return nil
 	}
 	// The facts name one index version: the new one's are written anew
 	// (every row read again), beside it.
-	model, err := readModel(ctx, tokenizer, sf)
-	if err != nil {
-		return err
-	}
 	f, err := dataset.WriteVisionFactsInPlace(ctx, out, st, ix, res.Manifest.InPlace.Format, res.Decoder, model, transform.DefaultMaxPixels, parallel)
 	if err != nil {
 		return fmt.Errorf("appended, but no image-text facts written: %w", err)
@@ -326,8 +331,47 @@ func (t tokenFlags) check() error {
 // readModel reads a tokenizer file (tokenizer.model, tokenizer.json, NAME.tiktoken), a
 // file or an object of a store (s3://bucket/path/FILE), at most
 // tokenize.MaxModelBytes of
-// it (package tokenize says what a model may be).
-func readModel(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error) {
+// it (package tokenize says what a model may be), and checks it before
+// any row is read (checkModel).
+func readModel(ctx context.Context, env *cli.Env, path string, sf cli.S3Flags) ([]byte, error) {
+	b, err := readModelFile(ctx, path, sf)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkModel(env, path, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// checkModel loads a tokenizer before the dataset is read, so that a
+// file that is none is refused at once, naming what is wrong, and
+// refuses one that maps text to nothing (tokenize.Model.Silent: an empty
+// vocabulary), which would index every document as 0 tokens without a
+// word. One that drops only some scripts' characters (no token for them
+// and no unk_token) is a tokenizer as its reference runs it, perhaps
+// trained for one language: it is indexed, with a warning naming the
+// texts it drops.
+func checkModel(env *cli.Env, path string, b []byte) error {
+	m, err := tokenize.Load(b)
+	if err != nil {
+		return fmt.Errorf("--tokenizer %s: %w", path, err)
+	}
+	silent := m.Silent()
+	switch {
+	case len(silent) == len(tokenize.Probes):
+		return fmt.Errorf("--tokenizer %s: the tokenizer (a %s of %d tokens) maps text to nothing: %q, and every other text tried, encodes to no token, "+
+			"so every document would be indexed as 0 tokens (a byte-level BPE tokenizer.json needs its vocabulary, the byte alphabet in model.vocab, or an unk_token)",
+			path, m.File(), m.VocabSize(), silent[0])
+	case len(silent) > 0:
+		fmt.Fprintf(env.Stderr, "brand index: warning: --tokenizer %s encodes %q to no token (its vocabulary has no token for those characters and no unk_token): "+
+			"such characters are dropped from every document, as its reference drops them\n", path, silent)
+	}
+	return nil
+}
+
+// readModelFile is readModel's read of the file, unchecked.
+func readModelFile(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error) {
 	if strings.HasPrefix(path, "s3://") {
 		i := strings.LastIndexByte(path, '/')
 		if i < len("s3://") || i == len(path)-1 {
