@@ -48,7 +48,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&prefix, "prefix", "", "index only the objects whose keys (relative to --src) start with this")
 	fs.StringVar(&name, "name", "", "dataset name in the manifest (default: the last segment of the prefix or URL)")
 	fs.StringVar(&members, "members", "", "member extensions by field, comma-separated (label=cls,caption=txt), overriding the format's mapping (docs/format.md)")
-	fs.Var(&chunk, "chunk-size", "target chunk size for formats that cut their own chunks (Megatron: spans of a .bin, default 64MiB; Parquet: consecutive row groups of a file, default 16MiB; video: runs of GOPs of a file, default 8MiB)")
+	fs.Var(&chunk, "chunk-size", "target chunk size for formats that cut their own chunks (Megatron: spans of a .bin, default 64MiB; Parquet: consecutive row groups of a file, default 16MiB; video: runs of GOPs of a file, default 8MiB); a dataset indexed before is cut at the size its manifest records unless this is given, and the same files indexed the same way keep their index version")
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
 	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
