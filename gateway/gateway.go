@@ -144,7 +144,9 @@ type Config struct {
 	// headers as a damaged chunk's samples are. A vision job's bad
 	// samples (package vision's kinds) follow the same rule when its
 	// epoch is laid out: fail names the first, skip leaves them out of
-	// every sequence.
+	// every sequence; a sample whose image's header reads but whose
+	// pixels do not, found when its sequence is written, fails that
+	// batch, or is left out of its sequence and named in the headers.
 	OnBadImage string
 	// TransformAheadBytes bounds the batches transformed ahead of their
 	// requests and held for them; they count against CopyBytes. Default a
