@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -32,7 +33,7 @@ func notATokenizer(data []byte, sp error) error {
 // unwrapNotModel is a SentencePiece refusal's own words, without the
 // sentinel's (which the refusal that quotes it says once).
 func unwrapNotModel(err error) string {
-	return string(bytes.TrimPrefix([]byte(err.Error()), []byte(ErrNotModel.Error()+": ")))
+	return strings.TrimPrefix(err.Error(), ErrNotModel.Error()+": ")
 }
 
 // startsLikeSentencePiece reports whether data may be a damaged or cut
