@@ -31,8 +31,8 @@ type AppendOptions struct {
 	// Prefix selects the source's objects, as the index was made with.
 	Prefix string
 	// Options are the format options for the new files: their chunk
-	// size, metadata reads at once, limits. Member extensions and token
-	// fields are the dataset's.
+	// size (0: the one the dataset's manifest records), metadata reads at
+	// once, limits. Member extensions and token fields are the dataset's.
 	Options format.Options
 	// Tool is recorded in the manifest (default "brand").
 	Tool string
@@ -83,6 +83,9 @@ func AppendInPlace(ctx context.Context, src, dst s3backend.Store, opts AppendOpt
 	m, err := stored.ReadManifest(ctx, dst)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Options.ChunkBytes <= 0 {
+		opts.Options.ChunkBytes = m.ChunkTargetBytes // the new files cut as the dataset's were
 	}
 	lister := src
 	if il, ok := src.(identityLister); ok && !old.Checksummed() {
@@ -142,7 +145,7 @@ func AppendInPlace(ctx context.Context, src, dst s3backend.Store, opts AppendOpt
 	}
 	nm := chunkindex.NewManifest(m.Name, ix)
 	nm.Created = time.Now().Truncate(time.Second)
-	nm.Source, nm.Tool, nm.InPlace = m.Source, opts.Tool, m.InPlace
+	nm.Source, nm.Tool, nm.InPlace, nm.ChunkTargetBytes = m.Source, opts.Tool, m.InPlace, m.ChunkTargetBytes
 	res, err := publish(ctx, dst, ix, nm, companion{
 		key: chunkindex.FormatKey(ix.ID()), what: "the format's description", b: lay.Meta,
 	})

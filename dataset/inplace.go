@@ -85,7 +85,13 @@ var ErrNoFormat = errkind.New(errkind.Internal, "no format recognised")
 // publishes Brand's index, the format's description of the chunks and a
 // manifest to dst, which may be the source itself or another prefix or
 // bucket (a read-only Hub mirror). Run again over a source with new files,
-// it publishes a new index version, as a re-pack does.
+// it publishes a new index version, as a re-pack does; run again over the
+// same files with the same options (to write a dataset's image-text facts,
+// say), it keeps the version stored at dst, its creation time and so its
+// ID, so that a job pinned to it reads on. Without Options.ChunkBytes a
+// re-index cuts chunks at the target the stored manifest records
+// (chunk_target_bytes, the ChunkBytes it was indexed with; 0 for the
+// format's default), keeping the dataset's chunking.
 //
 // Each chunk's object is recorded with the version a read of it is pinned
 // to: an S3 object's ETag; a local file's identity, its size and
@@ -123,6 +129,13 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	if _, ok := f.(format.Skipper); opts.Options.SkipBad && !ok {
 		return nil, fmt.Errorf("%w: a %s dataset's files are indexed whole or refused, naming the file: skipping those that cannot be indexed (--skip-bad-files) is for a tree of videos", ErrSkipUnsupported, f.Name())
 	}
+	prev := storedOf(ctx, dst, f)
+	if opts.Options.ChunkBytes <= 0 && prev != nil {
+		// The dataset's chunking kept: a re-index (to write image-text
+		// facts, to pick up new files) cuts where the last one did unless
+		// told otherwise.
+		opts.Options.ChunkBytes = prev.target
+	}
 	checksummed := opts.checksummed(f)
 	if _, confines := f.(format.DefaultChecksums); identity && checksummed && !confines {
 		// With checksums a local file is pinned by its content (size,
@@ -159,7 +172,13 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	if err != nil {
 		return nil, err
 	}
+	if same, at := prev.same(f, lay, dec, spans); same != nil {
+		// Nothing changed: the stored version is kept, and a job pinned
+		// to it (index=) reads on.
+		ix, created = same, at
+	}
 	m := chunkindex.NewManifest(opts.Name, ix)
+	m.ChunkTargetBytes = max(opts.Options.ChunkBytes, 0)
 	m.Created = created
 	m.Source = storeLocation(src, opts.Prefix)
 	m.Tool = opts.Tool

@@ -61,6 +61,7 @@ func startVideos(t *testing.T, st s3backend.Store, mutate func(*gateway.Config))
 	t.Helper()
 	_, srv := start(t, st, func(c *gateway.Config) {
 		c.Datasets[0].Formats = []format.Format{video.Format{}, video.LeRobotFormat{}}
+		c.ClipsWithoutDecoder = true // the plain build's layouts and plans (TestClipJobRefusedWithoutDecoder: its refusal)
 		if mutate != nil {
 			mutate(c)
 		}
@@ -70,7 +71,8 @@ func startVideos(t *testing.T, st s3backend.Store, mutate func(*gateway.Config))
 
 // A clip job's parameters that do not go together, or that a dataset
 // cannot serve, are 400 naming why; on a build without libavcodec a clip
-// batch is 501 naming the build, and its epoch is laid out all the same.
+// batch is 501 naming the build, and with Config.ClipsWithoutDecoder
+// (startVideos') its epoch is laid out all the same.
 func TestClipRefused(t *testing.T) {
 	st, _ := videoStore(t, 1<<20, map[string]string{"a/x.mp4": "h264.mp4", "b/y.mp4": "h264-bframes.mp4"})
 	srv := startVideos(t, st, nil)
@@ -121,7 +123,7 @@ func TestClipRefused(t *testing.T) {
 	}
 	// A dataset that is not a video one.
 	plain := newFixture(t, 2, 4)
-	_, psrv := start(t, plain.store, nil)
+	_, psrv := start(t, plain.store, func(c *gateway.Config) { c.ClipsWithoutDecoder = true })
 	if resp, body := get(t, psrv.URL+"/epoch/0/batch/0?clip=8"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "clip jobs read a video dataset") {
 		t.Errorf("clips of a tar dataset: %d %s", resp.StatusCode, body)
 	}

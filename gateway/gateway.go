@@ -48,6 +48,7 @@ import (
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
+	tvideo "github.com/brandgw/brand/transform/video"
 )
 
 // DatasetSpec names a dataset to serve: a name, and a store URL
@@ -146,7 +147,9 @@ type Config struct {
 	// headers as a damaged chunk's samples are. A vision job's bad
 	// samples (package vision's kinds) follow the same rule when its
 	// epoch is laid out: fail names the first, skip leaves them out of
-	// every sequence.
+	// every sequence; a sample whose image's header reads but whose
+	// pixels do not, found when its sequence is written, fails that
+	// batch, or is left out of its sequence and named in the headers.
 	OnBadImage string
 	// TransformAheadBytes bounds the batches transformed ahead of their
 	// requests and held for them; they count against CopyBytes. Default a
@@ -237,6 +240,16 @@ type Config struct {
 	// the epochs served; nil leaves both out (/plan answers 501).
 	// `brand serve` passes planner.ForGateway.
 	Planner Planner
+
+	// ClipsWithoutDecoder, on a build without a video decoder (no
+	// -tags brand_libav: transform/video.Available is false), answers a
+	// clip job's /epoch/N, /plan and batch manifests (format=json) from
+	// the index, as a build with one does, and 501 for its frames alone:
+	// a node that plans and describes clip jobs served by others, and
+	// tests of that build. By default such a build answers every request
+	// of a clip job 501 naming the missing decoder, where the job is
+	// first named. No effect on a build that decodes video.
+	ClipsWithoutDecoder bool
 
 	Logger   zerolog.Logger       // zero value logs nothing
 	Registry *prometheus.Registry // default: a new registry
@@ -623,6 +636,9 @@ func New(cfg Config) (*Gateway, error) {
 		Defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
 			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}},
 		Node: c.Advertise}
+	if !tvideo.Available() && !cfg.ClipsWithoutDecoder {
+		rc.NoClips = fmt.Errorf("%w: a clip job's frames are decoded by the node that serves it; serve it from a brand built with libavcodec (the container image is)", tvideo.ErrNoDecoder)
+	}
 	if peers != nil {
 		// An edit of a named job asks every other member what it has
 		// served of the job; they answer from their books.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,7 +130,9 @@ type pieceModel struct {
 // told apart by their content (fileKinds). It refuses,
 // with an error wrapping ErrNotModel, ErrTooLarge or ErrUnsupported,
 // anything the reference would not load and what this package does not
-// encode. data is not retained.
+// encode; a file that is none of these kinds is refused naming them and
+// saying what it looks like (JSON null, a PNG, an HTML page, a Git LFS
+// pointer, ...). data is not retained.
 func Load(data []byte) (*Model, error) {
 	switch {
 	case len(data) == 0:
@@ -144,7 +147,11 @@ func Load(data []byte) (*Model, error) {
 			return k.load(data, fingerprint)
 		}
 	}
-	return loadSentencePiece(data, fingerprint)
+	m, err := loadSentencePiece(data, fingerprint)
+	if errors.Is(err, ErrNotModel) && !startsLikeSentencePiece(data) {
+		return nil, notATokenizer(data, err)
+	}
+	return m, err
 }
 
 // fileKinds are the files Load tells apart by their first bytes, tried

@@ -44,8 +44,11 @@
 // the cap (ErrTooLong: a sample with images is never split) fail the
 // epoch naming the sample (Fail) or are skipped and counted (Skip, the
 // --on-bad-image rule's two answers). An image whose header reads but
-// whose pixels do not fails its sequence's write: its tokens are laid
-// out already.
+// whose pixels do not fails its sequence's write (a *PixelsError naming
+// its sample): its tokens are laid out already, so under Skip the
+// sequence is written again without that sample (its later samples
+// moved up, the pad longer), and the sample named as skipped by the
+// pack stage.
 //
 // # Costs
 //

@@ -41,9 +41,11 @@ type Writer struct {
 //	KEY.image.K.npy       uint8 [3, h, w]: image K, resized by transform's exact resampler
 //
 // n is the sequence's images, in the order of their spans. An image
-// whose pixels do not decode fails the write (ErrBadImage): its tokens
-// are already laid out, so it is never left out of its sequence. data
-// is put's to copy before it returns.
+// whose pixels do not decode fails the write (ErrBadImage, as a
+// *PixelsError naming its sample): its tokens are already laid out, so
+// it is never left out of its sequence by Members, only written anew
+// without its whole sample by a caller that skips bad samples. data is
+// put's to copy before it returns.
 func (wr *Writer) Members(key string, samples []Sample, put func(name string, data []byte) error) error {
 	seq := wr.Seq
 	ids := make([]int32, 0, seq)
@@ -51,7 +53,8 @@ func (wr *Writer) Members(key string, samples []Sample, put func(name string, da
 	loss := make([]uint8, 0, seq)
 	var spans, sizes []int32
 	var images []Image
-	for _, s := range samples {
+	var owner []int // each image's sample
+	for i, s := range samples {
 		if len(s.IDs) != len(s.Loss) {
 			return fmt.Errorf("%w: a sample of %d IDs and %d loss flags", ErrSequence, len(s.IDs), len(s.Loss))
 		}
@@ -65,6 +68,7 @@ func (wr *Writer) Members(key string, samples []Sample, put func(name string, da
 			spans = append(spans, int32(at+im.Span.Start), int32(im.Span.Len))
 			sizes = append(sizes, int32(im.OutH), int32(im.OutW))
 			images = append(images, im)
+			owner = append(owner, i)
 		}
 	}
 	if len(ids) > seq {
@@ -104,7 +108,7 @@ func (wr *Writer) Members(key string, samples []Sample, put func(name string, da
 		}
 		res, err := p.Apply(out[:0], im.Data, transform.Key{}, &sc)
 		if err != nil {
-			return fmt.Errorf("%w: member %s: %w", ErrBadImage, im.Member, err)
+			return &PixelsError{Sample: owner[k], Member: im.Member, Err: err}
 		}
 		out = res.Out
 		if err := put(key+".image."+strconv.Itoa(k)+".npy", out); err != nil {
@@ -128,6 +132,25 @@ func (wr *Writer) Write(tw *tar.Writer, key string, samples []Sample) error {
 		return err
 	})
 }
+
+// A PixelsError is Members' refusal of an image whose header read (its
+// sample was laid out by it) but whose pixels do not decode: a PNG cut
+// short, a JPEG whose scan is damaged. It is ErrBadImage, and names the
+// image's sample by its place in the samples written, so that a caller
+// skipping bad samples (--on-bad-image=skip) writes the sequence again
+// without that one.
+type PixelsError struct {
+	Sample int    // the sample's index in Members' samples
+	Member string // the image's member
+	Err    error  // the decoder's
+}
+
+func (e *PixelsError) Error() string {
+	return fmt.Sprintf("%v: member %s: %v", ErrBadImage, e.Member, e.Err)
+}
+
+// Unwrap is ErrBadImage and the decoder's error.
+func (e *PixelsError) Unwrap() []error { return []error{ErrBadImage, e.Err} }
 
 // resizer is the pipeline that resizes an image to w×h: torchvision's
 // Resize([h, w]) with Pillow's bilinear filter, the whole image decoded

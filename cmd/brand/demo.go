@@ -148,10 +148,9 @@ for m in range(3):
 
 PyTorch (pip install ./python, or PYTHONPATH=python in this repository):
   import brand
-  from brand.torch import BrandDataset
-  job = brand.Job(batch_size=32, seed=7, transform="imagenet-train")
-  for batch in BrandDataset("BASE", brand.Options(job=job)).loader(num_workers=2):
-      print(batch["npy"].shape, batch["cls"][:4])  # torch.Size([32, 3, 224, 224]) uint8
+  ds = brand.Tensors("BASE", "demo", transform="imagenet-train", batch_size=32, seed=7)
+  for b in ds.loader(num_workers=2):
+      print(b.images.shape, b.labels[:4])  # torch.Size([32, 3, 224, 224]) uint8, int64 labels
 
 Press Ctrl-C to stop.
 `)

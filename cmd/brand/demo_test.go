@@ -176,7 +176,7 @@ func TestDemoServesBatches(t *testing.T) {
 	if tensors != 32 {
 		t.Fatalf("the transform batch holds %d tensors, want 32", tensors)
 	}
-	for _, want := range []string{"from brand.torch import BrandDataset", `transform="imagenet-train"`} {
+	for _, want := range []string{`brand.Tensors("` + base + `", "demo"`, `transform="imagenet-train"`} {
 		if !strings.Contains(stdout(), want) {
 			t.Errorf("the demo's PyTorch loop lacks %q:\n%s", want, stdout())
 		}

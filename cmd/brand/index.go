@@ -47,7 +47,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&prefix, "prefix", "", "index only the objects whose keys (relative to --src) start with this")
 	fs.StringVar(&name, "name", "", "dataset name in the manifest (default: the last segment of the prefix or URL)")
 	fs.StringVar(&members, "members", "", "member extensions by field, comma-separated (label=cls,caption=txt), overriding the format's mapping (docs/format.md)")
-	fs.Var(&chunk, "chunk-size", "target chunk size for formats that cut their own chunks (Megatron: spans of a .bin, default 64MiB; Parquet: consecutive row groups of a file, default 16MiB; video: runs of GOPs of a file, default 8MiB)")
+	fs.Var(&chunk, "chunk-size", "target chunk size for formats that cut their own chunks (Megatron: spans of a .bin, default 64MiB; Parquet: consecutive row groups of a file, default 16MiB; video: runs of GOPs of a file, default 8MiB); a dataset indexed before is cut at the size its manifest records unless this is given, and the same files indexed the same way keep their index version")
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
 	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
@@ -97,6 +97,12 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	if dst != "" {
 		return usageError(env, "index", "--dst: tar shards are indexed beside themselves (their index names them by key)")
 	}
+	var model []byte // --tokenizer: read and checked before the shards are read
+	if tok.tokenizer != "" {
+		if model, err = readModel(ctx, env, tok.tokenizer, sf); err != nil {
+			return err
+		}
+	}
 	bar := newProgressBar(env, "index")
 	res, err := dataset.IndexShards(ctx, st, dataset.IndexOptions{
 		Prefix:   prefix,
@@ -112,15 +118,11 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	ix := res.Index
 	fmt.Fprintf(env.Stdout, "indexed %s samples in %d shards (%s) at %s, index %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), humanize.IBytes(uint64(ix.TotalBytes())), src, ix.ID())
-	if tok.tokenizer == "" {
+	if model == nil {
 		return nil
 	}
 	// Image-text samples: their facts, which a vision job lays its
 	// epochs out from (docs/format.md, *Image-text facts*).
-	model, err := readModel(ctx, tok.tokenizer, sf)
-	if err != nil {
-		return err
-	}
 	f, err := dataset.WriteVisionFacts(ctx, st, ix, model, transform.DefaultMaxPixels, parallel)
 	if err != nil {
 		return err
@@ -172,7 +174,7 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	}
 	var model []byte // --tokenizer: with --text, the text's; alone, the image-text facts'
 	if tokenizer != "" {
-		b, err := readModel(ctx, tokenizer, sf)
+		b, err := readModel(ctx, env, tokenizer, sf)
 		if err != nil {
 			return err
 		}
@@ -272,6 +274,13 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 		}
 		where = dst
 	}
+	var model []byte // --tokenizer: read and checked before the new files are
+	if tokenizer != "" {
+		var err error
+		if model, err = readModel(ctx, env, tokenizer, sf); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	res, err := dataset.AppendInPlace(ctx, st, out, dataset.AppendOptions{Formats: formats(), Prefix: prefix,
 		Options: format.Options{ChunkBytes: chunk, Parallel: 4 * parallel}, Tool: "brand " + version})
@@ -288,15 +297,11 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 	fmt.Fprintf(env.Stdout, "appended %s samples in %d chunks to %s in %s: index %s extends %s (%s samples in %d chunks in all) at %s\n",
 		humanize.Comma(int64(ix.NumSamples()-first)), ix.NumChunks()-parent.Chunks, src, time.Since(start).Round(time.Millisecond),
 		ix.ID(), parent.ID, humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), where)
-	if tokenizer == "" {
+	if model == nil {
 		return nil
 	}
 	// The facts name one index version: the new one's are written anew
 	// (every row read again), beside it.
-	model, err := readModel(ctx, tokenizer, sf)
-	if err != nil {
-		return err
-	}
 	f, err := dataset.WriteVisionFactsInPlace(ctx, out, st, ix, res.Manifest.InPlace.Format, res.Decoder, model, transform.DefaultMaxPixels, parallel)
 	if err != nil {
 		return fmt.Errorf("appended, but no image-text facts written: %w", err)
@@ -325,8 +330,47 @@ func (t tokenFlags) check() error {
 // readModel reads a tokenizer file (tokenizer.model, tokenizer.json, NAME.tiktoken), a
 // file or an object of a store (s3://bucket/path/FILE), at most
 // tokenize.MaxModelBytes of
-// it (package tokenize says what a model may be).
-func readModel(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error) {
+// it (package tokenize says what a model may be), and checks it before
+// any row is read (checkModel).
+func readModel(ctx context.Context, env *cli.Env, path string, sf cli.S3Flags) ([]byte, error) {
+	b, err := readModelFile(ctx, path, sf)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkModel(env, path, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// checkModel loads a tokenizer before the dataset is read, so that a
+// file that is none is refused at once, naming what is wrong, and
+// refuses one that maps text to nothing (tokenize.Model.Silent: an empty
+// vocabulary), which would index every document as 0 tokens without a
+// word. One that drops only some scripts' characters (no token for them
+// and no unk_token) is a tokenizer as its reference runs it, perhaps
+// trained for one language: it is indexed, with a warning naming the
+// texts it drops.
+func checkModel(env *cli.Env, path string, b []byte) error {
+	m, err := tokenize.Load(b)
+	if err != nil {
+		return fmt.Errorf("--tokenizer %s: %w", path, err)
+	}
+	silent := m.Silent()
+	switch {
+	case len(silent) == len(tokenize.Probes):
+		return fmt.Errorf("--tokenizer %s: the tokenizer (a %s of %d tokens) maps text to nothing: %q, and every other text tried, encodes to no token, "+
+			"so every document would be indexed as 0 tokens (a byte-level BPE tokenizer.json needs its vocabulary, the byte alphabet in model.vocab, or an unk_token)",
+			path, m.File(), m.VocabSize(), silent[0])
+	case len(silent) > 0:
+		fmt.Fprintf(env.Stderr, "brand index: warning: --tokenizer %s encodes %q to no token (its vocabulary has no token for those characters and no unk_token): "+
+			"such characters are dropped from every document, as its reference drops them\n", path, silent)
+	}
+	return nil
+}
+
+// readModelFile is readModel's read of the file, unchecked.
+func readModelFile(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error) {
 	if strings.HasPrefix(path, "s3://") {
 		i := strings.LastIndexByte(path, '/')
 		if i < len("s3://") || i == len(path)-1 {

@@ -97,6 +97,7 @@ func planClipJob(ctx context.Context, env *cli.Env, src string, cfg s3backend.Co
 		CacheSize:           job.cacheBytes,
 		PrefetchConcurrency: -1, // it serves no batch
 		Planner:             planner.ForGateway{},
+		ClipsWithoutDecoder: true, // it plans for a gateway that decodes, decoding nothing itself
 	})
 	if err != nil {
 		return err

@@ -61,6 +61,8 @@ func TestPlanClipJob(t *testing.T) {
 		Datasets:  []gateway.DatasetSpec{{Name: "d", URL: "file:///videos", Store: store, Formats: formats()}},
 		CacheSize: 64 << 20,
 		Planner:   planner.ForGateway{},
+		// Planned as a build that decodes plans: this one may not.
+		ClipsWithoutDecoder: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -101,6 +101,9 @@ func TestRecordedEpochs(t *testing.T) {
 		Planner:          planner.ForGateway{},
 		Transforms:       tiny,
 		TransformWorkers: 2,
+		// Clip jobs are recorded by their manifests, which the plain build
+		// serves only when asked to (it refuses them by default).
+		ClipsWithoutDecoder: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -24,9 +24,14 @@ type kind interface {
 	// padding.
 	size(i int) int64
 	// write writes sequence i's members through w, which holds exactly
-	// size(i) bytes.
+	// size(i) bytes: it fills them, or, for a kind that shrinks, as many
+	// as it wrote (a sequence written without a sample it skipped).
 	write(i int, w *ustar.Writer) error
 }
+
+// A shrinker is a kind whose sequences may be written shorter than
+// sized (vision with --on-bad-image=skip).
+type shrinker interface{ shrinks() bool }
 
 // A batch is a call's sequences sized and held to the stage's bound, not
 // yet written.
@@ -66,11 +71,15 @@ func (s *Stage) write(ctx context.Context, b *batch, noWait bool) (*Output, erro
 	}
 	buf = buf[:total]
 	errs := make([]error, n)
+	written := make([]int, n)
+	sk, ok := b.kind.(shrinker)
+	shrinks := ok && sk.shrinks()
 	err = s.workers.Run(ctx, n, func(i int) {
 		room := buf[b.at[i]:b.at[i+1]:b.at[i+1]]
 		w := ustar.NewWriter(room, b.header)
 		errs[i] = b.kind.write(i, w)
-		if errs[i] == nil && w.Len() != len(room) {
+		written[i] = w.Len()
+		if errs[i] == nil && w.Len() != len(room) && !(shrinks && w.Len() < len(room)) {
 			errs[i] = fmt.Errorf("%w: %d bytes written where %d were sized", errSized, w.Len(), len(room))
 		}
 		if errs[i] != nil {
@@ -84,9 +93,11 @@ func (s *Stage) write(ctx context.Context, b *batch, noWait bool) (*Output, erro
 		release()
 		return nil, err
 	}
-	out := &Output{Parts: make(net.Buffers, n), Bytes: total, release: release}
+	out := &Output{Parts: make(net.Buffers, n), release: release}
 	for i := range n {
-		out.Parts[i] = buf[b.at[i]:b.at[i+1]:b.at[i+1]]
+		end := b.at[i] + int64(written[i])
+		out.Parts[i] = buf[b.at[i]:end:end]
+		out.Bytes += int64(written[i])
 	}
 	return out, nil
 }

@@ -158,7 +158,10 @@ type Output struct {
 	Bytes int64
 	// Tokens is the sequences' tokens, NonPad those that are not pad.
 	Tokens, NonPad int64
-	release        func()
+	// Skipped are the samples a vision batch's sequences were written
+	// without (VisionRequest.Skip), in sequence order.
+	Skipped []VisionSkip
+	release func()
 }
 
 // Release gives the output's buffer back. Idempotent.

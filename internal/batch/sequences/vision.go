@@ -3,7 +3,9 @@ package sequences
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/vision"
@@ -19,6 +21,19 @@ type VisionRequest struct {
 	Samples [][]vision.Sample
 	// NoWait: a premade batch, which takes no memory it would wait for.
 	NoWait bool
+	// Skip writes a sequence whose sample's image does not decode past
+	// its header (vision.PixelsError) again without that sample, named
+	// in Output.Skipped, rather than fail the batch (the server's
+	// --on-bad-image=skip).
+	Skip bool
+}
+
+// A VisionSkip is a sample a vision batch's sequence was written
+// without (VisionRequest.Skip): its sequence's index, its place in that
+// sequence's samples as asked, and why.
+type VisionSkip struct {
+	Seq, Sample int
+	Err         error
 }
 
 // PackVision writes a vision batch's sequences (vision.Writer: token
@@ -26,9 +41,15 @@ type VisionRequest struct {
 // into one buffer of the stage's budget, sized before any pixel is
 // decoded (vision.Writer.Size), each sequence on the stage's workers.
 // Errors: ErrTooLarge over the server's bound, the budget's, a sample's
-// image that does not decode (vision.ErrBadImage, naming it).
+// image that does not decode (vision.ErrBadImage, naming it). With
+// req.Skip, a sample whose image's pixels do not decode is left out of
+// its sequence instead — the sequence written again in its room without
+// it, its later samples moved up and its pad longer, as if packed
+// without it — and named in the skipped list returned (in sequence
+// order).
 func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, error) {
-	b, err := s.sized(req.Keys, s.visionHeader, visionKind{&req}, func(total int64) error {
+	k := &visionKind{req: &req, samples: slices.Clone(req.Samples), skipped: make([][]VisionSkip, len(req.Keys))}
+	b, err := s.sized(req.Keys, s.visionHeader, k, func(total int64) error {
 		return fmt.Errorf("%w: %d sequences of %d tokens and their images make %d bytes, over the server's --max-batch-bytes (%d)",
 			ErrTooLarge, len(req.Keys), req.Writer.Seq, total, s.maxBytes)
 	})
@@ -41,29 +62,56 @@ func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, err
 	}
 	for i := range req.Keys {
 		out.Tokens += int64(req.Writer.Seq)
-		for _, smp := range req.Samples[i] {
+		for _, smp := range k.samples[i] {
 			out.NonPad += int64(smp.Tokens())
 		}
 	}
 	s.figures.add(out, len(req.Keys), 0)
+	out.Skipped = slices.Concat(k.skipped...)
 	return out, nil
 }
 
 // visionKind is a vision batch as the batch writer's kind: each
-// sequence's members as its vision.Writer makes them.
-type visionKind struct{ req *VisionRequest }
+// sequence's members as its vision.Writer makes them, less, with Skip,
+// the samples whose pixels do not decode (samples and skipped: sequence
+// i's, written by its worker alone).
+type visionKind struct {
+	req     *VisionRequest
+	samples [][]vision.Sample
+	skipped [][]VisionSkip
+}
 
-func (k visionKind) size(i int) int64 { return k.req.Writer.Size(k.req.Keys[i], k.req.Samples[i]) }
+func (k *visionKind) size(i int) int64 { return k.req.Writer.Size(k.req.Keys[i], k.req.Samples[i]) }
 
-func (k visionKind) write(i int, w *ustar.Writer) error {
-	return k.req.Writer.Members(k.req.Keys[i], k.req.Samples[i], func(name string, data []byte) error {
-		room, err := w.Member(len(data), name)
-		if err != nil {
+// shrinks: a sequence written without a skipped sample is shorter than
+// sized.
+func (k *visionKind) shrinks() bool { return k.req.Skip }
+
+func (k *visionKind) write(i int, w *ustar.Writer) error {
+	asked := make([]int, len(k.samples[i])) // each sample's place as asked
+	for j := range asked {
+		asked[j] = j
+	}
+	for {
+		err := k.req.Writer.Members(k.req.Keys[i], k.samples[i], func(name string, data []byte) error {
+			room, err := w.Member(len(data), name)
+			if err != nil {
+				return err
+			}
+			copy(room, data)
+			return nil
+		})
+		var bad *vision.PixelsError
+		if err == nil || !k.req.Skip || !errors.As(err, &bad) || bad.Sample >= len(asked) {
 			return err
 		}
-		copy(room, data)
-		return nil
-	})
+		// Fewer samples need less room: the sequence is written again
+		// at the start of its own.
+		k.skipped[i] = append(k.skipped[i], VisionSkip{Seq: i, Sample: asked[bad.Sample], Err: err})
+		k.samples[i] = slices.Delete(slices.Clone(k.samples[i]), bad.Sample, bad.Sample+1)
+		asked = slices.Delete(asked, bad.Sample, bad.Sample+1)
+		w.Reset()
+	}
 }
 
 // TextSample is a piece of a text document in a vision mixture's

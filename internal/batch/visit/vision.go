@@ -3,6 +3,7 @@ package visit
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
@@ -30,7 +31,7 @@ func (v *Batches) packVision(ctx context.Context, b *layout.Batch, vb *layout.Vi
 		_, _, in := b.Sample(res.MissingPos[0])
 		return nil, fmt.Errorf("%w: sample %s of batch %d (and %d more)", ErrVisionMissing, in.Key, b.Batch, len(res.MissingPos)-1)
 	}
-	req := sequences.VisionRequest{Writer: vb.Writer, Keys: make([]string, len(vb.Seqs)), Samples: make([][]vision.Sample, len(vb.Seqs)), NoWait: noWait}
+	req := sequences.VisionRequest{Writer: vb.Writer, Keys: make([]string, len(vb.Seqs)), Samples: make([][]vision.Sample, len(vb.Seqs)), NoWait: noWait, Skip: v.skipBad}
 	for i, q := range vb.Seqs {
 		at := vb.At[i]
 		if vb.IsText(i) {
@@ -60,9 +61,30 @@ func (v *Batches) packVision(ctx context.Context, b *layout.Batch, vb *layout.Vi
 	if err != nil {
 		return nil, err
 	}
+	nb, perPart := b, res.PerPart
+	if len(out.Skipped) > 0 {
+		// Samples whose images' pixels did not decode, left out of their
+		// sequences (--on-bad-image=skip): named as a transform job's bad
+		// images are, by their read positions.
+		missing := make([]int, len(out.Skipped))
+		keys := make([]string, len(out.Skipped))
+		perPart = slices.Clone(perPart)
+		for k, sk := range out.Skipped {
+			missing[k] = vb.At[sk.Seq][sk.Sample]
+			_, _, in := b.Sample(missing[k])
+			keys[k] = in.Key
+			if t := b.Take[missing[k]]; t.Part < len(perPart) {
+				perPart[t.Part].Samples--
+			}
+		}
+		slices.Sort(missing)
+		nb = b.Without(missing)
+		v.log.Warn().Strs("skipped_samples", keys).AnErr("first", out.Skipped[0].Err).
+			Msg("serving vision sequences without samples whose images do not decode")
+	}
 	r := reader.Owned(out.Parts, out.Bytes, out.Release)
-	r.Figures, r.PerPart = res.Figures, res.PerPart
-	return &Served{Batch: b, Result: r}, nil
+	r.Figures, r.PerPart, r.MissingPos = res.Figures, perPart, nb.Missing
+	return &Served{Batch: nb, Result: r}, nil
 }
 
 // textSamples is a vision mixture's text sequence i as samples of text

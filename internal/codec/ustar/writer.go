@@ -54,6 +54,10 @@ func (w *Writer) Member(size int, name ...string) ([]byte, error) {
 // Len is the bytes written so far.
 func (w *Writer) Len() int { return w.n }
 
+// Reset starts the writer again at its buffer's first byte, dropping
+// what it wrote: a member list written anew in the same room.
+func (w *Writer) Reset() { w.n = 0 }
+
 // Padded is n bytes of a member's data padded to a block.
 func Padded(n int64) int64 { return (n + BlockSize - 1) / BlockSize * BlockSize }
 

@@ -92,6 +92,13 @@ type Config struct {
 	// under; Others asks the other members before an edit (nil: none).
 	Node   string
 	Others Others
+	// NoClips is why this node serves no clip job (a build without a
+	// video decoder: transform/video.ErrNoDecoder), nil where it serves
+	// them: every request that resolves a clip job — its epochs, its
+	// plan, its batches in any format — is answered with it, where the
+	// job is first named, rather than a job that lays out and plans and
+	// fails at its first batch.
+	NoClips error
 }
 
 // A Resolver resolves jobs, and keeps the books of named jobs' stored
@@ -279,6 +286,12 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	}
 	if err := features.Check(); err != nil {
 		return nil, err
+	}
+	if r.cfg.NoClips != nil && features.Has(spec.Clips) {
+		// After the table and what the job reads (a 400 or a 404 is the
+		// request's to mend): no clip job is served here, whatever its
+		// parameters.
+		return nil, r.cfg.NoClips
 	}
 	if head != nil {
 		if err := r.applyChain(ctx, head, &src, &q.Job); err != nil {
