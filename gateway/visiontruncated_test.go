@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -17,6 +18,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // TestVisionTruncatedPixelsOverHTTP: a sample whose PNG header reads but
@@ -115,5 +117,22 @@ func TestVisionTruncatedPixelsOverHTTP(t *testing.T) {
 	}
 	if images != wantImages {
 		t.Errorf("skip: the epoch's sequences hold %d images; the good samples have %d", images, wantImages)
+	}
+}
+
+// int32s is ids as little-endian bytes, for a search of one run of
+// tokens in another.
+func int32s(ids []int32) []byte {
+	b := make([]byte, 4*len(ids))
+	for i, id := range ids {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(id))
+	}
+	return b
+}
+
+func putFile(t testing.TB, st *s3backend.Local, key string, b []byte) {
+	t.Helper()
+	if _, err := st.Put(context.Background(), key, bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
 	}
 }
