@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/brandgw/brand/internal/server/reqbody"
@@ -12,19 +16,48 @@ import (
 // body) or upTo its bound, in routes; a request refused before its body
 // is read (a missing credential, an unknown path, a declared length over
 // the bound) is answered at once and its connection closed. Every body a
-// route takes is read and decoded within the memory manager's decodes
-// share (mem), perByte bytes of it a byte of the body, reserved before
-// the body is read and held until its handler returns: a few large
-// bodies at once wait for each other, or are refused, rather than take
-// the node past --memory-limit.
+// route takes is read whole within its deadline (timeout or large, from
+// the handler's start, its waits for memory included) and decoded
+// within the memory manager's decodes share (mem), perByte bytes of it a
+// byte of the body, reserved before the body is read and held until its
+// handler returns: a few large bodies at once wait for each other, or are
+// refused, rather than take the node past --memory-limit. Bodies hold
+// that share below the decodes that serve batches, which they give their
+// room way to, and a client holds at most a quarter of it while another
+// client's body waits (memory.Account.Hold); a wait for room is at most
+// bodyWait.
 type bodies struct {
-	// timeout bounds reading a body; large that of importance feedback,
-	// the one body that may be large (Config.BodyTimeout and
-	// LargeBodyTimeout).
+	// timeout bounds reading a body; large that of the two bodies that
+	// may be large, importance feedback and an exclusion list
+	// (Config.BodyTimeout and LargeBodyTimeout).
 	timeout, large time.Duration
 	// mem is the share bodies are decoded in: the decodes share, where
 	// images and chunks served in place are decoded.
 	mem reqbody.Memory
+}
+
+// bodyWait is the most a body waits for room in the decodes share, within
+// its deadline: past it, 503 with Retry-After. A body waits only for the
+// decodes serving batches and for other clients' bodies within their
+// share, which hold it for moments; a client sending more waits less in
+// the kernel's buffers with its connection held.
+const bodyWait = 2 * time.Second
+
+// client names who sends r, for a client's share of the memory bodies
+// hold: its bearer token (a digest: the secret is kept nowhere else) and
+// its remote address, not its port, so that a client's many connections
+// are one client.
+func client(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	token := ""
+	if scheme, t, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		d := sha256.Sum256([]byte(strings.TrimSpace(t)))
+		token = hex.EncodeToString(d[:8])
+	}
+	return token + "@" + host
 }
 
 // What a byte of a route's body takes while its handler runs (Bound's
@@ -57,7 +90,11 @@ func (b bodies) none(next http.Handler) http.Handler {
 func (b bodies) upTo(most func() int64, timeout time.Duration, perByte int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			release, err := reqbody.Apply(w, r, reqbody.Bound{Bytes: most(), Timeout: timeout, Memory: b.mem, PerByte: perByte})
+			bound := reqbody.Bound{Bytes: most(), Timeout: timeout, Memory: b.mem, PerByte: perByte, Wait: bodyWait}
+			if r.ContentLength != 0 { // a body, declared or chunked: not a batch's GET
+				bound.Client = client(r)
+			}
+			release, err := reqbody.Apply(w, r, bound)
 			defer release()
 			if err != nil {
 				writeError(r.Context(), w, err)

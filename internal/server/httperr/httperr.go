@@ -41,8 +41,12 @@ const RetryAfter = 2 * time.Second
 
 // Status maps an error to the HTTP status a client should see, by the
 // kinds of the errors it wraps (errkind). An error wrapping several is
-// answered by the first of these that it has.
+// answered by the first of these that it has; one wrapping a request
+// body's own failure, by that failure alone.
 func Status(err error) int {
+	if f, ok := errors.AsType[bodyFailure](err); ok {
+		err = f.BodyFailure()
+	}
 	switch {
 	case errkind.Has(err, errkind.Unauthenticated):
 		// First: a peer's body that is not the one its credential covers
@@ -112,6 +116,17 @@ func Public(status int, err error) string {
 	default:
 		return "internal error"
 	}
+}
+
+// bodyFailure is a request body's own failure as it was read
+// (internal/server/reqbody: past its deadline, waiting past its bound for
+// the memory it is decoded in, or giving that memory way): it answers
+// the request whatever a handler wrapped it in — a handler's "the body
+// is not one JSON object: %w" would make a body that gave its memory way
+// a 400, which no client retries, where it is a 503.
+type bodyFailure interface {
+	error
+	BodyFailure() error
 }
 
 // told is an error that says itself what a client may be told of it (a

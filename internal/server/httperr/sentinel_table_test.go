@@ -169,6 +169,7 @@ var served = []sentinelCase{
 	{"internal/server/httperr.ErrPlanBusy", httperr.ErrPlanBusy, http.StatusServiceUnavailable, "plan_busy", false},
 	{"internal/server/httperr.ErrStalled", httperr.ErrStalled, http.StatusServiceUnavailable, "stalled", false},
 	{"internal/server/reqbody.ErrBadJSON", reqbody.ErrBadJSON, http.StatusBadRequest, "bad_request", false},
+	{"internal/server/reqbody.ErrDeadline", reqbody.ErrDeadline, http.StatusBadRequest, "bad_request", false},
 	{"internal/server/reqbody.ErrTooLarge", reqbody.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
 	{"planner.ErrBudget", planner.ErrBudget, http.StatusServiceUnavailable, "plan_budget", false},
 	{"planner.ErrInvalid", planner.ErrInvalid, http.StatusInternalServerError, "internal", true},

@@ -13,16 +13,36 @@ import (
 // (Manager.Copies, Manager.Decodes): a wait for room is bounded, and a
 // reservation is given back by the function it returns. Safe for
 // concurrent use.
+//
+// Request bodies hold it too, below everything else (Hold).
 type Account struct {
 	part    string
 	gate    *admit.Gate
+	busy    error
 	pool    *pool
 	held    atomic.Int64
 	refused atomic.Int64
+	waiting atomic.Int64 // Reserves waiting in the gate's queue
+	bodies  bodies
 }
 
 func newAccount(part, what string, size int64, wait time.Duration, busy error, p *pool) *Account {
-	return &Account{part: part, gate: admit.New(size, wait, what, busy), pool: p}
+	a := &Account{part: part, gate: admit.New(size, wait, what, busy), busy: busy, pool: p}
+	a.bodies.init(a)
+	return a
+}
+
+// free is the share's bytes not reserved now.
+func (a *Account) free() int64 { return a.Size() - a.Held() }
+
+// given is what gives back n bytes reserved by give: the request bodies
+// waiting for room hear of it.
+func (a *Account) given(n int64, give func()) func() {
+	return func() {
+		a.held.Add(-n)
+		give()
+		a.bodies.wake()
+	}
 }
 
 // Size is the share's bytes: a reservation of more takes all of it.
@@ -38,17 +58,27 @@ func (a *Account) Refused() int64 { return a.refused.Load() }
 // Reserve waits for n bytes, at most the manager's wait, and returns what
 // gives them back; past the wait, an error wrapping Config.Busy that
 // names the share. A reservation of more than Size waits for all of it.
+// It never waits on a request body: one that finds no room has the
+// bodies still being read give it theirs (Hold), and no body takes room
+// while it waits.
 func (a *Account) Reserve(ctx context.Context, n int64) (release func(), err error) {
 	n = max(n, 0)
-	give, err := a.gate.Acquire(ctx, n)
-	if err != nil {
-		if ctx.Err() == nil {
-			a.refused.Add(1)
+	give, ok := a.gate.TryAcquire(n)
+	if !ok {
+		a.waiting.Add(1)
+		a.bodies.yield(n)
+		give, err = a.gate.Acquire(ctx, n)
+		a.waiting.Add(-1)
+		a.bodies.wake()
+		if err != nil {
+			if ctx.Err() == nil {
+				a.refused.Add(1)
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	a.held.Add(n)
-	return func() { a.held.Add(-n); give() }, nil
+	return a.given(n, give), nil
 }
 
 // TryReserve takes n bytes if they are free now.
@@ -59,7 +89,7 @@ func (a *Account) TryReserve(n int64) (release func(), ok bool) {
 		return nil, false
 	}
 	a.held.Add(n)
-	return func() { a.held.Add(-n); give() }, true
+	return a.given(n, give), true
 }
 
 // Buffer reserves n bytes and returns an empty buffer of capacity at
@@ -128,6 +158,7 @@ func (w *Within) Release(n int64) {
 	w.mu.Unlock()
 	w.a.held.Add(-n)
 	w.a.gate.Give(n)
+	w.a.bodies.wake()
 }
 
 // Limit is the share's bound.

@@ -33,9 +33,10 @@
 //	         (Copies)
 //	decodes  an image's working memory while it decodes, from its header
 //	         (transform.Footprint), a chunk of a dataset served in
-//	         place while it is read and decoded, and a request's body
-//	         while it is read and decoded (internal/server/reqbody's
-//	         Memory, reserved before the body is read) (Decodes)
+//	         place while it is read and decoded, and below them a
+//	         request's body while it is read and decoded
+//	         (internal/server/reqbody's Memory, reserved before the body
+//	         is read; Hold) (Decodes)
 //
 // With `--memory-limit auto` the limit is the shares' total at their
 // defaults — the decodes share at least the largest decode the pixel
@@ -54,6 +55,23 @@
 // once every other holder is gone: a caller that must never do that (an
 // image's decode) checks Size first. Stalled tells /readyz when callers
 // wait and none has been let through.
+//
+// # Request bodies
+//
+// A request's body (an edit, feedback, a plan) is held in the decodes
+// share as it is read (Account.Hold), below every other holder: batches
+// never wait on a body. A body takes only room that is free now, never
+// queues in the share's wait (first come, first served, so a reservation
+// queued behind a body would wait on it), and takes none while a
+// reservation waits; a Reserve that finds no room has the bodies still
+// being read give it theirs, at once (their reads fail, their handlers
+// let go). Between clients a body is fair: a client may hold the whole
+// share while nobody else wants it, but one whose body waits while it
+// holds less than a ClientShare-th of the share has the bodies of
+// clients holding more give it way, and no body of theirs takes room
+// meanwhile. A wait for room is bounded by the caller (the body's wait,
+// within its deadline). A body read whole is being applied: it gives no
+// way, and holds its room until its handler returns.
 //
 // # Pressure
 //

@@ -65,7 +65,8 @@ func (m *Manager) Copies() *Account { return m.copies }
 
 // Decodes is the share decodes take while they run: an image's working
 // memory (transform.Footprint.Work), a chunk of a dataset served in
-// place being read and decoded.
+// place being read and decoded; and below them request bodies being read
+// and decoded (Account.Hold).
 func (m *Manager) Decodes() *Account { return m.decodes }
 
 // Get returns an empty buffer of capacity at least n from the pools; Put

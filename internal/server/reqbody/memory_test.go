@@ -1,6 +1,7 @@
 package reqbody_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/internal/server/memory"
 	"github.com/brandgw/brand/internal/server/reqbody"
 )
@@ -20,8 +22,9 @@ var errBusy = errkind.New(errkind.Busy, "busy")
 // TestBodyMemory: a body is read within the memory it reserves, PerByte
 // bytes of the share a byte. A declared length reserves all of it before
 // the handler reads a byte, or is refused unread (ErrTooLarge, naming the
-// memory) when it needs more than the whole share, or after the share's
-// wait (its Busy error) while another holder keeps the room; a body
+// memory) when it needs more than the whole share, or after its wait
+// (Bound.Wait; the share's Busy error) while another holder keeps the
+// room; a body
 // without a length reserves as it arrives, never more than twice what it
 // has read (or the first step), and is refused at the byte past the
 // share. What was reserved is given back by release.
@@ -45,7 +48,7 @@ func TestBodyMemory(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := memory.New(memory.Config{Budget: memory.Budget{Decodes: share}, MaxWait: 10 * time.Millisecond, Busy: errBusy})
+			m := memory.New(memory.Config{Budget: memory.Budget{Decodes: share}, MaxWait: time.Minute, Busy: errBusy})
 			acct := m.Decodes()
 			if tt.other > 0 {
 				give, err := acct.Reserve(t.Context(), tt.other)
@@ -62,7 +65,7 @@ func TestBodyMemory(t *testing.T) {
 			got := make(chan seen, 1)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				var s seen
-				release, err := reqbody.Apply(w, r, reqbody.Bound{Bytes: 4 << 20, Timeout: time.Minute, Memory: acct, PerByte: perByte})
+				release, err := reqbody.Apply(w, r, reqbody.Bound{Bytes: 4 << 20, Timeout: time.Minute, Memory: acct, PerByte: perByte, Wait: 10 * time.Millisecond})
 				s.before = acct.Held() - tt.other
 				if err == nil {
 					buf := make([]byte, 32<<10)
@@ -113,5 +116,80 @@ func TestBodyMemory(t *testing.T) {
 				t.Fatalf("%d bytes still reserved after release", s.at)
 			}
 		})
+	}
+}
+
+// TestBodyDeadlineBoundsItsWait: a body's deadline bounds its wait for
+// memory as it bounds its reads. With the share held by a decode and a
+// wait longer than the deadline, a declared body (waiting before the
+// handler reads) and a chunked one (waiting at its first read) are each
+// refused at the deadline with ErrDeadline naming it, their connections
+// ended, nothing held after. Before, the wait was the share's (a minute)
+// and the deadline was set after it: a body was held 90 s where its
+// deadline was 30 s.
+func TestBodyDeadlineBoundsItsWait(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	m := memory.New(memory.Config{Budget: memory.Budget{Decodes: 1 << 20}, MaxWait: time.Minute, Busy: errBusy})
+	acct := m.Decodes()
+	give, err := acct.Reserve(t.Context(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer give()
+	for _, framing := range []string{"Content-Length: 400\r\n", "Transfer-Encoding: chunked\r\n"} {
+		got := make(chan error, 1)
+		srv := server(t, reqbody.Bound{Bytes: 1000, Timeout: timeout, Memory: acct, PerByte: 4, Wait: time.Minute}, got)
+		c := send(t, srv.Listener.Addr().String(), post("/", framing), 50*time.Millisecond)
+		if status := c.ended(t, timeout); status != http.StatusBadRequest {
+			t.Errorf("%s: status %d; want 400", framing, status)
+		}
+		if err := <-got; !errors.Is(err, reqbody.ErrDeadline) || !strings.Contains(err.Error(), "300ms") {
+			t.Errorf("%s: %v; want ErrDeadline naming 300ms", framing, err)
+		}
+		if held := acct.Held(); held != 1<<20 {
+			t.Errorf("%s: %d bytes held after the body's refusal; want the decode's alone", framing, held)
+		}
+	}
+}
+
+// TestBodyGivesWay: a chunked body being read holds its room until a
+// decode needs it; then its read fails at once with the share's Busy
+// error, which answers the request 503 (httperr.Status) whatever the
+// handler wraps it in, and the decode gets the room.
+func TestBodyGivesWay(t *testing.T) {
+	const share = 1 << 20
+	m := memory.New(memory.Config{Budget: memory.Budget{Decodes: share}, MaxWait: time.Minute, Busy: errBusy})
+	acct := m.Decodes()
+	got := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release, err := reqbody.Apply(w, r, reqbody.Bound{Bytes: 1 << 20, Timeout: time.Minute, Memory: acct, PerByte: 4, Client: "slow", Wait: time.Minute})
+		defer release()
+		if err == nil {
+			_, err = io.ReadAll(r.Body)
+			err = fmt.Errorf("%w: %w", reqbody.ErrBadJSON, err)
+		}
+		got <- err
+		w.WriteHeader(httperr.Status(err))
+	}))
+	defer srv.Close()
+	first := strings.Repeat("x", 100<<10)
+	c := send(t, srv.Listener.Addr().String(), post("/", "Transfer-Encoding: chunked\r\n")+fmt.Sprintf("%x\r\n%s\r\n", len(first), first), 50*time.Millisecond)
+	for until := time.Now().Add(time.Minute); acct.Held() < 4*int64(len(first)); time.Sleep(time.Millisecond) {
+		if time.Now().After(until) {
+			t.Fatalf("the body holds %d bytes after a minute; want its first chunk's room", acct.Held())
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), slack)
+	defer cancel()
+	give, err := acct.Reserve(ctx, share)
+	if err != nil {
+		t.Fatalf("a decode of the whole share beside a slow body: %v; want the body to give it way", err)
+	}
+	give()
+	if err := <-got; !errors.Is(err, errBusy) || !strings.Contains(err.Error(), "gave its room") {
+		t.Errorf("the body: %v; want the busy sentinel saying it gave its room way", err)
+	}
+	if status := c.ended(t, slack); status != http.StatusServiceUnavailable {
+		t.Errorf("status %d; want 503", status)
 	}
 }

@@ -32,9 +32,12 @@
 // takes no body reads a chunked body's first byte itself, under the
 // deadline, to see that it is empty.
 //
+// The deadline bounds the body's whole read: the waits for memory below
+// are within it, so a body is never held past it, whatever it waits for.
+//
 // Handlers need no change: a read past the deadline returns an error
-// (os.ErrDeadlineExceeded) from the body, and a read past the bound one
-// that wraps ErrTooLarge.
+// wrapping ErrDeadline (and os.ErrDeadlineExceeded) from the body, naming
+// the deadline, and a read past the bound one that wraps ErrTooLarge.
 //
 // # Memory
 //
@@ -45,13 +48,23 @@
 // 1 GiB limit). A route whose Bound names Memory reserves PerByte bytes of
 // it for each byte of its body before the byte is read: a declared
 // length all at once, before any of the body is read, so that
-// concurrent large bodies wait for each other (and past the share's wait
-// are refused, its Busy error: 503 with Retry-After) rather than each
+// concurrent large bodies wait for each other (and past their wait are
+// refused, the share's Busy error: 503 with Retry-After) rather than each
 // holding part of what it needs; a body without a length in steps as it
 // arrives. A body that would need more than the whole share is refused
 // at once (ErrTooLarge), naming the memory it needs and the share's
 // size. The reservation is held until the handler returns (the release
 // Apply returns), since the parsed form lives as long as the handler.
+//
+// Bodies hold their share below its other holders, and fairly between
+// clients (memory.Account.Hold): a wait for room is at most Bound.Wait
+// and never past the deadline; and a body still being read whose room
+// another needs — a decode that serves a batch, or the body of a client
+// within its part of the share while this body's client holds more —
+// gives it way: its reads fail at once with the share's Busy error, and
+// its handler returns and lets go. Those failures answer the request
+// whatever the handler wraps them in (internal/server/httperr.Status):
+// 503, retry. A body read whole gives no way: it is being applied.
 //
 // # JSON bodies
 //
@@ -68,6 +81,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/brandgw/brand/internal/errkind"
@@ -76,12 +91,18 @@ import (
 // ErrTooLarge marks a request body over its route's bound, refused.
 var ErrTooLarge = errkind.New(errkind.Invalid, "request body too large")
 
+// ErrDeadline marks a request body not read whole within its route's
+// deadline (Bound.Timeout), its waits for memory included: refused, its
+// connection closed.
+var ErrDeadline = errkind.New(errkind.Invalid, "request body not read within its deadline")
+
 // Bound is what a route's request body may be.
 type Bound struct {
 	// Bytes is the most a body may hold; 0: the route takes no body.
 	Bytes int64
-	// Timeout bounds the reading of the body, from when the route's
-	// handler starts to its last byte.
+	// Timeout bounds the body's whole read, from when the route's
+	// handler starts (Apply) to its last byte, every wait for Memory
+	// included: past it, the read fails (ErrDeadline).
 	Timeout time.Duration
 	// Memory, if set, is the share of the node's memory the body is
 	// read and decoded in (see the package doc); PerByte (at least 1) is
@@ -89,15 +110,23 @@ type Bound struct {
 	// byte, and its part of what the handler decodes and makes of it.
 	Memory  Memory
 	PerByte int64
+	// Client names who sends the body, for Memory's share per client
+	// (the gateway's: the bearer token's digest and the remote address).
+	Client string
+	// Wait bounds each wait for room in Memory; the deadline bounds it
+	// too, and alone where Wait is 0.
+	Wait time.Duration
 }
 
-// Memory is a share of the node's memory budget (memory.Account): its
-// size, and reservations of it that wait for room within the share's
-// bound and are given back by the function returned. Safe for concurrent
-// use.
+// Memory is a share of the node's memory budget that bodies hold below
+// its other holders (memory.Account's Hold): its size, and one body's
+// hold on it — grow reserves n more bytes, waiting at most wait and never
+// past ctx; release gives back all it holds; giveWay is called, never
+// after release, when another needs the room, and reports whether the
+// body gives it (false once it is read whole). Safe for concurrent use.
 type Memory interface {
 	Size() int64
-	Reserve(ctx context.Context, n int64) (release func(), err error)
+	Hold(client string, giveWay func(error) bool) (grow func(ctx context.Context, n int64, wait time.Duration) error, release func())
 }
 
 // firstStep is the least a body without a declared length reserves at a
@@ -114,14 +143,16 @@ const linger = 500 * time.Millisecond
 
 // Apply bounds r's body by b before a handler reads it: a declared length
 // over b.Bytes is refused (Refuse, and an error wrapping ErrTooLarge for
-// the caller to answer); otherwise, with b.Memory, the memory a declared
-// length needs is reserved (waiting as the share waits, refused as it
-// refuses, and refused at once wrapping ErrTooLarge if it needs more than
-// the whole share); the connection's read deadline is set to b.Timeout
-// from now and r.Body replaced by one that refuses a byte past b.Bytes,
-// reserves the memory of a body without a declared length as it is read,
-// and lifts the deadline at its end. A request without a body is left as
-// it is. release gives back what was reserved, and is never nil: call it
+// the caller to answer); otherwise the body's deadline is set, b.Timeout
+// from now, and with b.Memory the memory a declared length needs is
+// reserved (waiting at most b.Wait and never past the deadline, refused
+// as the share refuses, and refused at once wrapping ErrTooLarge if it
+// needs more than the whole share); r.Body is replaced by one that
+// refuses a byte past b.Bytes, reserves the memory of a body without a
+// declared length as it is read, fails at the deadline (ErrDeadline) or
+// when its memory is asked for by another (the share's Busy error), and
+// lifts the deadline at its end. A request without a body is left as it
+// is. release gives back what was reserved, and is never nil: call it
 // once the handler is done with the body and all it decoded from it.
 func Apply(w http.ResponseWriter, r *http.Request, b Bound) (release func(), err error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -131,17 +162,22 @@ func Apply(w http.ResponseWriter, r *http.Request, b Bound) (release func(), err
 		Refuse(w, r)
 		return func() {}, tooLarge(r.ContentLength, b.Bytes)
 	}
-	body := &bounded{r: r.Body, most: b.Bytes, left: b.Bytes, w: w, req: r, mem: b.Memory, perByte: max(b.PerByte, 1)}
-	if b.Memory != nil && r.ContentLength > 0 {
-		if err := body.reserve(r.ContentLength); err != nil {
-			Refuse(w, r)
-			return func() {}, err
-		}
-	}
+	body := &bounded{r: r.Body, most: b.Bytes, left: b.Bytes, w: w, req: r,
+		timeout: b.Timeout, deadline: time.Now().Add(b.Timeout), wait: b.Wait, mem: b.Memory, perByte: max(b.PerByte, 1)}
 	body.rc = http.NewResponseController(w)
 	// Not every ResponseWriter takes a deadline (a test's recorder does
-	// not); the body is bounded in size all the same.
-	_ = body.rc.SetReadDeadline(time.Now().Add(b.Timeout))
+	// not); the body is bounded in size all the same. The deadline is set
+	// before any wait for memory: it bounds the whole read.
+	_ = body.rc.SetReadDeadline(body.deadline)
+	if b.Memory != nil {
+		body.grow, body.give = b.Memory.Hold(b.Client, body.giveWay)
+		if r.ContentLength > 0 {
+			if err := body.reserve(r.ContentLength); err != nil {
+				Refuse(w, r)
+				return body.release, err
+			}
+		}
+	}
 	if b.Bytes == 0 {
 		// A body of unknown length where none belongs: it must end at
 		// once. Its first byte is read here, under the deadline.
@@ -181,6 +217,19 @@ func tooLarge(n, most int64) error {
 	return fmt.Errorf("%w: a body of %d bytes is over %d bytes, the most this endpoint takes", ErrTooLarge, n, most)
 }
 
+// failure is a body's own failure as it is read — its deadline, the
+// memory it waited for past its bound or gave way to another: the
+// request's answer whatever a handler wraps it in (httperr.Status), so
+// that a body that gave its room way is a 503 its client retries, not
+// the 400 of "the body is not one JSON object: …".
+type failure struct{ err error }
+
+func (f failure) Error() string { return f.err.Error() }
+func (f failure) Unwrap() error { return f.err }
+
+// BodyFailure is the error the request is answered by.
+func (f failure) BodyFailure() error { return f.err }
+
 // bounded is a request body read under its route's bound.
 type bounded struct {
 	r          io.ReadCloser
@@ -188,42 +237,85 @@ type bounded struct {
 	w          http.ResponseWriter
 	req        *http.Request
 	rc         *http.ResponseController
-	ended      bool
 	err        error
 
-	// mem is where the body's memory is reserved, perByte bytes a byte
-	// of it; covered is the bytes of body reserved for, and gives what
-	// gives each reservation back.
+	// The body's deadline: timeout from the handler's start, and the
+	// most a wait for memory takes (0: until the deadline).
+	timeout  time.Duration
+	deadline time.Time
+	wait     time.Duration
+
+	// mem is where the body's memory is held (grow, give), perByte
+	// bytes a byte of it; covered is the bytes of body reserved for.
 	mem     Memory
+	grow    func(ctx context.Context, n int64, wait time.Duration) error
+	give    func()
 	perByte int64
 	covered int64
-	gives   []func()
+
+	// mu guards what giveWay, called from another request's goroutine,
+	// shares with the reads: whether the body is read whole, and why it
+	// gave its memory way.
+	mu    sync.Mutex
+	ended bool
+	gave  error
 }
 
 // reserve reserves the memory of n bytes of body beyond those covered:
 // refused at once (ErrTooLarge) past the share's size, else as the share
-// refuses a wait past its bound.
+// refuses a wait past its bound, or at the body's deadline.
 func (b *bounded) reserve(n int64) error {
 	need := (b.covered + n) * b.perByte
 	if size := b.mem.Size(); need > size {
 		return fmt.Errorf("%w: a body of %d bytes or more takes %d bytes of memory to read and decode here, more than the %d bytes of the node's memory budget (--memory-limit) bodies are decoded in; send a smaller body (in parts, where the endpoint takes parts) or raise --memory-limit",
 			ErrTooLarge, b.covered+n, need, size)
 	}
-	give, err := b.mem.Reserve(b.req.Context(), n*b.perByte)
-	if err != nil {
-		return err
+	wait := time.Until(b.deadline)
+	if b.wait > 0 {
+		wait = min(wait, b.wait)
+	}
+	ctx, cancel := context.WithDeadline(b.req.Context(), b.deadline)
+	defer cancel()
+	if err := b.grow(ctx, n*b.perByte, wait); err != nil {
+		if b.req.Context().Err() == nil && !time.Now().Before(b.deadline) {
+			// The deadline came first, or with the wait it bounds.
+			return b.late(nil)
+		}
+		return failure{err}
 	}
 	b.covered += n
-	b.gives = append(b.gives, give)
 	return nil
 }
 
-// release gives back the memory reserved for the body.
-func (b *bounded) release() {
-	for _, give := range b.gives {
-		give()
+// late is the body's refusal at its deadline; cause, if any, is the
+// read's own error.
+func (b *bounded) late(cause error) error {
+	err := fmt.Errorf("%w: %s from when its route's handler started, waits for memory included (docs/http-api.md, \"Bounds and timeouts\"); send it faster, or smaller", ErrDeadline, b.timeout)
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", err, cause)
 	}
-	b.gives, b.covered = nil, 0
+	return failure{err}
+}
+
+// giveWay is the body's answer to another that needs its memory: unless
+// it is read whole, its reads fail from now on, the one under way at
+// once, with err.
+func (b *bounded) giveWay(err error) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return false
+	}
+	b.gave = failure{err}
+	_ = b.rc.SetReadDeadline(time.Now())
+	return true
+}
+
+// release gives back the memory held for the body.
+func (b *bounded) release() {
+	if b.give != nil {
+		b.give()
+	}
 }
 
 func (b *bounded) Read(p []byte) (int, error) {
@@ -246,9 +338,7 @@ func (b *bounded) Read(p []byte) (int, error) {
 			return b.past(p[:1])
 		}
 		if err := b.reserve(min(step, room)); err != nil {
-			b.err = err
-			Refuse(b.w, b.req)
-			return 0, err
+			return 0, b.fail(err)
 		}
 		p = p[:min(int64(len(p)), b.covered-read)]
 	}
@@ -256,35 +346,53 @@ func (b *bounded) Read(p []byte) (int, error) {
 	return b.count(n, err)
 }
 
+// fail ends the body's reads with err: its handler answers it, and the
+// rest of the body is not read.
+func (b *bounded) fail(err error) error {
+	b.err = err
+	Refuse(b.w, b.req)
+	return err
+}
+
 // past reads into p, one byte, past the memory the share holds: its end,
 // or its refusal.
 func (b *bounded) past(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if n > 0 {
-		b.err = b.reserve(int64(n)) // more than the share: refused
-		Refuse(b.w, b.req)
-		return 0, b.err
+		return 0, b.fail(b.reserve(int64(n))) // more than the share: refused
 	}
 	return b.count(n, err)
 }
 
 // count takes n bytes read off the body's bound, refusing a byte past it,
-// and lifts the deadline at the body's end.
+// tells a read past the deadline (or cut short for another's memory), and
+// lifts the deadline at the body's end.
 func (b *bounded) count(n int, err error) (int, error) {
 	if int64(n) > b.left {
 		n, b.left = int(b.left), 0
-		b.err = fmt.Errorf("%w: a body over %d bytes, the most this endpoint takes", ErrTooLarge, b.most)
-		// The handler answers the error; the rest of the body is not read.
-		Refuse(b.w, b.req)
-		return n, b.err
+		return n, b.fail(fmt.Errorf("%w: a body over %d bytes, the most this endpoint takes", ErrTooLarge, b.most))
 	}
 	b.left -= int64(n)
-	if errors.Is(err, io.EOF) && !b.ended {
-		// The body is read whole: the connection's next read is the
-		// server's own (a client gone, the next request), which no
-		// deadline of this body's may cut.
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.mu.Lock()
+		gave := b.gave
+		b.mu.Unlock()
+		if gave != nil {
+			return n, b.fail(gave)
+		}
+		return n, b.fail(b.late(err))
+	case errors.Is(err, io.EOF):
+		b.mu.Lock()
+		ended := b.ended
 		b.ended = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+		b.mu.Unlock()
+		if !ended {
+			// The body is read whole: the connection's next read is the
+			// server's own (a client gone, the next request), which no
+			// deadline of this body's may cut.
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
 	}
 	return n, err
 }
