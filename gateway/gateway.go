@@ -186,10 +186,11 @@ type Config struct {
 	WriteTimeout time.Duration
 	MinWriteRate int64
 	// BodyTimeout bounds the reading of a request's body, from when its
-	// route's handler starts to the body's last byte; past it the read
-	// fails and the connection is closed. LargeBodyTimeout is the bound of
-	// the one route whose body may be large (importance feedback, up to
-	// 8 MiB). Defaults 10 s and 30 s. A body is also bounded in size,
+	// route's handler starts to the body's last byte, its waits for
+	// memory included; past it the read fails and the connection is
+	// closed. LargeBodyTimeout is the bound of the routes whose body may
+	// be large (importance feedback, up to 8 MiB; exclusion lists, up to
+	// 256 MiB). Defaults 10 s and 30 s. A body is also bounded in size,
 	// per route, and a declared length over the bound is refused before
 	// a byte is read (internal/server/reqbody, docs/http-api.md "Bounds and
 	// timeouts").
