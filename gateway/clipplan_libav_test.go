@@ -21,7 +21,7 @@ import (
 // gateway's prefetch on: the first epoch their bytes once, the next ones
 // nothing. With a cache smaller than the GOPs an epoch covers (24 KiB,
 // 16 KiB), where eviction decides what is read again: the plan simulates
-// the gateway's schedule policy as its use table keys chunks, by window
+// the gateway's next-use policy as its use table keys chunks, by window
 // (planner's Schedule), and the gateway reads exactly that with prefetch
 // off and its use table's clock held still — which keeps its keys those
 // of the job's order alone, as when the job keeps the pace the table

@@ -69,7 +69,7 @@ type Config struct {
 	Backend        s3backend.Config // how to reach S3 for s3:// URLs
 
 	CacheSize   int64  // bytes; default 4 GiB
-	CachePolicy string // PolicySchedule (default) or PolicyLRU
+	CachePolicy string // PolicyNextUse (default) or PolicyLRU; "schedule", its old name, is read as PolicyNextUse
 
 	// IndexTablesCache bounds, on a cluster node, the sample tables of
 	// chunks other nodes own that it keeps after reading them on demand
@@ -370,12 +370,17 @@ const DefaultChecksumRereads = 2
 // DefaultIndexPoll is Config.IndexPoll when zero.
 const DefaultIndexPoll = 30 * time.Second
 
-// What Config.CachePolicy may say: evict by next use in the known order,
-// or the least recently used chunk (a baseline).
+// What Config.CachePolicy may say: evict the chunk whose next use in the
+// known order (the use table's) is furthest, or the least recently used
+// chunk (a baseline).
 const (
-	PolicySchedule = "schedule"
-	PolicyLRU      = "lru"
+	PolicyNextUse = "next-use"
+	PolicyLRU     = "lru"
 )
+
+// policyScheduleAlias is PolicyNextUse's old name, still accepted with a
+// warning: "schedule" now means a mixture's weights over steps only.
+const policyScheduleAlias = "schedule"
 
 // What Config.OnDamagedChunk and Config.OnBadImage may say.
 const (
@@ -558,7 +563,7 @@ func New(cfg Config) (*Gateway, error) {
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
 	var distance func(chunkcache.Key) int64 // the disk tier's order under lru: least recently used
-	if cfg.CachePolicy == PolicySchedule {
+	if cfg.CachePolicy == PolicyNextUse {
 		policy = usetable.NewPolicy(g.sched.Snapshot, g.sched.Ticks)
 		shared, distance = g.sched.Shared, g.sched.Distance
 	}
@@ -601,7 +606,7 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.PrefetchConcurrency > 0 {
 		g.prefetch = usetable.NewPrefetcher(usetable.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
 			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Keeps: g.sched.Keeps, StandIn: g.sched.StandIn, Local: rt.Local, Tally: g.stats,
-			Group: g.life.Group("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
+			Group: g.life.Group("usetable: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, Copies: g.mem.Copies(), Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
@@ -703,10 +708,14 @@ func (cfg *Config) fill() ([]string, error) {
 	}
 	switch cfg.CachePolicy {
 	case "":
-		cfg.CachePolicy = PolicySchedule
-	case PolicyLRU, PolicySchedule:
+		cfg.CachePolicy = PolicyNextUse
+	case policyScheduleAlias:
+		cfg.Logger.Warn().Str("cache_policy", cfg.CachePolicy).Str("read_as", PolicyNextUse).
+			Msg("the cache policy \"schedule\" is deprecated: it is now called \"next-use\"")
+		cfg.CachePolicy = PolicyNextUse
+	case PolicyLRU, PolicyNextUse:
 	default:
-		return nil, fmt.Errorf("gateway: unknown cache policy %q (want lru or schedule)", cfg.CachePolicy)
+		return nil, fmt.Errorf("gateway: unknown cache policy %q (want next-use or lru)", cfg.CachePolicy)
 	}
 	if cfg.PrefetchConcurrency == 0 {
 		cfg.PrefetchConcurrency = DefaultPrefetchConcurrency

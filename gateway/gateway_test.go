@@ -256,3 +256,21 @@ func TestMissingIndexFailsLoad(t *testing.T) {
 		t.Fatalf("got %v, want an error pointing at brand pack", err)
 	}
 }
+
+// TestStatsCachePolicy: /stats names the policy a gateway evicts by, and
+// "schedule", next-use's old name, is still read as next-use.
+func TestStatsCachePolicy(t *testing.T) {
+	f := newFixture(t, 2, 3)
+	for _, tc := range []struct{ set, want string }{
+		{"", gateway.PolicyNextUse}, {"schedule", gateway.PolicyNextUse}, {gateway.PolicyLRU, gateway.PolicyLRU},
+	} {
+		_, srv := start(t, f.store, func(c *gateway.Config) { c.CachePolicy = tc.set })
+		_, body := get(t, srv.URL+"/stats")
+		var st struct {
+			CachePolicy string `json:"cache_policy"`
+		}
+		if err := json.Unmarshal(body, &st); err != nil || st.CachePolicy != tc.want {
+			t.Errorf("CachePolicy %q: /stats cache_policy %q (%v), want %q", tc.set, st.CachePolicy, err, tc.want)
+		}
+	}
+}

@@ -239,7 +239,7 @@ func TestShutdownOrder(t *testing.T) {
 		"membership: polls, warm-ups, kept versions", // warms up through the hand-over: the cache, the peers
 		"visit: premade batches",                     // reads through the stage, the reader, the preloads, the next batches' fetches
 		"tensors: workers",                           // its buffers are the reader's
-		"schedule: prefetch",                         // reads into the cache, tallied by the statistics
+		"usetable: prefetch",                         // reads into the cache, tallied by the statistics
 		"livestats: optima",
 		"preload: loads",          // read into the cache
 		"peer: chunks given back", // copied into the cache

@@ -15,7 +15,7 @@ import (
 	"github.com/brandgw/brand/internal/server/scope"
 )
 
-// Planner simulates cache policies over a job's schedule (plans.Planner):
+// Planner simulates cache policies over a job's chunk uses (plans.Planner):
 // the /plan endpoint's answer and the optimal policy's figures for epochs
 // the gateway served. `brand serve` passes planner.ForGateway.
 type Planner = plans.Planner

@@ -150,7 +150,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	keys := p.keys()
 
 	t.Run("full epoch through the client", func(t *testing.T) {
-		_, url := p.gatewayOn(t, nil, 1<<30, "schedule")
+		_, url := p.gatewayOn(t, nil, 1<<30, "next-use")
 		for epoch := range 2 {
 			seen, _ := p.readEpoch(t, url, epoch, 3, keys)
 			if len(seen) != spec.Samples {
@@ -165,7 +165,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	})
 
 	t.Run("replicas and restarts serve identical bytes", func(t *testing.T) {
-		_, a := p.gatewayOn(t, nil, 64<<20, "schedule")
+		_, a := p.gatewayOn(t, nil, 64<<20, "next-use")
 		_, b := p.gatewayOn(t, nil, 4*p.chunk+p.chunk, "lru")
 		paths := []string{"/epoch/0/batch/0", "/epoch/2/batch/7?world=2&rank=1", "/epoch/1/batch/3?seed=99&window=2"}
 		first := map[string][]byte{}
@@ -177,7 +177,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 			first[path] = ba
 		}
 		// A restarted gateway: a new process state over the same store.
-		_, c := p.gatewayOn(t, nil, 64<<20, "schedule")
+		_, c := p.gatewayOn(t, nil, 64<<20, "next-use")
 		for _, path := range paths {
 			if !bytes.Equal(first[path], fetch(t, c+path)) {
 				t.Fatalf("%s: a restarted gateway served different bytes", path)
@@ -192,7 +192,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		}
 		cs := s3test.Wrap(store)
 		cache := p.bytes / 3
-		g, url := p.gatewayOn(t, cs, cache, "schedule")
+		g, url := p.gatewayOn(t, cs, cache, "next-use")
 		var wg sync.WaitGroup
 		const clients = 32
 		for cl := range clients {

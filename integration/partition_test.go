@@ -112,7 +112,7 @@ func TestClusterPartitions(t *testing.T) {
 	sets := map[string]*data{}
 	for name, pk := range map[string]*packed{"synthetic": p, "cold": cold, "unheld": unheld} {
 		ix := pk.index(t)
-		_, single := pk.gatewayOn(t, nil, 1<<30, "schedule")
+		_, single := pk.gatewayOn(t, nil, 1<<30, "next-use")
 		sets[name] = &data{name: name, p: pk, bytes: float64(ix.TotalBytes()), steps: ix.NumSamples() / (batchSize * world), single: single, keys: pk.keys()}
 	}
 	// Each node's cache a little over its share of the datasets the

@@ -82,7 +82,7 @@ func TestClusterResize(t *testing.T) {
 	})
 
 	// The same job on a single gateway: each global step's keys in order.
-	_, single := p.gatewayOn(t, nil, 1<<30, "schedule")
+	_, single := p.gatewayOn(t, nil, 1<<30, "next-use")
 	steps := ix.NumSamples() / (batchSize * world)
 	ref := make([][][]string, epochs)
 	for e := range epochs {

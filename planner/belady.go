@@ -8,7 +8,7 @@ import "github.com/brandgw/brand/internal/cache/evict"
 // resident, unpinned chunks are an evict.Heap keyed by next use, so an
 // access costs O(log resident chunks): a pin takes the chunk out, its
 // release puts it back keyed by its following use, an eviction pops the
-// top. The heap is the one the gateway's schedule policy orders its
+// top. The heap is the one the gateway's next-use policy orders its
 // chunks with.
 type beladyCache struct {
 	sizes          []int64

@@ -277,7 +277,7 @@ func (ForGateway) OptimalHitRatios(ctx context.Context, sizes []int64, capacity 
 // TracePlan answers /plan for a job whose demand the gateway computed
 // itself (a clip job's: batches of the chunks its clips need, which the
 // planner cannot derive from a dataset's counts): the trace simulated
-// through a cache of o.CacheBytes under the gateway's policy (Schedule,
+// through a cache of o.CacheBytes under the gateway's policy (NextUse,
 // keyed by the windows of t.Orders; Belady's rule on the known future
 // when t has no orders), under Belady's rule ("optimal") and under LRU,
 // each chunk's store bytes counted as a miss reads them. It answers
@@ -319,7 +319,7 @@ func (ForGateway) TracePlan(ctx context.Context, d api.PlanDataset, t api.PlanTr
 		if err != nil {
 			return nil, err
 		}
-		if policy, err = s.serve(newWindowCache(s.sizes, cache, w, batchOf), cache, s.disk(0, Schedule, nil), Schedule); err != nil {
+		if policy, err = s.serve(newWindowCache(s.sizes, cache, w, batchOf), cache, s.disk(0, NextUse, nil), NextUse); err != nil {
 			return nil, err
 		}
 	}

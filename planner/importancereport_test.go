@@ -52,7 +52,7 @@ func TestImportancePlanReport(t *testing.T) {
 	d := equalDataset(chunks, per, 64<<10)
 	snap := clusteredSnapshot(t, d.Counts, 1)
 	var b strings.Builder
-	b.WriteString("| cache | epoch | uniform + LRU | uniform + schedule | importance + LRU | importance + importance-aware | importance, optimum | chunks read |\n")
+	b.WriteString("| cache | epoch | uniform + LRU | uniform + next-use | importance + LRU | importance + importance-aware | importance, optimum | chunks read |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, share := range []float64{0.10, 0.20} {
 		hot := int(share * chunks)

@@ -229,7 +229,7 @@ func sharedCases() []struct {
 	}
 }
 
-// The optimal policy over the merged schedule reads no more than LRU over
+// The optimal policy over the merged trace reads no more than LRU over
 // it, nor than the jobs each alone with a share of the cache (which the
 // merged cache could imitate, and better, since it holds a chunk two jobs
 // read once).

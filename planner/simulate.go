@@ -23,14 +23,15 @@ const (
 	// weight first. It needs each chunk's weight, so it is simulated by
 	// simulateImportance (or a plan's importance mode), not Simulate.
 	ImportanceAware
-	// Schedule is the gateway's schedule policy as its use table keys
+	// NextUse is the gateway's next-use policy as its use table keys
 	// one job's chunks: by window, the windows the job is in least
 	// recently used first (windows.go). It needs the orders' windows, so
 	// it is simulated by ForGateway.TracePlan, not Simulate.
-	Schedule
+	NextUse
 )
 
-// String returns the policy's name: "lru", "belady" or "importance".
+// String returns the policy's name: "lru", "belady", "importance" or
+// "next-use".
 func (p Policy) String() string {
 	switch p {
 	case LRU:
@@ -39,8 +40,8 @@ func (p Policy) String() string {
 		return "belady"
 	case ImportanceAware:
 		return "importance"
-	case Schedule:
-		return "schedule"
+	case NextUse:
+		return "next-use"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
@@ -48,14 +49,15 @@ func (p Policy) String() string {
 // MarshalText implements encoding.TextMarshaler, so that a Policy is its
 // name in JSON and flag.TextVar works.
 func (p Policy) MarshalText() ([]byte, error) {
-	if p != LRU && p != Belady && p != ImportanceAware && p != Schedule {
+	if p != LRU && p != Belady && p != ImportanceAware && p != NextUse {
 		return nil, fmt.Errorf("%w: unknown policy %d", ErrInvalid, int(p))
 	}
 	return []byte(p.String()), nil
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler: "lru", "belady"
-// ("optimal" is accepted for Belady), "importance" or "schedule".
+// ("optimal" is accepted for Belady), "importance" or "next-use"
+// ("schedule", its old name, is accepted for NextUse).
 func (p *Policy) UnmarshalText(b []byte) error {
 	switch string(b) {
 	case "lru":
@@ -64,10 +66,10 @@ func (p *Policy) UnmarshalText(b []byte) error {
 		*p = Belady
 	case "importance":
 		*p = ImportanceAware
-	case "schedule":
-		*p = Schedule
+	case "next-use", "schedule":
+		*p = NextUse
 	default:
-		return fmt.Errorf("%w: policy %q; want lru, belady, importance or schedule", ErrInvalid, b)
+		return fmt.Errorf("%w: policy %q; want lru, belady, importance or next-use", ErrInvalid, b)
 	}
 	return nil
 }
@@ -349,8 +351,8 @@ func (s *simulator) runTiers(cacheBytes, diskBytes int64, p Policy) (Result, err
 		cc = newBeladyCache(s.sizes, cacheBytes, s.nextUses())
 	case ImportanceAware:
 		panic("planner: the importance-aware policy needs chunk weights; use runAware")
-	case Schedule:
-		panic("planner: the schedule policy needs the orders' windows; use ForGateway.TracePlan")
+	case NextUse:
+		panic("planner: the next-use policy needs the orders' windows; use ForGateway.TracePlan")
 	default:
 		panic(fmt.Sprintf("planner: unknown policy %d", int(p)))
 	}

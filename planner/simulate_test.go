@@ -311,7 +311,7 @@ func TestSimulatePanics(t *testing.T) {
 }
 
 func TestPolicyText(t *testing.T) {
-	for _, p := range []Policy{LRU, Belady, ImportanceAware, Schedule} {
+	for _, p := range []Policy{LRU, Belady, ImportanceAware, NextUse} {
 		b, err := json.Marshal(p)
 		if err != nil {
 			t.Fatal(err)
@@ -327,6 +327,9 @@ func TestPolicyText(t *testing.T) {
 	var q Policy
 	if err := q.UnmarshalText([]byte("optimal")); err != nil || q != Belady {
 		t.Errorf(`UnmarshalText("optimal") = %v, %v`, q, err)
+	}
+	if err := q.UnmarshalText([]byte("schedule")); err != nil || q != NextUse {
+		t.Errorf(`UnmarshalText("schedule"), next-use's old name, = %v, %v`, q, err)
 	}
 	if err := q.UnmarshalText([]byte("fifo")); !errors.Is(err, ErrInvalid) {
 		t.Errorf(`UnmarshalText("fifo") error %v, want ErrInvalid`, err)

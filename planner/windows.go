@@ -8,7 +8,7 @@ import (
 	"github.com/brandgw/brand/internal/cache/evict"
 )
 
-// The gateway's schedule policy does not know a job's next use of a chunk
+// The gateway's next-use policy does not know a job's next use of a chunk
 // access by access, as Belady's rule does: its use table
 // (internal/cache/usetable) keys chunks by window. Every chunk of the
 // windows the stream is in is needed by its next batch (hot), and they
@@ -20,7 +20,7 @@ import (
 // it holds hot run from the origin's to the leading edge's at that
 // rebuild. A cache smaller than the windows a job reads at once makes
 // its choices by these keys, so a plan of what the gateway reads
-// simulates them (Schedule), not Belady's rule.
+// simulates them (NextUse), not Belady's rule.
 //
 // What it leaves out is the use table's clock: a stream slower than its
 // measured pace finds its next window keyed before its current one until
@@ -155,7 +155,7 @@ func (w *windowTrace) key(t windowTable, c int32) int64 {
 	return evict.Never
 }
 
-// windowCache is the gateway's schedule policy over a windowTrace: the
+// windowCache is the gateway's next-use policy over a windowTrace: the
 // resident, unpinned chunks in an evict.Heap (the gateway's) keyed by
 // the table of the batch being read, the least recently released first
 // among equal keys; re-keyed whenever a batch is read under another

@@ -81,7 +81,7 @@ func TestTracePlanSchedule(t *testing.T) {
 			t.Errorf("%s: %d store bytes, want %d", c.name, got, c.want)
 		}
 	}
-	if p := res["policy"].Policy; p != Schedule {
+	if p := res["policy"].Policy; p != NextUse {
 		t.Errorf("policy %v, want schedule", p)
 	}
 	// Without orders the trace is planned by Belady's rule.

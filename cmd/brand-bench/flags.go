@@ -43,8 +43,8 @@ func bindBrand(fs *flag.FlagSet, b *bench.Brand) {
 }
 
 func bindPolicy(fs *flag.FlagSet, p *bench.Policy) {
-	fs.Var((*percent)(&p.Cache), "policy-cache", "cache size of the lru/schedule comparison, in percent of the dataset")
-	fs.IntVar(&p.Epochs, "policy-epochs", p.Epochs, "steady epochs (1..N) of the lru/schedule comparison")
+	fs.Var((*percent)(&p.Cache), "policy-cache", "cache size of the lru/next-use comparison, in percent of the dataset")
+	fs.IntVar(&p.Epochs, "policy-epochs", p.Epochs, "steady epochs (1..N) of the lru/next-use comparison")
 }
 
 // bindProcesses binds the gateway's flags. The limits' binary has no flag:

@@ -80,7 +80,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.defaultDataset, "default-dataset", "", "dataset used when a request names none (default: the first)")
 	f.cacheSize = gateway.DefaultCacheSize
 	fs.Var(&f.cacheSize, "cache-size", "chunk cache bound in bytes (e.g. 4GiB)")
-	fs.StringVar(&f.cachePolicy, "cache-policy", gateway.PolicySchedule, "eviction: schedule (next use, from the known order) or lru")
+	fs.StringVar(&f.cachePolicy, "cache-policy", gateway.PolicyNextUse, "eviction: next-use (the chunk needed furthest ahead in the known order goes first) or lru; schedule, its old name, is a deprecated alias of next-use")
 	fs.Var(&f.diskCache, "disk-cache", "directory keeping chunks on local disk below the RAM cache, kept across restarts (repeatable, or comma-separated: one per drive)")
 	fs.Var(&f.indexTables, "index-tables-cache", "on a cluster node, memory for the sample tables of chunks other nodes own, read from the index on demand (default 64MiB)")
 	fs.Var(&f.diskCacheSize, "disk-cache-size", "bound on the disk cache, in all, split equally between its directories (e.g. 500GiB); required with --disk-cache")

@@ -16,7 +16,7 @@ MLP with PyTorch on the CPU, once per configuration, each against a fresh
                 the sealed version with ``hot`` = the cache's size in
                 chunks. Epoch 0 is the uniform order.
 
-with the cache at 10 % and 20 % of the dataset (schedule policy), and a
+with the cache at 10 % and 20 % of the dataset (next-use policy), and a
 uniform run under ``--cache-policy lru`` at 10 %. Every run has the same
 seed, model initialisation, optimiser and number of steps; only the order
 of the samples differs. The test set never goes through the gateway.
@@ -74,10 +74,10 @@ TARGET_ACC_POINTS = 0.5
 
 RUNS = [  # (name, mode, cache fraction, policy)
     ("uniform-lru-10", "uniform", 0.10, "lru"),
-    ("uniform-10", "uniform", 0.10, "schedule"),
-    ("importance-10", "importance", 0.10, "schedule"),
-    ("uniform-20", "uniform", 0.20, "schedule"),
-    ("importance-20", "importance", 0.20, "schedule"),
+    ("uniform-10", "uniform", 0.10, "next-use"),
+    ("importance-10", "importance", 0.10, "next-use"),
+    ("uniform-20", "uniform", 0.20, "next-use"),
+    ("importance-20", "importance", 0.20, "next-use"),
 ]
 
 
@@ -343,8 +343,8 @@ def targets(runs: Dict[str, Dict[str, Any]], first: int) -> List[Dict[str, Any]]
             f = imp / lru if lru > 0 else math.inf
             add(f"{label}, 10 % cache: importance >= {TARGET_LRU_FACTOR}x LRU", f, TARGET_LRU_FACTOR, f >= TARGET_LRU_FACTOR,
                 f"importance {imp:.3f}, uniform LRU {lru:.3f}: {f:.2f}x")
-            add(f"{label}, 10 % cache: importance > schedule policy", imp - sch, 0.0, imp > sch,
-                f"importance {imp:.3f}, uniform schedule {sch:.3f}")
+            add(f"{label}, 10 % cache: importance > next-use policy", imp - sch, 0.0, imp > sch,
+                f"importance {imp:.3f}, uniform next-use {sch:.3f}")
     for pct in ("10", "20"):
         i, u = runs.get("importance-" + pct), runs.get("uniform-" + pct)
         if i is None or u is None:
@@ -473,7 +473,7 @@ def main() -> int:
         man = data["manifest"]
         print(f"dataset: {man['samples']} samples in {man['chunks']} chunks ({man['total_bytes'] / 2**20:.1f} MiB), "
               f"packed without shuffling; classes {data['classes']}", flush=True)
-        gw = Serve(a.brand, data["store"], 64 << 20, "schedule", a.window, os.path.join(work, "serve-map.log"))
+        gw = Serve(a.brand, data["store"], 64 << 20, "next-use", a.window, os.path.join(work, "serve-map.log"))
         try:
             keymap = sample_map(gw, 256)
         finally:

@@ -1,7 +1,7 @@
 // Package evict holds what a cache that evicts by a known future needs,
-// shared by the gateway's schedule policy and the planner's simulations of
+// shared by the gateway's next-use policy and the planner's simulations of
 // it: an indexed max-heap of the resident chunks by eviction key, and the
-// importance-aware key of a chunk no schedule needs.
+// importance-aware key of a chunk no order needs.
 //
 // # Why
 //
@@ -21,11 +21,11 @@
 // least recently used among equals; Belady's rule keys by next access.
 // Never, the largest key, is a chunk nothing needs.
 //
-// Of the chunks no schedule needs in the current epoch, an importance job
+// Of the chunks no order needs in the current epoch, an importance job
 // keeps the heaviest, since they will be drawn early in the next one:
 // FarKey(q) is Never less a step per 1/65536 of the chunk's weight over
 // the mean (RelativeWeights), so the lightest go first, yet every such
-// chunk still goes before any chunk a schedule needs, whose key is a
+// chunk still goes before any chunk an order needs, whose key is a
 // distance far below. The weights are compared as float32 over their mean
 // so that the gateway, which keeps them so per stream, and the planner,
 // which is given float64 weights, rank chunks identically.

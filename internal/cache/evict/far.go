@@ -31,7 +31,7 @@ func RelativeWeights(w []float64) []float32 {
 	return q
 }
 
-// FarKey is the eviction key of a chunk no schedule needs in the current
+// FarKey is the eviction key of a chunk no order needs in the current
 // epoch, of weight q over the mean (RelativeWeights): Never less one and q
 // in steps of 1/65536, q capped at 2^20, so that the lightest has the
 // largest key and goes first, and the heaviest stays to be drawn early in

@@ -121,7 +121,7 @@ const prefetchQueue = 4096
 
 // NewPrefetcher starts c.Workers workers.
 func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
-	part := stopper.Own(c.Group, "schedule: prefetch workers")
+	part := stopper.Own(c.Group, "usetable: prefetch workers")
 	keep := c.Prefetchable
 	if keep == nil {
 		keep = func(chunkcache.Key) bool { return true }

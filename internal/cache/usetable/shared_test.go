@@ -25,7 +25,7 @@ func sharedJob(seed uint64) api.Job {
 // TestJobsShareTheCache is the reproduction of jobs that shared nothing:
 // with a cache of half the dataset, four jobs with seeds 1..4 started
 // together and reading three epochs each read about 0.62–0.68 datasets per
-// job-epoch from the store (the optimum over their merged schedule is
+// job-epoch from the store (the optimum over their merged trace is
 // 0.41), and eight jobs with a quarter of the dataset cached read 4.2–5.0,
 // re-reading every chunk within each window because their windows
 // together did not fit. Each job must still read every sample of its

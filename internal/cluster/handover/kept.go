@@ -12,15 +12,15 @@ import (
 // doc, step 5): the chunks it read for the jobs before a membership
 // change that their new owners will ask it for when a batch first needs
 // them. After the flip such a copy is no longer one of this node's
-// chunks, and the schedule keys only those (usetable.Config.Local): a
+// chunks, and the use table keys only those (usetable.Config.Local): a
 // copy nobody had said was awaited went first, and a node that gained
 // chunks in the same epoch (a leave) could evict it before its new owner
-// asked, who then read the store. The schedule keys the chunks Kept
+// asked, who then read the store. The use table keys the chunks Kept
 // holds as this node's own (usetable.Config.Keep), by when the jobs
 // need them, until their new owner asks for them (Taken) or tells the
 // node it no longer will (Keep with a list without them).
 //
-// Safe for concurrent use. Holds takes no lock: the schedule calls it
+// Safe for concurrent use. Holds takes no lock: the use table calls it
 // for every chunk of every stream at each rebuild.
 type Kept struct {
 	mu sync.Mutex

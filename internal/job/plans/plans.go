@@ -18,7 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/server/httperr"
 )
 
-// Planner simulates cache policies over a job's schedule: the /plan
+// Planner simulates cache policies over a job's chunk uses: the /plan
 // endpoint's answer and the optimal policy's figures for epochs the gateway
 // served. It speaks only in types of the packages below the gateway, so the
 // gateway does not link a planner: `brand serve` passes planner.ForGateway.
@@ -197,7 +197,7 @@ func (noPlanner) Resize(context.Context, api.PlanDataset, api.Job, api.PlanOptio
 }
 
 // Plan answers GET /plan, rawQuery being its query string: the job's
-// schedule simulated for a cache size, what hit ratio and backend traffic
+// chunk uses simulated for a cache size, what hit ratio and backend traffic
 // LRU and the optimal policy reach, the cache that never stalls at a
 // bandwidth, and the window's shuffle quality; with
 // sampling=importance&job=J&importance=V&hot=H, the same for epochs drawn

@@ -19,7 +19,7 @@ import (
 
 // Shared answers POST /plan, body being its body: several jobs reading
 // one dataset at once through this gateway's cache
-// (api.SharedPlanRequest), simulated over their merged schedule under LRU
+// (api.SharedPlanRequest), simulated over their merged trace under LRU
 // and the optimal policy, and each alone with an equal share of the
 // cache. The body is read and checked whole before the plan waits for its
 // slot. A body that went past http.MaxBytesReader's bound is refused as

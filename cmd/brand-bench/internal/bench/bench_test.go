@@ -241,13 +241,13 @@ func fakeRun(cold, warm float64, cacheFraction float64, rss int64, amp float64) 
 	r.add(row(ConfigMemory, GroupLimits, "(b)", 2000))
 	r.add(row(ConfigObjects, GroupBaselines, "(c)", 100))
 	r.add(row(ConfigWebDataset, GroupBaselines, "(d)", 800))
-	run := &brandRun{fraction: cacheFraction, cacheBytes: int64(cacheFraction * 1000e6), policy: "schedule"}
+	run := &brandRun{fraction: cacheFraction, cacheBytes: int64(cacheFraction * 1000e6), policy: "next-use"}
 	for e, sps := range []float64{cold, warm, warm} {
 		run.epochs = append(run.epochs, brandEpoch{samples: 1000, bytes: 100e6, elapsed: time.Duration(1000 / sps * float64(time.Second)),
 			waits: []time.Duration{time.Millisecond}, hits: 9, misses: 1, peakRSS: rss})
 		run.stats.Epochs = append(run.stats.Epochs, statFor(e, int64(amp*100e6)))
 	}
-	r.runs[runKey{cacheFraction, "schedule"}] = run
+	r.runs[runKey{cacheFraction, "next-use"}] = run
 	for _, row := range run.rows(GroupBrand) {
 		r.add(row)
 	}

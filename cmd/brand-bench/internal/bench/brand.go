@@ -137,7 +137,7 @@ func (r *runner) runBrandWith(ctx context.Context, fraction float64, policy stri
 			e, float64(ep.samples)/ep.elapsed.Seconds(), float64(ep.bytes)/ep.elapsed.Seconds()/1e6,
 			ratio(ep.hits, ep.hits+ep.misses), sizeString(ep.peakRSS))
 	}
-	if fraction >= 1 && policy == "schedule" && len(r.cfg.Brand.AheadLevels) > 0 && opts.diskDir == "" {
+	if fraction >= 1 && policy == "next-use" && len(r.cfg.Brand.AheadLevels) > 0 && opts.diskDir == "" {
 		// Warm epochs at each read-ahead depth, after the run's own: the
 		// client's concurrency, swept as the limits' is.
 		for i, level := range r.cfg.Brand.AheadLevels {
@@ -312,7 +312,7 @@ func (run *brandRun) rows(group string) []Row {
 			name = "Brand + disk"
 		}
 		label := fmt.Sprintf("%s, cache %s, epoch %d", name, percentString(run.fraction), e)
-		if run.policy != "schedule" {
+		if run.policy != "next-use" {
 			label = fmt.Sprintf("%s %s, cache %s, epoch %d", name, run.policy, percentString(run.fraction), e)
 		}
 		row := run.row(run.opts.config(), group, label, ep, st)

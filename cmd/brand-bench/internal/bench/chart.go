@@ -28,7 +28,7 @@ var barColors = []struct {
 }{
 	{GroupLimits, colorGrey},
 	{GroupBaselines, colorOrange},
-	{"schedule", colorBlue},
+	{"next-use", colorBlue},
 	{"lru", colorPurple},
 	{GroupPython, colorGreen},
 }

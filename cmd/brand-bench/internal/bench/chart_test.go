@@ -27,7 +27,7 @@ func goldenReports() map[string]charted {
 	jobs.Dataset.Chunks = 40
 	for _, j := range []int{1, 4} {
 		jobs.Rows = append(jobs.Rows, JobsRow{Jobs: j, CacheFraction: 0.5, Speeds: SpeedsEqual,
-			Schedule: JobsLive{Reads: 0.6 + 0.1*float64(j)}, LRU: JobsLive{Reads: 0.9 + 0.05*float64(j)}, Optimal: 0.55 + 0.1*float64(j)})
+			NextUse: JobsLive{Reads: 0.6 + 0.1*float64(j)}, LRU: JobsLive{Reads: 0.9 + 0.05*float64(j)}, Optimal: 0.55 + 0.1*float64(j)})
 	}
 
 	sched := &ScheduleReport{Schedule: "a:1,b:1 @150 ...", CacheBytes: 1 << 20, Bytes: 4 << 20, Switches: []int{15, 30}}

@@ -21,7 +21,7 @@ const (
 	GroupLimits    = "limits"    // (a) and (b)
 	GroupBaselines = "baselines" // (c) and (d)
 	GroupBrand     = "brand"     // the gateway at each cache fraction
-	GroupPolicy    = "policy"    // lru vs schedule vs the planner's optimum
+	GroupPolicy    = "policy"    // lru vs next-use vs the planner's optimum
 	GroupDisk      = "disk"      // RAM only against RAM + a disk tier, and a warm restart
 	// GroupPython is PyTorch's DataLoader over boto3 and over Brand, and
 	// the Python client beside the Go client (see Python). Skipped, with
@@ -115,7 +115,7 @@ type Brand struct {
 	AheadLevels []int
 }
 
-// Policy is the lru/schedule comparison: one cache size, epochs 0..Epochs
+// Policy is the lru/next-use comparison: one cache size, epochs 0..Epochs
 // read under each policy, epochs 1..Epochs compared with the planner's
 // optimum and simulation of the same trace.
 type Policy struct {

@@ -19,7 +19,7 @@ func (r *runner) runDiskGroup(ctx context.Context) error {
 	// Every chunk file carries a header of tens of bytes: room for them.
 	diskBytes := total + total/16 + int64(r.tb.index.NumChunks())*4096
 	for _, f := range r.cfg.Disk.CacheFractions {
-		if _, err := r.brandRun(ctx, f, "schedule", epochs, GroupDisk); err != nil {
+		if _, err := r.brandRun(ctx, f, "next-use", epochs, GroupDisk); err != nil {
 			return err
 		}
 		dir := filepath.Join(r.cfg.WorkDir, fmt.Sprintf("disk-cache-%g", f*100))
@@ -43,7 +43,7 @@ func (r *runner) diskRun(ctx context.Context, fraction float64, epochs int, opts
 	var run *brandRun
 	err := r.measured(ctx, func(ctx context.Context) error {
 		var err error
-		run, err = r.runBrandWith(ctx, fraction, "schedule", epochs, opts)
+		run, err = r.runBrandWith(ctx, fraction, "next-use", epochs, opts)
 		return err
 	})
 	if err != nil {

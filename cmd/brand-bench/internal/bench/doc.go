@@ -27,7 +27,7 @@
 //     the cache at fractions of the dataset (25 %, 50 %, 100 % by default):
 //     epoch 0 is cold, the later ones show the steady state.
 //   - Policies. With the cache at half the dataset, the same job under the
-//     lru and schedule policies over several epochs, beside the planner's
+//     lru and next-use policies over several epochs, beside the planner's
 //     optimum and simulation of the same trace.
 //   - Python. PyTorch's DataLoader over a map-style Dataset that GETs each
 //     sample with boto3 (p), the same DataLoader over brand.torch's

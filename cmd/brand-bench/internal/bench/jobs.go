@@ -28,7 +28,7 @@ import (
 // The shared-cache benchmark (brand-bench jobs): J jobs, seeds 1..J, read
 // one dataset through one gateway at once, each from its own goroutine,
 // and the store bytes the gateway read are compared, per job-epoch, with
-// the planner's optimum over the jobs' merged schedule (Belady on
+// the planner's optimum over the jobs' merged uses (Belady on
 // planner.SharedTrace) and with the same jobs through an LRU gateway. The
 // dataset is small (about 80 chunks of 512 KiB) and in a local directory:
 // what is measured is which chunks the cache keeps for whom, not how fast
@@ -124,7 +124,7 @@ type JobsReport struct {
 }
 
 // JobsRow is one configuration: J jobs at a cache size and speed mix,
-// through the schedule policy and through LRU, beside the planner.
+// through the next-use policy and through LRU, beside the planner.
 type JobsRow struct {
 	Jobs          int     `json:"jobs"`
 	CacheFraction float64 `json:"cache_fraction"`
@@ -132,9 +132,9 @@ type JobsRow struct {
 	Speeds        string  `json:"speeds"`
 	// Store reads per job-epoch, in datasets: the gateway's chunk loads
 	// over the run (prefetch included) ÷ dataset bytes ÷ (J × epochs).
-	Schedule JobsLive `json:"schedule"`
-	LRU      JobsLive `json:"lru"`
-	// The planner's, on the merged schedule of the same jobs.
+	NextUse JobsLive `json:"next_use"`
+	LRU     JobsLive `json:"lru"`
+	// The planner's, on the merged uses of the same jobs.
 	Optimal     float64 `json:"optimal"`
 	PlannerLRU  float64 `json:"planner_lru"`
 	Partitioned float64 `json:"partitioned"`
@@ -182,20 +182,20 @@ func RunJobs(ctx context.Context, cfg JobsConfig) (*JobsReport, error) {
 					return nil, fmt.Errorf("bench: planning %d jobs: %w", j, err)
 				}
 				row.Optimal, row.PlannerLRU, row.Partitioned = plan.OptimalReads, plan.LRUReads, plan.PartitionedReads
-				for _, policy := range []string{"schedule", "lru"} {
+				for _, policy := range []string{"next-use", "lru"} {
 					live, err := runJobsOnce(ctx, cfg, dir, ix, row, policy)
 					if err != nil {
 						return nil, err
 					}
-					if policy == "schedule" {
-						row.Schedule = live
+					if policy == "next-use" {
+						row.NextUse = live
 					} else {
 						row.LRU = live
 					}
 				}
-				row.Ratio = ratio(row.Schedule.Reads, row.Optimal)
-				logf(cfg.Log, "%d jobs, cache %s, speeds %s: store reads per job-epoch: schedule %.3f (%.2f× the optimum %.3f), lru %.3f; planner lru %.3f, partitioned %.3f",
-					j, percentString(frac), speeds, row.Schedule.Reads, row.Ratio, row.Optimal, row.LRU.Reads, row.PlannerLRU, row.Partitioned)
+				row.Ratio = ratio(row.NextUse.Reads, row.Optimal)
+				logf(cfg.Log, "%d jobs, cache %s, speeds %s: store reads per job-epoch: next-use %.3f (%.2f× the optimum %.3f), lru %.3f; planner lru %.3f, partitioned %.3f",
+					j, percentString(frac), speeds, row.NextUse.Reads, row.Ratio, row.Optimal, row.LRU.Reads, row.PlannerLRU, row.Partitioned)
 				rep.Rows = append(rep.Rows, row)
 			}
 		}
@@ -412,7 +412,7 @@ func (rep *JobsReport) targets() []Target {
 	t := Target{Name: "4 jobs, 50 % cache, equal speeds: datasets per job-epoch", Want: "≤ 0.45", Status: NA}
 	for _, r := range rep.Rows {
 		if r.Jobs == 4 && r.CacheFraction == 0.5 && r.Speeds == SpeedsEqual {
-			t.Ratio, t.Status = r.Schedule.Reads, status(r.Schedule.Reads <= 0.45)
+			t.Ratio, t.Status = r.NextUse.Reads, status(r.NextUse.Reads <= 0.45)
 		}
 	}
 	return append(out, t)

@@ -27,17 +27,17 @@ func (rep *JobsReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%d samples in %d chunks (%s), batch %d, window %d, %d epochs per job; %s\n\n",
 		rep.Dataset.Samples, rep.Dataset.Chunks, sizeString(rep.Dataset.Bytes), rep.BatchSize, rep.Window, rep.Epochs, rep.Command)
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
-	fmt.Fprintln(tw, "| jobs\t| cache\t| speeds\t| schedule\t| ÷ optimum\t| optimum\t| lru (live)\t| lru (planner)\t| partitioned\t| samples/s schedule\t| samples/s lru\t| job seconds, schedule\t| turn waits\t|")
+	fmt.Fprintln(tw, "| jobs\t| cache\t| speeds\t| next-use\t| ÷ optimum\t| optimum\t| lru (live)\t| lru (planner)\t| partitioned\t| samples/s next-use\t| samples/s lru\t| job seconds, next-use\t| turn waits\t|")
 	fmt.Fprintln(tw, "| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --\t| --:\t|")
 	for _, r := range rep.Rows {
-		js := r.Schedule.JobSeconds
+		js := r.NextUse.JobSeconds
 		spread := "—"
 		if len(js) > 0 {
 			spread = fmt.Sprintf("%.2f–%.2f", js[0], js[len(js)-1])
 		}
 		fmt.Fprintf(tw, "| %d\t| %s\t| %s\t| %.3f\t| %.2f\t| %.3f\t| %.3f\t| %.3f\t| %.3f\t| %.0f\t| %.0f\t| %s\t| %.2f s\t|\n",
-			r.Jobs, percentString(r.CacheFraction), r.Speeds, r.Schedule.Reads, r.Ratio, r.Optimal, r.LRU.Reads, r.PlannerLRU, r.Partitioned,
-			r.Schedule.SamplesPerSec, r.LRU.SamplesPerSec, spread, r.Schedule.TurnWaitSeconds)
+			r.Jobs, percentString(r.CacheFraction), r.Speeds, r.NextUse.Reads, r.Ratio, r.Optimal, r.LRU.Reads, r.PlannerLRU, r.Partitioned,
+			r.NextUse.SamplesPerSec, r.LRU.SamplesPerSec, spread, r.NextUse.TurnWaitSeconds)
 	}
 	tw.Flush()
 	b.WriteString("\nStore reads are datasets per job-epoch (the gateway's chunk loads over the run, prefetch included, ÷ dataset bytes ÷ jobs × epochs).\n\nTargets:\n")
@@ -49,7 +49,7 @@ func (rep *JobsReport) WriteText(w io.Writer) error {
 }
 
 // Chart is store reads per job-epoch for every configuration: the
-// schedule policy, LRU and the planner's optimum side by side.
+// next-use policy, LRU and the planner's optimum side by side.
 func (rep *JobsReport) Chart() (*chart.Chart, error) {
 	if len(rep.Rows) == 0 {
 		return nil, chart.ErrEmpty
@@ -69,7 +69,7 @@ func (rep *JobsReport) Chart() (*chart.Chart, error) {
 		color string
 		value func(JobsRow) float64
 	}{
-		{"schedule (live)", colorBlue, func(r JobsRow) float64 { return r.Schedule.Reads }},
+		{"next-use (live)", colorBlue, func(r JobsRow) float64 { return r.NextUse.Reads }},
 		{"optimum (planner)", colorGreen, func(r JobsRow) float64 { return r.Optimal }},
 		{"lru (live)", colorPurple, func(r JobsRow) float64 { return r.LRU.Reads }},
 	}

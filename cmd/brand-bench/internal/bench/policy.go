@@ -9,7 +9,7 @@ import (
 	"github.com/brandgw/brand/planner"
 )
 
-// PolicyReport compares the lru and schedule cache policies on one job
+// PolicyReport compares the lru and next-use cache policies on one job
 // with the cache at a fraction of the dataset, beside the planner's
 // simulation of the same demand trace under LRU and under Belady's rule
 // (the optimum).
@@ -18,10 +18,10 @@ type PolicyReport struct {
 	CacheFraction float64       `json:"cache_fraction"`
 	Epochs        []PolicyEpoch `json:"epochs"` // epochs 1..PolicyEpochs
 	// Backend bytes over Epochs: live under each policy, and simulated.
-	LRUBytes      int64 `json:"lru_bytes"`
-	ScheduleBytes int64 `json:"schedule_bytes"`
-	SimLRUBytes   int64 `json:"sim_lru_bytes"`
-	OptimalBytes  int64 `json:"optimal_bytes"`
+	LRUBytes     int64 `json:"lru_bytes"`
+	NextUseBytes int64 `json:"next_use_bytes"`
+	SimLRUBytes  int64 `json:"sim_lru_bytes"`
+	OptimalBytes int64 `json:"optimal_bytes"`
 	// Boundaries are the latencies around each epoch boundary of both runs.
 	Boundaries []Boundary `json:"boundaries"`
 }
@@ -31,18 +31,18 @@ type PolicyReport struct {
 // accesses, prefetched chunks counting as misses, which is what the
 // simulation computes.
 type PolicyEpoch struct {
-	Epoch            int     `json:"epoch"`
-	LRUBytes         int64   `json:"lru_bytes"`
-	ScheduleBytes    int64   `json:"schedule_bytes"`
-	SimLRUBytes      int64   `json:"sim_lru_bytes"`
-	OptimalBytes     int64   `json:"optimal_bytes"`
-	LRUHit           float64 `json:"lru_hit_ratio"`
-	ScheduleHit      float64 `json:"schedule_hit_ratio"`
-	SimLRUHit        float64 `json:"sim_lru_hit_ratio"`
-	OptimalHit       float64 `json:"optimal_hit_ratio"`
-	LRUAccesses      int64   `json:"lru_accesses"`
-	ScheduleAccesses int64   `json:"schedule_accesses"`
-	SimAccesses      int     `json:"sim_accesses"`
+	Epoch           int     `json:"epoch"`
+	LRUBytes        int64   `json:"lru_bytes"`
+	NextUseBytes    int64   `json:"next_use_bytes"`
+	SimLRUBytes     int64   `json:"sim_lru_bytes"`
+	OptimalBytes    int64   `json:"optimal_bytes"`
+	LRUHit          float64 `json:"lru_hit_ratio"`
+	NextUseHit      float64 `json:"next_use_hit_ratio"`
+	SimLRUHit       float64 `json:"sim_lru_hit_ratio"`
+	OptimalHit      float64 `json:"optimal_hit_ratio"`
+	LRUAccesses     int64   `json:"lru_accesses"`
+	NextUseAccesses int64   `json:"next_use_accesses"`
+	SimAccesses     int     `json:"sim_accesses"`
 }
 
 // Boundary is the latency of the batches around the start of an epoch:
@@ -70,12 +70,12 @@ type Boundary struct {
 // boundaryBatches is how many batches on each side of a boundary count.
 const boundaryBatches = 5
 
-// runPolicyGroup runs the lru and schedule gateways at the policy cache
-// fraction (reusing the brand group's schedule run) and simulates the same
+// runPolicyGroup runs the lru and next-use gateways at the policy cache
+// fraction (reusing the brand group's next-use run) and simulates the same
 // job with the planner.
 func (r *runner) runPolicyGroup(ctx context.Context) error {
 	epochs := r.cfg.Policy.Epochs + 1
-	sched, err := r.brandRun(ctx, r.cfg.Policy.Cache, "schedule", epochs, GroupPolicy)
+	sched, err := r.brandRun(ctx, r.cfg.Policy.Cache, "next-use", epochs, GroupPolicy)
 	if err != nil {
 		return err
 	}
@@ -95,13 +95,13 @@ func (r *runner) runPolicyGroup(ctx context.Context) error {
 		l, s := lru.stats.epoch(e), sched.stats.epoch(e)
 		sl, so := simEpoch(simLRU, e), simEpoch(opt, e)
 		pe := PolicyEpoch{
-			Epoch: e, LRUBytes: l.BackendBytes, ScheduleBytes: s.BackendBytes, SimLRUBytes: sl.BackendBytes, OptimalBytes: so.BackendBytes,
-			LRUHit: l.HitRatio, ScheduleHit: s.HitRatio, SimLRUHit: sl.HitRatio, OptimalHit: so.HitRatio,
-			LRUAccesses: l.Accesses, ScheduleAccesses: s.Accesses, SimAccesses: so.Accesses,
+			Epoch: e, LRUBytes: l.BackendBytes, NextUseBytes: s.BackendBytes, SimLRUBytes: sl.BackendBytes, OptimalBytes: so.BackendBytes,
+			LRUHit: l.HitRatio, NextUseHit: s.HitRatio, SimLRUHit: sl.HitRatio, OptimalHit: so.HitRatio,
+			LRUAccesses: l.Accesses, NextUseAccesses: s.Accesses, SimAccesses: so.Accesses,
 		}
 		rep.Epochs = append(rep.Epochs, pe)
 		rep.LRUBytes += pe.LRUBytes
-		rep.ScheduleBytes += pe.ScheduleBytes
+		rep.NextUseBytes += pe.NextUseBytes
 		rep.SimLRUBytes += pe.SimLRUBytes
 		rep.OptimalBytes += pe.OptimalBytes
 	}
@@ -109,8 +109,8 @@ func (r *runner) runPolicyGroup(ctx context.Context) error {
 		rep.Boundaries = append(rep.Boundaries, run.boundaries(epochs)...)
 	}
 	r.rep.Policy = rep
-	r.logf("policies at cache %s: backend bytes over epochs 1-%d: lru %s, schedule %s, optimum %s",
-		percentString(r.cfg.Policy.Cache), epochs-1, sizeString(rep.LRUBytes), sizeString(rep.ScheduleBytes), sizeString(rep.OptimalBytes))
+	r.logf("policies at cache %s: backend bytes over epochs 1-%d: lru %s, next-use %s, optimum %s",
+		percentString(r.cfg.Policy.Cache), epochs-1, sizeString(rep.LRUBytes), sizeString(rep.NextUseBytes), sizeString(rep.OptimalBytes))
 	return nil
 }
 

@@ -241,7 +241,7 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 	r := py.r
 	cfg := r.cfg.Python
 	r.logf("python: Brand at cache %s, DataLoader over BrandDataset", percentString(fraction))
-	g, err := r.startBrandGateway(ctx, fraction, "schedule", brandOpts{tag: "python-"})
+	g, err := r.startBrandGateway(ctx, fraction, "next-use", brandOpts{tag: "python-"})
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 		// BrandDataset's bytes are the samples' payload, without the tar
 		// framing the gateway's count includes: no read amplification.
 		row.ReadAmplification = 0
-		row.CacheFraction, row.CacheBytes, row.Policy = fraction, r.cacheBytes(fraction), "schedule"
+		row.CacheFraction, row.CacheBytes, row.Policy = fraction, r.cacheBytes(fraction), "next-use"
 		e := epoch
 		row.Epoch = &e
 		row.Concurrency, row.Sweep = workers, sweep
@@ -363,7 +363,7 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 			{ConfigPyClient, fmt.Sprintf("Python client, %s, warm (%d epochs)", at, len(pyEpochs)), pp},
 		} {
 			row := newRow(c.config, GroupPython, c.label, c.p)
-			row.CacheFraction, row.CacheBytes, row.Policy = fraction, r.cacheBytes(fraction), "schedule"
+			row.CacheFraction, row.CacheBytes, row.Policy = fraction, r.cacheBytes(fraction), "next-use"
 			row.Concurrency = r.cfg.Brand.Ahead
 			row.Sweep = []SweepPoint{{Concurrency: row.Concurrency, SamplesPerSec: row.SamplesPerSec, MBPerSec: row.MBPerSec}}
 			r.add(row)

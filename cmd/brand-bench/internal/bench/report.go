@@ -98,13 +98,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(ew, "\nCache policies, cache %s of the dataset (%s): backend bytes and hit ratios per epoch, live and simulated\n\n",
 			percentString(p.CacheFraction), sizeString(p.CacheBytes))
 		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "epoch\tlru\tschedule\tsim lru\toptimum\tlru hit live/sim\tschedule hit live/optimum\taccesses live/sim\t")
+		fmt.Fprintln(tw, "epoch\tlru\tnext-use\tsim lru\toptimum\tlru hit live/sim\tnext-use hit live/optimum\taccesses live/sim\t")
 		for _, e := range p.Epochs {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.3f / %.3f\t%.3f / %.3f\t%d / %d\t\n", e.Epoch,
-				sizeString(e.LRUBytes), sizeString(e.ScheduleBytes), sizeString(e.SimLRUBytes), sizeString(e.OptimalBytes),
-				e.LRUHit, e.SimLRUHit, e.ScheduleHit, e.OptimalHit, e.ScheduleAccesses, e.SimAccesses)
+				sizeString(e.LRUBytes), sizeString(e.NextUseBytes), sizeString(e.SimLRUBytes), sizeString(e.OptimalBytes),
+				e.LRUHit, e.SimLRUHit, e.NextUseHit, e.OptimalHit, e.NextUseAccesses, e.SimAccesses)
 		}
-		fmt.Fprintf(tw, "total\t%s\t%s\t%s\t%s\t\t\t\t\n", sizeString(p.LRUBytes), sizeString(p.ScheduleBytes), sizeString(p.SimLRUBytes), sizeString(p.OptimalBytes))
+		fmt.Fprintf(tw, "total\t%s\t%s\t%s\t%s\t\t\t\t\n", sizeString(p.LRUBytes), sizeString(p.NextUseBytes), sizeString(p.SimLRUBytes), sizeString(p.OptimalBytes))
 		tw.Flush()
 		fmt.Fprintln(ew, "\nEpoch boundaries: p99 of the 10 batches around the start of an epoch ÷ that epoch's median,",
 			"\nfor batch request latency and for the loop's wait; control = the same ratio for 10 batches mid-epoch")

@@ -53,7 +53,7 @@ type Report struct {
 	Config  ReportInput `json:"config"`
 	Dataset DatasetInfo `json:"dataset"`
 	Rows    []Row       `json:"rows"`
-	// Policy is the lru / schedule / optimum comparison; nil when the
+	// Policy is the lru / next-use / optimum comparison; nil when the
 	// policy group did not run.
 	Policy *PolicyReport `json:"policy,omitempty"`
 	// Gateways are the gateway processes' counters at the end of each run.
@@ -322,7 +322,7 @@ func (r *runner) runBrandGroup(ctx context.Context) error {
 		if f == r.cfg.Policy.Cache && r.cfg.runs(GroupPolicy) {
 			epochs = max(epochs, r.cfg.Policy.Epochs+1)
 		}
-		if _, err := r.brandRun(ctx, f, "schedule", epochs, GroupBrand); err != nil {
+		if _, err := r.brandRun(ctx, f, "next-use", epochs, GroupBrand); err != nil {
 			return err
 		}
 	}

@@ -99,7 +99,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	wantBrand := len(cfg.Brand.CacheFractions)*cfg.Brand.Epochs + (cfg.Policy.Epochs + 1) + // the lru run
-		max(0, cfg.Policy.Epochs+1-cfg.Brand.Epochs) // the schedule run at the policy fraction reads the extra epochs
+		max(0, cfg.Policy.Epochs+1-cfg.Brand.Epochs) // the next-use run at the policy fraction reads the extra epochs
 	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigMemoryBatches: 1, ConfigMemoryShuffled: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand, ConfigBrandAhead: 1,
 		ConfigBrandDisk: len(cfg.Disk.CacheFractions) * cfg.Brand.Epochs, ConfigBrandRestart: len(cfg.Disk.CacheFractions)} {
 		if count[config] != want {
@@ -113,8 +113,8 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, e := range p.Epochs {
 		// The gateway sees exactly the demand trace the planner simulates.
-		if e.LRUAccesses != int64(e.SimAccesses) || e.ScheduleAccesses != int64(e.SimAccesses) || e.SimAccesses == 0 {
-			t.Errorf("epoch %d: chunk accesses lru %d, schedule %d, simulated %d; want them equal", e.Epoch, e.LRUAccesses, e.ScheduleAccesses, e.SimAccesses)
+		if e.LRUAccesses != int64(e.SimAccesses) || e.NextUseAccesses != int64(e.SimAccesses) || e.SimAccesses == 0 {
+			t.Errorf("epoch %d: chunk accesses lru %d, next-use %d, simulated %d; want them equal", e.Epoch, e.LRUAccesses, e.NextUseAccesses, e.SimAccesses)
 		}
 		if e.OptimalBytes > e.SimLRUBytes {
 			t.Errorf("epoch %d: the optimum reads %d bytes, simulated LRU %d", e.Epoch, e.OptimalBytes, e.SimLRUBytes)
@@ -131,7 +131,7 @@ func TestSmoke(t *testing.T) {
 	for _, want := range []string{
 		"cold epoch ÷ limit (a) reverse proxy", "warm epochs ÷ limit (b) memory server", "warm epoch at best ahead ÷ limit (b) memory server", "cold epoch ÷ per-object (c)",
 		"warm epochs ÷ WebDataset (d)", "cold epoch ÷ WebDataset (d)", "read amplification", "gateway peak RSS ÷ (1.25 × cache + 200 MiB)",
-		"schedule backend bytes ÷ planner optimum", "schedule backend bytes ÷ lru", "epoch boundary p99 (10 batch requests) ÷ epoch median",
+		"next-use backend bytes ÷ planner optimum", "next-use backend bytes ÷ lru", "epoch boundary p99 (10 batch requests) ÷ epoch median",
 		"|live − simulated hit ratio| in points",
 	} {
 		if !names[want] {

@@ -65,7 +65,7 @@ func (r *runner) targets() []Target {
 	var out []Target
 
 	for _, f := range r.cfg.Brand.CacheFractions {
-		run := r.runs[runKey{f, "schedule"}]
+		run := r.runs[runKey{f, "next-use"}]
 		if run == nil {
 			continue
 		}
@@ -155,13 +155,13 @@ func (r *runner) targets() []Target {
 	}
 
 	if p := r.rep.Policy; p != nil {
-		t := atMost("schedule backend bytes ÷ planner optimum, epochs 1+", safeRatio(p.ScheduleBytes, p.OptimalBytes), 1.05)
-		t.Note = fmt.Sprintf("schedule %s, optimum %s", sizeString(p.ScheduleBytes), sizeString(p.OptimalBytes))
+		t := atMost("next-use backend bytes ÷ planner optimum, epochs 1+", safeRatio(p.NextUseBytes, p.OptimalBytes), 1.05)
+		t.Note = fmt.Sprintf("next-use %s, optimum %s", sizeString(p.NextUseBytes), sizeString(p.OptimalBytes))
 		out = append(out, t)
-		t = atMost("schedule backend bytes ÷ lru, epochs 1+", safeRatio(p.ScheduleBytes, p.LRUBytes), 0.70)
-		t.Note = fmt.Sprintf("schedule %s, lru %s", sizeString(p.ScheduleBytes), sizeString(p.LRUBytes))
+		t = atMost("next-use backend bytes ÷ lru, epochs 1+", safeRatio(p.NextUseBytes, p.LRUBytes), 0.70)
+		t.Note = fmt.Sprintf("next-use %s, lru %s", sizeString(p.NextUseBytes), sizeString(p.LRUBytes))
 		out = append(out, t)
-		for _, policy := range []string{"lru", "schedule"} {
+		for _, policy := range []string{"lru", "next-use"} {
 			worst := Boundary{}
 			for _, b := range p.Boundaries {
 				if b.Policy == policy && b.Ratio >= worst.Ratio {
@@ -174,7 +174,7 @@ func (r *runner) targets() []Target {
 			var dev float64
 			devEpoch := 0
 			for _, e := range p.Epochs {
-				live, sim := e.ScheduleHit, e.OptimalHit
+				live, sim := e.NextUseHit, e.OptimalHit
 				if policy == "lru" {
 					live, sim = e.LRUHit, e.SimLRUHit
 				}
