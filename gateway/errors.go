@@ -77,7 +77,7 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	// An edit's 409 says what to do instead in fields, so that a client
 	// acts on it without parsing the message.
 	if c, ok := errors.AsType[*edits.ConflictError](err); ok {
-		switch c.Kind {
+		switch c.Subject {
 		case edits.Schedule:
 			body.ScheduleVersion = c.Current
 		case edits.Exclusion:

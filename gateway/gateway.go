@@ -587,7 +587,7 @@ func New(cfg Config) (*Gateway, error) {
 	// the disk tier under it) never sees the S3 face's read-through
 	// objects.
 	g.objects = s3face.NewReadThrough(cfg.S3, cfg.CacheSize, cfg.FetchTimeout)
-	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: g.objects}, Policy: policy,
+	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.BySpace{Chunks: loader, Objects: g.objects}, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Recycler: g.mem, Tasks: g.life.Group("chunkcache: loads, spills")})
 	g.mem.Watch(g.cache)
 	if peers != nil {

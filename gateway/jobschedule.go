@@ -81,7 +81,7 @@ func checkJobName(job string) error {
 func conflictHeader(w http.ResponseWriter, err error) {
 	// (Conflicts of every kind of edit are one type: the schedule's alone
 	// name a schedule version.)
-	if c, ok := errors.AsType[*jobsched.Conflict](err); ok && c.Kind == edits.Schedule {
+	if c, ok := errors.AsType[*jobsched.Conflict](err); ok && c.Subject == edits.Schedule {
 		w.Header().Set(api.HeaderScheduleVersion, c.Current)
 	}
 }

@@ -30,9 +30,9 @@ func tableRefusal(t *testing.T, v jobmodel.Verdict) string {
 		}
 	case "pair":
 		c := spec.Lookup(spec.Feature(v.A), spec.Feature(v.B))
-		if c.Kind != spec.Refuse {
+		if c.Verdict != spec.Refuse {
 			// The answer is then held to a message no answer has.
-			t.Errorf("the model refuses %s with %s; the table's cell is %s", v.A, v.B, c.Kind)
+			t.Errorf("the model refuses %s with %s; the table's cell is %s", v.A, v.B, c.Verdict)
 			return "(the table's refusal of " + v.A + " with " + v.B + ")"
 		}
 		msg = c.Message

@@ -115,7 +115,7 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := refusalOf(spec.CheckParams(v))
-			if cell.Kind == spec.Refuse {
+			if cell.Verdict == spec.Refuse {
 				refused++
 				// Each refused pair is the table's: its own message, or a
 				// group of exclusive parameters' (two sources named).
@@ -187,7 +187,7 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 		for _, edit := range []spec.Feature{spec.Exclusion, spec.Append} {
 			want := refusalOf(spec.Detect(mustQuery(t, shape+"&"+p)).With(edit).Check())
 			cell := spec.Lookup(f.Name, edit)
-			if cell.Kind == spec.Refuse && want.msg != spec.ErrIncompatible.Error()+": "+cell.Message {
+			if cell.Verdict == spec.Refuse && want.msg != spec.ErrIncompatible.Error()+": "+cell.Message {
 				t.Errorf("%s × %s: the edit is refused with %q, not the pair's", f.Name, edit, want.msg)
 			}
 		}

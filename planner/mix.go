@@ -767,7 +767,7 @@ func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 // gateway answers a request of both with; a planner that does not model
 // it, should the table come to take it.
 func importanceOfMixture() string {
-	if c := spec.Lookup(spec.Mix, spec.Importance); c.Kind == spec.Refuse {
+	if c := spec.Lookup(spec.Mix, spec.Importance); c.Verdict == spec.Refuse {
 		return c.Message
 	}
 	return "importance sampling of a mixture is not modelled"

@@ -17,7 +17,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(m.Kind(), m.VocabSize(), m.Fingerprint())
+	fmt.Println(m.Algorithm(), m.VocabSize(), m.Fingerprint())
 	fmt.Printf("%+v\n", m.Special())
 
 	// One model serves every goroutine; Append reuses a buffer. Each

@@ -93,19 +93,19 @@ func FuzzEncode(f *testing.F) {
 			var ids []int32
 			var err error
 			if got := allocated(func() { ids, err = m.Encode(text) }); got > encodeAllocBound(len(text)) {
-				t.Fatalf("%s: Encode of %d bytes allocated %d bytes", m.Kind(), len(text), got)
+				t.Fatalf("%s: Encode of %d bytes allocated %d bytes", m.Algorithm(), len(text), got)
 			}
 			if err != nil {
-				t.Fatalf("%s: Encode(%q): %v", m.Kind(), text, err)
+				t.Fatalf("%s: Encode(%q): %v", m.Algorithm(), text, err)
 			}
 			for _, id := range ids {
 				if id < 0 || int(id) >= m.VocabSize() {
-					t.Fatalf("%s: Encode(%q) = %v: ID %d outside [0, %d)", m.Kind(), text, ids, id, m.VocabSize())
+					t.Fatalf("%s: Encode(%q) = %v: ID %d outside [0, %d)", m.Algorithm(), text, ids, id, m.VocabSize())
 				}
 			}
 			again, _ := m.Append([]int32{-1}, text)
 			if !slices.Equal(again, append([]int32{-1}, ids...)) {
-				t.Fatalf("%s: Append(%q) = %v, Encode %v", m.Kind(), text, again, ids)
+				t.Fatalf("%s: Append(%q) = %v, Encode %v", m.Algorithm(), text, again, ids)
 			}
 		}
 	})

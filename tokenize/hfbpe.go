@@ -11,7 +11,7 @@ import (
 
 // ByteLevelBPE is the kind of a Hugging Face tokenizer.json of byte-level
 // BPE (Llama 3, Qwen 2 and 3, GPT-2, GPT-NeoX, OLMo, DeepSeek).
-const ByteLevelBPE Kind = 100
+const ByteLevelBPE Algorithm = 100
 
 // byteBPE is a tokenizer.json's encoder: the reference's
 // Tokenizer::encode without its post-processor (tokenizer/mod.rs):
@@ -167,7 +167,7 @@ func loadTokenizerJSON(data []byte, fingerprint string) (*Model, error) {
 		return nil, err
 	}
 	e.words = newWordCache()
-	return &Model{kind: ByteLevelBPE, file: "tokenizer.json", vocab: int(max(maxID, addedMax)) + 1, fingerprint: fingerprint,
+	return &Model{algorithm: ByteLevelBPE, file: "tokenizer.json", vocab: int(max(maxID, addedMax)) + 1, fingerprint: fingerprint,
 		special: Special{Unk: e.unk, BOS: -1, EOS: -1, Pad: -1}, enc: e}, nil
 }
 

@@ -432,8 +432,8 @@ func TestHFReference(t *testing.T) {
 	for _, s := range specs {
 		t.Run(s.name, func(t *testing.T) {
 			m := loadFile(t, files[s.name])
-			if m.Kind() != ByteLevelBPE {
-				t.Errorf("Kind = %v", m.Kind())
+			if m.Algorithm() != ByteLevelBPE {
+				t.Errorf("Kind = %v", m.Algorithm())
 			}
 			ref := want[s.name]
 			if m.VocabSize() != ref.Vocab {

@@ -58,16 +58,16 @@ const (
 	MaxTextBytes = 8 << 20
 )
 
-// Kind is a model's segmentation algorithm (TrainerSpec.model_type).
-type Kind int
+// Algorithm is a model's segmentation algorithm (TrainerSpec.model_type).
+type Algorithm int
 
-// The kinds this package encodes.
+// The algorithms this package encodes.
 const (
-	Unigram Kind = modelTypeUnigram
-	BPE     Kind = modelTypeBPE
+	Unigram Algorithm = modelTypeUnigram
+	BPE     Algorithm = modelTypeBPE
 )
 
-func (k Kind) String() string {
+func (k Algorithm) String() string {
 	switch k {
 	case Unigram:
 		return "unigram"
@@ -82,7 +82,7 @@ func (k Kind) String() string {
 	case TiktokenBPE:
 		return "tiktoken-bpe"
 	}
-	return fmt.Sprintf("Kind(%d)", int(k))
+	return fmt.Sprintf("Algorithm(%d)", int(k))
 }
 
 // Special holds a model's special IDs as the reference reports them
@@ -96,7 +96,7 @@ type Special struct {
 // tokenizer.json of byte-level BPE, or a tiktoken encoding. It is immutable and safe for
 // concurrent use: one Model serves any number of goroutines.
 type Model struct {
-	kind        Kind
+	algorithm   Algorithm
 	file        string // File's answer
 	vocab       int
 	special     Special
@@ -187,7 +187,7 @@ func looksLikeJSON(data []byte) bool {
 }
 
 func newModel(mp *modelProto, fingerprint string) (*Model, error) {
-	kind := Kind(mp.trainer.modelType)
+	kind := Algorithm(mp.trainer.modelType)
 	if kind != Unigram && kind != BPE {
 		return nil, fmt.Errorf("%w: model type %s (only unigram and BPE are encoded)", ErrUnsupported, kind)
 	}
@@ -239,7 +239,7 @@ func newModel(mp *modelProto, fingerprint string) (*Model, error) {
 		EOS: m.specialID(mp, mp.trainer.eosPiece, "</s>", pieceControl),
 		Pad: m.specialID(mp, mp.trainer.padPiece, "<pad>", pieceControl),
 	}
-	return &Model{kind: kind, file: "SentencePiece", vocab: len(mp.pieces), fingerprint: fingerprint, special: special, enc: m}, nil
+	return &Model{algorithm: kind, file: "SentencePiece", vocab: len(mp.pieces), fingerprint: fingerprint, special: special, enc: m}, nil
 }
 
 // checkPieces is the reference's InitializePieces: no empty piece, no
@@ -380,8 +380,8 @@ func (m *pieceModel) specialID(mp *modelProto, name, def string, want int8) int3
 // by its name ("cl100k_base.tiktoken").
 func (m *Model) File() string { return m.file }
 
-// Kind returns the model's algorithm.
-func (m *Model) Kind() Kind { return m.kind }
+// Algorithm returns the model's algorithm.
+func (m *Model) Algorithm() Algorithm { return m.algorithm }
 
 // VocabSize returns the number of pieces (a tokenizer.json: its largest
 // ID, added tokens included, plus one): every ID is in [0, VocabSize).

@@ -12,7 +12,7 @@ import (
 // TiktokenBPE is the kind of a tiktoken encoding's rank file
 // (cl100k_base.tiktoken, o200k_base.tiktoken, ...): byte-level BPE by the
 // ranks of merged tokens.
-const TiktokenBPE Kind = 101
+const TiktokenBPE Algorithm = 101
 
 // tiktokenEncoding is a named encoding of tiktoken (its
 // tiktoken_ext/openai_public.py): the rank file, known by its SHA-256
@@ -189,7 +189,7 @@ func loadTiktoken(data []byte, fingerprint string) (*Model, error) {
 	for _, s := range enc.special {
 		vocab = max(vocab, s.id)
 	}
-	return &Model{kind: TiktokenBPE, file: enc.name + ".tiktoken", vocab: int(vocab) + 1, fingerprint: fingerprint,
+	return &Model{algorithm: TiktokenBPE, file: enc.name + ".tiktoken", vocab: int(vocab) + 1, fingerprint: fingerprint,
 		special: Special{Unk: -1, BOS: -1, EOS: enc.special[0].id, Pad: -1}, enc: e}, nil
 }
 

@@ -56,8 +56,8 @@ func TestTiktokenReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Kind() != TiktokenBPE || m.File() != name+".tiktoken" {
-				t.Errorf("Kind, File = %v, %q", m.Kind(), m.File())
+			if m.Algorithm() != TiktokenBPE || m.File() != name+".tiktoken" {
+				t.Errorf("Kind, File = %v, %q", m.Algorithm(), m.File())
 			}
 			if m.VocabSize() != vocab[name] || m.Special() != (Special{Unk: -1, BOS: -1, EOS: eot[name], Pad: -1}) {
 				t.Errorf("VocabSize = %d (want %d), Special = %+v", m.VocabSize(), vocab[name], m.Special())

@@ -61,7 +61,7 @@ func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config,
 	}
 	cfg.Credentials = creds
 	objects := NewReadThrough(cfg, cacheSize, time.Minute)
-	cache := chunkcache.New(chunkcache.Config{Capacity: cacheSize, Loader: chunkcache.ByKind{Objects: objects}})
+	cache := chunkcache.New(chunkcache.Config{Capacity: cacheSize, Loader: chunkcache.BySpace{Objects: objects}})
 	set := preload.New(preload.Config{Slots: 8, Cache: cache})
 	t.Cleanup(cache.Close)
 	t.Cleanup(set.Close) // before the cache's: cleanups run last first
@@ -174,7 +174,7 @@ func TestReadThroughBlocks(t *testing.T) {
 func TestReadThroughBlockKeys(t *testing.T) {
 	rt := NewReadThrough(Config{WholeObject: 100, Block: 64}, 8<<10, time.Minute)
 	whole := rt.entries("b", "k", "v", false, 100, 10, 20)
-	if len(whole) != 1 || whole[0].Key != (chunkcache.Key{Kind: chunkcache.Object, Dataset: "b", Object: "k", ETag: "v"}) || whole[0].Size != 100 {
+	if len(whole) != 1 || whole[0].Key != (chunkcache.Key{Space: chunkcache.Object, Dataset: "b", Object: "k", ETag: "v"}) || whole[0].Size != 100 {
 		t.Fatalf("whole: %+v", whole)
 	}
 	blocks := rt.entries("b", "k", "v", false, 300, 70, 100) // bytes [70, 170): blocks at 64 and 128

@@ -135,7 +135,7 @@ func inPlaceFace(t *testing.T, cacheSize int64) (*minio.Client, map[string]strin
 	cfg := Config{Credentials: creds}
 	objects := NewReadThrough(cfg, cacheSize, time.Minute)
 	loader := catalog.NewLoader(cat, time.Minute, 1)
-	cache := chunkcache.New(chunkcache.Config{Capacity: cacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: objects}, MaxWait: time.Minute})
+	cache := chunkcache.New(chunkcache.Config{Capacity: cacheSize, Loader: chunkcache.BySpace{Chunks: loader, Objects: objects}, MaxWait: time.Minute})
 	set := preload.New(preload.Config{Slots: 8, Cache: cache})
 	t.Cleanup(cache.Close)
 	t.Cleanup(set.Close)

@@ -154,7 +154,7 @@ func startTarFace(t *testing.T, store s3backend.Store, cfg Config, log zerolog.L
 	const cacheSize = 64 << 20
 	objects := NewReadThrough(cfg, cacheSize, time.Minute)
 	loader := catalog.NewLoader(cat, time.Minute, 1)
-	cache := chunkcache.New(chunkcache.Config{Capacity: cacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: objects}, MaxWait: time.Minute})
+	cache := chunkcache.New(chunkcache.Config{Capacity: cacheSize, Loader: chunkcache.BySpace{Chunks: loader, Objects: objects}, MaxWait: time.Minute})
 	set := preload.New(preload.Config{Slots: 8, Cache: cache})
 	var once sync.Once
 	closeParts := func() { once.Do(func() { set.Close(); cache.Close() }) }

@@ -166,7 +166,7 @@ func (t *ReadThrough) entries(bucket, key, version string, unsettled bool, size,
 	if unsettled {
 		version += versionSep + strconv.FormatUint(t.serial.Add(1), 36)
 	}
-	k := chunkcache.Key{Kind: chunkcache.Object, Dataset: bucket, Object: key, ETag: version}
+	k := chunkcache.Key{Space: chunkcache.Object, Dataset: bucket, Object: key, ETag: version}
 	if size <= t.wholeMax {
 		return []chunkcache.Request{{Key: k, Size: size}}
 	}
@@ -182,7 +182,7 @@ func (t *ReadThrough) entries(bucket, key, version string, unsettled bool, size,
 // with the bytes at k's offset of k's object, pinned to k's version,
 // within the fetch timeout.
 func (t *ReadThrough) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
-	if k.Kind != chunkcache.Object {
+	if k.Space != chunkcache.Object {
 		return fmt.Errorf("S3 face: %s is not a read-through entry", k)
 	}
 	b := t.bucket(k.Dataset)

@@ -33,7 +33,7 @@ func newReader(t *testing.T, c *chunkcache.Cache, maxBytes, copyBytes int64) *re
 }
 
 func block(off, size int64) chunkcache.Request {
-	return chunkcache.Request{Key: chunkcache.Key{Kind: chunkcache.Object, Dataset: "b", Object: "o", ETag: "v", Offset: off}, Size: size}
+	return chunkcache.Request{Key: chunkcache.Key{Space: chunkcache.Object, Dataset: "b", Object: "o", ETag: "v", Offset: off}, Size: size}
 }
 
 // TestReadEntries: entries read whole, in order, pinned until Release;

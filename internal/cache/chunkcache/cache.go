@@ -29,11 +29,11 @@ var ErrBusy = errkind.Named(errkind.Busy, "cache_busy", "chunkcache: busy: too m
 var ErrClosed = errkind.New(errkind.Internal, "chunkcache: cache closed")
 
 // Key identifies one version of one cache entry: a dataset's chunk, or a
-// block of an object served as it is (Kind). Including the ETag means an
+// block of an object served as it is (Space). Including the ETag means an
 // object rewritten in the store is a different key: stale bytes are never
 // served for a new version.
 type Key struct {
-	Kind    Kind
+	Space   Keyspace
 	Dataset string // a chunk's dataset, an object's bucket; entries of different ones never collide
 	Object  string // object key, relative to the dataset's or bucket's root
 	ETag    string // the version read: the one the index describes, or the store reported
@@ -45,7 +45,7 @@ type Key struct {
 }
 
 func (k Key) String() string {
-	if k.Kind == Object {
+	if k.Space == Object {
 		return fmt.Sprintf("object %s/%s@%s+%d", k.Dataset, k.Object, k.ETag, k.Offset)
 	}
 	if k.Select != "" {

@@ -113,7 +113,7 @@ func store(dir string) edits.Chain {
 	case Append:
 		kind, what = edits.Append, "append records"
 	}
-	return edits.Chain{Kind: kind, Dir: dir, What: what, Max: shuffle.MaxEdits, Limit: 1 << 31, Conflict: ErrConflict, Unknown: ErrUnknown}
+	return edits.Chain{Subject: kind, Dir: dir, What: what, Max: shuffle.MaxEdits, Limit: 1 << 31, Conflict: ErrConflict, Unknown: ErrUnknown}
 }
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
@@ -202,7 +202,7 @@ type ConflictError = edits.ConflictError
 // has been served: Next is the first step an edit could start at.
 type ServedError = edits.ServedError
 
-func conflict(kind edits.Kind, current, format string, args ...any) error {
+func conflict(kind edits.Subject, current, format string, args ...any) error {
 	return edits.NewConflictError(kind, current, fmt.Errorf("%w: "+format, append([]any{ErrConflict}, args...)...))
 }
 
@@ -506,7 +506,7 @@ func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur
 	}
 	v := edits.Version{Job: e.Job, Dataset: e.Dataset, Version: e.Version, Previous: e.Previous, Epoch: e.Epoch, From: e.FromPosition, FromStep: e.FromStep, Body: body}
 	s := store(dir)
-	s.Kind = kind
+	s.Subject = kind
 	done, err := s.Make(ctx, st, b.pos, v, stepOf)
 	if errors.Is(err, ErrConflict) {
 		// Another edit won, or one was made since the chain was read:
@@ -534,7 +534,7 @@ func (e *Edit) appends() int {
 }
 
 // editKind is kind as refusals name it.
-func editKind(kind string) edits.Kind {
+func editKind(kind string) edits.Subject {
 	if kind == Append {
 		return edits.Append
 	}

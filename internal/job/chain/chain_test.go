@@ -65,7 +65,7 @@ func TestMakeAndFind(t *testing.T) {
 	b.Served("d", "run", 0, 20)
 	_, _, err := b.Make(ctx, st, ds, ds, nil, exclusion(10, "", key(1, 1)), stepOf)
 	var se *ServedError
-	if !errors.As(err, &se) || se.Next != 20 || !errors.Is(err, ErrConflict) || se.Kind != edits.Exclusion {
+	if !errors.As(err, &se) || se.Next != 20 || !errors.Is(err, ErrConflict) || se.Subject != edits.Exclusion {
 		t.Fatalf("an edit from a position served: %v; want a ServedError naming step 20", err)
 	}
 	if _, _, err := b.Make(ctx, st, ds, ds, nil, exclusion(20, "", key(1, 1), "nope"), stepOf); !errors.Is(err, ErrUnknownKeys) {

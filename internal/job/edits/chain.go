@@ -36,7 +36,7 @@ type Store interface {
 // A version is fixed once made; the job's current version is the last of
 // the chain from root.
 type Chain struct {
-	Kind Kind
+	Subject Subject
 	// Dir is the folder under the job's ("exclude"); What names a version
 	// in errors ("exclusion list").
 	Dir, What string
@@ -111,7 +111,7 @@ func (c Chain) Make(ctx context.Context, st Store, pos *Positions, v Version, st
 		return true, nil
 	case err == nil && len(vs) > 0:
 		cur := vs[len(vs)-1]
-		return false, conflictf(c.Kind, cur, c.Conflict, "another version of job %s's %s was made at the same time: version %s", v.Job, c.What, cur)
+		return false, conflictf(c.Subject, cur, c.Conflict, "another version of job %s's %s was made at the same time: version %s", v.Job, c.What, cur)
 	}
 	return false, fmt.Errorf("%w: another version of job %s's %s was made at the same time", c.Conflict, v.Job, c.What)
 }
@@ -134,11 +134,11 @@ func (c Chain) existing(ctx context.Context, st Store, v Version) (done bool, er
 	cur := vs[len(vs)-1]
 	switch {
 	case v.Previous == "" && c.Max == 1:
-		return false, conflictf(c.Kind, cur, c.Conflict, "job %s has an %s, version %s; a job has one", v.Job, c.What, cur)
+		return false, conflictf(c.Subject, cur, c.Conflict, "job %s has an %s, version %s; a job has one", v.Job, c.What, cur)
 	case v.Previous == "":
-		return false, conflictf(c.Kind, cur, c.Conflict, "job %s has an %s, version %s; extend it with previous %q", v.Job, c.What, cur, cur)
+		return false, conflictf(c.Subject, cur, c.Conflict, "job %s has an %s, version %s; extend it with previous %q", v.Job, c.What, cur, cur)
 	case cur != v.Previous:
-		return false, conflictf(c.Kind, cur, c.Conflict, "job %s's %s is at version %s, not %s: extend the current version", v.Job, c.What, cur, v.Previous)
+		return false, conflictf(c.Subject, cur, c.Conflict, "job %s's %s is at version %s, not %s: extend the current version", v.Job, c.What, cur, v.Previous)
 	}
 	return false, nil
 }
@@ -151,8 +151,8 @@ func (c Chain) unserved(pos *Positions, v Version, stepOf func(epoch uint64, end
 		return nil
 	}
 	next := stepOf(epoch, end)
-	return NewServedError(c.Kind, next, fmt.Errorf("%w: this node has served job %s up to position %d of epoch %d; an %s starts after it (from step %d or later), not at step %d",
-		c.Conflict, v.Job, end, epoch, c.Kind, next, v.FromStep))
+	return NewServedError(c.Subject, next, fmt.Errorf("%w: this node has served job %s up to position %d of epoch %d; an %s starts after it (from step %d or later), not at step %d",
+		c.Conflict, v.Job, end, epoch, c.Subject, next, v.FromStep))
 }
 
 // Versions are the names of job's versions, first first (none if it has

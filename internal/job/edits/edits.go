@@ -7,7 +7,7 @@
 // that rule and that protocol, once:
 //
 //   - ServedError and ConflictError, the two refusals every kind of edit
-//     answers (409), each carrying the Kind of edit refused, so the
+//     answers (409), each carrying the Subject of the edit refused, so the
 //     gateway maps one type of each to its answer's fields;
 //   - Positions, the positions a node has served of each named job, and
 //     the lock that keeps an edit from being made while a batch is laid
@@ -19,24 +19,25 @@ package edits
 
 import "fmt"
 
-// A Kind names a kind of edit, as its refusals say.
-type Kind string
+// A Subject is what an edit changes — a job's schedule, its exclusions,
+// its appends — as its refusals name it.
+type Subject string
 
-// The kinds of edit.
+// The subjects of edits.
 const (
-	Schedule  Kind = "schedule edit"
-	Exclusion Kind = "exclusion"
-	Append    Kind = "append"
+	Schedule  Subject = "schedule edit"
+	Exclusion Subject = "exclusion"
+	Append    Subject = "append"
 	// Edit is an exclusion or an append, where the chain that holds
 	// both is meant.
-	Edit Kind = "edit"
+	Edit Subject = "edit"
 )
 
-// A refusal is what both refusals are: the kind of edit refused, and the
+// A refusal is what both refusals are: the subject of the edit refused, and the
 // error, which wraps the refusing package's ErrConflict.
 type refusal struct {
-	Kind Kind
-	err  error
+	Subject Subject
+	err     error
 }
 
 func (r refusal) Error() string { return r.err.Error() }
@@ -52,7 +53,7 @@ type ServedError struct {
 
 // NewServedError is err, the refusal of an edit of kind from a step
 // served, naming next.
-func NewServedError(kind Kind, next uint64, err error) *ServedError {
+func NewServedError(kind Subject, next uint64, err error) *ServedError {
 	return &ServedError{refusal{kind, err}, next}
 }
 
@@ -67,11 +68,11 @@ type ConflictError struct {
 
 // NewConflictError is err, the refusal of an edit of kind, naming the
 // current version.
-func NewConflictError(kind Kind, current string, err error) *ConflictError {
+func NewConflictError(kind Subject, current string, err error) *ConflictError {
 	return &ConflictError{refusal{kind, err}, current}
 }
 
 // conflictf is a ConflictError whose error wraps sentinel.
-func conflictf(kind Kind, current string, sentinel error, format string, args ...any) *ConflictError {
+func conflictf(kind Subject, current string, sentinel error, format string, args ...any) *ConflictError {
 	return NewConflictError(kind, current, fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...))
 }

@@ -19,7 +19,7 @@ var (
 )
 
 func testChain(max int) Chain {
-	return Chain{Kind: Exclusion, Dir: "exclude", What: "exclusion list", Max: max, Limit: 1 << 10, Conflict: errConflict, Unknown: errUnknown}
+	return Chain{Subject: Exclusion, Dir: "exclude", What: "exclusion list", Max: max, Limit: 1 << 10, Conflict: errConflict, Unknown: errUnknown}
 }
 
 // version is a version named name after previous, from position from.
@@ -56,7 +56,7 @@ func TestChain(t *testing.T) {
 	pos.Served("d", "run", 0, 4)
 	pos.Served("d", "run", 0, 3) // behind: the furthest is kept
 	_, err := c.Make(ctx, st, pos, version("a", "", 3), stepOf)
-	if se, ok := errors.AsType[*ServedError](err); !ok || se.Next != 4 || se.Kind != Exclusion || !errors.Is(err, errConflict) {
+	if se, ok := errors.AsType[*ServedError](err); !ok || se.Next != 4 || se.Subject != Exclusion || !errors.Is(err, errConflict) {
 		t.Fatalf("a version from a position served: %v", err)
 	}
 	if done, err := c.Make(ctx, st, pos, version("a", "", 4), stepOf); done || err != nil {
@@ -68,7 +68,7 @@ func TestChain(t *testing.T) {
 	}
 	for _, v := range []Version{version("x", "", 200), version("x", "zz", 200)} {
 		_, err := c.Make(ctx, st, pos, v, stepOf)
-		if ce, ok := errors.AsType[*ConflictError](err); !ok || ce.Current != "a" || ce.Kind != Exclusion || !errors.Is(err, errConflict) {
+		if ce, ok := errors.AsType[*ConflictError](err); !ok || ce.Current != "a" || ce.Subject != Exclusion || !errors.Is(err, errConflict) {
 			t.Fatalf("%+v: %v; want a conflict naming a", v, err)
 		}
 	}

@@ -113,7 +113,7 @@ func TestTableAtEveryStep(t *testing.T) {
 			j, err := tc.call()
 			if tc.refused != [2]spec.Feature{} {
 				cell := spec.Lookup(tc.refused[0], tc.refused[1])
-				if cell.Kind != spec.Refuse {
+				if cell.Verdict != spec.Refuse {
 					t.Skipf("the table no longer refuses %s with %s", tc.refused[0], tc.refused[1])
 				}
 				if !spec.IsRefusal(err) || !strings.HasSuffix(err.Error(), cell.Message) {

@@ -393,7 +393,7 @@ func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit
 // after the furthest position any of them served. It returns when the
 // others were asked (zero on a single gateway), and done, to call once
 // the edit is made or refused: it releases their holds.
-func (ed *Editor) unserved(ctx context.Context, kind edits.Kind, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (asked time.Time, done func(), err error) {
+func (ed *Editor) unserved(ctx context.Context, kind edits.Subject, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (asked time.Time, done func(), err error) {
 	type served struct {
 		epoch uint64
 		end   int

@@ -49,7 +49,7 @@ func Markdown() string {
 	notes := map[[2]Feature]int{}
 	var list []Cell
 	for _, c := range Table() {
-		if c.Kind != Compose || c.Plan != "" {
+		if c.Verdict != Compose || c.Plan != "" {
 			list = append(list, c)
 			notes[[2]Feature{c.A, c.B}] = len(list)
 			notes[[2]Feature{c.B, c.A}] = len(list)
@@ -63,9 +63,9 @@ func Markdown() string {
 				sb.WriteString("   |")
 			case !ok:
 				sb.WriteString(" · |")
-			case Lookup(a.Name, b.Name).Kind == Refuse:
+			case Lookup(a.Name, b.Name).Verdict == Refuse:
 				fmt.Fprintf(&sb, " ✗%d |", n)
-			case Lookup(a.Name, b.Name).Kind == Compose:
+			case Lookup(a.Name, b.Name).Verdict == Compose:
 				fmt.Fprintf(&sb, " ·%d |", n)
 			default:
 				fmt.Fprintf(&sb, " ↓%d |", n)
@@ -77,9 +77,9 @@ func Markdown() string {
 	for i, c := range list {
 		what, why := "refused (400)", c.Message
 		switch {
-		case c.Kind == Downgrade:
+		case c.Verdict == Downgrade:
 			what = fmt.Sprintf("served; `%s` has no effect", c.Drops)
-		case c.Kind == Compose:
+		case c.Verdict == Compose:
 			what, why = "served; `/plan` answers 501", c.Plan
 		}
 		fmt.Fprintf(&sb, "%d. `%s` × `%s`: %s: %s.\n", i+1, c.A, c.B, what, why)

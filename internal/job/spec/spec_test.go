@@ -106,10 +106,10 @@ func TestTableIsComplete(t *testing.T) {
 		if c.Message == "" && c.Plan == "" {
 			t.Errorf("cell %s × %s says not why", c.A, c.B)
 		}
-		if c.Kind == Downgrade && c.Drops != c.A && c.Drops != c.B {
+		if c.Verdict == Downgrade && c.Drops != c.A && c.Drops != c.B {
 			t.Errorf("downgrade %s × %s drops %s, neither of them", c.A, c.B, c.Drops)
 		}
-		if c.Kind == Compose && c.Plan == "" {
+		if c.Verdict == Compose && c.Plan == "" {
 			t.Errorf("cell %s × %s listed to compose: every unlisted pair does", c.A, c.B)
 		}
 	}
@@ -216,7 +216,7 @@ func TestRules(t *testing.T) {
 			}
 			for i, a := range r.Features {
 				for _, b := range r.Features[i+1:] {
-					if Lookup(a, b).Kind == Refuse {
+					if Lookup(a, b).Verdict == Refuse {
 						t.Errorf("rule %s: the pair %s × %s is refused already", name, a, b)
 					}
 				}

@@ -16,25 +16,26 @@ import (
 // (400: the asker changes the request).
 var ErrIncompatible = errkind.New(errkind.Invalid, "features do not go together")
 
-// A Kind is what a cell of the table says of a pair.
-type Kind string
+// A Verdict is what a cell of the table says of a pair.
+type Verdict string
 
-// The kinds of cell.
+// The verdicts a cell gives (a composed pair the planner does not model
+// also has a Plan: /plan refuses it, ErrNotPlanned).
 const (
 	// Compose: the job has both, each as it has it alone.
-	Compose Kind = "compose"
+	Compose Verdict = "compose"
 	// Refuse: the job is refused, with the cell's message.
-	Refuse Kind = "refuse"
+	Refuse Verdict = "refuse"
 	// Downgrade: the job is served; the cell's Drops feature has no
 	// effect with the other, as its message says.
-	Downgrade Kind = "downgrade"
+	Downgrade Verdict = "downgrade"
 )
 
 // A Cell is the table's answer for a pair of features.
 type Cell struct {
 	A       Feature `json:"a"`
 	B       Feature `json:"b"`
-	Kind    Kind    `json:"kind"`
+	Verdict Verdict `json:"kind"`
 	Message string  `json:"message,omitempty"`
 	// Drops is, for a downgrade, the feature that has no effect.
 	Drops Feature `json:"drops,omitempty"`
@@ -46,11 +47,11 @@ type Cell struct {
 // cells are the pairs that do not simply compose. Every other pair
 // composes. Each message says why, in the words a user of both reads.
 func cells() []Cell {
-	refuse := func(a, b Feature, msg string) Cell { return Cell{A: a, B: b, Kind: Refuse, Message: msg} }
+	refuse := func(a, b Feature, msg string) Cell { return Cell{A: a, B: b, Verdict: Refuse, Message: msg} }
 	downgrade := func(a, b, drops Feature, msg string) Cell {
-		return Cell{A: a, B: b, Kind: Downgrade, Message: msg, Drops: drops}
+		return Cell{A: a, B: b, Verdict: Downgrade, Message: msg, Drops: drops}
 	}
-	notPlanned := func(a, b Feature, why string) Cell { return Cell{A: a, B: b, Kind: Compose, Plan: why} }
+	notPlanned := func(a, b Feature, why string) Cell { return Cell{A: a, B: b, Verdict: Compose, Plan: why} }
 	const oneSource = "a job reads one source: give dataset=, mix=, mix_schedule= or schedule= (the schedule stored under its name)"
 	const editsOneDataset = "is stored under the job's name over one dataset and applies to that dataset's own order; a mixture or schedule reads each component's order: read the job over its dataset, or name the mixture another job"
 	return []Cell{
@@ -114,7 +115,7 @@ var table = makeTable()
 var notable = func() []Cell {
 	var out []Cell
 	for _, c := range table {
-		if c.Kind != Compose || c.Plan != "" {
+		if c.Verdict != Compose || c.Plan != "" {
 			out = append(out, c)
 		}
 	}
@@ -140,10 +141,10 @@ func makeTable() []Cell {
 	var out []Cell
 	for i, a := range defs {
 		for _, b := range defs[i+1:] {
-			c := Cell{A: a.Name, B: b.Name, Kind: Compose}
+			c := Cell{A: a.Name, B: b.Name, Verdict: Compose}
 			for _, x := range listed {
 				if x.A == a.Name && x.B == b.Name || x.A == b.Name && x.B == a.Name {
-					c.Kind, c.Message, c.Drops, c.Plan = x.Kind, x.Message, x.Drops, x.Plan
+					c.Verdict, c.Message, c.Drops, c.Plan = x.Verdict, x.Message, x.Drops, x.Plan
 				}
 			}
 			out = append(out, c)
@@ -159,7 +160,7 @@ func Lookup(a, b Feature) Cell {
 			return c
 		}
 	}
-	return Cell{A: a, B: b, Kind: Compose}
+	return Cell{A: a, B: b, Verdict: Compose}
 }
 
 // Check refuses s if a pair of its features is refused, or a rule of
@@ -174,7 +175,7 @@ func (s Set) Check() error {
 // rules that name parameters too.
 func (s Set) check(v url.Values) error {
 	for i, c := range notable {
-		if c.Kind == Refuse && s.holds(i) {
+		if c.Verdict == Refuse && s.holds(i) {
 			return Refusal(c)
 		}
 	}
@@ -230,7 +231,7 @@ func (s Set) Dropped(f Feature) bool {
 		return false
 	}
 	for i, c := range notable {
-		if c.Kind == Downgrade && c.Drops == f && s.holds(i) {
+		if c.Verdict == Downgrade && c.Drops == f && s.holds(i) {
 			return true
 		}
 	}
@@ -241,7 +242,7 @@ func (s Set) Dropped(f Feature) bool {
 func (s Set) Effective() Set {
 	out := s
 	for i, c := range notable {
-		if c.Kind == Downgrade && s.holds(i) {
+		if c.Verdict == Downgrade && s.holds(i) {
 			out = out.Without(c.Drops)
 		}
 	}

@@ -233,12 +233,12 @@ func TestRulesAreTheTable(t *testing.T) {
 	}
 	for i, c := range table {
 		r := rules[i]
-		got := fmt.Sprintf("%s×%s %s drops %q not planned %v", c.A, c.B, c.Kind, c.Drops, c.Plan != "")
+		got := fmt.Sprintf("%s×%s %s drops %q not planned %v", c.A, c.B, c.Verdict, c.Drops, c.Plan != "")
 		want := fmt.Sprintf("%s×%s %s drops %q not planned %v", r.A, r.B, r.Kind, r.Drops, r.NotPlanned)
 		if got != want {
 			t.Errorf("the table says %s; the model %s", got, want)
 		}
-		if c.Kind == spec.Refuse && c.Message == "" {
+		if c.Verdict == spec.Refuse && c.Message == "" {
 			t.Errorf("%s×%s is refused without a message", c.A, c.B)
 		}
 	}

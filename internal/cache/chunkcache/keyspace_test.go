@@ -11,15 +11,15 @@ import (
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 )
 
-// kindLoader records the keys it is asked for and fills buffers with fill.
-type kindLoader struct {
+// spaceLoader records the keys it is asked for and fills buffers with fill.
+type spaceLoader struct {
 	mu              sync.Mutex
 	loaded, spilled []chunkcache.Key
 	fill            byte
 	spills          bool
 }
 
-func (l *kindLoader) Load(_ context.Context, k chunkcache.Key, buf []byte) error {
+func (l *spaceLoader) Load(_ context.Context, k chunkcache.Key, buf []byte) error {
 	l.mu.Lock()
 	l.loaded = append(l.loaded, k)
 	l.mu.Unlock()
@@ -29,8 +29,8 @@ func (l *kindLoader) Load(_ context.Context, k chunkcache.Key, buf []byte) error
 	return nil
 }
 
-// spillingLoader is a kindLoader that is a Spiller.
-type spillingLoader struct{ *kindLoader }
+// spillingLoader is a spaceLoader that is a Spiller.
+type spillingLoader struct{ *spaceLoader }
 
 func (l spillingLoader) Spill(k chunkcache.Key, _ []byte, release func()) {
 	l.mu.Lock()
@@ -41,16 +41,16 @@ func (l spillingLoader) Spill(k chunkcache.Key, _ []byte, release func()) {
 
 func (l spillingLoader) Wants(chunkcache.Key) bool { return false }
 
-// TestByKind: each kind's keys reach its own loader only, and only the
+// TestBySpace: each space's keys reach its own loader only, and only the
 // chunks' loader is offered spills; a chunk and an object block that
 // share dataset, object and ETag are two entries.
-func TestByKind(t *testing.T) {
-	chunks := &kindLoader{fill: 'c'}
-	objects := &kindLoader{fill: 'o'}
-	c := chunkcache.New(chunkcache.Config{Capacity: 1 << 20, Loader: chunkcache.ByKind{Chunks: spillingLoader{chunks}, Objects: objects}})
+func TestBySpace(t *testing.T) {
+	chunks := &spaceLoader{fill: 'c'}
+	objects := &spaceLoader{fill: 'o'}
+	c := chunkcache.New(chunkcache.Config{Capacity: 1 << 20, Loader: chunkcache.BySpace{Chunks: spillingLoader{chunks}, Objects: objects}})
 	defer c.Close()
 	chunk := chunkcache.Key{Dataset: "d", Object: "x", ETag: "e"}
-	block := chunkcache.Key{Kind: chunkcache.Object, Dataset: "d", Object: "x", ETag: "e", Offset: 4096}
+	block := chunkcache.Key{Space: chunkcache.Object, Dataset: "d", Object: "x", ETag: "e", Offset: 4096}
 	l, err := c.Acquire(context.Background(), []chunkcache.Request{{Key: chunk, Size: 10}, {Key: block, Size: 10}})
 	if err != nil {
 		t.Fatal(err)
@@ -69,13 +69,13 @@ func TestByKind(t *testing.T) {
 	}
 }
 
-// TestByKindMissing: a kind without a loader fails to load, and does not
-// reach the other kind's loader.
-func TestByKindMissing(t *testing.T) {
-	chunks := &kindLoader{}
-	c := chunkcache.New(chunkcache.Config{Capacity: 1 << 20, Loader: chunkcache.ByKind{Chunks: chunks}})
+// TestBySpaceMissing: a space without a loader fails to load, and does not
+// reach the other space's loader.
+func TestBySpaceMissing(t *testing.T) {
+	chunks := &spaceLoader{}
+	c := chunkcache.New(chunkcache.Config{Capacity: 1 << 20, Loader: chunkcache.BySpace{Chunks: chunks}})
 	defer c.Close()
-	_, err := c.Acquire(context.Background(), []chunkcache.Request{{Key: chunkcache.Key{Kind: chunkcache.Object, Dataset: "b", Object: "k"}, Size: 1}})
+	_, err := c.Acquire(context.Background(), []chunkcache.Request{{Key: chunkcache.Key{Space: chunkcache.Object, Dataset: "b", Object: "k"}, Size: 1}})
 	if err == nil || len(chunks.loaded) != 0 {
 		t.Fatalf("an object key with no objects' loader: %v; chunks' loader saw %v", err, chunks.loaded)
 	}
