@@ -15,7 +15,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cluster/membership"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
 
@@ -76,17 +76,17 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	body := api.Error{Error: msg, Status: status}
 	// An edit's 409 says what to do instead in fields, so that a client
 	// acts on it without parsing the message.
-	if c, ok := errors.AsType[*edits.ConflictError](err); ok {
+	if c, ok := errors.AsType[*editproto.ConflictError](err); ok {
 		switch c.Subject {
-		case edits.Schedule:
+		case editproto.Schedule:
 			body.ScheduleVersion = c.Current
-		case edits.Exclusion:
+		case editproto.Exclusion:
 			body.EditVersion, body.ExclusionVersion = c.Current, c.Current
 		default:
 			body.EditVersion = c.Current
 		}
 	}
-	if s, ok := errors.AsType[*edits.ServedError](err); ok {
+	if s, ok := errors.AsType[*editproto.ServedError](err); ok {
 		body.FirstEditableStep = &s.Next
 	}
 	writeJSON(w, status, body)

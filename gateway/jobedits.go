@@ -89,14 +89,14 @@ func (ea editAPI) handleAppendPost(w http.ResponseWriter, r *http.Request) {
 
 // read is the chain of the job a GET of its edits names, over the
 // dataset its query names: its newest edit, resolved.
-func (ea editAPI) read(r *http.Request) (*chain.Edit, *layout.Edit, *catalog.Dataset, error) {
+func (ea editAPI) read(r *http.Request) (*chain.Link, *layout.Edit, *catalog.Dataset, error) {
 	return ea.jobs.Read(r.Context(), chi.URLParam(r, "job"), r.URL.RawQuery)
 }
 
 func (ea editAPI) handleExcludeGet(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	head, x, ds, err := ea.read(r)
-	var newest *chain.Edit
+	var newest *chain.Link
 	if err == nil {
 		if newest = head.Newest(chain.Exclude); newest == nil {
 			err = fmt.Errorf("%w: job %s has no exclusion list over dataset %s (POST /jobs/%s/exclude makes one)", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name, chi.URLParam(r, "job"))
@@ -115,7 +115,7 @@ func (ea editAPI) handleExcludeGet(w http.ResponseWriter, r *http.Request) {
 func (ea editAPI) handleAppendGet(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	head, _, ds, err := ea.read(r)
-	var newest *chain.Edit
+	var newest *chain.Link
 	if err == nil {
 		if newest = head.Newest(chain.Append); newest == nil {
 			err = fmt.Errorf("%w: job %s has no append record over dataset %s (POST /jobs/%s/append makes one)", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name, chi.URLParam(r, "job"))
@@ -152,7 +152,7 @@ func (ea editAPI) handleEditsGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func storedExclusion(e *chain.Edit, x *layout.Edit, ds *catalog.Dataset) api.StoredExclusion {
+func storedExclusion(e *chain.Link, x *layout.Edit, ds *catalog.Dataset) api.StoredExclusion {
 	a := api.StoredExclusion{Job: e.Job, Version: e.Version, Dataset: e.Dataset, IndexID: e.IndexID, FromStep: e.FromStep,
 		StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition, Keys: e.AllKeys(), Previous: e.Previous}
 	if x != nil && x.Drop != nil {
@@ -161,7 +161,7 @@ func storedExclusion(e *chain.Edit, x *layout.Edit, ds *catalog.Dataset) api.Sto
 	return a
 }
 
-func storedAppend(e *chain.Edit, ext *catalog.Dataset) api.StoredAppend {
+func storedAppend(e *chain.Link, ext *catalog.Dataset) api.StoredAppend {
 	first, _ := ext.Index.ChunkRange(e.ParentChunks)
 	return api.StoredAppend{Job: e.Job, Version: e.Version, Dataset: e.Dataset, IndexID: e.IndexID, Index: e.Index,
 		FromStep: e.FromStep, StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition,

@@ -12,7 +12,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/cluster/transport"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
@@ -81,7 +81,7 @@ func checkJobName(job string) error {
 func conflictHeader(w http.ResponseWriter, err error) {
 	// (Conflicts of every kind of edit are one type: the schedule's alone
 	// name a schedule version.)
-	if c, ok := errors.AsType[*jobsched.Conflict](err); ok && c.Subject == edits.Schedule {
+	if c, ok := errors.AsType[*jobsched.Conflict](err); ok && c.Subject == editproto.Schedule {
 		w.Header().Set(api.HeaderScheduleVersion, c.Current)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/job/chain"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/testsupport/jobmodel"
 )
 
@@ -264,8 +264,8 @@ func samplesRound(t *testing.T, seed uint64, ds string, nodes int) {
 	t.Logf("chain: %d edits", len(j.model.Chain))
 	if j.asked {
 		// The members an edit asked hold the job's later positions for
-		// edits.Hold, and find the edit in the store within Refresh.
-		time.Sleep(edits.Hold + chain.Refresh)
+		// editproto.Hold, and find the edit in the store within Refresh.
+		time.Sleep(editproto.Hold + chain.Refresh)
 	}
 	last := uint64(1)
 	for _, x := range j.model.Chain {

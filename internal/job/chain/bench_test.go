@@ -48,7 +48,7 @@ func BenchmarkMakeAMillionKeys(b *testing.B) {
 		if err := reqbody.DecodeLargeJSON(bytes.NewReader(body), &e); err != nil {
 			b.Fatal(err)
 		}
-		ed := Edit{Kind: Exclude, Job: fmt.Sprint("run", i), Dataset: "d", StepSamples: 1, Keys: e.Keys}
+		ed := Link{Kind: Exclude, Job: fmt.Sprint("run", i), Dataset: "d", StepSamples: 1, Keys: e.Keys}
 		_, x, err := New().Make(ctx, st, ds, ds, nil, ed, nil)
 		if err != nil || x.Drop.Len() != len(keys) {
 			b.Fatal(err)

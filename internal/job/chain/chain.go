@@ -18,7 +18,7 @@
 // # Where
 //
 // In the store of the dataset the job reads, as every stored edit is
-// kept (edits.Chain): under _brand/jobs/NAME/edits/, each edit (JSON, its
+// kept (editproto.Versions): under _brand/jobs/NAME/edits/, each edit (JSON, its
 // kind and fields) under a digest of it, root and EDIT.next naming the
 // chain, each created once. A job whose first edit was made before the
 // chain held both kinds keeps its edits where that one is
@@ -29,7 +29,7 @@
 //
 // An edit is fixed once made. It applies from a step at or after the
 // job's previous edit's (layout.ErrBeforePrevious), and after every
-// position this node has served of the job (edits.Positions; a cluster
+// position this node has served of the job (editproto.Positions; a cluster
 // asks every member, see package resolve). A chain holds at most
 // shuffle.MaxEdits edits, shuffle.MaxAppends of them appends. Each edit
 // made on one node is found by another within Refresh.
@@ -60,7 +60,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -105,26 +105,26 @@ const (
 var dirs = [...]string{"edits", Exclude, Append}
 
 // store is where a job's chain kept in folder dir is.
-func store(dir string) edits.Chain {
-	kind, what := edits.Edit, "edit chain"
+func store(dir string) editproto.Versions {
+	kind, what := editproto.Edit, "edit chain"
 	switch dir {
 	case Exclude:
-		kind, what = edits.Exclusion, "exclusion list"
+		kind, what = editproto.Exclusion, "exclusion list"
 	case Append:
-		kind, what = edits.Append, "append records"
+		kind, what = editproto.Append, "append records"
 	}
-	return edits.Chain{Subject: kind, Dir: dir, What: what, Max: shuffle.MaxEdits, Limit: 1 << 31, Conflict: ErrConflict, Unknown: ErrUnknown}
+	return editproto.Versions{Subject: kind, Dir: dir, What: what, Max: shuffle.MaxEdits, Limit: 1 << 31, Conflict: ErrConflict, Unknown: ErrUnknown}
 }
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
-type Store = edits.Store
+type Store = editproto.Store
 
-// An Edit is one edit of a job's chain as stored: an exclusion (Keys) or
+// A Link is one edit of a job's chain as stored: an exclusion (Keys) or
 // an append (Index), made over index version IndexID, applying from
 // position FromPosition of epoch Epoch of the order of the edits before
 // it (Previous), the first position of step FromStep under StepSamples
 // samples a step.
-type Edit struct {
+type Link struct {
 	// Kind is Exclude or Append; an edit of a chain kept in a folder of
 	// one kind (before the chain held both) has none stored.
 	Kind         string `json:"kind,omitempty"`
@@ -146,18 +146,18 @@ type Edit struct {
 	// Previous is the job's edit this one follows ("" for its first).
 	Previous string `json:"previous,omitempty"`
 
-	prev *Edit
+	prev *Link
 }
 
 // IsAppend reports whether e is an append; otherwise an exclusion.
-func (e *Edit) IsAppend() bool { return e.Kind == Append }
+func (e *Link) IsAppend() bool { return e.Kind == Append }
 
 // Prev is the job's edit before e, nil for its first.
-func (e *Edit) Prev() *Edit { return e.prev }
+func (e *Link) Prev() *Link { return e.prev }
 
 // Chain is the job's edits up to e, first first.
-func (e *Edit) Chain() []*Edit {
-	var out []*Edit
+func (e *Link) Chain() []*Link {
+	var out []*Link
 	for x := e; x != nil; x = x.prev {
 		out = append(out, x)
 	}
@@ -166,7 +166,7 @@ func (e *Edit) Chain() []*Edit {
 }
 
 // Newest is the newest edit of kind up to e, nil if none.
-func (e *Edit) Newest(kind string) *Edit {
+func (e *Link) Newest(kind string) *Link {
 	for x := e; x != nil; x = x.prev {
 		if x.Kind == kind {
 			return x
@@ -177,7 +177,7 @@ func (e *Edit) Newest(kind string) *Edit {
 
 // AllKeys are the keys of every exclusion up to e, first first: the
 // samples it leaves out.
-func (e *Edit) AllKeys() []string {
+func (e *Link) AllKeys() []string {
 	var keys []string
 	for _, x := range e.Chain() {
 		keys = append(keys, x.Keys...)
@@ -187,7 +187,7 @@ func (e *Edit) AllKeys() []string {
 
 // Version is the index version the job reads under the chain up to e:
 // the version its newest append grew it to, or the one it read first.
-func (e *Edit) IndexVersion() string {
+func (e *Link) IndexVersion() string {
 	if a := e.Newest(Append); a != nil {
 		return a.Index
 	}
@@ -196,21 +196,21 @@ func (e *Edit) IndexVersion() string {
 
 // A ConflictError is the ErrConflict of an edit based on an edit that is
 // not the job's current one: Current is the one to base it on.
-type ConflictError = edits.ConflictError
+type ConflictError = editproto.ConflictError
 
 // A ServedError is the ErrConflict of an edit from a position the job
 // has been served: Next is the first step an edit could start at.
-type ServedError = edits.ServedError
+type ServedError = editproto.ServedError
 
-func conflict(kind edits.Subject, current, format string, args ...any) error {
-	return edits.NewConflictError(kind, current, fmt.Errorf("%w: "+format, append([]any{ErrConflict}, args...)...))
+func conflict(kind editproto.Subject, current, format string, args ...any) error {
+	return editproto.NewConflictError(kind, current, fmt.Errorf("%w: "+format, append([]any{ErrConflict}, args...)...))
 }
 
 // entry is what a node knows of a job's chain: its newest edit (nil:
 // none), the folder it is kept in, and its resolution in the index
 // version last asked for.
 type entry struct {
-	head *Edit
+	head *Link
 	dir  string
 	res  *resolution
 }
@@ -227,21 +227,21 @@ type resolution struct {
 // use.
 type Book struct {
 	now   func() time.Time
-	pos   *edits.Positions
-	known edits.Known[entry]
+	pos   *editproto.Positions
+	known editproto.Known[entry]
 	// newest is the newest version of a dataset the node holds (nil:
 	// none), whose index keys are looked up in (keysIn).
 	newest func(dataset string) *catalog.Dataset
 }
 
 // New returns an empty book with positions of its own.
-func New() *Book { return With(edits.NewPositions()) }
+func New() *Book { return With(editproto.NewPositions()) }
 
 // With returns an empty book that refuses an edit from a position pos
 // says this node has served (pos is shared with the node's other books
 // of edits: the requests of a job hold it, and record what they served
 // in it, once).
-func With(pos *edits.Positions) *Book { return &Book{now: time.Now, pos: pos} }
+func With(pos *editproto.Positions) *Book { return &Book{now: time.Now, pos: pos} }
 
 // LookIn has b look keys up in the newest version of a dataset newest
 // gives, where it extends the version an edit is resolved in, and
@@ -276,7 +276,7 @@ func (b *Book) Served(dataset, job string, epoch uint64, end int) {
 // store had it within Refresh. A store that does not answer leaves the
 // chain known served on, so that cached chunks are served through an
 // outage; an edit another node makes meanwhile is found when it answers.
-func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Edit, error) {
+func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Link, error) {
 	e, last, ok := b.known.Get(dataset, job)
 	switch {
 	case ok && b.now().Sub(last) < Refresh:
@@ -303,7 +303,7 @@ func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Edit, er
 // Current returns job's newest edit over dataset as the store has it now
 // (nil if it has none), for an edit: one made on another node within
 // Refresh is the one a next edit follows.
-func (b *Book) Current(ctx context.Context, st Store, dataset, job string) (*Edit, error) {
+func (b *Book) Current(ctx context.Context, st Store, dataset, job string) (*Link, error) {
 	head, dir, err := read(ctx, st, job)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ func (b *Book) Current(ctx context.Context, st Store, dataset, job string) (*Edi
 // exclusion resolved in an index that neither is nor extends the one it
 // was made over (a dataset re-packed since) goes by another name: its
 // samples there are others.
-func (b *Book) Resolve(ctx context.Context, ds *catalog.Dataset, head *Edit) (*layout.Edit, error) {
+func (b *Book) Resolve(ctx context.Context, ds *catalog.Dataset, head *Link) (*layout.Edit, error) {
 	if head == nil {
 		return nil, nil
 	}
@@ -344,7 +344,7 @@ func (b *Book) Resolve(ctx context.Context, ds *catalog.Dataset, head *Edit) (*l
 
 // resolve is Resolve without the book, keys looked up in keysIn (ds or a
 // version extending it).
-func resolve(ctx context.Context, ds, keysIn *catalog.Dataset, head *Edit) (*layout.Edit, error) {
+func resolve(ctx context.Context, ds, keysIn *catalog.Dataset, head *Link) (*layout.Edit, error) {
 	var x *layout.Edit
 	for _, v := range head.Chain() {
 		var err error
@@ -424,7 +424,7 @@ func lookup(ctx context.Context, ds, keysIn *catalog.Dataset, keys []string) ([]
 // (ErrNotExtending) and a position this node has served (a
 // *ServedError; stepOf names the first step after it). An edit made
 // again, whole, is the one made.
-func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur *Edit, e Edit, stepOf func(epoch uint64, end int) uint64) (*Edit, *layout.Edit, error) {
+func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur *Link, e Link, stepOf func(epoch uint64, end int) uint64) (*Link, *layout.Edit, error) {
 	kind := editKind(e.Kind)
 	if cur != nil {
 		for _, x := range cur.Chain() {
@@ -504,7 +504,7 @@ func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur
 	if known, _, ok := b.known.Get(e.Dataset, e.Job); ok && known.head != nil {
 		dir = known.dir
 	}
-	v := edits.Version{Job: e.Job, Dataset: e.Dataset, Version: e.Version, Previous: e.Previous, Epoch: e.Epoch, From: e.FromPosition, FromStep: e.FromStep, Body: body}
+	v := editproto.Version{Job: e.Job, Dataset: e.Dataset, Version: e.Version, Previous: e.Previous, Epoch: e.Epoch, From: e.FromPosition, FromStep: e.FromStep, Body: body}
 	s := store(dir)
 	s.Subject = kind
 	done, err := s.Make(ctx, st, b.pos, v, stepOf)
@@ -523,7 +523,7 @@ func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur
 }
 
 // appends is the number of appends up to e.
-func (e *Edit) appends() int {
+func (e *Link) appends() int {
 	n := 0
 	for x := e; x != nil; x = x.prev {
 		if x.IsAppend() {
@@ -534,11 +534,11 @@ func (e *Edit) appends() int {
 }
 
 // editKind is kind as refusals name it.
-func editKind(kind string) edits.Subject {
+func editKind(kind string) editproto.Subject {
 	if kind == Append {
-		return edits.Append
+		return editproto.Append
 	}
-	return edits.Exclusion
+	return editproto.Exclusion
 }
 
 // lineage names the versions ix extends, for errors.
@@ -556,7 +556,7 @@ func lineage(ix *chunkindex.Index) string {
 // exclusionVersion names an exclusion: a digest of its job, dataset
 // version, first position, samples (x's, in increasing order: its own and
 // every earlier exclusion's) and the edit it follows.
-func exclusionVersion(e Edit, x *layout.Edit) string {
+func exclusionVersion(e Link, x *layout.Edit) string {
 	h := sha256.New()
 	if e.Previous == "" {
 		fmt.Fprintf(h, "brand-exclude-v1|%s|%s|%s|%d|%d|", e.Job, e.Dataset, e.IndexID, e.Epoch, e.FromPosition)
@@ -576,7 +576,7 @@ func exclusionVersion(e Edit, x *layout.Edit) string {
 
 // appendVersion names an append: a digest of its content and the edit it
 // follows.
-func appendVersion(e Edit) string {
+func appendVersion(e Link) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "brand-append-v1|%s|%s|%s|%d|%s|%d|%d", e.Job, e.Dataset, e.IndexID, e.ParentChunks, e.Index, e.Epoch, e.FromPosition)
 	if e.Previous != "" {
@@ -587,11 +587,11 @@ func appendVersion(e Edit) string {
 
 // read reads job's chain from st: its newest edit with those before it
 // (nil if it has none), and the folder it is kept in.
-func read(ctx context.Context, st Store, job string) (*Edit, string, error) {
+func read(ctx context.Context, st Store, job string) (*Link, string, error) {
 	for _, dir := range dirs {
-		var head *Edit
+		var head *Link
 		err := store(dir).Read(ctx, st, job, func(version, previous string, body []byte) error {
-			e := &Edit{}
+			e := &Link{}
 			if err := json.Unmarshal(body, e); err != nil {
 				return err
 			}
@@ -623,7 +623,7 @@ func read(ctx context.Context, st Store, job string) (*Edit, string, error) {
 }
 
 // IndexVersionOrFirst is IndexVersion, or first for no chain.
-func (e *Edit) IndexVersionOrFirst(first string) string {
+func (e *Link) IndexVersionOrFirst(first string) string {
 	if e == nil {
 		return first
 	}

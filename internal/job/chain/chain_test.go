@@ -15,7 +15,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -35,13 +35,13 @@ func newStore(t *testing.T) s3backend.Store {
 
 // exclusion is an exclusion of keys from step from (a position of the
 // same number: steps of one sample), after previous.
-func exclusion(from int, previous string, keys ...string) Edit {
-	return Edit{Kind: Exclude, Job: "run", Dataset: "d", FromPosition: from, FromStep: uint64(from), StepSamples: 1, Keys: keys, Previous: previous}
+func exclusion(from int, previous string, keys ...string) Link {
+	return Link{Kind: Exclude, Job: "run", Dataset: "d", FromPosition: from, FromStep: uint64(from), StepSamples: 1, Keys: keys, Previous: previous}
 }
 
 // appending is an append from step from, after previous.
-func appending(from int, previous string) Edit {
-	return Edit{Kind: Append, Job: "run", Dataset: "d", FromPosition: from, FromStep: uint64(from), StepSamples: 1, Previous: previous}
+func appending(from int, previous string) Link {
+	return Link{Kind: Append, Job: "run", Dataset: "d", FromPosition: from, FromStep: uint64(from), StepSamples: 1, Previous: previous}
 }
 
 func stepOf(epoch uint64, end int) uint64 { return epoch*1000 + uint64(end) }
@@ -65,7 +65,7 @@ func TestMakeAndFind(t *testing.T) {
 	b.Served("d", "run", 0, 20)
 	_, _, err := b.Make(ctx, st, ds, ds, nil, exclusion(10, "", key(1, 1)), stepOf)
 	var se *ServedError
-	if !errors.As(err, &se) || se.Next != 20 || !errors.Is(err, ErrConflict) || se.Subject != edits.Exclusion {
+	if !errors.As(err, &se) || se.Next != 20 || !errors.Is(err, ErrConflict) || se.Subject != editproto.Exclusion {
 		t.Fatalf("an edit from a position served: %v; want a ServedError naming step 20", err)
 	}
 	if _, _, err := b.Make(ctx, st, ds, ds, nil, exclusion(20, "", key(1, 1), "nope"), stepOf); !errors.Is(err, ErrUnknownKeys) {
@@ -169,7 +169,7 @@ func TestExclusions(t *testing.T) {
 	}
 	// Two nodes follow v2 at once, an exclusion and another: one wins.
 	var wg sync.WaitGroup
-	made := make([]*Edit, 2)
+	made := make([]*Link, 2)
 	errs := make([]error, 2)
 	for i := range 2 {
 		wg.Go(func() {
@@ -300,7 +300,7 @@ func TestMaxEdits(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 6, 10)
 	st := newStore(t)
 	b := New()
-	var cur *Edit
+	var cur *Link
 	for i := range shuffle.MaxEdits + 1 {
 		prev := ""
 		if cur != nil {
@@ -333,7 +333,7 @@ func TestReadsChainsKeptByKind(t *testing.T) {
 	st := newStore(t)
 	vs := grownVersions(t, st)
 	ds := vs[0]
-	l := Edit{Job: "run", Version: "00112233445566ff", Dataset: "d", IndexID: ds.ID(), FromPosition: 2, FromStep: 2, StepSamples: 1, Keys: []string{"a/1", "b/0"}}
+	l := Link{Job: "run", Version: "00112233445566ff", Dataset: "d", IndexID: ds.ID(), FromPosition: 2, FromStep: 2, StepSamples: 1, Keys: []string{"a/1", "b/0"}}
 	body, err := stdjson.Marshal(struct {
 		Job          string   `json:"job"`
 		Version      string   `json:"version"`

@@ -80,7 +80,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/errkind"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -123,13 +123,13 @@ type Others func(ctx context.Context, job string, from uint64) (latest uint64, s
 // request laid out under a version an edit has since changed (Current is
 // the version to read instead), or of an edit based on a version that is
 // not the current one (Current is the one to base it on).
-type Conflict = edits.ConflictError
+type Conflict = editproto.ConflictError
 
 // A ServedError is the ErrConflict of an edit from a step the job has
 // read: Next is the first step an edit could start at when it was
 // refused. A job whose loaders read ahead moves it on by the time a
 // client sends the edit again; EditNext takes it as it makes the edit.
-type ServedError = edits.ServedError
+type ServedError = editproto.ServedError
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
 type Store interface {
@@ -206,7 +206,7 @@ type Book struct {
 	// holds: an edit's node was told this node's latest step; no step
 	// of the job from the hold's on is laid out until it releases the
 	// hold or Hold passes (Answer, Release).
-	holds *edits.Holds[string, uint64]
+	holds *editproto.Holds[string, uint64]
 	sleep func(ctx context.Context, d time.Duration, released <-chan struct{}) error
 
 	mu sync.Mutex
@@ -241,7 +241,7 @@ type currentEntry struct {
 func New(stores Stores, node string) *Book {
 	return &Book{stores: stores, now: time.Now, node: node, reserve: ReserveSteps, versions: map[string]map[string]*Version{},
 		current: map[string]currentEntry{}, where: map[string]string{}, latest: map[string]uint64{}, confirmed: map[string]uint64{},
-		floor: map[string]uint64{}, reserved: map[string]uint64{}, holds: edits.NewHolds[string](func(a, b uint64) bool { return a < b }), used: map[string]time.Time{}, keep: maxJobs, sleep: edits.WaitOut}
+		floor: map[string]uint64{}, reserved: map[string]uint64{}, holds: editproto.NewHolds[string](func(a, b uint64) bool { return a < b }), used: map[string]time.Time{}, keep: maxJobs, sleep: editproto.WaitOut}
 }
 
 // Answer is this node's answer to another's question before an edit of
@@ -509,7 +509,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 		}
 		cur, err := b.Current(ctx, job)
 		if err == nil {
-			return nil, edits.NewConflictError(edits.Schedule, cur.Version, fmt.Errorf("%w: job %s has a schedule, version %s: edit it (base=%s) from a step it has not read", ErrConflict, job, cur.Version, cur.Version))
+			return nil, editproto.NewConflictError(editproto.Schedule, cur.Version, fmt.Errorf("%w: job %s has a schedule, version %s: edit it (base=%s) from a step it has not read", ErrConflict, job, cur.Version, cur.Version))
 		}
 		if !errors.Is(err, ErrUnknown) {
 			return nil, err
@@ -526,7 +526,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 			if b.madeBy(ctx, prev, text, at, base) {
 				return prev, nil // this edit's own retry, its answer lost
 			}
-			return nil, edits.NewConflictError(edits.Schedule, prev.Version, fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version))
+			return nil, editproto.NewConflictError(editproto.Schedule, prev.Version, fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version))
 		}
 		latest, served, err := b.Latest(ctx, job)
 		if err != nil {
@@ -567,7 +567,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 			}
 		}
 		if served && from <= latest {
-			return nil, edits.NewServedError(edits.Schedule, latest+1, fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later, or from_step %q), not at %d", ErrConflict, job, latest, latest+1, api.NextStep, from))
+			return nil, editproto.NewServedError(editproto.Schedule, latest+1, fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later, or from_step %q), not at %d", ErrConflict, job, latest, latest+1, api.NextStep, from))
 		}
 		if sched, err = prev.sched.Edit(from, text); err != nil {
 			return nil, err
@@ -619,7 +619,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 			if cerr != nil {
 				return nil, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s", ErrConflict, job, base)
 			}
-			return nil, edits.NewConflictError(edits.Schedule, cur.Version, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s; the current version is %s", ErrConflict, job, base, cur.Version))
+			return nil, editproto.NewConflictError(editproto.Schedule, cur.Version, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s; the current version is %s", ErrConflict, job, base, cur.Version))
 		}
 		return nil, fmt.Errorf("storing job %s's schedule: %w", job, err)
 	}
@@ -849,7 +849,7 @@ func (b *Book) resolve(ctx context.Context, job, version string, first, last uin
 			if last < changed {
 				return v, nil
 			}
-			return nil, edits.NewConflictError(edits.Schedule, cur.Version, fmt.Errorf("%w: job %s's schedule was edited from step %d (version %s is current); step %d of version %s is no longer read", ErrConflict, job, changed, cur.Version, max(first, changed), version))
+			return nil, editproto.NewConflictError(editproto.Schedule, cur.Version, fmt.Errorf("%w: job %s's schedule was edited from step %d (version %s is current); step %d of version %s is no longer read", ErrConflict, job, changed, cur.Version, max(first, changed), version))
 		}
 		changed = min(changed, v.FromStep)
 	}
@@ -857,5 +857,5 @@ func (b *Book) resolve(ctx context.Context, job, version string, first, last uin
 
 // readSmall reads an object of at most MaxObjectBytes.
 func readSmall(ctx context.Context, st Store, key string) ([]byte, error) {
-	return edits.ReadObject(ctx, st, key, MaxObjectBytes)
+	return editproto.ReadObject(ctx, st, key, MaxObjectBytes)
 }

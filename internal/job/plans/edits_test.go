@@ -21,7 +21,7 @@ import (
 
 // edit makes e of job run over the dataset raw names with r's editor,
 // as the edit endpoints do.
-func edit(t *testing.T, r *resolve.Resolver, raw string, e resolve.NewEdit) *chain.Edit {
+func edit(t *testing.T, r *resolve.Resolver, raw string, e resolve.NewEdit) *chain.Link {
 	t.Helper()
 	ctx := context.Background()
 	ej, err := r.Edits().EditJob(ctx, "run", raw, e.Kind)

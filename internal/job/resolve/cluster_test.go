@@ -10,7 +10,7 @@ import (
 
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
@@ -104,7 +104,7 @@ func TestEditsAskEveryMember(t *testing.T) {
 				batch(t, nodes[1], serve, 0, m)
 			}
 			next := tc.next(nodes)
-			var se *edits.ServedError
+			var se *editproto.ServedError
 			if err := tc.edit(nodes[0], 2); !errors.As(err, &se) || se.Next != next {
 				t.Fatalf("from step 2, served by another member: %v; want a refusal naming step %d", err, next)
 			}
@@ -143,7 +143,7 @@ func TestEditNamesTheFurthestServed(t *testing.T) {
 				}
 			}
 			_, err := makeEdit(ctx, nodes[0], "run", job, NewEdit{FromStep: tc.from, Keys: []string{"g/1/3"}})
-			var se *edits.ServedError
+			var se *editproto.ServedError
 			switch {
 			case tc.next == 0 && err != nil:
 				t.Fatalf("an edit from step %d: %v", tc.from, err)
@@ -250,7 +250,7 @@ func TestBatchHold(t *testing.T) {
 // is made or refused (Question.Release): a batch past the held position
 // is served as soon as the edit is done — refused, or made and then
 // under it, though the member read the job's chain within chain.Refresh
-// — not after the hold's bound (edits.Hold).
+// — not after the hold's bound (editproto.Hold).
 func TestEditReleasesTheHolds(t *testing.T) {
 	ctx := context.Background()
 	vs := catalogtest.Grown(t, "g", localStore(t), 10, 6)
@@ -267,12 +267,12 @@ func TestEditReleasesTheHolds(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		b := batch(t, nodes[1], job, m/6, m%6)
-		if took := time.Since(start); took > edits.Hold/2 {
-			t.Fatalf("step %d just after %s: served in %s (the hold lasts at most %s)", m, what, took, edits.Hold)
+		if took := time.Since(start); took > editproto.Hold/2 {
+			t.Fatalf("step %d just after %s: served in %s (the hold lasts at most %s)", m, what, took, editproto.Hold)
 		}
 		return keys(b)
 	}
-	var se *edits.ServedError
+	var se *editproto.ServedError
 	if _, err := makeEdit(ctx, nodes[0], "run", job, NewEdit{FromStep: 2, Keys: excluded}); !errors.As(err, &se) || se.Next != 5 {
 		t.Fatalf("an exclusion from a step a member served: %v; want a refusal naming step 5", err)
 	}

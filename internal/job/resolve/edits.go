@@ -13,7 +13,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/spec"
@@ -64,7 +64,7 @@ type Others func(ctx context.Context, q Question) ([]Answer, error)
 // Answer is this node's answer to another taking an edit of a job: what
 // it has served, and the promise to hold the job's later steps and
 // positions while the edit is made (jobsched.Book.Answer,
-// edits.Positions.Answer).
+// editproto.Positions.Answer).
 func (ed *Editor) Answer(ctx context.Context, q Question) (Answer, error) {
 	a := Answer{Node: ed.r.cfg.Node}
 	if q.Release {
@@ -86,12 +86,12 @@ func (ed *Editor) Answer(ctx context.Context, q Question) (Answer, error) {
 
 // releaseTimeout bounds the release of the holds an edit's question
 // promised: a member that does not hear it ends its hold after
-// edits.Hold.
+// editproto.Hold.
 const releaseTimeout = 2 * time.Second
 
 // release tells every other member that the edit q asked about is made
 // or refused, so that the job's batches held for it go on at once
-// rather than after edits.Hold. Best effort: a member that does not hear
+// rather than after editproto.Hold. Best effort: a member that does not hear
 // it ends its hold by the time.
 func (ed *Editor) release(ctx context.Context, q Question) {
 	q.Release = true
@@ -128,7 +128,7 @@ func (ed *Editor) scheduleOthers() jobsched.Others {
 // reads (nil if the job is not named or has none). A mixture's
 // components are each asked: a chain over one of them is the table's to
 // refuse, not a chain to drop.
-func (r *Resolver) chainOf(ctx context.Context, src layout.Source, job api.Job) (*chain.Edit, error) {
+func (r *Resolver) chainOf(ctx context.Context, src layout.Source, job api.Job) (*chain.Link, error) {
 	if job.Name == "" {
 		return nil, nil
 	}
@@ -152,7 +152,7 @@ func (r *Resolver) chainOf(ctx context.Context, src layout.Source, job api.Job) 
 // client that pins none, after a later brand index --append): from
 // another version (the dataset re-packed since) it is refused
 // (chain.ErrNotOfVersion), never served without its edits.
-func (r *Resolver) applyChain(ctx context.Context, head *chain.Edit, src *layout.Source, job *api.Job) error {
+func (r *Resolver) applyChain(ctx context.Context, head *chain.Link, src *layout.Source, job *api.Job) error {
 	read := src.DS
 	over := read
 	var versions []*catalog.Dataset
@@ -232,7 +232,7 @@ func (ed *Editor) PeerEdit(ctx context.Context, ds *catalog.Dataset, job, versio
 // now, and its steps counted through the chain.
 type EditJob struct {
 	*Job
-	Head  *chain.Edit // the current edit, nil for none
+	Head  *chain.Link // the current edit, nil for none
 	Store chain.Store
 	Steps chain.Steps
 }
@@ -298,7 +298,7 @@ func (ed *Editor) checkName(name string) error {
 // Read is the chain of job name over the dataset its query raw names, as
 // the store had it within chain.Refresh (nil if none), resolved: the
 // stored edits, and the layout's chain.
-func (ed *Editor) Read(ctx context.Context, name, raw string) (*chain.Edit, *layout.Edit, *catalog.Dataset, error) {
+func (ed *Editor) Read(ctx context.Context, name, raw string) (*chain.Link, *layout.Edit, *catalog.Dataset, error) {
 	if err := ed.checkName(name); err != nil {
 		return nil, nil, nil, err
 	}
@@ -331,11 +331,11 @@ type NewEdit struct {
 }
 
 // Make makes e, an edit of ej's chain: its step's position in the order
-// of the edits before it, refused (edits.ServedError, naming the first
+// of the edits before it, refused (editproto.ServedError, naming the first
 // editable step) if any member of the cluster has served it, then stored
 // (chain.Book.Make, whose refusals it returns). The made edit, with the
 // version the job reads after it, and the layout's chain up to it.
-func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit, *catalog.Dataset, *layout.Edit, error) {
+func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Link, *catalog.Dataset, *layout.Edit, error) {
 	job, ds := ej.Query.Job, ej.Source.DS
 	if h := ej.Head; h != nil && e.Previous == h.Version && e.FromStep < h.FromStep {
 		return nil, nil, nil, fmt.Errorf("%w: job %s's edit %s applies from step %d; the next applies from that step or a later one, not from step %d",
@@ -361,21 +361,21 @@ func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit
 			return nil, nil, nil, err
 		}
 	}
-	kind := edits.Exclusion
+	kind := editproto.Exclusion
 	if e.Kind == chain.Append {
-		kind = edits.Append
+		kind = editproto.Append
 	}
 	asked, done, err := ed.unserved(ctx, kind, ds.Name, job.Name, epoch, from, e.FromStep, ej.Steps)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	defer done()
-	edit := chain.Edit{Kind: e.Kind, Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: e.FromStep,
+	edit := chain.Link{Kind: e.Kind, Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: e.FromStep,
 		StepSamples: job.BatchSize * max(job.World, 1), Keys: e.Keys, Previous: e.Previous}
-	if !asked.IsZero() && time.Since(asked) > edits.Hold/2 {
+	if !asked.IsZero() && time.Since(asked) > editproto.Hold/2 {
 		// The members' holds may have ended by the time the edit is
 		// stored: they may be laying out later positions without it.
-		return nil, nil, nil, fmt.Errorf("%w: the edit of job %s took over %s after the members were asked; it is not made: retry", jobsched.ErrUnasked, job.Name, edits.Hold/2)
+		return nil, nil, nil, fmt.Errorf("%w: the edit of job %s took over %s after the members were asked; it is not made: retry", jobsched.ErrUnasked, job.Name, editproto.Hold/2)
 	}
 	made, x, err := ed.r.chains.Make(ctx, ej.Store, ds, ext, ej.Head, edit, ej.Steps.After)
 	if err != nil {
@@ -393,7 +393,7 @@ func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit
 // after the furthest position any of them served. It returns when the
 // others were asked (zero on a single gateway), and done, to call once
 // the edit is made or refused: it releases their holds.
-func (ed *Editor) unserved(ctx context.Context, kind edits.Subject, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (asked time.Time, done func(), err error) {
+func (ed *Editor) unserved(ctx context.Context, kind editproto.Subject, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (asked time.Time, done func(), err error) {
 	type served struct {
 		epoch uint64
 		end   int
@@ -430,7 +430,7 @@ func (ed *Editor) unserved(ctx context.Context, kind edits.Subject, dataset, job
 	if furthest != nil {
 		done()
 		next := steps.After(furthest.epoch, furthest.end)
-		return time.Time{}, nil, edits.NewServedError(kind, next, fmt.Errorf("%w: %s has served job %s up to position %d of epoch %d; an %s starts after it (from step %d or later), not at step %d",
+		return time.Time{}, nil, editproto.NewServedError(kind, next, fmt.Errorf("%w: %s has served job %s up to position %d of epoch %d; an %s starts after it (from step %d or later), not at step %d",
 			chain.ErrConflict, furthest.who, job, furthest.end, furthest.epoch, kind, next, step))
 	}
 	return asked, done, nil

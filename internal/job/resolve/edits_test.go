@@ -13,7 +13,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
@@ -34,7 +34,7 @@ func chunkKeys(c int) []string {
 
 // makeEdit makes e of job name over the dataset raw names, as its
 // endpoint does (EditJob, then Make).
-func makeEdit(ctx context.Context, r *Resolver, name, raw string, e NewEdit) (*chain.Edit, error) {
+func makeEdit(ctx context.Context, r *Resolver, name, raw string, e NewEdit) (*chain.Link, error) {
 	kind := chain.Exclude
 	if e.Index != "" {
 		kind = chain.Append
@@ -71,7 +71,7 @@ func TestEditChain(t *testing.T) {
 	before := []read{step(t, r, job, 2, 0, 0), step(t, r, job, 2, 0, 1)}
 
 	x1Keys := append(chunkKeys(3), "g/0/1")
-	made := map[string]*chain.Edit{}
+	made := map[string]*chain.Link{}
 	version := func(name string) string { return made[name].Version }
 	for _, tc := range []struct {
 		name string
@@ -102,8 +102,8 @@ func TestEditChain(t *testing.T) {
 			cat.Add(vs[1])
 		}
 		got, err := makeEdit(ctx, r, "run", job, tc.edit())
-		var se *edits.ServedError
-		var ce *edits.ConflictError
+		var se *editproto.ServedError
+		var ce *editproto.ConflictError
 		switch {
 		case tc.made != "" || tc.same != "":
 			if err != nil {
@@ -266,7 +266,7 @@ func TestOneEditOfTwoAtOnce(t *testing.T) {
 		nodes = append(nodes, r)
 	}
 	const job = "dataset=a&batch_size=5&world=2"
-	made := make([]*chain.Edit, 2)
+	made := make([]*chain.Link, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for k, r := range nodes {
@@ -276,7 +276,7 @@ func TestOneEditOfTwoAtOnce(t *testing.T) {
 	}
 	wg.Wait()
 	won := slices.IndexFunc(errs, func(err error) bool { return err == nil })
-	var ce *edits.ConflictError
+	var ce *editproto.ConflictError
 	if won < 0 || !errors.As(errs[1-won], &ce) || ce.Current != made[won].Version {
 		t.Fatalf("two edits at once: %v; want one made and the other refused naming it", errs)
 	}

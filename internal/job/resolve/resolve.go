@@ -26,7 +26,7 @@
 // node taking the edit asks every other member (Others) for the furthest
 // position it has served of the job, and each answering member holds the
 // job's positions from the edit's first on until the edit is made or
-// refused (edits.Positions.Hold), as jobsched holds a schedule's steps.
+// refused (editproto.Positions.Hold), as jobsched holds a schedule's steps.
 // A refusal names the first step an edit could start at.
 //
 // # Concurrency
@@ -47,7 +47,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/transform"
@@ -108,7 +108,7 @@ type Resolver struct {
 	// served is what this node has served of each named job, which
 	// every edit starts after; chains the book of the jobs' chains of
 	// exclusions and appends; scheds the book of their schedules.
-	served *edits.Positions
+	served *editproto.Positions
 	chains *chain.Book
 	scheds schedules
 	edits  Editor
@@ -116,7 +116,7 @@ type Resolver struct {
 
 // New returns a Resolver over cfg.
 func New(cfg Config) *Resolver {
-	served := edits.NewPositions()
+	served := editproto.NewPositions()
 	r := &Resolver{cfg: cfg, served: served}
 	r.chains = chain.With(served).LookIn(func(name string) *catalog.Dataset {
 		ds, err := cfg.Catalog.Get(name)
@@ -187,7 +187,7 @@ func (r *Resolver) Batch(ctx context.Context, raw, epoch, batch string) (*layout
 		if err != nil || h.wait == 0 && !h.again {
 			return b, q, err
 		}
-		if err := edits.WaitOut(ctx, h.wait, h.released); err != nil {
+		if err := editproto.WaitOut(ctx, h.wait, h.released); err != nil {
 			return nil, q, err
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/brandgw/brand/format/megatron"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/s3backend"
@@ -77,8 +77,8 @@ func TestStoredSchedule(t *testing.T) {
 			latest = l
 		}
 		v, err := tc.edit()
-		var se *edits.ServedError
-		var ce *edits.ConflictError
+		var se *editproto.ServedError
+		var ce *editproto.ConflictError
 		switch {
 		case tc.made != "":
 			if err != nil {
@@ -109,13 +109,13 @@ func TestStoredSchedule(t *testing.T) {
 	if j, err := r.Epoch(ctx, pinned, "0", "0"); err != nil || j.Query.Job.ScheduleVersion != made["v1"].Version {
 		t.Fatalf("pinned to the first version, a step before every edit: %v", err)
 	}
-	var ce *edits.ConflictError
+	var ce *editproto.ConflictError
 	if _, err := r.Epoch(ctx, pinned, "1", "0"); !errors.As(err, &ce) || ce.Current != made["v3"].Version {
 		t.Fatalf("pinned to the first version, a step after an edit: %v; want a conflict naming %s", err, made["v3"].Version)
 	}
 
 	restarted, _ := newNode(t, nil, ds...)
-	var se *edits.ServedError
+	var se *editproto.ServedError
 	if _, err := restarted.Edits().EditSchedule(ctx, "mixed", fmt.Sprintf("%d:a:0,b:1", latest), latest, false, made["v3"].Version); !errors.As(err, &se) || se.Next <= latest {
 		t.Fatalf("a restarted node, an edit from step %d the job read: %v", latest, err)
 	}
@@ -168,7 +168,7 @@ func TestStoredTokenSchedule(t *testing.T) {
 	}
 	step(t, r, job, 2, 0, 5)
 	latest(5)
-	var se *edits.ServedError
+	var se *editproto.ServedError
 	if _, err := r.Edits().EditSchedule(ctx, "run", "5:web:0,code:0,books:1", 5, false, first.Version); !errors.As(err, &se) || se.Next != 6 {
 		t.Fatalf("an edit from step 5, read: %v; want a refusal naming step 6", err)
 	}

@@ -1,21 +1,21 @@
-// Package edits holds what the edits of named jobs share. An edit changes
-// a named job's future from a step on and never its past: a schedule's
-// version (internal/job/jobsched), an exclusion list's version
-// (internal/job/exclusions), an append record (internal/job/appends).
+// Package editproto is the protocol every edit of a named job follows,
+// whatever it changes. An edit changes a named job's future from a step
+// on and never its past: a schedule's version (internal/job/jobsched), an
+// exclusion or an append, links of one job's chain (internal/job/chain).
 // Each is refused from a step the job has been served, and the ones kept
-// in a dataset's store are chained there the same way; this package is
+// in a dataset's store are versioned there the same way; this package is
 // that rule and that protocol, once:
 //
-//   - ServedError and ConflictError, the two refusals every kind of edit
-//     answers (409), each carrying the Subject of the edit refused, so the
+//   - ServedError and ConflictError, the two refusals every edit answers
+//     (409), each carrying the Subject of the edit refused, so the
 //     gateway maps one type of each to its answer's fields;
 //   - Positions, the positions a node has served of each named job, and
 //     the lock that keeps an edit from being made while a batch is laid
-//     out under the edits there were before it: one for every kind of
+//     out under the edits there were before it: one for every subject of
 //     edit a node keeps, so a batch served is recorded once;
-//   - Chain, the versions of one kind of edit of a job stored in its
-//     dataset's store (see Chain for the objects).
-package edits
+//   - Versions, the versions of one subject of edit of a job stored in
+//     its dataset's store (see Versions for the objects).
+package editproto
 
 import "fmt"
 

@@ -1,4 +1,4 @@
-package edits
+package editproto
 
 import (
 	"sync"

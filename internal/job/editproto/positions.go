@@ -1,4 +1,4 @@
-package edits
+package editproto
 
 import (
 	"sync"
@@ -21,7 +21,7 @@ const Hold = 5 * time.Second
 type Positions struct {
 	// serve is held for reading by a request from reading its job's
 	// edits to recording what it served (Hold), and for writing by an
-	// edit being made (Chain.Make): no request lays a batch out under "no
+	// edit being made (Versions.Make): no request lays a batch out under "no
 	// edit" that an edit made at the same time would change.
 	serve sync.RWMutex
 	mu    sync.Mutex

@@ -1,4 +1,4 @@
-package edits
+package editproto
 
 import (
 	"context"
@@ -18,8 +18,8 @@ var (
 	errUnknown  = errors.New("unknown")
 )
 
-func testChain(max int) Chain {
-	return Chain{Subject: Exclusion, Dir: "exclude", What: "exclusion list", Max: max, Limit: 1 << 10, Conflict: errConflict, Unknown: errUnknown}
+func testChain(max int) Versions {
+	return Versions{Subject: Exclusion, Dir: "exclude", What: "exclusion list", Max: max, Limit: 1 << 10, Conflict: errConflict, Unknown: errUnknown}
 }
 
 // version is a version named name after previous, from position from.

@@ -1,4 +1,4 @@
-package edits
+package editproto
 
 import (
 	"bytes"
@@ -20,9 +20,9 @@ type Store interface {
 	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error)
 }
 
-// A Chain is where one kind of edit of named jobs is kept: in the store
-// of the dataset the job reads, where every node and a restarted one
-// find it, under _brand/jobs/JOB/DIR/:
+// Versions is where the versions of one subject of edit of named jobs
+// are kept: in the store of the dataset the job reads, where every node
+// and a restarted one find them, under _brand/jobs/JOB/DIR/:
 //
 //	VERSION       a version: its body (the kind's JSON); VERSION is a
 //	              digest of its content, so a retry makes the same name
@@ -35,7 +35,7 @@ type Store interface {
 //
 // A version is fixed once made; the job's current version is the last of
 // the chain from root.
-type Chain struct {
+type Versions struct {
 	Subject Subject
 	// Dir is the folder under the job's ("exclude"); What names a version
 	// in errors ("exclusion list").
@@ -64,7 +64,7 @@ type Version struct {
 }
 
 // Prefix is the folder of job's versions.
-func (c Chain) Prefix(job string) string { return "_brand/jobs/" + job + "/" + c.Dir + "/" }
+func (c Versions) Prefix(job string) string { return "_brand/jobs/" + job + "/" + c.Dir + "/" }
 
 // Make stores v as the version of job v.Job's chain after v.Previous,
 // and reports whether it was made already (done: a retry, answered with
@@ -76,7 +76,7 @@ func (c Chain) Prefix(job string) string { return "_brand/jobs/" + job + "/" + c
 // and an extension of a job without a version (Unknown). Requests are
 // held off (pos.Hold) only while the small objects are written: the
 // version's body is stored before.
-func (c Chain) Make(ctx context.Context, st Store, pos *Positions, v Version, stepOf func(epoch uint64, end int) uint64) (done bool, err error) {
+func (c Versions) Make(ctx context.Context, st Store, pos *Positions, v Version, stepOf func(epoch uint64, end int) uint64) (done bool, err error) {
 	if done, err := c.existing(ctx, st, v); done || err != nil {
 		return done, err
 	}
@@ -119,7 +119,7 @@ func (c Chain) Make(ctx context.Context, st Store, pos *Positions, v Version, st
 // existing reports whether job v.Job has version v already (done), or
 // refuses v: a first version of a job that has one, an extension of a
 // version that is not the current one, or of a job without a version.
-func (c Chain) existing(ctx context.Context, st Store, v Version) (done bool, err error) {
+func (c Versions) existing(ctx context.Context, st Store, v Version) (done bool, err error) {
 	vs, err := c.Versions(ctx, st, v.Job)
 	switch {
 	case err != nil:
@@ -145,7 +145,7 @@ func (c Chain) existing(ctx context.Context, st Store, v Version) (done bool, er
 
 // unserved refuses v if pos says this node has served job v.Job at or
 // past v's first position.
-func (c Chain) unserved(pos *Positions, v Version, stepOf func(epoch uint64, end int) uint64) error {
+func (c Versions) unserved(pos *Positions, v Version, stepOf func(epoch uint64, end int) uint64) error {
 	epoch, end, ok := pos.Last(v.Dataset, v.Job)
 	if !ok || v.Epoch > epoch || (v.Epoch == epoch && v.From >= end) {
 		return nil
@@ -157,7 +157,7 @@ func (c Chain) unserved(pos *Positions, v Version, stepOf func(epoch uint64, end
 
 // Versions are the names of job's versions, first first (none if it has
 // none): root, and each version's successor in turn.
-func (c Chain) Versions(ctx context.Context, st Store, job string) ([]string, error) {
+func (c Versions) Versions(ctx context.Context, st Store, job string) ([]string, error) {
 	var vs []string
 	key := c.Prefix(job) + "root"
 	for {
@@ -178,7 +178,7 @@ func (c Chain) Versions(ctx context.Context, st Store, job string) ([]string, er
 // Read reads job's versions from the first to the current one, handing
 // each to decode with the version it extends; decode refuses a damaged
 // one. A job without a version is Unknown.
-func (c Chain) Read(ctx context.Context, st Store, job string, decode func(version, previous string, body []byte) error) error {
+func (c Versions) Read(ctx context.Context, st Store, job string, decode func(version, previous string, body []byte) error) error {
 	pre := c.Prefix(job)
 	v, err := ReadObject(ctx, st, pre+"root", 64)
 	if errors.Is(err, s3backend.ErrNotFound) {
@@ -213,7 +213,7 @@ func (c Chain) Read(ctx context.Context, st Store, job string, decode func(versi
 // Extended reports whether the store holds a successor of job's version:
 // false too when the store does not answer, so that a node serves the
 // version it knows on through an outage.
-func (c Chain) Extended(ctx context.Context, st Store, job, version string) bool {
+func (c Versions) Extended(ctx context.Context, st Store, job, version string) bool {
 	_, err := st.Stat(ctx, c.Prefix(job)+version+".next")
 	return err == nil
 }
