@@ -15,7 +15,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 )
 
 // Defaults that New applies to zero Options fields.
@@ -177,7 +177,7 @@ func (o *Options) validate() error {
 		}
 	}
 	// Which of the job's features go together is the gateway's table
-	// (internal/job/spec), asked of the parameters the job sends.
+	// (internal/job/features), asked of the parameters the job sends.
 	v := j.Values()
 	if imp := j.Importance; !imp.On() {
 		// Values writes them for an importance job alone; the options
@@ -189,7 +189,7 @@ func (o *Options) validate() error {
 			v.Set(api.ParamHot, strconv.Itoa(imp.Hot))
 		}
 	}
-	if err := spec.CheckParams(v); err != nil {
+	if err := features.CheckParams(v); err != nil {
 		return fmt.Errorf("%w: Options.Job: %w", ErrInvalid, err)
 	}
 	if j.ScheduleVersion != "" {

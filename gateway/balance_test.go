@@ -14,7 +14,7 @@ import (
 	"github.com/brandgw/brand/format/megatron"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/gateway"
-	jobspec "github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 )
 
 // TestBalanceOverHTTP: a token job with balance=attention at world 4
@@ -96,9 +96,9 @@ func TestBalanceOverHTTP(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ path, says string }{
-		{"/epoch/0/batch/0?balance=attention", jobspec.Lookup(jobspec.Samples, jobspec.BalanceC).Message},
-		{"/epoch/0/batch/0?seq=64&balance=bytes", jobspec.Lookup(jobspec.Tokens, jobspec.BalanceB).Message},
-		{"/epoch/0/batch/0?balance=bytes", jobspec.Lookup(jobspec.InPlace, jobspec.BalanceB).Message},
+		{"/epoch/0/batch/0?balance=attention", features.Lookup(features.Samples, features.BalanceC).Message},
+		{"/epoch/0/batch/0?seq=64&balance=bytes", features.Lookup(features.Tokens, features.BalanceB).Message},
+		{"/epoch/0/batch/0?balance=bytes", features.Lookup(features.InPlace, features.BalanceB).Message},
 		{"/epoch/0?balance=pixels", "balance must be one of attention, tokens, bytes"},
 	} {
 		resp, body := get(t, srv.URL+tc.path)

@@ -14,7 +14,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -99,7 +99,7 @@ func TestEditEndpoints(t *testing.T) {
 		{name: "no step", method: http.MethodPost, path: "exclude", body: `{"keys": ["data/f0/1"]}`, status: http.StatusBadRequest, says: "from_step"},
 		{name: "unknown keys", method: http.MethodPost, path: "exclude", body: `{"from_step": 9, "keys": ["data/f0/1", "nope/1"]}`, status: http.StatusUnprocessableEntity, says: "nope/1"},
 		{name: "a step served", method: http.MethodPost, path: "exclude", body: `{"from_step": 2, "keys": ["data/f0/1"]}`, status: http.StatusConflict, next: 4},
-		{name: "a token job", method: http.MethodPost, path: "exclude", body: `{"from_step": 9, "keys": ["data/f0/1"]}`, status: http.StatusBadRequest, says: spec.Lookup(spec.Tokens, spec.Exclusion).Message},
+		{name: "a token job", method: http.MethodPost, path: "exclude", body: `{"from_step": 9, "keys": ["data/f0/1"]}`, status: http.StatusBadRequest, says: features.Lookup(features.Tokens, features.Exclusion).Message},
 		{name: "an exclusion", method: http.MethodPost, path: "exclude", body: `{"from_step": 5, "keys": ["data/f0/1", "data/f2/7"]}`, status: http.StatusCreated, out: &x},
 		{name: "the same again", method: http.MethodPost, path: "exclude", body: `{"from_step": 5, "keys": ["data/f0/1", "data/f2/7"]}`, status: http.StatusCreated, edit: &x.Version},
 		{name: "a second naming no previous", method: http.MethodPost, path: "exclude", body: `{"from_step": 6, "keys": ["data/f1/1"]}`, status: http.StatusConflict, edit: &x.Version},

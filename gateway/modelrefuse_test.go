@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/testsupport/jobmodel"
 )
 
@@ -21,27 +21,27 @@ func tableRefusal(t *testing.T, v jobmodel.Verdict) string {
 	msg := ""
 	switch v.Kind {
 	case "exclusive":
-		msg = spec.Exclusives()[v.Exclusive].Message
+		msg = features.Exclusives()[v.Exclusive].Message
 	case "companion":
-		for _, c := range spec.Companions() {
+		for _, c := range features.Companions() {
 			if slices.Contains(c.Params, v.Companion) {
 				msg = strings.ReplaceAll(c.Message, "{param}", v.Companion)
 			}
 		}
 	case "pair":
-		c := spec.Lookup(spec.Feature(v.A), spec.Feature(v.B))
-		if c.Verdict != spec.Refuse {
+		c := features.Lookup(features.Feature(v.A), features.Feature(v.B))
+		if c.Verdict != features.Refuse {
 			// The answer is then held to a message no answer has.
 			t.Errorf("the model refuses %s with %s; the table's cell is %s", v.A, v.B, c.Verdict)
 			return "(the table's refusal of " + v.A + " with " + v.B + ")"
 		}
 		msg = c.Message
 	case "rule":
-		return spec.Rules()[v.Rule].Refusal(v.Param).Error()
+		return features.Rules()[v.Rule].Refusal(v.Param).Error()
 	default:
 		return ""
 	}
-	return spec.ErrIncompatible.Error() + ": " + msg
+	return features.ErrIncompatible.Error() + ": " + msg
 }
 
 // errorOf is an answer's error, if its body is one.
@@ -66,7 +66,7 @@ func expectRefusal(t *testing.T, base, path string, body []byte, want string, su
 	}
 	resp, b := do(t, method, base+path, body, "Content-Type", "application/json")
 	got := errorOf(b)
-	table := resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(got, spec.ErrIncompatible.Error()+": ")
+	table := resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(got, features.ErrIncompatible.Error()+": ")
 	switch {
 	case want != "" && sure && (resp.StatusCode != http.StatusBadRequest || got != want):
 		t.Fatalf("%s %s: %s %s; want 400 %q", method, path, resp.Status, b, want)

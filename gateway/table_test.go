@@ -15,28 +15,28 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 )
 
 // tableParams are the parameters that name each feature a request can
-// name (the others are the server's: spec.Def.Resolved), over a gateway
+// name (the others are the server's: features.Def.Resolved), over a gateway
 // of datasets "other" and "third" of tar chunks (and "test", served in
 // place, for the features only the server knows). balance-bytes and
 // balance-cost are one parameter's values: no request names both.
-var tableParams = map[spec.Feature]string{
-	spec.Dataset:    "dataset=other",
-	spec.Mix:        "mix=other:1,third:1",
-	spec.Schedule:   "mix_schedule=0:other:1,third:1",
-	spec.Index:      "index=0123456789abcdef",
-	spec.Importance: "sampling=importance&job=pairs",
-	spec.Samples:    "",
-	spec.Tokens:     "seq=16",
-	spec.Clips:      "clip=4",
-	spec.Transform:  "transform=imagenet-train",
-	spec.Columns:    "columns=line",
-	spec.Locality:   "locality=true",
-	spec.BalanceB:   "balance=bytes",
-	spec.BalanceC:   "balance=attention",
+var tableParams = map[features.Feature]string{
+	features.Dataset:    "dataset=other",
+	features.Mix:        "mix=other:1,third:1",
+	features.Schedule:   "mix_schedule=0:other:1,third:1",
+	features.Index:      "index=0123456789abcdef",
+	features.Importance: "sampling=importance&job=pairs",
+	features.Samples:    "",
+	features.Tokens:     "seq=16",
+	features.Clips:      "clip=4",
+	features.Transform:  "transform=imagenet-train",
+	features.Columns:    "columns=line",
+	features.Locality:   "locality=true",
+	features.BalanceB:   "balance=bytes",
+	features.BalanceC:   "balance=attention",
 }
 
 // answer is an endpoint's status and, for an error, its message.
@@ -71,7 +71,7 @@ func refusalOf(err error) answer {
 }
 
 // TestTableOnEveryEndpoint holds every entry point to the one table of
-// which features go together (internal/job/spec): for every pair of
+// which features go together (internal/job/features): for every pair of
 // features, on every endpoint where a request can name both — /epoch/N,
 // /epoch/N/batch/M, /plan, POST /jobs/{job}/exclude and /append (whose
 // own feature the edit is) and PUT /jobs/{job}/schedule (a job's stored
@@ -99,14 +99,14 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 		resp, b := do(t, http.MethodPost, srv.URL+path+"?"+q, []byte(body), "Content-Type", "application/json")
 		return answerOf(t, resp, b)
 	}
-	defs := spec.Features()
+	defs := features.Features()
 	refused, composed, edits := 0, 0, 0
 	for i, a := range defs {
 		for _, b := range defs[i+1:] {
-			cell := spec.Lookup(a.Name, b.Name)
+			cell := features.Lookup(a.Name, b.Name)
 			pa, okA := tableParams[a.Name]
 			pb, okB := tableParams[b.Name]
-			if !okA || !okB || a.Name == spec.BalanceB && b.Name == spec.BalanceC {
+			if !okA || !okB || a.Name == features.BalanceB && b.Name == features.BalanceC {
 				continue // a feature only the server knows (below), or two values of one parameter
 			}
 			q := strings.Trim(strings.Join([]string{shape, pa, pb}, "&"), "&")
@@ -114,12 +114,12 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := refusalOf(spec.CheckParams(v))
-			if cell.Verdict == spec.Refuse {
+			want := refusalOf(features.CheckParams(v))
+			if cell.Verdict == features.Refuse {
 				refused++
 				// Each refused pair is the table's: its own message, or a
 				// group of exclusive parameters' (two sources named).
-				if want.msg != spec.ErrIncompatible.Error()+": "+cell.Message && !strings.Contains(want.msg, "a job reads one source") {
+				if want.msg != features.ErrIncompatible.Error()+": "+cell.Message && !strings.Contains(want.msg, "a job reads one source") {
 					t.Errorf("%s × %s: the table's check of %q says %q, not the pair's %q", a.Name, b.Name, q, want.msg, cell.Message)
 				}
 			} else {
@@ -134,7 +134,7 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 				switch {
 				case want.status != 0 && g != want:
 					t.Errorf("%s × %s on %s?%s: %v; want the table's %v", a.Name, b.Name, path, q, g, want)
-				case want.status == 0 && strings.HasPrefix(g.msg, spec.ErrIncompatible.Error()):
+				case want.status == 0 && strings.HasPrefix(g.msg, features.ErrIncompatible.Error()):
 					t.Errorf("%s × %s on %s?%s: %v; the table takes the pair", a.Name, b.Name, path, q, g)
 				}
 			}
@@ -144,7 +144,7 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 				t.Errorf("%s × %s: /epoch %v and its batch %v answer the job apart", a.Name, b.Name, e, bt)
 			}
 			if p := got["/plan"]; want.status == 0 && got["/epoch/0"].status == http.StatusOK && p.status != http.StatusOK {
-				if err := spec.Detect(v).CheckPlan(); err == nil || p.status != http.StatusNotImplemented || p.msg != err.Error() {
+				if err := features.Detect(v).CheckPlan(); err == nil || p.status != http.StatusNotImplemented || p.msg != err.Error() {
 					t.Errorf("%s × %s: /epoch serves %q; /plan %v (the table's plan note: %v)", a.Name, b.Name, q, p, err)
 				}
 			}
@@ -153,23 +153,23 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 			edits++
 			for _, edit := range []struct {
 				path, body string
-				kind       spec.Feature
+				kind       features.Feature
 			}{
-				{fmt.Sprintf("/jobs/e%d/exclude", edits), `{"from_step": 100, "keys": ["class0/sample00003"]}`, spec.Exclusion},
-				{fmt.Sprintf("/jobs/e%d/append", edits), `{"from_step": 100, "index": "0123456789abcdef"}`, spec.Append},
+				{fmt.Sprintf("/jobs/e%d/exclude", edits), `{"from_step": 100, "keys": ["class0/sample00003"]}`, features.Exclusion},
+				{fmt.Sprintf("/jobs/e%d/append", edits), `{"from_step": 100, "index": "0123456789abcdef"}`, features.Append},
 			} {
-				if a.Name == spec.Importance || b.Name == spec.Importance {
+				if a.Name == features.Importance || b.Name == features.Importance {
 					continue // job= is the importance job's name: the path's must be it
 				}
 				w := want
 				if w.status == 0 {
-					w = refusalOf(spec.Detect(v).With(edit.kind).Check())
+					w = refusalOf(features.Detect(v).With(edit.kind).Check())
 				}
 				g := post(edit.path, q, edit.body)
 				if w.status != 0 && g != w {
 					t.Errorf("%s × %s with POST %s?%s: %v; want the table's %v", a.Name, b.Name, edit.path, q, g, w)
 				}
-				if w.status == 0 && strings.HasPrefix(g.msg, spec.ErrIncompatible.Error()) {
+				if w.status == 0 && strings.HasPrefix(g.msg, features.ErrIncompatible.Error()) {
 					t.Errorf("%s × %s with POST %s?%s: %v; the table takes it", a.Name, b.Name, edit.path, q, g)
 				}
 			}
@@ -181,13 +181,13 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 	// An edit's own feature beside each feature a request names.
 	for _, f := range defs {
 		p, ok := tableParams[f.Name]
-		if !ok || f.Name == spec.Importance {
+		if !ok || f.Name == features.Importance {
 			continue
 		}
-		for _, edit := range []spec.Feature{spec.Exclusion, spec.Append} {
-			want := refusalOf(spec.Detect(mustQuery(t, shape+"&"+p)).With(edit).Check())
-			cell := spec.Lookup(f.Name, edit)
-			if cell.Verdict == spec.Refuse && want.msg != spec.ErrIncompatible.Error()+": "+cell.Message {
+		for _, edit := range []features.Feature{features.Exclusion, features.Append} {
+			want := refusalOf(features.Detect(mustQuery(t, shape+"&"+p)).With(edit).Check())
+			cell := features.Lookup(f.Name, edit)
+			if cell.Verdict == features.Refuse && want.msg != features.ErrIncompatible.Error()+": "+cell.Message {
 				t.Errorf("%s × %s: the edit is refused with %q, not the pair's", f.Name, edit, want.msg)
 			}
 		}
@@ -200,25 +200,25 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 		t.Fatalf("an exclusion: %v", g)
 	}
 	for _, tc := range []struct {
-		source spec.Feature
+		source features.Feature
 		q      string
 	}{
-		{spec.Mix, "mix=test:1,other:1&job=stored&" + shape},
-		{spec.Schedule, "mix_schedule=0:other:1,test:1&job=stored&" + shape},
+		{features.Mix, "mix=test:1,other:1&job=stored&" + shape},
+		{features.Schedule, "mix_schedule=0:other:1,test:1&job=stored&" + shape},
 	} {
-		want := refusalOf(spec.Refusal(spec.Lookup(tc.source, spec.Exclusion)))
+		want := refusalOf(features.Refusal(features.Lookup(tc.source, features.Exclusion)))
 		for _, path := range []string{"/epoch/0", "/epoch/0/batch/0", "/plan"} {
 			if g := read(path, tc.q); g != want {
 				t.Errorf("a job with an exclusion read as a %s, %s: %v; want %v", tc.source, path, g, want)
 			}
 		}
-		if g := post("/jobs/stored/append", tc.q, `{"from_step": 100, "index": "0123456789abcdef"}`); g != want && g != refusalOf(spec.Refusal(spec.Lookup(tc.source, spec.Append))) {
+		if g := post("/jobs/stored/append", tc.q, `{"from_step": 100, "index": "0123456789abcdef"}`); g != want && g != refusalOf(features.Refusal(features.Lookup(tc.source, features.Append))) {
 			t.Errorf("an append of a job with an exclusion, as a %s: %v", tc.source, g)
 		}
 	}
 	// A stored schedule of that job is refused; and an exclusion of a job
 	// that keeps a schedule.
-	want := refusalOf(spec.Refusal(spec.Lookup(spec.Schedule, spec.Exclusion)))
+	want := refusalOf(features.Refusal(features.Lookup(features.Schedule, features.Exclusion)))
 	if resp, b := do(t, http.MethodPut, srv.URL+"/jobs/stored/schedule", []byte(`{"schedule": "0:test:1,other:1", "from_step": 0}`)); answerOf(t, resp, b) != want {
 		t.Errorf("a schedule of a job with an exclusion: %d %s; want %v", resp.StatusCode, b, want)
 	}
@@ -229,15 +229,15 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 		t.Errorf("an exclusion of a job that keeps a schedule: %v; want %v", g, want)
 	}
 	// A dataset served in place, balanced by bytes.
-	if g, want := read("/epoch/0", "dataset=test&balance=bytes&"+shape), refusalOf(spec.Refusal(spec.Lookup(spec.InPlace, spec.BalanceB))); g != want {
+	if g, want := read("/epoch/0", "dataset=test&balance=bytes&"+shape), refusalOf(features.Refusal(features.Lookup(features.InPlace, features.BalanceB))); g != want {
 		t.Errorf("balance=bytes on a dataset served in place: %v; want %v", g, want)
 	}
 	if g := read("/epoch/0", "dataset=other&balance=bytes&"+shape); g.status != http.StatusOK {
 		t.Errorf("balance=bytes on a dataset of tar chunks: %v", g)
 	}
 	// A plan's own: a resize, and several nodes.
-	for _, f := range []spec.Feature{spec.Mix, spec.Schedule, spec.Importance, spec.Tokens, spec.Clips} {
-		want := refusalOf(spec.Refusal(spec.Lookup(f, spec.Resize)))
+	for _, f := range []features.Feature{features.Mix, features.Schedule, features.Importance, features.Tokens, features.Clips} {
+		want := refusalOf(features.Refusal(features.Lookup(f, features.Resize)))
 		if g := read("/plan", tableParams[f]+"&nodes_after=2&"+shape); g != want {
 			t.Errorf("a resize of a %s job: %v; want %v", f, g, want)
 		}
@@ -286,12 +286,12 @@ func TestTableRulesOnEveryEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var published spec.Published
+	var published features.Published
 	if err := json.Unmarshal(b, &published); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(published.Rules) != fmt.Sprint(spec.Rules()) {
-		t.Fatalf("compat.json's rules %v are not the table's %v (go test ./internal/job/spec -update)", published.Rules, spec.Rules())
+	if fmt.Sprint(published.Rules) != fmt.Sprint(features.Rules()) {
+		t.Fatalf("compat.json's rules %v are not the table's %v (go test ./internal/job/features -update)", published.Rules, features.Rules())
 	}
 	other, third := newFixture(t, 4, 6), newFixture(t, 3, 5)
 	_, srv := start(t, other.store, func(c *gateway.Config) {
@@ -301,14 +301,14 @@ func TestTableRulesOnEveryEndpoint(t *testing.T) {
 	})
 	// A parameter naming each feature a rule holds, valid for its
 	// parser, and a value for each parameter a rule names.
-	named := map[spec.Feature]string{
-		spec.Mix:        "mix=other:1,third:1",
-		spec.Schedule:   "mix_schedule=0:other:1,third:1",
-		spec.Importance: "sampling=importance",
-		spec.Tokens:     "seq=16",
-		spec.Vision:     "seq=16&vision=size:28x28,patch:14,image:1",
-		spec.Clips:      "delta_timestamps=observation.image:0,0.1",
-		spec.BalanceC:   "balance=vision",
+	named := map[features.Feature]string{
+		features.Mix:        "mix=other:1,third:1",
+		features.Schedule:   "mix_schedule=0:other:1,third:1",
+		features.Importance: "sampling=importance",
+		features.Tokens:     "seq=16",
+		features.Vision:     "seq=16&vision=size:28x28,patch:14,image:1",
+		features.Clips:      "delta_timestamps=observation.image:0,0.1",
+		features.BalanceC:   "balance=vision",
 	}
 	values := map[string]string{api.ParamScheduleVersion: "latest", api.ParamEOS: "2", api.ParamStride: "2",
 		api.ParamFPS: "5", api.ParamStep: "3", api.ParamClipStart: "first"}
@@ -334,14 +334,14 @@ func TestTableRulesOnEveryEndpoint(t *testing.T) {
 			v.Set(p.Name, cmp.Or(p.Value, values[p.Name]))
 		}
 		// And what a companion given needs (eos= a token job).
-		for _, c := range spec.Companions() {
+		for _, c := range features.Companions() {
 			given := slices.ContainsFunc(c.Params, func(p string) bool { return v.Get(p) != "" && (c.Value == "" || v.Get(p) == c.Value) })
-			if given && !slices.ContainsFunc(c.Needs, spec.Detect(v).Has) {
+			if given && !slices.ContainsFunc(c.Needs, features.Detect(v).Has) {
 				add(named[c.Needs[0]])
 			}
 		}
 		want := answer{status: http.StatusBadRequest, msg: r.Refusal(param).Error()}
-		if got := refusalOf(spec.CheckParams(v)); got != want {
+		if got := refusalOf(features.CheckParams(v)); got != want {
 			t.Fatalf("rule %v: the table's check of %s says %v; want %v", r, v.Encode(), got, want)
 		}
 		q := v.Encode()

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -55,7 +55,7 @@ func FuzzPlanParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := query.Parse(raw, query.PlanParams, base, limits)
 		if err != nil {
-			if !errors.Is(err, query.ErrBadRequest) && !errors.Is(err, query.ErrOutOfRange) && !errors.Is(err, spec.ErrIncompatible) {
+			if !errors.Is(err, query.ErrBadRequest) && !errors.Is(err, query.ErrOutOfRange) && !errors.Is(err, features.ErrIncompatible) {
 				t.Fatalf("%q: %v, neither a bad request, out of range nor the table's refusal", raw, err)
 			}
 			return

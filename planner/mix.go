@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -767,7 +767,7 @@ func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 // gateway answers a request of both with; a planner that does not model
 // it, should the table come to take it.
 func importanceOfMixture() string {
-	if c := spec.Lookup(spec.Mix, spec.Importance); c.Verdict == spec.Refuse {
+	if c := features.Lookup(features.Mix, features.Importance); c.Verdict == features.Refuse {
 		return c.Message
 	}
 	return "importance sampling of a mixture is not modelled"

@@ -2,8 +2,8 @@
 ``compat.json``.
 
 The gateway decides whether two features of a job go together from one
-table (Go's ``internal/job/spec``), which it publishes as this package's
-``compat.json`` (``go test ./internal/job/spec -update`` writes it, and a
+table (Go's ``internal/job/features``), which it publishes as this package's
+``compat.json`` (``go test ./internal/job/features -update`` writes it, and a
 test holds it to the table) and as docs/http-api.md's "Features and how
 they combine". The client checks a job against that file rather than a
 copy of the rules of its own, so a pair is refused here exactly as the

@@ -371,7 +371,7 @@ class Job:
             ``clip`` or window out of its bounds. Or parameters that do
             not go together, by the gateway's table of features
             (``compat.json``, published by the gateway's
-            ``internal/job/spec``; docs/http-api.md, "Features and how they
+            ``internal/job/features``; docs/http-api.md, "Features and how they
             combine"), with its message: two sources (``dataset``, ``mix``,
             ``mix_schedule``, ``schedule_version``), a parameter that
             shapes a feature the job does not have (``pack`` without

@@ -341,7 +341,7 @@ def cell(a, b):
 
 class TestCompat(unittest.TestCase):
     """A Job is checked against the gateway's table of features
-    (brand/compat.json, written by internal/job/spec): what it refuses,
+    (brand/compat.json, written by internal/job/features): what it refuses,
     with its messages, in its order, from the parameters the job sends."""
 
     def assertRefused(self, kw, message):
@@ -351,7 +351,7 @@ class TestCompat(unittest.TestCase):
 
     def test_the_table_is_the_packaged_golden(self):
         """The table read is the package's compat.json (go test
-        ./internal/job/spec holds it to the Go table), and this test knows
+        ./internal/job/features holds it to the Go table), and this test knows
         a Job of every feature and parameter it names."""
         t = _compat.table()
         with open(os.path.join(REPO, "python", "brand", "compat.json")) as f:

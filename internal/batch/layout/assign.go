@@ -8,7 +8,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 )
 
 // The assignment of a global batch to its ranks: one of three, chosen
@@ -45,9 +45,9 @@ const (
 // job's features on s's membership — a cluster exactly when it has
 // several members.
 func (s Source) assignment(job api.Job) assignment {
-	f := s.features(job).Without(spec.Cluster)
+	f := s.features(job).Without(features.Cluster)
 	if s.Members != nil && s.Members.Len() > 1 {
-		f = f.With(spec.Cluster)
+		f = f.With(features.Cluster)
 	}
 	return f.Assignment(job.World)
 }

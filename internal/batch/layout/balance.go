@@ -22,7 +22,7 @@ import (
 // plain cut's; a rank takes as many as the plain cut gives it, in their
 // order in the batch. Every rank of a step computes the same assignment,
 // which is memoised once for the batch's other ranks. Which jobs may be
-// balanced, and by which cost, is the table's (internal/job/spec).
+// balanced, and by which cost, is the table's (internal/job/features).
 
 // Balanced is what a balanced batch's layout says of its global batch:
 // the cost its ranks were weighed by, and every rank's cost, balanced and

@@ -11,7 +11,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 )
 
 // Source is what a job reads: one dataset version (DS), or a mixture of
@@ -34,7 +34,7 @@ type Source struct {
 	// Features are the job's features, checked against the table when it
 	// was resolved (package resolve): which rank takes which sample
 	// follows from them (Assigns).
-	Features spec.Set
+	Features features.Set
 	// Versions are, for a job whose chain has appends, the version it
 	// read first and each version its appends grew it to, as the job
 	// reads them (the last is DS): a batch is laid out over the version
@@ -68,11 +68,11 @@ func (s Source) Assigns(job api.Job) bool { return s.assignment(job) == byLocali
 
 // features are the job's features as resolved (Features), or as its
 // parameters name them for a source laid out without a resolution.
-func (s Source) features(job api.Job) spec.Set {
+func (s Source) features(job api.Job) features.Set {
 	if s.Features != 0 {
 		return s.Features
 	}
-	return spec.Requested(job)
+	return features.Requested(job)
 }
 
 // datasets are the dataset versions s reads: its dataset, or its

@@ -12,8 +12,8 @@ import (
 	"github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -77,7 +77,7 @@ func newClipUnit(base *epochs) *clipUnit {
 	return &clipUnit{base: base, spaces: c}
 }
 
-func (*clipUnit) Feature() spec.Feature { return spec.Clips }
+func (*clipUnit) Feature() features.Feature { return features.Clips }
 
 // View is the fields job names (columns=).
 func (*clipUnit) View(_ context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {

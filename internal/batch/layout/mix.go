@@ -17,7 +17,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -97,7 +97,7 @@ type Packer interface {
 // reads: of its unit's packed sequences when its unit packs them (a
 // token or vision job: a token mixture), else of samples as stored.
 func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
-	un := o.units.of(spec.Requested(job))
+	un := o.units.of(features.Requested(job))
 	if p, ok := un.(Packer); ok {
 		return o.mixes.packed(mix, ds, job, un, p)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/brandgw/brand/internal/cache/evict"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/jobstream"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/vision"
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -156,7 +156,7 @@ func New(snaps Snapshots) *Orders {
 
 // UnitOf is the unit a job of features f is laid out by (see Unit): the
 // resolver asks it once and hands it over in Source.Unit.
-func (o *Orders) UnitOf(f spec.Set) Unit { return o.units.of(f) }
+func (o *Orders) UnitOf(f features.Set) Unit { return o.units.of(f) }
 
 // Epoch returns the order of one epoch of a stream.
 func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) { return o.base.epoch(s, epoch) }

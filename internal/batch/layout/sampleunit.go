@@ -7,7 +7,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 )
 
 // sampleUnit is the unit of a job of samples as stored: an epoch is its
@@ -19,7 +19,7 @@ type sampleUnit struct {
 	asg  *assigner
 }
 
-func (*sampleUnit) Feature() spec.Feature { return spec.Samples }
+func (*sampleUnit) Feature() features.Feature { return features.Samples }
 
 // View is the fields job names (columns=).
 func (*sampleUnit) View(_ context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {

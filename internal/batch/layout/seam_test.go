@@ -9,7 +9,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -25,7 +25,7 @@ type pairBatch struct{ n int }
 func (p pairBatch) Served() int                    { return p.n }
 func (pairBatch) Size() (int64, bool)              { return 0, false }
 func (pairBatch) Components() []int                { return nil }
-func (pairs) Feature() spec.Feature                { return spec.Samples }
+func (pairs) Feature() features.Feature            { return features.Samples }
 func (pairs) AppendKey(s []byte, _ api.Job) []byte { return append(s, "|pairs"...) }
 
 func (pairs) View(_ context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
@@ -71,7 +71,7 @@ func TestUnitOfAnotherPackage(t *testing.T) {
 	o := layout.New(nil)
 	o.Add(pairs{o.Base()})
 	src := layout.Source{DS: ds}
-	if u := o.UnitOf(spec.Requested(job)); u.Feature() != spec.Samples {
+	if u := o.UnitOf(features.Requested(job)); u.Feature() != features.Samples {
 		t.Fatalf("the unit of a job of samples: %v", u.Feature())
 	}
 	batches, n, err := o.Extent(src, job, 0)

@@ -11,8 +11,8 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/seqpack"
 )
 
@@ -161,7 +161,7 @@ func newTokenUnit(base *epochs, asg *assigner) *tokenUnit {
 	return &tokenUnit{base: base, asg: asg, epochs: e, windows: w, counts: c}
 }
 
-func (*tokenUnit) Feature() spec.Feature { return spec.Tokens }
+func (*tokenUnit) Feature() features.Feature { return features.Tokens }
 
 // View is ds's token field alone (TokenView).
 func (*tokenUnit) View(_ context.Context, ds *catalog.Dataset, _ api.Job) (*catalog.Dataset, error) {

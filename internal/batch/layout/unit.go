@@ -6,7 +6,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 )
 
 // A Unit is a kind of batch: what a job's batches serve — samples as
@@ -17,7 +17,7 @@ import (
 // from its table features (UnitOf), and the Orders, the ETag and
 // /epoch/N ask it rather than which kind it is. What a unit may be
 // combined with — mixed, balanced by which cost, transformed — is the
-// table's row for its Feature (internal/job/spec), which every entry
+// table's row for its Feature (internal/job/features), which every entry
 // point checks before a batch is laid out.
 //
 // A Unit belongs to the Orders that made it: it keeps that Orders' memos
@@ -26,7 +26,7 @@ import (
 type Unit interface {
 	// Feature is the unit's feature in the table (spec.Samples,
 	// spec.Tokens, spec.Vision, spec.Clips).
-	Feature() spec.Feature
+	Feature() features.Feature
 	// View is the view of ds a job of the unit reads — the fields it
 	// names, a token dataset's token field, image-text samples whole —
 	// with what its layout reads from memory loaded (a vision job's
@@ -63,18 +63,18 @@ type units struct {
 // of is the unit of a job of features f: the one place a job's kind of
 // batch is chosen. A vision job is a token job (spec.Vision with
 // spec.Tokens) whose samples are image-text pairs.
-func (u *units) of(f spec.Set) Unit {
+func (u *units) of(f features.Set) Unit {
 	for _, x := range u.extra {
 		if f.Has(x.Feature()) {
 			return x
 		}
 	}
 	switch {
-	case f.Has(spec.Vision):
+	case f.Has(features.Vision):
 		return u.vision
-	case f.Has(spec.Tokens):
+	case f.Has(features.Tokens):
 		return u.tokens
-	case f.Has(spec.Clips):
+	case f.Has(features.Clips):
 		return u.clips
 	}
 	return u.samples

@@ -8,8 +8,8 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/transform"
 	"github.com/brandgw/brand/vision"
@@ -124,7 +124,7 @@ func (o *Orders) SkipBadImages() {
 	o.units.vision = newVisionUnit(o.base, o.asg, o.units.tokens, vision.Skip)
 }
 
-func (*visionUnit) Feature() spec.Feature { return spec.Vision }
+func (*visionUnit) Feature() features.Feature { return features.Vision }
 
 // View is ds's image-text samples whole, its facts loaded; in a vision
 // mixture, a token dataset is a text component, read as a token job's.

@@ -11,10 +11,10 @@ import (
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
 
@@ -62,7 +62,7 @@ type Planner interface {
 // chain of edits, its features, and extra (the plan's own), checked
 // against the one table, so that a plan is of the job that is served.
 type Jobs interface {
-	Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra spec.Set) (*resolve.Job, error)
+	Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra features.Set) (*resolve.Job, error)
 }
 
 // Snapshots loads the importance snapshot a job names (feedback.State).
@@ -228,12 +228,12 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var extra spec.Set
+	var extra features.Set
 	if q.Plan.NodesAfter > 0 {
-		extra = extra.With(spec.Resize)
+		extra = extra.With(features.Resize)
 	}
 	if q.Plan.Nodes > 1 {
-		extra = extra.With(spec.Cluster)
+		extra = extra.With(features.Cluster)
 	}
 	j, err := m.cfg.Jobs.Resolve(ctx, q, uint64(q.Plan.FirstEpoch), -1, extra)
 	if err != nil {
@@ -243,7 +243,7 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	if q.Job.Importance.Version == "" {
 		// An importance job's epoch drawn from no snapshot (its first) is
 		// the uniform shuffle, which the planner models everywhere.
-		planned = planned.Without(spec.Importance)
+		planned = planned.Without(features.Importance)
 	}
 	if err := planned.CheckPlan(); err != nil {
 		return nil, err
@@ -272,11 +272,11 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	// itself: a token or vision job its packed epochs, a clip job its
 	// clips. The one place /plan takes a job's kind (its resolved unit).
 	switch src.Unit.Feature() {
-	case spec.Tokens:
+	case features.Tokens:
 		return m.planTokens(ctx, src, q, false)
-	case spec.Vision:
+	case features.Vision:
 		return m.planTokens(ctx, src, q, true)
-	case spec.Clips:
+	case features.Clips:
 		return m.planClips(ctx, ds, q)
 	}
 	if q.Plan.NodesAfter > 0 {

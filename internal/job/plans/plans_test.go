@@ -19,10 +19,10 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
@@ -189,7 +189,7 @@ func TestPlanRefused(t *testing.T) {
 		{m, "dataset=web&nodes_after=2&sampling=importance&job=j", "nodes_after", 400},
 		// Refused as their batches are: a token job of datasets of no
 		// tokens (a token mixture of token datasets is 501, the planner
-		// not modelling one: internal/job/spec's table).
+		// not modelling one: internal/job/features's table).
 		{m, "seq=128&mix=web:1,code:1", "web is not one", 400},
 		{m, "seq=128&mix_schedule=0:web:1,code:1%3B5:web:1,code:3", "web is not one", 400},
 		{m, "columns=jpg", "", 400},
@@ -330,7 +330,7 @@ type storedJobs struct {
 	schedule api.Schedule
 }
 
-func (j storedJobs) Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra spec.Set) (*resolve.Job, error) {
+func (j storedJobs) Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra features.Set) (*resolve.Job, error) {
 	if q.Job.ScheduleVersion != "" {
 		q.Job.Schedule, q.Job.Mix, q.Job.ScheduleVersion, q.Job.Dataset = j.schedule, j.schedule[0].Mix, "", ""
 	}

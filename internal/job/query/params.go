@@ -18,7 +18,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/errkind"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/transform"
 	"github.com/brandgw/brand/vision"
 )
@@ -559,7 +559,7 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	// Which parameters and features go together is the table's (package
 	// spec): the same answer here, on every edit and in /plan, and in the
 	// clients, which read it.
-	if err := spec.CheckParams(values); err != nil {
+	if err := features.CheckParams(values); err != nil {
 		return Query{}, err
 	}
 	return q, nil

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -192,9 +192,9 @@ func TestParse(t *testing.T) {
 				q.Sampling, q.Job.Name = "importance", "j"
 				q.Job.Importance = api.Importance{Job: "j", Version: "0123456789abcdef", Hot: 2}
 			}},
-		{name: "importance sampling without a job name", raw: "sampling=importance", err: spec.ErrIncompatible, says: "job=NAME"},
-		{name: "a snapshot without importance sampling", raw: "importance=0123456789abcdef", err: spec.ErrIncompatible, says: "importance and hot apply only with sampling=importance"},
-		{name: "hot without importance sampling", raw: "hot=2", err: spec.ErrIncompatible, says: "importance and hot apply only with sampling=importance"},
+		{name: "importance sampling without a job name", raw: "sampling=importance", err: features.ErrIncompatible, says: "job=NAME"},
+		{name: "a snapshot without importance sampling", raw: "importance=0123456789abcdef", err: features.ErrIncompatible, says: "importance and hot apply only with sampling=importance"},
+		{name: "hot without importance sampling", raw: "hot=2", err: features.ErrIncompatible, says: "importance and hot apply only with sampling=importance"},
 		{name: "a snapshot version not in hex", raw: "sampling=importance&job=j&importance=XYZ", err: ErrBadRequest, says: "16 hex digits"},
 		{name: "another sampling", raw: "sampling=random", err: ErrBadRequest, says: "uniform or importance"},
 		{name: "an index version", raw: "index=0123456789abcdef", want: func(q *Query) { q.Job.Index = "0123456789abcdef" }},
@@ -204,10 +204,10 @@ func TestParse(t *testing.T) {
 				q.Job.Mix = api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}
 				q.Job.MixBlock, q.Job.MixSamples = 64, 1000
 			}},
-		{name: "a mixture and a dataset", raw: "mix=web:1&dataset=web", err: spec.ErrIncompatible, says: "a job reads one source"},
-		{name: "a mixture pinned to an index", raw: "mix=web:1&index=0123456789abcdef", err: spec.ErrIncompatible, says: "index= pins one dataset's version"},
-		{name: "a mixture by importance", raw: "mix=web:1&sampling=importance&job=j", err: spec.ErrIncompatible, says: "per dataset"},
-		{name: "a mixing block without a mixture", raw: "mix_block=64", err: spec.ErrIncompatible, says: "apply only with mix="},
+		{name: "a mixture and a dataset", raw: "mix=web:1&dataset=web", err: features.ErrIncompatible, says: "a job reads one source"},
+		{name: "a mixture pinned to an index", raw: "mix=web:1&index=0123456789abcdef", err: features.ErrIncompatible, says: "index= pins one dataset's version"},
+		{name: "a mixture by importance", raw: "mix=web:1&sampling=importance&job=j", err: features.ErrIncompatible, says: "per dataset"},
+		{name: "a mixing block without a mixture", raw: "mix_block=64", err: features.ErrIncompatible, says: "apply only with mix="},
 		{name: "a mixing block past its limit", raw: "mix=web:1&mix_block=16777217", err: ErrBadRequest, says: "mix_block"},
 		{name: "a mixture named twice", raw: "mix=web:1,web:2", err: ErrBadRequest, says: "twice"},
 		{name: "a token job", raw: "seq=2048", want: func(q *Query) { q.Job.Seq = 2048 }},
@@ -222,12 +222,12 @@ func TestParse(t *testing.T) {
 		{name: "a negative pad", raw: "seq=8&pad=-1", err: ErrBadRequest, says: "pad"},
 		{name: "a pad past int32", raw: "seq=8&pad=2147483648", err: ErrBadRequest, says: "int32"},
 		{name: "an eos past int32", raw: "seq=8&pack=concat&eos=2147483648", err: ErrBadRequest, says: "int32"},
-		{name: "pack without seq", raw: "pack=concat", err: spec.ErrIncompatible, says: "token job (seq=)"},
-		{name: "pad without seq", raw: "pad=1", err: spec.ErrIncompatible, says: "token job (seq=)"},
-		{name: "eos without seq", raw: "eos=1", err: spec.ErrIncompatible, says: "token job (seq=)"},
-		{name: "eos with bestfit", raw: "seq=8&eos=1", err: spec.ErrIncompatible, says: "only with pack=concat"},
-		{name: "seq with a pipeline", raw: "seq=8&transform=t", err: spec.ErrIncompatible, says: "no images"},
-		{name: "seq with columns", raw: "seq=8&columns=tokens", err: spec.ErrIncompatible, says: "token field"},
+		{name: "pack without seq", raw: "pack=concat", err: features.ErrIncompatible, says: "token job (seq=)"},
+		{name: "pad without seq", raw: "pad=1", err: features.ErrIncompatible, says: "token job (seq=)"},
+		{name: "eos without seq", raw: "eos=1", err: features.ErrIncompatible, says: "token job (seq=)"},
+		{name: "eos with bestfit", raw: "seq=8&eos=1", err: features.ErrIncompatible, says: "only with pack=concat"},
+		{name: "seq with a pipeline", raw: "seq=8&transform=t", err: features.ErrIncompatible, says: "no images"},
+		{name: "seq with columns", raw: "seq=8&columns=tokens", err: features.ErrIncompatible, says: "token field"},
 		{name: "a schedule over token datasets", raw: "seq=64&mix_schedule=0:web:0.7,code:0.3%3B4000:web:0.3,code:0.7",
 			want: func(q *Query) {
 				s, err := api.ParseSchedule("0:web:0.7,code:0.3;4000:web:0.3,code:0.7")
@@ -238,12 +238,12 @@ func TestParse(t *testing.T) {
 			}},
 		{name: "a token job's stored schedule", raw: "seq=64&job=run&schedule=latest",
 			want: func(q *Query) { q.Job.Seq, q.Job.Name, q.Job.ScheduleVersion = 64, "run", "latest" }},
-		{name: "a token schedule with pad without seq", raw: "pad=1&mix_schedule=0:web:1", err: spec.ErrIncompatible, says: "token job (seq=)"},
-		{name: "a schedule beside a mixture", raw: "mix_schedule=0:web:1&mix=web:1", err: spec.ErrIncompatible, says: "a job reads one source"},
-		{name: "a stored schedule without a job", raw: "schedule=latest", err: spec.ErrIncompatible, says: "give job=NAME"},
-		{name: "a LeRobot window with a tree's stride", raw: "frames=0,1&stride=2", err: spec.ErrIncompatible, says: "stride shapes a tree of videos' clips"},
-		{name: "a vision job packed by concat", raw: "seq=64&vision=size:28x28,patch:14,image:1&pack=concat", err: spec.ErrIncompatible, says: "best fit, never cut"},
-		{name: "a vision mixture balanced", raw: "mix=a:1,b:1&seq=64&vision=size:28x28,patch:14,image:1&balance=vision", err: spec.ErrIncompatible, says: "balance= does not weigh a mixture"},
+		{name: "a token schedule with pad without seq", raw: "pad=1&mix_schedule=0:web:1", err: features.ErrIncompatible, says: "token job (seq=)"},
+		{name: "a schedule beside a mixture", raw: "mix_schedule=0:web:1&mix=web:1", err: features.ErrIncompatible, says: "a job reads one source"},
+		{name: "a stored schedule without a job", raw: "schedule=latest", err: features.ErrIncompatible, says: "give job=NAME"},
+		{name: "a LeRobot window with a tree's stride", raw: "frames=0,1&stride=2", err: features.ErrIncompatible, says: "stride shapes a tree of videos' clips"},
+		{name: "a vision job packed by concat", raw: "seq=64&vision=size:28x28,patch:14,image:1&pack=concat", err: features.ErrIncompatible, says: "best fit, never cut"},
+		{name: "a vision mixture balanced", raw: "mix=a:1,b:1&seq=64&vision=size:28x28,patch:14,image:1&balance=vision", err: features.ErrIncompatible, says: "balance= does not weigh a mixture"},
 		{name: "the manifest", raw: "format=json", want: func(q *Query) { q.Format = "json" }},
 		{name: "another format", raw: "format=xml", err: ErrBadRequest, says: "tar or json"},
 		{name: "an unknown parameter", raw: "batchsize=64", err: ErrBadRequest, says: `unknown query parameter "batchsize"`},

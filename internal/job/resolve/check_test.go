@@ -10,8 +10,8 @@ import (
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
@@ -57,13 +57,13 @@ func TestTableAtEveryStep(t *testing.T) {
 		}
 	}
 
-	resolve := func(r *Resolver, raw string, extra ...spec.Feature) func() (*Job, error) {
+	resolve := func(r *Resolver, raw string, extra ...features.Feature) func() (*Job, error) {
 		return func() (*Job, error) {
 			q, err := query.Parse(raw, query.JobParams, r.Defaults(), r.Limits())
 			if err != nil {
 				return nil, err // a pair of parameters is refused as they are parsed
 			}
-			return r.Resolve(ctx, q, 0, -1, spec.Of(extra...))
+			return r.Resolve(ctx, q, 0, -1, features.Of(extra...))
 		}
 	}
 	editJob := func(name, raw, kind string) func() (*Job, error) {
@@ -84,39 +84,39 @@ func TestTableAtEveryStep(t *testing.T) {
 		// refused is the pair whose cell refuses the job; else err is
 		// the error it is answered, or has and lacks what the resolved
 		// job's features hold and do not.
-		refused   [2]spec.Feature
+		refused   [2]features.Feature
 		err       error
-		has, lack []spec.Feature
+		has, lack []features.Feature
 	}{
-		{name: "a pair of parameters, whatever the dataset", call: resolve(solo, "dataset=nope&seq=16&balance=bytes&world=2"), refused: [2]spec.Feature{spec.Tokens, spec.BalanceB}},
-		{name: "an edit's feature with the request's, whatever the dataset", call: resolve(solo, "dataset=nope&seq=16&job=j", spec.Exclusion), refused: [2]spec.Feature{spec.Tokens, spec.Exclusion}},
-		{name: "an edit's job names its kind", call: editJob("run", "mix=a:1,b:1", chain.Append), refused: [2]spec.Feature{spec.Mix, spec.Append}},
+		{name: "a pair of parameters, whatever the dataset", call: resolve(solo, "dataset=nope&seq=16&balance=bytes&world=2"), refused: [2]features.Feature{features.Tokens, features.BalanceB}},
+		{name: "an edit's feature with the request's, whatever the dataset", call: resolve(solo, "dataset=nope&seq=16&job=j", features.Exclusion), refused: [2]features.Feature{features.Tokens, features.Exclusion}},
+		{name: "an edit's job names its kind", call: editJob("run", "mix=a:1,b:1", chain.Append), refused: [2]features.Feature{features.Mix, features.Append}},
 		{name: "nothing refused: the dataset is looked up", call: resolve(solo, "dataset=nope"), err: catalog.ErrUnknown},
-		{name: "in place is known once the dataset is read", call: resolve(solo, "dataset=g&balance=bytes&world=2"), refused: [2]spec.Feature{spec.InPlace, spec.BalanceB}},
+		{name: "in place is known once the dataset is read", call: resolve(solo, "dataset=g&balance=bytes&world=2"), refused: [2]features.Feature{features.InPlace, features.BalanceB}},
 		{name: "in place, of a dataset not there", call: resolve(solo, "dataset=nope&balance=bytes&world=2"), err: catalog.ErrUnknown},
-		{name: "the same request over tar chunks", call: resolve(solo, "dataset=a&balance=bytes&world=2"), has: []spec.Feature{spec.BalanceB}, lack: []spec.Feature{spec.InPlace}},
-		{name: "in place, resolved", call: resolve(solo, "dataset=g"), has: []spec.Feature{spec.InPlace, spec.Dataset}, lack: []spec.Feature{spec.Cluster}},
-		{name: "a cluster is known once the membership is", call: resolve(clustered, "dataset=g"), has: []spec.Feature{spec.Cluster, spec.InPlace}},
-		{name: "a plan's feature on a cluster", call: resolve(clustered, "dataset=a", spec.Resize), has: []spec.Feature{spec.Cluster, spec.Resize}},
-		{name: "a chain is known once it is read", call: resolve(solo, "mix=a:1,b:1&job=run&batch_size=2"), refused: [2]spec.Feature{spec.Mix, spec.Exclusion}},
-		{name: "a chain over its dataset", call: resolve(solo, "dataset=a&job=run&batch_size=2"), has: []spec.Feature{spec.Exclusion}, lack: []spec.Feature{spec.Append}},
-		{name: "the job's name over a dataset it keeps no chain over", call: resolve(solo, "dataset=b&job=run&batch_size=2"), lack: []spec.Feature{spec.Exclusion}},
-		{name: "the same mixture unnamed", call: resolve(solo, "mix=a:1,b:1&batch_size=2"), has: []spec.Feature{spec.Mix}, lack: []spec.Feature{spec.Exclusion}},
-		{name: "a stored schedule with a chain over a component", call: resolve(solo, "job=both&schedule=latest&batch_size=2"), refused: [2]spec.Feature{spec.Schedule, spec.Exclusion}},
-		{name: "a stored schedule", call: resolve(solo, "job=mixed&schedule=latest&batch_size=2"), has: []spec.Feature{spec.Schedule}, lack: []spec.Feature{spec.Dataset}},
-		{name: "an exclusion of a job that keeps a schedule", call: editJob("mixed", "dataset=a&batch_size=2", chain.Exclude), refused: [2]spec.Feature{spec.Schedule, spec.Exclusion}},
-		{name: "a schedule's edit of a job that keeps a chain", call: scheduleEdit("run"), refused: [2]spec.Feature{spec.Schedule, spec.Exclusion}},
+		{name: "the same request over tar chunks", call: resolve(solo, "dataset=a&balance=bytes&world=2"), has: []features.Feature{features.BalanceB}, lack: []features.Feature{features.InPlace}},
+		{name: "in place, resolved", call: resolve(solo, "dataset=g"), has: []features.Feature{features.InPlace, features.Dataset}, lack: []features.Feature{features.Cluster}},
+		{name: "a cluster is known once the membership is", call: resolve(clustered, "dataset=g"), has: []features.Feature{features.Cluster, features.InPlace}},
+		{name: "a plan's feature on a cluster", call: resolve(clustered, "dataset=a", features.Resize), has: []features.Feature{features.Cluster, features.Resize}},
+		{name: "a chain is known once it is read", call: resolve(solo, "mix=a:1,b:1&job=run&batch_size=2"), refused: [2]features.Feature{features.Mix, features.Exclusion}},
+		{name: "a chain over its dataset", call: resolve(solo, "dataset=a&job=run&batch_size=2"), has: []features.Feature{features.Exclusion}, lack: []features.Feature{features.Append}},
+		{name: "the job's name over a dataset it keeps no chain over", call: resolve(solo, "dataset=b&job=run&batch_size=2"), lack: []features.Feature{features.Exclusion}},
+		{name: "the same mixture unnamed", call: resolve(solo, "mix=a:1,b:1&batch_size=2"), has: []features.Feature{features.Mix}, lack: []features.Feature{features.Exclusion}},
+		{name: "a stored schedule with a chain over a component", call: resolve(solo, "job=both&schedule=latest&batch_size=2"), refused: [2]features.Feature{features.Schedule, features.Exclusion}},
+		{name: "a stored schedule", call: resolve(solo, "job=mixed&schedule=latest&batch_size=2"), has: []features.Feature{features.Schedule}, lack: []features.Feature{features.Dataset}},
+		{name: "an exclusion of a job that keeps a schedule", call: editJob("mixed", "dataset=a&batch_size=2", chain.Exclude), refused: [2]features.Feature{features.Schedule, features.Exclusion}},
+		{name: "a schedule's edit of a job that keeps a chain", call: scheduleEdit("run"), refused: [2]features.Feature{features.Schedule, features.Exclusion}},
 		{name: "a schedule's edit of a job that keeps none", call: scheduleEdit("mixed")},
-		{name: "an edit's job, resolved", call: editJob("next", "dataset=a&batch_size=2", chain.Exclude), has: []spec.Feature{spec.Exclusion, spec.Dataset}},
+		{name: "an edit's job, resolved", call: editJob("next", "dataset=a&batch_size=2", chain.Exclude), has: []features.Feature{features.Exclusion, features.Dataset}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, err := tc.call()
-			if tc.refused != [2]spec.Feature{} {
-				cell := spec.Lookup(tc.refused[0], tc.refused[1])
-				if cell.Verdict != spec.Refuse {
+			if tc.refused != [2]features.Feature{} {
+				cell := features.Lookup(tc.refused[0], tc.refused[1])
+				if cell.Verdict != features.Refuse {
 					t.Skipf("the table no longer refuses %s with %s", tc.refused[0], tc.refused[1])
 				}
-				if !spec.IsRefusal(err) || !strings.HasSuffix(err.Error(), cell.Message) {
+				if !features.IsRefusal(err) || !strings.HasSuffix(err.Error(), cell.Message) {
 					t.Fatalf("%v; want the table's refusal %q", err, cell.Message)
 				}
 				return

@@ -14,9 +14,9 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/editproto"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/job/spec"
 )
 
 // An Editor makes the edits of named jobs — an exclusion or an append of
@@ -250,14 +250,14 @@ func (ed *Editor) EditJob(ctx context.Context, name, raw, kind string) (*EditJob
 		return nil, err
 	}
 	q.Job.Name = name
-	features := spec.Requested(q.Job).With(kindFeature(kind))
-	if err := features.Check(); err != nil {
+	set := features.Requested(q.Job).With(kindFeature(kind))
+	if err := set.Check(); err != nil {
 		return nil, err
 	}
 	// A job whose name keeps a stored schedule reads a schedule: the
 	// table's to refuse an edit of its chain, as its reads would be.
 	if _, err := ed.r.book().Current(ctx, name); err == nil {
-		if err := features.Without(spec.Dataset).With(spec.Schedule).Check(); err != nil {
+		if err := set.Without(features.Dataset).With(features.Schedule).Check(); err != nil {
 			return nil, err
 		}
 	}
@@ -272,7 +272,7 @@ func (ed *Editor) EditJob(ctx context.Context, name, raw, kind string) (*EditJob
 			return nil, err
 		}
 	}
-	j, err := ed.r.Resolve(ctx, q, 0, -1, spec.Of(kindFeature(kind)))
+	j, err := ed.r.Resolve(ctx, q, 0, -1, features.Of(kindFeature(kind)))
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +452,7 @@ func (ed *Editor) CheckScheduleEdit(ctx context.Context, name string) error {
 			return err
 		}
 		for _, e := range head.Chain() {
-			if err := spec.Of(spec.Schedule, kindFeature(e.Kind)).Check(); err != nil {
+			if err := features.Of(features.Schedule, kindFeature(e.Kind)).Check(); err != nil {
 				return err
 			}
 		}

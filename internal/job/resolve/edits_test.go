@@ -14,7 +14,7 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/editproto"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
@@ -134,7 +134,7 @@ func TestEditChain(t *testing.T) {
 	}
 	x2 := version("x2")
 	if src := j.Source; src.Edit == nil || src.Edit.Version != x2 || j.Query.Job.Edit != x2 || src.DS.ID() != vs[1].ID() || src.Index != vs[0].ID() ||
-		len(src.Versions) != 2 || src.Versions[0].ID() != vs[0].ID() || !j.Features.Has(spec.Exclusion) || !j.Features.Has(spec.Append) {
+		len(src.Versions) != 2 || src.Versions[0].ID() != vs[0].ID() || !j.Features.Has(features.Exclusion) || !j.Features.Has(features.Append) {
 		t.Fatalf("the job resolved: edit %+v, job's edit %s, over %s, features %v; want %s over %s", src.Edit, j.Query.Job.Edit, src.DS.ID(), j.Features.List(), x2, vs[1].ID())
 	}
 	if head, x, ds, err := r.Edits().Read(ctx, "run", "dataset=g"); err != nil || head.Version != x2 || x.Version != x2 || ds.ID() != vs[1].ID() || len(head.Chain()) != 3 {

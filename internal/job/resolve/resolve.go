@@ -48,8 +48,8 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/editproto"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -147,7 +147,7 @@ func (r *Resolver) Orders() *layout.Orders { return r.cfg.Orders }
 // its features, what it reads, and the epoch asked about.
 type Job struct {
 	Query    query.Query
-	Features spec.Set
+	Features features.Set
 	Source   layout.Source
 	Epoch    uint64
 }
@@ -250,7 +250,7 @@ func (r *Resolver) batch(ctx context.Context, raw, epoch, batch string, fresh bo
 // its features, and extra (a plan's, an edit's own), are checked against
 // the table. Every request about a job's epochs and batches, /plan and
 // the edits resolve through it.
-func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra spec.Set) (*Job, error) {
+func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra features.Set) (*Job, error) {
 	if err := r.transform(&q.Job); err != nil {
 		return nil, err
 	}
@@ -259,10 +259,10 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 			return nil, err
 		}
 	}
-	features := spec.Requested(q.Job) | extra
+	set := features.Requested(q.Job) | extra
 	// What the request names is refused before what it reads is looked
 	// for: the table's answer, whatever the dataset.
-	if err := features.Check(); err != nil {
+	if err := set.Check(); err != nil {
 		return nil, err
 	}
 	src, err := r.source(ctx, q.Job)
@@ -274,20 +274,20 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 		return nil, err
 	}
 	for _, e := range head.Chain() {
-		features = features.With(kindFeature(e.Kind))
+		set = set.With(kindFeature(e.Kind))
 	}
 	for _, ds := range datasets(src) {
 		if ds.Index.Deferred() {
-			features = features.With(spec.InPlace)
+			set = set.With(features.InPlace)
 		}
 	}
 	if src.Members != nil && src.Members.Len() > 1 {
-		features = features.With(spec.Cluster)
+		set = set.With(features.Cluster)
 	}
-	if err := features.Check(); err != nil {
+	if err := set.Check(); err != nil {
 		return nil, err
 	}
-	if r.cfg.NoClips != nil && features.Has(spec.Clips) {
+	if r.cfg.NoClips != nil && set.Has(features.Clips) {
 		// After the table and what the job reads (a 400 or a 404 is the
 		// request's to mend): no clip job is served here, whatever its
 		// parameters.
@@ -301,16 +301,16 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	if err := r.snapshot(ctx, src, q.Job); err != nil {
 		return nil, err
 	}
-	src.Features = features
-	return &Job{Query: q, Features: features, Source: src, Epoch: epoch}, nil
+	src.Features = set
+	return &Job{Query: q, Features: set, Source: src, Epoch: epoch}, nil
 }
 
 // kindFeature is the feature a stored edit's kind is.
-func kindFeature(kind string) spec.Feature {
+func kindFeature(kind string) features.Feature {
 	if kind == chain.Append {
-		return spec.Append
+		return features.Append
 	}
-	return spec.Exclusion
+	return features.Exclusion
 }
 
 // datasets are the dataset versions src reads.
@@ -351,7 +351,7 @@ func (r *Resolver) source(ctx context.Context, job api.Job) (layout.Source, erro
 // unit is the kind of batch job serves (layout.Unit), chosen from its
 // features: the one place the resolver asks, handed to the layout in the
 // job's source.
-func (r *Resolver) unit(job api.Job) layout.Unit { return r.cfg.Orders.UnitOf(spec.Requested(job)) }
+func (r *Resolver) unit(job api.Job) layout.Unit { return r.cfg.Orders.UnitOf(features.Requested(job)) }
 
 // data resolves what job reads: one dataset's version, or a mixture of
 // the versions of its components, each the view its unit reads

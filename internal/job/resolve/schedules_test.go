@@ -14,8 +14,8 @@ import (
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/editproto"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/jobsched"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -102,7 +102,7 @@ func TestStoredSchedule(t *testing.T) {
 	}
 
 	j, err := r.Resolve(ctx, parse(t, r, job), 1, -1, 0)
-	if err != nil || j.Query.Job.ScheduleVersion != made["v3"].Version || j.Query.Job.Dataset != "" || len(j.Query.Job.Mix) == 0 || !j.Features.Has(spec.Schedule) {
+	if err != nil || j.Query.Job.ScheduleVersion != made["v3"].Version || j.Query.Job.Dataset != "" || len(j.Query.Job.Mix) == 0 || !j.Features.Has(features.Schedule) {
 		t.Fatalf("schedule=latest resolved: %v; %+v", err, j)
 	}
 	pinned := "job=mixed&schedule=" + made["v1"].Version + "&batch_size=4&window=2&seed=7"

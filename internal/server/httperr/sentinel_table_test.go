@@ -34,11 +34,11 @@ import (
 	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/internal/s3face/s3auth"
 	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/internal/server/reqbody"
@@ -155,8 +155,8 @@ var served = []sentinelCase{
 	{"internal/job/chain.ErrTooMany", chain.ErrTooMany, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/job/chain.ErrUnknown", chain.ErrUnknown, http.StatusNotFound, "not_found", false},
 	{"internal/job/chain.ErrUnknownKeys", chain.ErrUnknownKeys, http.StatusUnprocessableEntity, "unprocessable", false},
-	{"internal/job/spec.ErrIncompatible", spec.ErrIncompatible, http.StatusBadRequest, "bad_request", false},
-	{"internal/job/spec.ErrNotPlanned", spec.ErrNotPlanned, http.StatusNotImplemented, "not_implemented", false},
+	{"internal/job/features.ErrIncompatible", features.ErrIncompatible, http.StatusBadRequest, "bad_request", false},
+	{"internal/job/features.ErrNotPlanned", features.ErrNotPlanned, http.StatusNotImplemented, "not_implemented", false},
 	{"internal/job/query.ErrNotServed", query.ErrNotServed, http.StatusNotImplemented, "not_implemented", false},
 	{"internal/job/jobsched.ErrConflict", jobsched.ErrConflict, http.StatusConflict, "conflict", false},
 	{"internal/job/jobsched.ErrUnasked", jobsched.ErrUnasked, http.StatusServiceUnavailable, "member_unasked", false},

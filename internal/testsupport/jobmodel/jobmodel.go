@@ -28,7 +28,7 @@
 // shuffle.NewAppended(Over), shuffle.AppendedEpoch, shuffle.Params' cut,
 // package balance or anything in internal/batch or internal/job. The
 // feature rules are the model's own list; its test holds the table
-// (internal/job/spec) to them, and the gateway's test takes only the
+// (internal/job/features) to them, and the gateway's test takes only the
 // table's messages from it.
 //
 // It is test support: nothing in the server links it.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/balance"
-	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/testsupport/jobmodel"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -214,19 +214,19 @@ func TestAssignIsBalances(t *testing.T) {
 }
 
 // TestRulesAreTheTable: the model's rules are the table every entry point
-// asks (internal/job/spec): its features in order, every pair's kind and
+// asks (internal/job/features): its features in order, every pair's kind and
 // downgrade, what /plan does not model, the exclusive parameters and the
 // companions. A change to the table is a change to the rules: this
 // fails until the model says it too.
 func TestRulesAreTheTable(t *testing.T) {
 	var names []string
-	for _, d := range spec.Features() {
+	for _, d := range features.Features() {
 		names = append(names, string(d.Name))
 	}
 	if !slices.Equal(names, jobmodel.Features) {
 		t.Fatalf("the table's features %v; the model's %v", names, jobmodel.Features)
 	}
-	table := spec.Table()
+	table := features.Table()
 	rules := jobmodel.Rules()
 	if len(table) != len(rules) {
 		t.Fatalf("%d cells, %d rules", len(table), len(rules))
@@ -238,19 +238,19 @@ func TestRulesAreTheTable(t *testing.T) {
 		if got != want {
 			t.Errorf("the table says %s; the model %s", got, want)
 		}
-		if c.Verdict == spec.Refuse && c.Message == "" {
+		if c.Verdict == features.Refuse && c.Message == "" {
 			t.Errorf("%s×%s is refused without a message", c.A, c.B)
 		}
 	}
 	var ex [][]string
-	for _, e := range spec.Exclusives() {
+	for _, e := range features.Exclusives() {
 		ex = append(ex, e.Params)
 	}
 	if fmt.Sprint(ex) != fmt.Sprint(jobmodel.Exclusives) {
 		t.Errorf("the table's exclusive parameters %v; the model's %v", ex, jobmodel.Exclusives)
 	}
 	var co, mo []string
-	for _, c := range spec.Companions() {
+	for _, c := range features.Companions() {
 		co = append(co, fmt.Sprint(c.Params, c.Needs))
 	}
 	for _, c := range jobmodel.Companions {
@@ -260,18 +260,18 @@ func TestRulesAreTheTable(t *testing.T) {
 		t.Errorf("the table's companions %v; the model's %v", co, mo)
 	}
 	var ru, mr []string
-	for _, r := range spec.Rules() {
+	for _, r := range features.Rules() {
 		ru = append(ru, fmt.Sprint(r.Features, r.Given, r.Unless))
 	}
 	for _, c := range jobmodel.Conds {
-		var fs []spec.Feature
+		var fs []features.Feature
 		for _, f := range c.Features {
-			fs = append(fs, spec.Feature(f))
+			fs = append(fs, features.Feature(f))
 		}
-		ps := func(ps [][2]string) []spec.Param {
-			var out []spec.Param
+		ps := func(ps [][2]string) []features.Param {
+			var out []features.Param
 			for _, p := range ps {
-				out = append(out, spec.Param{Name: p[0], Value: p[1]})
+				out = append(out, features.Param{Name: p[0], Value: p[1]})
 			}
 			return out
 		}
@@ -315,27 +315,27 @@ func TestJudgeIsCheckParams(t *testing.T) {
 		var want string
 		switch verdict := jobmodel.Judge(v); verdict.Kind {
 		case "exclusive":
-			want = spec.Exclusives()[verdict.Exclusive].Message
+			want = features.Exclusives()[verdict.Exclusive].Message
 		case "companion":
-			for _, c := range spec.Companions() {
+			for _, c := range features.Companions() {
 				if slices.Contains(c.Params, verdict.Companion) {
 					want = strings.ReplaceAll(c.Message, "{param}", verdict.Companion)
 				}
 			}
 		case "pair":
-			want = spec.Lookup(spec.Feature(verdict.A), spec.Feature(verdict.B)).Message
+			want = features.Lookup(features.Feature(verdict.A), features.Feature(verdict.B)).Message
 		case "rule":
-			want = strings.TrimPrefix(spec.Rules()[verdict.Rule].Refusal(verdict.Param).Error(), spec.ErrIncompatible.Error()+": ")
+			want = strings.TrimPrefix(features.Rules()[verdict.Rule].Refusal(verdict.Param).Error(), features.ErrIncompatible.Error()+": ")
 		}
 		var got string
-		if err := spec.CheckParams(v); err != nil {
-			got = strings.TrimPrefix(err.Error(), spec.ErrIncompatible.Error()+": ")
+		if err := features.CheckParams(v); err != nil {
+			got = strings.TrimPrefix(err.Error(), features.ErrIncompatible.Error()+": ")
 		}
 		if got != want {
 			t.Fatalf("%s: the table refuses with %q; the model's verdict %+v, whose message is %q", v.Encode(), got, jobmodel.Judge(v), want)
 		}
 		var detected []string
-		for _, f := range spec.Detect(v).List() {
+		for _, f := range features.Detect(v).List() {
 			detected = append(detected, string(f))
 		}
 		if !slices.Equal(detected, jobmodel.Detect(v)) {

@@ -1,4 +1,4 @@
-package spec
+package features
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite python/brand/compat.json and do
 const (
 	pythonGolden = "../../../python/brand/compat.json"
 	httpDocs     = "../../../docs/http-api.md"
-	docsBegin    = "<!-- the compatibility table: generated from internal/job/spec (go test ./internal/job/spec -update) -->\n"
+	docsBegin    = "<!-- the compatibility table: generated from internal/job/features (go test ./internal/job/features -update) -->\n"
 	docsEnd      = "<!-- end of the compatibility table -->"
 )
 
@@ -37,10 +37,10 @@ func TestGolden(t *testing.T) {
 	}
 	got, err := os.ReadFile(pythonGolden)
 	if err != nil {
-		t.Fatalf("%v (write it with go test ./internal/job/spec -update)", err)
+		t.Fatalf("%v (write it with go test ./internal/job/features -update)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is not the table (rewrite it with go test ./internal/job/spec -update)", pythonGolden)
+		t.Errorf("%s is not the table (rewrite it with go test ./internal/job/features -update)", pythonGolden)
 	}
 }
 
@@ -65,7 +65,7 @@ func TestDocs(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s's compatibility table is not the table's (rewrite it with go test ./internal/job/spec -update)", httpDocs)
+	t.Errorf("%s's compatibility table is not the table's (rewrite it with go test ./internal/job/features -update)", httpDocs)
 }
 
 // TestTableIsComplete: every pair of features has one cell, each

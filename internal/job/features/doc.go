@@ -1,4 +1,4 @@
-// Package spec is what a job is made of, in features, and the one table
+// Package features is what a job is made of, in features, and the one table
 // of which features go together.
 //
 // A job is the sum of its features: a source (one dataset, a mixture, a
@@ -51,4 +51,4 @@
 // resize — are added by whoever resolves them (Set.With).
 //
 // Standard library and package api only; no package-level mutable state.
-package spec
+package features
