@@ -763,7 +763,7 @@ func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 }
 
 // importanceOfMixture is why a plan of a mixture is not drawn by
-// importance: the table's refusal of the pair (package spec), which the
+// importance: the table's refusal of the pair (package features), which the
 // gateway answers a request of both with; a planner that does not model
 // it, should the table come to take it.
 func importanceOfMixture() string {

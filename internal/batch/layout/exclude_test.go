@@ -342,7 +342,7 @@ func TestExclusionETag(t *testing.T) {
 // next epoch's order without them (its windows, O(chunks)), as a request
 // after POST /jobs/NAME/exclude pays. It writes the seconds an
 // application takes (s/apply); the keys' lookup in the index is
-// internal/job/exclusions' BenchmarkMakeAMillionKeys.
+// internal/job/chain's BenchmarkMakeAMillionKeys.
 func BenchmarkExclusionOfAMillionKeys(b *testing.B) {
 	ds := catalogtest.Dataset(b, "d", 2000, 1000)
 	r := rand.New(rand.NewPCG(1, 2))
