@@ -62,10 +62,13 @@ type ClusterPlan struct {
 	// that is one gateway's plan's).
 	Transform *TransformPlan `json:"transform,omitempty"`
 
-	Nodes             int   `json:"nodes"`
-	Chunks            int   `json:"chunks"`
+	Nodes  int `json:"nodes"`
+	Chunks int `json:"chunks"`
+	// Samples is the dataset's, as in Plan; BatchesPerEpoch the global
+	// batches of the first epoch planned (Epochs[0]'s), each epoch's
+	// samples and batches being in Epochs.
 	Samples           int   `json:"samples"`
-	BatchesPerEpoch   int   `json:"batches_per_epoch"` // global batches
+	BatchesPerEpoch   int   `json:"batches_per_epoch"`
 	NodeCacheBytes    int64 `json:"node_cache_bytes"`
 	ClusterCacheBytes int64 `json:"cluster_cache_bytes"` // Nodes × NodeCacheBytes
 	// NodeDiskCacheBytes is each node's disk tier below its cache, absent
@@ -103,9 +106,13 @@ type ClusterPlan struct {
 	Assignment string `json:"assignment,omitempty"`
 }
 
-// ClusterEpoch is one epoch of a ClusterPlan.
+// ClusterEpoch is one epoch of a ClusterPlan: its samples and global
+// batches as the gateway serves them (api.PlanEpoch's), and what the cluster
+// reads and moves for them.
 type ClusterEpoch struct {
-	Epoch int `json:"epoch"`
+	Epoch   int `json:"epoch"`
+	Samples int `json:"samples"`
+	Batches int `json:"batches"`
 	// StoreBytes is what the whole cluster reads from the store: the sum
 	// over nodes of the bytes each node's cache misses, each node seeing
 	// the accesses to the chunks it owns, under the schedule's next-use
@@ -211,10 +218,6 @@ func validateClusterInput(in ClusterInput, s *schedule) error {
 	case in.NodeDiskCacheBytes > math.MaxInt64/int64(in.Nodes):
 		return fmt.Errorf("%w: node disk cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeDiskCacheBytes, in.Nodes)
 	}
-	if s.numBatches() == 0 {
-		return fmt.Errorf("%w: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
-			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
-	}
 	return nil
 }
 
@@ -222,23 +225,38 @@ func validateClusterInput(in ClusterInput, s *schedule) error {
 // yields, over the chunks of s with ownership l; read is the bytes an
 // epoch reads before drop_last (the dataset's, for one dataset).
 func clusterPlan(m *meter, in ClusterInput, s *schedule, l *layout, walk func(visit func(epoch int, chunks []int32)) error, read float64) (*ClusterPlan, error) {
-	nb := s.numBatches()
+	sizes, err := s.epochSizes()
+	if err != nil {
+		return nil, err
+	}
 	w := newClusterWalker(m, s, l)
 	if err := walk(w.visit); err != nil {
 		return nil, err
 	}
 	w.flush()
+	// Every planned epoch, one of no batches (which the walk does not
+	// visit) included.
+	epochs := make([]ClusterEpoch, len(sizes))
+	for i, z := range sizes {
+		epochs[i] = ClusterEpoch{Epoch: z.Epoch}
+	}
+	for _, e := range w.epochs {
+		epochs[e.Epoch-in.Job.FirstEpoch] = e
+	}
+	for i, z := range sizes {
+		epochs[i].Samples, epochs[i].Batches = z.Samples, z.Batches
+	}
 
 	p := &ClusterPlan{
 		Job:                in.Job,
 		Nodes:              in.Nodes,
 		Chunks:             len(s.d.Counts),
 		Samples:            s.n,
-		BatchesPerEpoch:    nb,
+		BatchesPerEpoch:    sizes[0].Batches,
 		NodeCacheBytes:     in.NodeCacheBytes,
 		ClusterCacheBytes:  in.NodeCacheBytes * int64(in.Nodes),
 		NodeDiskCacheBytes: in.NodeDiskCacheBytes,
-		Epochs:             w.epochs,
+		Epochs:             epochs,
 		Locality:           w.locality.quality(),
 		PlainCut:           w.plain.quality(),
 	}
