@@ -40,6 +40,12 @@ type ClusterInput struct {
 	// component's own replaces (ClusterPlan.Mix).
 	Mix *Mix
 
+	// Importance, if not nil, adds the figures of the same job and cache
+	// in importance mode (ClusterPlan.Importance), for one node only: a
+	// node is a gateway, whose plan it is (PlanInput.Importance); the
+	// planner models importance sampling on no cluster of several.
+	Importance *Importance
+
 	// Budget bounds the prediction's work; zero is no bound.
 	Budget Budget
 }
@@ -90,6 +96,11 @@ type ClusterPlan struct {
 	MaxOwnedBytes int64 `json:"max_owned_bytes"`
 
 	Epochs []ClusterEpoch `json:"epochs"`
+
+	// Importance is, for one node, the same job read by importance from
+	// one snapshot (ClusterInput.Importance): the single gateway's
+	// figures, Plan.Importance.
+	Importance *ImportancePlan `json:"importance,omitempty"`
 
 	// Locality is the shuffle quality of the batches ranks receive with
 	// locality-aware assignment, PlainCut without it (each rank takes its
@@ -180,22 +191,39 @@ func makeClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if err := validateClusterInput(in, s); err != nil {
 		return nil, err
 	}
-	if err := admitCluster(m, in, s, 1); err != nil {
+	passes := int64(1)
+	if in.Importance != nil {
+		switch {
+		case in.Nodes > 1:
+			return nil, fmt.Errorf("%w: importance sampling is planned for one node, not for %d", ErrInvalid, in.Nodes)
+		case in.Job.Edit != nil:
+			return nil, fmt.Errorf("%w: a job's edits apply to the uniform shuffle, not to importance sampling", ErrInvalid)
+		}
+		if err := in.Importance.validate(s.n); err != nil {
+			return nil, err
+		}
+		passes++
+	}
+	if err := admitCluster(m, in, s, passes); err != nil {
 		return nil, err
 	}
 	l := newLayout(in.Dataset, in.IndexKey, in.ids())
-	return clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
+	p, err := clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
 		return s.walk(m, s.j.Window, visit)
 	}, float64(sum(in.Dataset.ChunkSizes)))
+	if err == nil && in.Importance != nil {
+		p.Importance, err = planImportance(m, s, in.Importance, in.NodeCacheBytes, in.NodeDiskCacheBytes)
+	}
+	return p, err
 }
 
 // admitCluster checks a cluster prediction's walk against m's budget up
 // front: passes walks of the epochs of s (the dataset's schedule or a
 // mixture's merged one), each global batch counting its nodes besides
-// its samples, and one trace of them.
+// its samples, and a trace of them for each.
 func admitCluster(m *meter, in ClusterInput, s *schedule, passes int64) error {
 	epochs, nb := int64(in.Job.Epochs), int64(s.numBatches())
-	return m.admit(passes*epochs*(int64(s.n)+nb*int64(in.Nodes)), epochs*nb)
+	return m.admit(passes*epochs*(int64(s.n)+nb*int64(in.Nodes)), passes*epochs*nb)
 }
 
 // validateClusterInput checks what a cluster prediction adds to a job on

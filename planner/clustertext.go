@@ -81,6 +81,9 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "largest share of one chunk (worst)\t%*s\t%*s\n", wl, percent(l.WorstChunkShare), wc, percent(c.WorstChunkShare))
 	tw.Flush()
 
+	if p.Importance != nil {
+		p.Importance.writeText(&b, p.DatasetBytes, p.storeBytes())
+	}
 	if p.Transform != nil {
 		p.Transform.writeText(&b)
 	}

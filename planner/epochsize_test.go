@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -176,5 +177,32 @@ func TestPlanOfNoBatches(t *testing.T) {
 		if got, want := fmt.Sprint(sp.Optimal.Epochs), fmt.Sprint(alone.Optimal.Epochs); got != want {
 			t.Errorf("beside a job of no batches, the other reads %s; alone %s", got, want)
 		}
+	}
+}
+
+// TestClusterPlanOfOneNodeInImportance (issue 80, case 6): a prediction
+// for one node, a gateway, takes importance mode, its figures the
+// gateway's plan's (and text's); for several nodes, which the planner
+// does not model, it is refused. Before, one node was refused too.
+func TestClusterPlanOfOneNodeInImportance(t *testing.T) {
+	in := importanceGoldenInput(t)
+	want := mustPlan(t, in)
+	cin := ClusterInput{Dataset: in.Dataset, Job: in.Job, Nodes: 1, NodeCacheBytes: in.CacheBytes, Importance: in.Importance}
+	cp, err := MakeClusterPlan(context.Background(), cin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(cp.Importance)
+	wantJSON, _ := json.Marshal(want.Importance)
+	if cp.Importance == nil || string(got) != string(wantJSON) {
+		t.Errorf("one node's importance figures\n%s\nwant the gateway's\n%s", got, wantJSON)
+	}
+	var b bytes.Buffer
+	if err := cp.WriteText(&b); err != nil || !strings.Contains(b.String(), "Importance  snapshot "+in.Importance.Snapshot.Version()) {
+		t.Errorf("the report of one node in importance mode: %v\n%s", err, b.String())
+	}
+	cin.Nodes = 2
+	if _, err := MakeClusterPlan(context.Background(), cin); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "one node, not for 2") {
+		t.Errorf("2 nodes in importance mode: %v; want ErrInvalid", err)
 	}
 }

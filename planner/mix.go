@@ -732,6 +732,9 @@ func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if len(in.Dataset.Counts) > 0 || len(in.Dataset.ChunkSizes) > 0 {
 		return nil, fmt.Errorf("%w: a prediction for a mixture takes its datasets from its components; leave Dataset empty", ErrInvalid)
 	}
+	if in.Importance != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, importanceOfMixture())
+	}
 	ms, err := newMixSchedule(*in.Mix, in.Job)
 	if err != nil {
 		return nil, err

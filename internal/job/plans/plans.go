@@ -243,13 +243,11 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	planned := j.Features
-	if q.Job.Importance.Version == "" {
-		// An importance job's epoch drawn from no snapshot (its first) is
-		// the uniform shuffle, which the planner models everywhere.
-		planned = planned.Without(spec.Importance)
-	}
-	if err := planned.CheckPlan(); err != nil {
+	// What the planner does not model is the table's to say (501), from
+	// the job's features as its batches have them: an importance job on
+	// a cluster is one, whether its epochs are drawn from a snapshot yet
+	// or not, for its next ones are.
+	if err := j.Features.CheckPlan(); err != nil {
 		return nil, err
 	}
 	q = j.Query

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -28,6 +30,8 @@ import (
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
+	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/internal/testsupport/videotest"
 	"github.com/brandgw/brand/planner"
@@ -358,6 +362,53 @@ func TestPlanOfAnEmptyEpoch(t *testing.T) {
 	sp := decode[planner.SharedPlan](t, p)
 	if len(sp.Optimal.Jobs) != 2 || sp.Optimal.Jobs[0].Accesses != 0 || sp.Optimal.Jobs[1].Accesses == 0 {
 		t.Errorf("POST /plan of a job of no batches beside another: %+v", sp.Optimal.Jobs)
+	}
+}
+
+// The importance cells of the table hold for /plan (issue 80, case 6):
+// sampling=importance planned for a cluster of several nodes is 501, the
+// table's reason, with a snapshot or before the first; with a snapshot
+// planned for one node (nodes=1) it is planned, with its importance
+// figures — one node is one gateway — where it was 400.
+func TestPlanOfImportanceIsTheTables(t *testing.T) {
+	w := newServedWorld(t)
+	ds := mustGet(t, w.cat, "test")
+	scores := make([]float32, ds.Index.NumSamples())
+	for i := range scores {
+		scores[i] = float32(1 + i%7)
+	}
+	snap, err := importance.NewSnapshot(ds.Index, "imp", 0, scores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.snaps.m[snap.Version()] = snap
+	why := spec.Lookup(spec.Importance, spec.Cluster).Plan
+	for _, q := range []string{
+		"sampling=importance&job=imp&nodes=2",
+		"sampling=importance&job=imp&importance=" + snap.Version() + "&nodes=2",
+	} {
+		_, err := w.m.Plan(context.Background(), q)
+		if !errors.Is(err, spec.ErrNotPlanned) || httperr.Status(err) != http.StatusNotImplemented || !strings.Contains(err.Error(), why) {
+			t.Errorf("/plan?%s: %v (%d); want 501 with the table's %q", q, err, httperr.Status(err), why)
+		}
+	}
+	for _, q := range []string{
+		"sampling=importance&job=imp&importance=" + snap.Version() + "&nodes=1",
+		"sampling=importance&job=imp&importance=" + snap.Version(),
+	} {
+		b, err := w.plan(q, "epochs=2")
+		if err != nil {
+			t.Errorf("/plan?%s: %v; want it planned", q, err)
+			continue
+		}
+		var p struct {
+			Importance *struct {
+				Version string `json:"version"`
+			} `json:"importance"`
+		}
+		if err := json.Unmarshal(b, &p); err != nil || p.Importance == nil || p.Importance.Version != snap.Version() {
+			t.Errorf("/plan?%s: %s; want its importance figures", q, b)
+		}
 	}
 }
 
