@@ -76,8 +76,9 @@ const (
 // Batches) — its samples (a token job's sequences, a clip job's clips),
 // which a job's edits make differ from the dataset's and from epoch to
 // epoch, and its global batches, none for drop_last and fewer samples
-// than one global batch. Every GET /plan answer of one job lists its
-// epochs so ("epochs"), its "batches_per_epoch" being the first's.
+// than one global batch. Every GET /plan answer of a job's epochs (all
+// but a resize's) lists them so ("epochs"), its "batches_per_epoch"
+// being the first's.
 type PlanEpoch struct {
 	Epoch   int `json:"epoch"`
 	Samples int `json:"samples"`
