@@ -48,6 +48,11 @@ func TestModel(t *testing.T) {
 	for i := range seeds {
 		seeds[i] = uint64(i)
 	}
+	// Rounds a soak once failed, kept: mixtures balanced by bytes whose
+	// small component put two draws of one sample in a rank's share,
+	// which the server separates (docs/shuffle.md §7.2) and the model
+	// did not.
+	seeds = append(seeds, 232, 3242, 3502)
 	if s := os.Getenv("BRAND_MODEL_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
