@@ -71,6 +71,20 @@ const (
 	MaxSharedPlanBodyBytes = 64 << 10
 )
 
+// PlanEpoch is one epoch a plan of one job plans, as the server serves
+// it: what /epoch/N answers of it from offset 0 (EpochInfo's Samples and
+// Batches) — its samples (a token job's sequences, a clip job's clips),
+// which a job's edits make differ from the dataset's and from epoch to
+// epoch, and its global batches, none for drop_last and fewer samples
+// than one global batch. Every GET /plan answer of a job's epochs (all
+// but a resize's) lists them so ("epochs"), its "batches_per_epoch"
+// being the first's.
+type PlanEpoch struct {
+	Epoch   int `json:"epoch"`
+	Samples int `json:"samples"`
+	Batches int `json:"batches"`
+}
+
 // PlanDataset is what a plan needs of the data a job reads, as a server
 // describes it to its planner: the dataset's index version and, per chunk,
 // its samples, its bytes in the cache and the bytes a load of it reads

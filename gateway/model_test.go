@@ -32,8 +32,10 @@ import (
 // balanced batch §13.3's assignment, a batch by locality the global
 // batch's samples, each rank its share), every epoch serves each sample
 // as often as the rules say, every batch read before an edit is read
-// again byte for byte under its ETag, and every combination the rules
-// refuse is refused with the table's message on /epoch/N,
+// again byte for byte under its ETag, every round's /plan plans the
+// epochs it served (each epoch's samples and batches; 501, the table's
+// reason, for a job the table does not plan), and every combination the
+// rules refuse is refused with the table's message on /epoch/N,
 // /epoch/N/batch/M, /plan and the edit endpoints.
 //
 // The rounds run in CI are seeds 0 to modelRounds−1 (fewer under the race
@@ -46,6 +48,11 @@ func TestModel(t *testing.T) {
 	for i := range seeds {
 		seeds[i] = uint64(i)
 	}
+	// Rounds a soak once failed, kept: mixtures balanced by bytes whose
+	// small component put two draws of one sample in a rank's share,
+	// which the server separates (docs/shuffle.md §7.2) and the model
+	// did not.
+	seeds = append(seeds, 232, 3242, 3502)
 	if s := os.Getenv("BRAND_MODEL_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -279,6 +286,7 @@ func samplesRound(t *testing.T, seed uint64, ds string, nodes int) {
 			j.countsAsRuled(e, keys)
 		}
 	}
+	j.planAsServed(j.cut, 0, j.lengths(0, int(last)+1), j.resolved([]string{j.ds}))
 	j.rereadFirst(phased)
 	j.resume(last)
 	j.restarted(last)
@@ -357,6 +365,7 @@ func mixtureRound(t *testing.T, seed uint64, nodes int) {
 		j.epochInfo(j.anyNode(0), e, j.cut)
 		j.epoch(e, 0, j.cut, j.anyNode)
 	}
+	j.planAsServed(j.cut, 0, j.lengths(0, 3), j.resolved(j.comps))
 	j.rereadFirst(len(j.reads))
 	j.resume(2)
 	j.restarted(2)

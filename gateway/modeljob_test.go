@@ -147,7 +147,7 @@ func (j *mJob) epochInfo(node int, e uint64, cut jobmodel.Cut) {
 // batches in its headers, every sample's bytes its source's, and the
 // ranks' samples the model's — the plain cut's slices exactly; with
 // balance=bytes §13.3's assignment of the global batch by its samples'
-// stored bytes; with locality, the global batch's samples, each rank as
+// stored bytes, each rank's repeats separated (§7.2); with locality, the global batch's samples, each rank as
 // many as its slice. It returns the global batch's keys, rank by rank,
 // and records each rank's read.
 func (j *mJob) step(e uint64, m int, cut jobmodel.Cut, pick func(rank int) int) []string {
@@ -202,6 +202,9 @@ func (j *mJob) step(e uint64, m int, cut jobmodel.Cut, pick func(rank int) int) 
 			for _, p := range places {
 				keys = append(keys, global[p])
 			}
+			// A mixture's small component can bring two draws of one
+			// sample together in a rank's share (docs/shuffle.md §7.2).
+			jobmodel.SeparateRepeats(keys)
 			want = append(want, keys)
 		}
 	case "plain":

@@ -135,9 +135,10 @@ func tokenRound(t *testing.T, seed uint64, nodes int, balanced bool) {
 // its name and balance=, and its cut j.cut) to its cut and to the epoch
 // read at world 1, over epoch 0 whole and epoch 1 resumed at another
 // world size from a random position; reads every batch again from a
-// gateway started over the same stores; and asks for its edits, the
-// round's share of the refused pairs and random requests, each refused
-// as the rules say.
+// gateway started over the same stores; holds its /plan of epochs 0 and
+// 1 to their sequences and batches; and asks for its edits, the round's
+// share of the refused pairs and random requests, each refused as the
+// rules say.
 func (j *mJob) tokenRun(seed uint64, plain url.Values, balance string) {
 	t, r, w, ns := j.t, j.r, j.w, j.nodes
 	t.Helper()
@@ -156,7 +157,10 @@ func (j *mJob) tokenRun(seed uint64, plain url.Values, balance string) {
 		}
 	}
 	// A resume at another world size from a random position of epoch 1.
+	first := len(ref)
 	ref = tokenReference(t, ns.urls[j.anyNode(0)], plain, 1)
+	// The plan of epochs 0 and 1: the sequences and batches served.
+	j.planAsServed(j.cut, 0, []int{first, len(ref)}, j.resolved(datasetsOf(j.q)))
 	cut := jobmodel.Cut{B: 1 + r.IntN(4), World: 1 + r.IntN(6), Offset: r.IntN(len(ref) + 1), DropLast: r.IntN(2) == 0}
 	t.Logf("resumed: %+v", cut)
 	for m := range cut.Batches(len(ref)) {

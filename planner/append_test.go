@@ -21,18 +21,18 @@ import (
 // by a plain count, each batch's distinct chunks found by a set.
 func referenceAppendedTrace(t *testing.T, d Dataset, j Job) []Access {
 	t.Helper()
-	a := j.Edit
-	chunkOf := func(id int) int32 {
-		first := 0
-		for c, k := range d.Counts {
-			if id < first+k {
-				return int32(c)
-			}
-			first += k
-		}
-		t.Fatalf("sample %d beyond the dataset", id)
-		return -1
+	var out []Access
+	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
+		out = append(out, referenceCut(t, d, j, e, referenceAppendedOrder(t, d, j, e))...)
 	}
+	return out
+}
+
+// referenceAppendedOrder is epoch e's order of j's append record, as
+// referenceAppendedTrace lays it out.
+func referenceAppendedOrder(t *testing.T, d Dataset, j Job, e int) []int {
+	t.Helper()
+	a := j.Edit
 	// windows is an epoch's order over counts, window by window, its
 	// sample IDs shifted by base.
 	windows := func(counts []int, e, base int) [][]int {
@@ -58,50 +58,32 @@ func referenceAppendedTrace(t *testing.T, d Dataset, j Job) []Access {
 	for _, k := range d.Counts[:a.Chunks] {
 		oldSamples += k
 	}
-	var out []Access
-	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
-		var order []int
-		switch {
-		case e < a.Epoch:
-			order = slices.Concat(windows(d.Counts[:a.Chunks], e, 0)...)
-		case e > a.Epoch:
-			order = slices.Concat(windows(d.Counts, e, 0)...)
-		default:
-			old, added := windows(d.Counts[:a.Chunks], e, 0), windows(d.Counts[a.Chunks:], e, oldSamples)
-			pos := 0
-			for len(old) > 0 {
-				// The old windows up to and including the one holding From.
-				order = append(order, old[0]...)
-				old, pos = old[1:], pos+len(old[0])
-				if pos > a.From {
-					break
-				}
-			}
-			r := rand.New(rand.NewPCG(j.Seed, uint64(e)^0x617070656e64))
-			for len(old)+len(added) > 0 {
-				if r.IntN(len(old)+len(added)) < len(old) {
-					order, old = append(order, old[0]...), old[1:]
-				} else {
-					order, added = append(order, added[0]...), added[1:]
-				}
-			}
-		}
-		g := j.BatchSize * j.World
-		for start := 0; start < len(order); start += g {
-			end := min(start+g, len(order))
-			if end-start < g && j.DropLast {
-				break
-			}
-			seen := map[int32]bool{}
-			for _, id := range order[start:end] {
-				if c := chunkOf(id); !seen[c] {
-					out = append(out, Access{Chunk: c, Epoch: int32(e), Start: len(seen) == 0})
-					seen[c] = true
-				}
-			}
+	switch {
+	case e < a.Epoch:
+		return slices.Concat(windows(d.Counts[:a.Chunks], e, 0)...)
+	case e > a.Epoch:
+		return slices.Concat(windows(d.Counts, e, 0)...)
+	}
+	var order []int
+	old, added := windows(d.Counts[:a.Chunks], e, 0), windows(d.Counts[a.Chunks:], e, oldSamples)
+	pos := 0
+	for len(old) > 0 {
+		// The old windows up to and including the one holding From.
+		order = append(order, old[0]...)
+		old, pos = old[1:], pos+len(old[0])
+		if pos > a.From {
+			break
 		}
 	}
-	return out
+	r := rand.New(rand.NewPCG(j.Seed, uint64(e)^0x617070656e64))
+	for len(old)+len(added) > 0 {
+		if r.IntN(len(old)+len(added)) < len(old) {
+			order, old = append(order, old[0]...), old[1:]
+		} else {
+			order, added = append(order, added[0]...), added[1:]
+		}
+	}
+	return order
 }
 
 // TestTraceWithAppend: a job's trace under an append record is the

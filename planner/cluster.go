@@ -40,6 +40,12 @@ type ClusterInput struct {
 	// component's own replaces (ClusterPlan.Mix).
 	Mix *Mix
 
+	// Importance, if not nil, adds the figures of the same job and cache
+	// in importance mode (ClusterPlan.Importance), for one node only: a
+	// node is a gateway, whose plan it is (PlanInput.Importance); the
+	// planner models importance sampling on no cluster of several.
+	Importance *Importance
+
 	// Budget bounds the prediction's work; zero is no bound.
 	Budget Budget
 }
@@ -62,10 +68,13 @@ type ClusterPlan struct {
 	// that is one gateway's plan's).
 	Transform *TransformPlan `json:"transform,omitempty"`
 
-	Nodes             int   `json:"nodes"`
-	Chunks            int   `json:"chunks"`
+	Nodes  int `json:"nodes"`
+	Chunks int `json:"chunks"`
+	// Samples is the dataset's, as in Plan; BatchesPerEpoch the global
+	// batches of the first epoch planned (Epochs[0]'s), each epoch's
+	// samples and batches being in Epochs.
 	Samples           int   `json:"samples"`
-	BatchesPerEpoch   int   `json:"batches_per_epoch"` // global batches
+	BatchesPerEpoch   int   `json:"batches_per_epoch"`
 	NodeCacheBytes    int64 `json:"node_cache_bytes"`
 	ClusterCacheBytes int64 `json:"cluster_cache_bytes"` // Nodes × NodeCacheBytes
 	// NodeDiskCacheBytes is each node's disk tier below its cache, absent
@@ -88,6 +97,11 @@ type ClusterPlan struct {
 
 	Epochs []ClusterEpoch `json:"epochs"`
 
+	// Importance is, for one node, the same job read by importance from
+	// one snapshot (ClusterInput.Importance): the single gateway's
+	// figures, Plan.Importance.
+	Importance *ImportancePlan `json:"importance,omitempty"`
+
 	// Locality is the shuffle quality of the batches ranks receive with
 	// locality-aware assignment, PlainCut without it (each rank takes its
 	// plain cut of the global batch). Both are over the same chunk order:
@@ -103,9 +117,13 @@ type ClusterPlan struct {
 	Assignment string `json:"assignment,omitempty"`
 }
 
-// ClusterEpoch is one epoch of a ClusterPlan.
+// ClusterEpoch is one epoch of a ClusterPlan: its samples and global
+// batches as the gateway serves them (api.PlanEpoch's), and what the cluster
+// reads and moves for them.
 type ClusterEpoch struct {
-	Epoch int `json:"epoch"`
+	Epoch   int `json:"epoch"`
+	Samples int `json:"samples"`
+	Batches int `json:"batches"`
 	// StoreBytes is what the whole cluster reads from the store: the sum
 	// over nodes of the bytes each node's cache misses, each node seeing
 	// the accesses to the chunks it owns, under the schedule's next-use
@@ -173,22 +191,39 @@ func makeClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if err := validateClusterInput(in, s); err != nil {
 		return nil, err
 	}
-	if err := admitCluster(m, in, s, 1); err != nil {
+	passes := int64(1)
+	if in.Importance != nil {
+		switch {
+		case in.Nodes > 1:
+			return nil, fmt.Errorf("%w: importance sampling is planned for one node, not for %d", ErrInvalid, in.Nodes)
+		case in.Job.Edit != nil:
+			return nil, fmt.Errorf("%w: a job's edits apply to the uniform shuffle, not to importance sampling", ErrInvalid)
+		}
+		if err := in.Importance.validate(s.n); err != nil {
+			return nil, err
+		}
+		passes++
+	}
+	if err := admitCluster(m, in, s, passes); err != nil {
 		return nil, err
 	}
 	l := newLayout(in.Dataset, in.IndexKey, in.ids())
-	return clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
+	p, err := clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
 		return s.walk(m, s.j.Window, visit)
 	}, float64(sum(in.Dataset.ChunkSizes)))
+	if err == nil && in.Importance != nil {
+		p.Importance, err = planImportance(m, s, in.Importance, in.NodeCacheBytes, in.NodeDiskCacheBytes)
+	}
+	return p, err
 }
 
 // admitCluster checks a cluster prediction's walk against m's budget up
 // front: passes walks of the epochs of s (the dataset's schedule or a
 // mixture's merged one), each global batch counting its nodes besides
-// its samples, and one trace of them.
+// its samples, and a trace of them for each.
 func admitCluster(m *meter, in ClusterInput, s *schedule, passes int64) error {
 	epochs, nb := int64(in.Job.Epochs), int64(s.numBatches())
-	return m.admit(passes*epochs*(int64(s.n)+nb*int64(in.Nodes)), epochs*nb)
+	return m.admit(passes*epochs*(int64(s.n)+nb*int64(in.Nodes)), passes*epochs*nb)
 }
 
 // validateClusterInput checks what a cluster prediction adds to a job on
@@ -211,10 +246,6 @@ func validateClusterInput(in ClusterInput, s *schedule) error {
 	case in.NodeDiskCacheBytes > math.MaxInt64/int64(in.Nodes):
 		return fmt.Errorf("%w: node disk cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeDiskCacheBytes, in.Nodes)
 	}
-	if s.numBatches() == 0 {
-		return fmt.Errorf("%w: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
-			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
-	}
 	return nil
 }
 
@@ -222,23 +253,38 @@ func validateClusterInput(in ClusterInput, s *schedule) error {
 // yields, over the chunks of s with ownership l; read is the bytes an
 // epoch reads before drop_last (the dataset's, for one dataset).
 func clusterPlan(m *meter, in ClusterInput, s *schedule, l *layout, walk func(visit func(epoch int, chunks []int32)) error, read float64) (*ClusterPlan, error) {
-	nb := s.numBatches()
+	sizes, err := s.epochSizes()
+	if err != nil {
+		return nil, err
+	}
 	w := newClusterWalker(m, s, l)
 	if err := walk(w.visit); err != nil {
 		return nil, err
 	}
 	w.flush()
+	// Every planned epoch, one of no batches (which the walk does not
+	// visit) included.
+	epochs := make([]ClusterEpoch, len(sizes))
+	for i, z := range sizes {
+		epochs[i] = ClusterEpoch{Epoch: z.Epoch}
+	}
+	for _, e := range w.epochs {
+		epochs[e.Epoch-in.Job.FirstEpoch] = e
+	}
+	for i, z := range sizes {
+		epochs[i].Samples, epochs[i].Batches = z.Samples, z.Batches
+	}
 
 	p := &ClusterPlan{
 		Job:                in.Job,
 		Nodes:              in.Nodes,
 		Chunks:             len(s.d.Counts),
 		Samples:            s.n,
-		BatchesPerEpoch:    nb,
+		BatchesPerEpoch:    sizes[0].Batches,
 		NodeCacheBytes:     in.NodeCacheBytes,
 		ClusterCacheBytes:  in.NodeCacheBytes * int64(in.Nodes),
 		NodeDiskCacheBytes: in.NodeDiskCacheBytes,
-		Epochs:             w.epochs,
+		Epochs:             epochs,
 		Locality:           w.locality.quality(),
 		PlainCut:           w.plain.quality(),
 	}

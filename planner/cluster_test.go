@@ -262,7 +262,6 @@ func TestClusterPlanInvalid(t *testing.T) {
 		{"too many nodes", func(in *ClusterInput) { in.Nodes = MaxNodes + 1 }, "nodes"},
 		{"negative cache", func(in *ClusterInput) { in.NodeCacheBytes = -1 }, "cache"},
 		{"cluster cache overflows", func(in *ClusterInput) { in.NodeCacheBytes = math.MaxInt64/2 + 1 }, "overflows"},
-		{"no batches", func(in *ClusterInput) { in.Job.BatchSize, in.Job.DropLast = 100, true }, "no batches"},
 		{"bad window", func(in *ClusterInput) { in.Job.Window = 0 }, "window"},
 	}
 	for _, tt := range tests {

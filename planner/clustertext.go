@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/brandgw/brand/api"
 )
 
 // WriteText writes the cluster prediction for the CLI: the inputs, a
@@ -16,7 +18,11 @@ import (
 func (p *ClusterPlan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	j := p.Job
-	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, p.DatasetStoreBytes, j, p.BatchesPerEpoch, p.Mix)
+	sizes := make([]api.PlanEpoch, len(p.Epochs))
+	for i, e := range p.Epochs {
+		sizes[i] = api.PlanEpoch{Epoch: e.Epoch, Samples: e.Samples, Batches: e.Batches}
+	}
+	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, p.DatasetStoreBytes, j, sizes, p.Mix)
 	fmt.Fprintf(&b, "Cluster   %s, rank r on node ⌊r·%d/%d⌋; a node owns %s to %s\n",
 		plural(p.Nodes, "node"), p.Nodes, j.World, formatBytes(p.MinOwnedBytes), formatBytes(p.MaxOwnedBytes))
 	fmt.Fprintf(&b, "Cache     %s per node, %s in all (%s of the dataset)\n",
@@ -75,6 +81,9 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "largest share of one chunk (worst)\t%*s\t%*s\n", wl, percent(l.WorstChunkShare), wc, percent(c.WorstChunkShare))
 	tw.Flush()
 
+	if p.Importance != nil {
+		p.Importance.writeText(&b, p.DatasetBytes, p.storeBytes())
+	}
 	if p.Transform != nil {
 		p.Transform.writeText(&b)
 	}

@@ -18,6 +18,51 @@ import (
 // count, each batch's distinct chunks by a set.
 func referenceExcludedTrace(t *testing.T, d Dataset, j Job) []Access {
 	t.Helper()
+	var out []Access
+	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
+		out = append(out, referenceCut(t, d, j, e, referenceExcludedOrder(t, d, j, e))...)
+	}
+	return out
+}
+
+// referenceExcludedOrder is epoch e's order of j's exclusions, as
+// referenceExcludedTrace lays it out.
+func referenceExcludedOrder(t *testing.T, d Dataset, j Job, e int) []int {
+	t.Helper()
+	var links []*Edit // first first
+	for x := j.Edit; x != nil; x = x.Previous {
+		links = append([]*Edit{x}, links...)
+	}
+	ep, err := shuffle.NewEpoch(d.Counts, j.Seed, uint64(e), j.Window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := ep.AppendRange(nil, 0, ep.NumSamples())
+	// Each version: its previous one's order up to its position, and
+	// without its samples from there.
+	for _, x := range links {
+		from := len(order)
+		switch {
+		case e > x.Epoch:
+			from = 0
+		case e == x.Epoch:
+			from = min(x.From, len(order))
+		}
+		next := slices.Clone(order[:from])
+		for _, id := range order[from:] {
+			if x.Drop[id/64]&(1<<(id%64)) == 0 {
+				next = append(next, id)
+			}
+		}
+		order = next
+	}
+	return order
+}
+
+// referenceCut is the accesses of epoch e's order cut into j's global
+// batches by a plain count, each batch's distinct chunks by a set.
+func referenceCut(t *testing.T, d Dataset, j Job, e int, order []int) []Access {
+	t.Helper()
 	chunkOf := func(id int) int32 {
 		first := 0
 		for c, k := range d.Counts {
@@ -29,47 +74,18 @@ func referenceExcludedTrace(t *testing.T, d Dataset, j Job) []Access {
 		t.Fatalf("sample %d beyond the dataset", id)
 		return -1
 	}
-	var links []*Edit // first first
-	for x := j.Edit; x != nil; x = x.Previous {
-		links = append([]*Edit{x}, links...)
-	}
 	var out []Access
-	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
-		ep, err := shuffle.NewEpoch(d.Counts, j.Seed, uint64(e), j.Window)
-		if err != nil {
-			t.Fatal(err)
+	g := j.BatchSize * j.World
+	for start := 0; start < len(order); start += g {
+		end := min(start+g, len(order))
+		if end-start < g && j.DropLast {
+			break
 		}
-		order := ep.AppendRange(nil, 0, ep.NumSamples())
-		// Each version: its previous one's order up to its position, and
-		// without its samples from there.
-		for _, x := range links {
-			from := len(order)
-			switch {
-			case e > x.Epoch:
-				from = 0
-			case e == x.Epoch:
-				from = min(x.From, len(order))
-			}
-			next := slices.Clone(order[:from])
-			for _, id := range order[from:] {
-				if x.Drop[id/64]&(1<<(id%64)) == 0 {
-					next = append(next, id)
-				}
-			}
-			order = next
-		}
-		g := j.BatchSize * j.World
-		for start := 0; start < len(order); start += g {
-			end := min(start+g, len(order))
-			if end-start < g && j.DropLast {
-				break
-			}
-			seen := map[int32]bool{}
-			for _, id := range order[start:end] {
-				if c := chunkOf(id); !seen[c] {
-					out = append(out, Access{Chunk: c, Epoch: int32(e), Start: len(seen) == 0})
-					seen[c] = true
-				}
+		seen := map[int32]bool{}
+		for _, id := range order[start:end] {
+			if c := chunkOf(id); !seen[c] {
+				out = append(out, Access{Chunk: c, Epoch: int32(e), Start: len(seen) == 0})
+				seen[c] = true
 			}
 		}
 	}

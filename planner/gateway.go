@@ -28,7 +28,8 @@ type ForGateway struct{}
 // *Plan, with its importance figures when snap (the snapshot
 // job.Importance names, which the gateway loaded) is not nil; or with
 // o.Nodes set, MakeClusterPlan for that many nodes each with a cache of
-// o.CacheBytes, a *ClusterPlan, which has no importance mode.
+// o.CacheBytes, a *ClusterPlan, with its importance figures for one
+// node (a gateway) only.
 // o.DiskCacheBytes, if not 0, is a disk tier below the cache (each
 // node's). Every plan a gateway computes is within the Gateway budget
 // (GatewayWalk, GatewayTrace, GatewaySimulate).
@@ -70,10 +71,7 @@ func TransformOf(o api.PlanOptions) (TransformInput, bool) {
 // planJob is Plan over dataset d, whose index's key is key, within b.
 func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.PlanOptions, snap *importance.Snapshot, b Budget) (any, error) {
 	if o.Nodes > 0 {
-		if snap != nil {
-			return nil, fmt.Errorf("%w: importance sampling is planned for one gateway, not for %d nodes", ErrInvalid, o.Nodes)
-		}
-		cp, err := MakeClusterPlan(ctx, ClusterInput{
+		in := ClusterInput{
 			Dataset:            d,
 			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Edit: editOf(o.Edit)},
 			IndexKey:           key,
@@ -81,7 +79,13 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
 			Budget:             b,
-		})
+		}
+		if snap != nil {
+			// One node's (a gateway's); several refuse it (the table's
+			// importance × cluster, not planned, 501 before a plan).
+			in.Importance = &Importance{Snapshot: snap, Hot: job.Importance.Hot}
+		}
+		cp, err := MakeClusterPlan(ctx, in)
 		if err == nil {
 			cp.Assignment = o.Assignment
 		}

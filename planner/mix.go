@@ -636,9 +636,9 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 	}
 	s := ms.merged
 	nb := s.numBatches()
-	if nb == 0 {
-		return nil, fmt.Errorf("%w: no batches: a mixture epoch of %d samples is fewer than batch size %d × world size %d with drop_last",
-			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
+	sizes, err := s.epochSizes() // a mixture's epochs are all of its length
+	if err != nil {
+		return nil, err
 	}
 
 	fullPass := false
@@ -692,6 +692,7 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 		Chunks:             chunks,
 		Samples:            s.n,
 		BatchesPerEpoch:    nb,
+		Epochs:             sizes,
 		CacheBytes:         in.CacheBytes,
 		DatasetBytes:       sum(s.d.ChunkSizes),
 		DatasetStoreBytes:  s.d.storeBytes(),
@@ -730,6 +731,9 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if len(in.Dataset.Counts) > 0 || len(in.Dataset.ChunkSizes) > 0 {
 		return nil, fmt.Errorf("%w: a prediction for a mixture takes its datasets from its components; leave Dataset empty", ErrInvalid)
+	}
+	if in.Importance != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, importanceOfMixture())
 	}
 	ms, err := newMixSchedule(*in.Mix, in.Job)
 	if err != nil {

@@ -594,7 +594,6 @@ func TestMixPlanInvalid(t *testing.T) {
 		{"block too large", func(in *PlanInput) { in.Mix.Block = shuffle.MaxMixBlock + 1 }},
 		{"negative length", func(in *PlanInput) { in.Mix.Samples = -1 }},
 		{"one epoch", func(in *PlanInput) { in.Job.Epochs = 1 }},
-		{"no batches", func(in *PlanInput) { in.Job.DropLast, in.Job.BatchSize, in.Mix.Block = true, 100, 5 }},
 		{"passes past 2^31", func(in *PlanInput) { in.Job.FirstEpoch = math.MaxInt32 - 2 }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/brandgw/brand/api"
 )
 
 // PlanInput is what MakePlan plans for: a dataset, a job (at least two
@@ -50,10 +52,17 @@ type Plan struct {
 	// figures are LRU's and Optimal's Components.
 	Mix *MixPlan `json:"mix,omitempty"`
 
-	Chunks          int   `json:"chunks"`
-	Samples         int   `json:"samples"`
-	BatchesPerEpoch int   `json:"batches_per_epoch"` // global batches
-	CacheBytes      int64 `json:"cache_bytes"`
+	// Chunks and Samples are the dataset's, the version a job's appends
+	// grew it to (a mixture's as Mix says).
+	Chunks  int `json:"chunks"`
+	Samples int `json:"samples"`
+	// BatchesPerEpoch is the global batches of the first epoch planned
+	// (Epochs[0]'s), and Epochs each planned epoch's samples and global
+	// batches as the gateway serves them (api.PlanEpoch): a job's edits make
+	// them differ from epoch to epoch, and from the dataset's.
+	BatchesPerEpoch int             `json:"batches_per_epoch"`
+	Epochs          []api.PlanEpoch `json:"epochs"`
+	CacheBytes      int64           `json:"cache_bytes"`
 	// DatasetBytes is the dataset's bytes in the cache: its chunks'
 	// sizes summed (for a dataset served in place, their resident bounds
 	// with the fields the job reads). DatasetStoreBytes is its bytes in
@@ -127,6 +136,9 @@ type Plan struct {
 // O(log(dataset bytes / g)) Belady simulations of the trace, g being the
 // chunk sizes' greatest common divisor; see the package documentation.
 //
+// A job's epochs of no batches (drop_last and fewer samples than one
+// global batch) are planned as the gateway serves them: nothing read.
+//
 // Invalid input, or input over in.Budget up front, yields an error
 // wrapping ErrInvalid that names the field or the bound; a plan that runs
 // out of its budget as it computes, one wrapping ErrBudget. It gives up
@@ -159,9 +171,9 @@ func makePlan(m *meter, in PlanInput) (*Plan, error) {
 		}
 	}
 	nb := s.numBatches()
-	if nb == 0 {
-		return nil, fmt.Errorf("%w: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
-			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
+	sizes, err := s.epochSizes()
+	if err != nil {
+		return nil, err
 	}
 	chunks := len(in.Dataset.Counts)
 	fullPass := in.Job.Window < chunks
@@ -199,7 +211,8 @@ func makePlan(m *meter, in PlanInput) (*Plan, error) {
 		Job:                in.Job,
 		Chunks:             chunks,
 		Samples:            s.n,
-		BatchesPerEpoch:    nb,
+		BatchesPerEpoch:    sizes[0].Batches,
+		Epochs:             sizes,
 		CacheBytes:         in.CacheBytes,
 		DatasetBytes:       datasetBytes,
 		DatasetStoreBytes:  in.Dataset.storeBytes(),
@@ -309,11 +322,12 @@ func (p *Plan) steadyBudget() float64 {
 }
 
 // coldStalls reports whether the first epoch, which reads every chunk
-// once, stalls the trainer: the backend is slower than the trainer or,
-// for a dataset with store sizes, reads the epoch's store bytes in longer
-// than the trainer takes over its bytes.
+// once, stalls the trainer (one that serves nothing never does): the
+// backend is slower than the trainer or, for a dataset with store sizes,
+// reads the epoch's store bytes in longer than the trainer takes over
+// its bytes.
 func (p *Plan) coldStalls() bool {
-	if p.ConsumeBytesPerSec <= 0 {
+	if p.ConsumeBytesPerSec <= 0 || p.EpochBytes == 0 {
 		return false
 	}
 	if p.DatasetStoreBytes == 0 {

@@ -92,7 +92,6 @@ func TestMakePlanInvalid(t *testing.T) {
 		{"negative consume", func(in *PlanInput) { in.ConsumeBytesPerSec = -1 }},
 		{"infinite consume", func(in *PlanInput) { in.ConsumeBytesPerSec = math.Inf(1) }},
 		{"negative prefetch", func(in *PlanInput) { in.PrefetchWindows = -1 }},
-		{"no batches", func(in *PlanInput) { in.Job.BatchSize, in.Job.DropLast = 41, true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -57,10 +57,6 @@ func validateShared(d Dataset, jobs []SharedJob) ([]*schedule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
-		if s.numBatches() == 0 {
-			return nil, fmt.Errorf("%w: job %d: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
-				ErrInvalid, i, s.n, j.BatchSize, j.World)
-		}
 		out[i] = s
 	}
 	return out, nil
@@ -104,14 +100,25 @@ func sharedTrace(m *meter, scheds []*schedule, jobs []SharedJob) (merged []Acces
 		}
 		traces[i] = t
 		total += len(t)
-		nb := float64(s.numBatches())
-		k := 0
+		// Batch k of the job's e-th epoch is served at e + k/(the epoch's
+		// batches) epochs from its start: an epoch a job's edits make
+		// shorter or longer takes its own batches' time.
+		sizes, err := s.epochSizes()
+		if err != nil {
+			return nil, nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		k, epoch := 0, int32(-1)
 		for a := 0; a < len(t); {
 			b := a + 1
 			for b < len(t) && !t[b].Start {
 				b++
 			}
-			batches = append(batches, batch{at: jobs[i].Start + float64(k)/(nb*jobs[i].speed()), job: i, start: a, end: b})
+			if t[a].Epoch != epoch {
+				k, epoch = 0, t[a].Epoch
+			}
+			e := int(epoch) - s.j.FirstEpoch
+			nb := float64(sizes[e].Batches)
+			batches = append(batches, batch{at: jobs[i].Start + (float64(e)*nb+float64(k))/(nb*jobs[i].speed()), job: i, start: a, end: b})
 			k++
 			a = b
 		}
@@ -226,12 +233,8 @@ func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
 	if p.Optimal, err = sim.run(in.CacheBytes, Belady); err != nil {
 		return nil, err
 	}
-	if len(in.Jobs) == 1 {
-		// A simulation names jobs only when it sees several; a shared
-		// plan always has its figures per job.
-		for _, r := range []*Result{&p.LRU, &p.Optimal} {
-			r.Jobs = []JobResult{{Job: 0, Epochs: r.Epochs, Hits: r.Hits, Accesses: r.Accesses, HitRatio: r.HitRatio, BackendBytes: r.BackendBytes}}
-		}
+	for _, r := range []*Result{&p.LRU, &p.Optimal} {
+		everyJob(r, trace, len(in.Jobs))
 	}
 	p.Partitioned = Result{Policy: Belady, CacheBytes: in.CacheBytes, Epochs: []EpochResult{}}
 	share := in.CacheBytes / int64(len(in.Jobs))
@@ -258,6 +261,25 @@ func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
 	}
 	p.LRUReads, p.OptimalReads, p.PartitionedReads = per(p.LRU), per(p.Optimal), per(p.Partitioned)
 	return p, nil
+}
+
+// everyJob gives r, a simulation of trace, its figures for each of n
+// jobs, in their order: a simulation names jobs only when it sees
+// several, and sees none of a job of no batches (drop_last and fewer
+// samples than one global batch), which reads nothing.
+func everyJob(r *Result, trace []Access, n int) {
+	if len(r.Jobs) == 0 && len(trace) > 0 {
+		r.Jobs = []JobResult{{Job: int(trace[0].Job), Epochs: r.Epochs, Hits: r.Hits, Accesses: r.Accesses, HitRatio: r.HitRatio,
+			BackendBytes: r.BackendBytes, DiskBytes: r.DiskBytes}}
+	}
+	jobs := make([]JobResult, n)
+	for i := range jobs {
+		jobs[i] = JobResult{Job: i, Epochs: []EpochResult{}}
+	}
+	for _, j := range r.Jobs {
+		jobs[j.Job] = j
+	}
+	r.Jobs = jobs
 }
 
 // JobReads is job i's reads per epoch in r, in datasets.

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/brandgw/brand/api"
 )
 
 // WriteText writes the plan as a human-readable report for the CLI: the
@@ -16,7 +20,7 @@ import (
 func (p *Plan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	j := p.Job
-	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, p.DatasetStoreBytes, j, p.BatchesPerEpoch, p.Mix)
+	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, p.DatasetStoreBytes, j, p.Epochs, p.Mix)
 	fmt.Fprintf(&b, "Cache     %s (%s of the dataset)\n", formatBytes(p.CacheBytes), percentOf(p.CacheBytes, p.DatasetBytes))
 	if p.Disk != nil {
 		fmt.Fprintf(&b, "Disk      %s (%s of the dataset) below the cache\n", formatBytes(p.Disk.DiskCacheBytes), percentOf(p.Disk.DiskCacheBytes, p.DatasetBytes))
@@ -149,9 +153,11 @@ func plural(n int, noun string) string {
 }
 
 // writeInputs writes the dataset (or, if mix is not nil, the mixture) and
-// job lines every report of one job opens with; storeBytes is the
-// dataset's bytes in the store when it has store sizes, else 0.
-func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes, storeBytes int64, j Job, batches int, mix *MixPlan) {
+// job lines every report of one job opens with, the global batches of
+// each of its epochs (one figure where they are alike; a job's edits
+// make them differ); storeBytes is the dataset's bytes in the store when
+// it has store sizes, else 0.
+func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes, storeBytes int64, j Job, epochs []api.PlanEpoch, mix *MixPlan) {
 	if mix != nil {
 		mix.writeInputs(b, chunks, samples, datasetBytes, storeBytes)
 	} else {
@@ -159,8 +165,15 @@ func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes, storeBytes 
 	}
 	fmt.Fprintf(b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
 		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
-	fmt.Fprintf(b, "          epochs %d-%d, %d global batches per epoch\n",
-		j.FirstEpoch, j.FirstEpoch+j.Epochs-1, batches)
+	batches := make([]string, len(epochs))
+	for i, e := range epochs {
+		batches[i] = fmt.Sprint(e.Batches)
+	}
+	if slices.Equal(batches, slices.Repeat(batches[:min(1, len(batches))], len(batches))) {
+		batches = batches[:min(1, len(batches))]
+	}
+	fmt.Fprintf(b, "          epochs %d-%d, %s global batches per epoch\n",
+		j.FirstEpoch, j.FirstEpoch+j.Epochs-1, strings.Join(batches, ", "))
 }
 
 // writeDataset writes the dataset line every report opens with, that of

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/shuffle"
@@ -309,9 +310,37 @@ func (s *schedule) cut() shuffle.Params {
 	return p
 }
 
-// numBatches is the number of global batches per epoch.
+// numBatches is the number of global batches of an epoch of the
+// dataset's samples, each once: every epoch's but those a job's edits
+// change (epochSizes has each epoch's own), and what the budget and the
+// trace's capacity are estimated by.
 func (s *schedule) numBatches() int {
 	return s.cut().NumBatches(s.n)
+}
+
+// epochSizes are the simulated epochs as the gateway serves them, first
+// first, what /epoch/N answers from offset 0 (layout.Orders.Extent): each
+// epoch's samples — its order's, fewer than the dataset's from an
+// exclusion's step on and more from an append's (shuffle.EditedEpoch,
+// the order the gateway lays the job's batches out by) — and the global
+// batches the job's cut makes of them (Params.NumBatches): none with
+// drop_last and fewer samples than one global batch, an epoch the plan
+// then reads nothing of.
+func (s *schedule) epochSizes() ([]api.PlanEpoch, error) {
+	out := make([]api.PlanEpoch, s.j.Epochs)
+	cut := s.cut()
+	for i := range out {
+		e, n := s.j.FirstEpoch+i, s.n
+		if s.j.Edit != nil {
+			ep, err := s.order(e, s.j.Window)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			n = ep.NumSamples()
+		}
+		out[i] = api.PlanEpoch{Epoch: e, Samples: n, Batches: cut.NumBatches(n)}
+	}
+	return out, nil
 }
 
 // servedSamples is the number of samples an epoch serves: all of them, or

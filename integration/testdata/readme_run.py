@@ -7,8 +7,10 @@ integration/readmeexamples_test.go:
 SNIPPET.py is the README's block; every http://localhost:8080 in it is
 URL. When torch is importable, every step a BrandLoader of the snippet
 hands out is counted on its way, by epoch: steps, samples (the length of
-the step's first member), and each sample's dataset where a step names it
-(a mixture's "__dataset__"); and the samples given to use(...), which the
+the step's first member: an entry's NamedTuple's first field, or a dict
+step's first key), and each sample's dataset where a step names it (a
+mixture's: a SampleBatch's datasets, or "__dataset__"); and the samples
+given to use(...), which the
 READMEs write for what a trainer does with one. Only the loader's first
 EPOCHS passes are
 read (a loop of 90 epochs reads 2, the later passes empty): the READMEs'
@@ -52,6 +54,8 @@ def main():
                 c["samples"] += len(first)
                 if isinstance(step, dict) and "__dataset__" in step:
                     c["datasets"].update(step["__dataset__"])
+                elif getattr(step, "datasets", None) is not None:
+                    c["datasets"].update(step.datasets)
                 yield step
 
         bt.BrandLoader.__iter__ = watched

@@ -5,8 +5,10 @@ integration/readmetokens_test.go:
 
     PYTHONPATH=python python3 readme_tokens.py SNIPPET.py URL
 
-Every step the loop's BrandLoader yields is seen on its way: its tensors'
-dtype and shape, and each row cut where position_ids restart at 0 into
+Every step the loop's BrandLoader yields (a brand.Sequences step: a
+SequenceBatch, its tokens the gateway's input_ids and its positions its
+position_ids) is seen on its way: its tensors' dtype and shape, reported
+by the gateway's names, and each row cut where position_ids restart at 0 into
 segments, each reported as [first token, length, whether its tokens run
 consecutively], by epoch; a segment of the pad (0, the default) is counted
 apart, and one that is not a row's last is an error. After the loop, the
@@ -39,9 +41,11 @@ def main():
 
     def watched(loader):
         for step in iterate(loader):
-            for k in ("input_ids", "position_ids"):
-                shapes.add(f"{k} {step[k].dtype} {tuple(step[k].shape[1:])}")
-            for ids, pos in zip(step["input_ids"].tolist(), step["position_ids"].tolist()):
+            if not isinstance(step, bt.SequenceBatch):
+                sys.exit(f"the loop's loader yields {type(step).__name__}, not brand.Sequences' SequenceBatch")
+            for k, t in (("input_ids", step.tokens), ("position_ids", step.positions)):
+                shapes.add(f"{k} {t.dtype} {tuple(t.shape[1:])}")
+            for ids, pos in zip(step.tokens.tolist(), step.positions.tolist()):
                 starts = [i for i, p in enumerate(pos) if p == 0] + [len(pos)]
                 if starts[0] != 0:
                     errors.append(f"a row whose position_ids start at {pos[0]}")
@@ -60,7 +64,7 @@ def main():
     exec(compile(src, "README.md", "exec"), ns)
     pos = ns["pos"].flatten().cpu()
     want = [i for i, p in enumerate(pos.tolist()) if p == 0] + [pos.numel()]
-    cu = ns["cu_seqlens"]
+    cu = ns["cu_seqlens"].cpu()
     if cu.dtype != torch.int32 or cu.tolist() != want:
         errors.append(f"cu_seqlens {cu.tolist()} ({cu.dtype}), the starts and the end {want}")
     print(json.dumps({"epochs": {str(e): s for e, s in segments.items()}, "shapes": sorted(shapes),

@@ -4,9 +4,10 @@ and reports what its loader handed out. Run by integration/readme_test.go:
 
     PYTHONPATH=python python3 readme_torch.py SNIPPET.py URL
 
-SNIPPET.py is the README's Python block. Every batch the loop's BrandLoader
-yields is seen on its way (its keys, labels and tensors' shape, by epoch);
-one JSON line of them is printed after the loop ends.
+SNIPPET.py is the README's Python block. Every step the loop's BrandLoader
+yields (a brand.Tensors step: a TensorBatch) is seen on its way (its keys,
+labels and images' shape, by epoch); one JSON line of them is printed
+after the loop ends.
 """
 
 import collections
@@ -30,10 +31,12 @@ def main():
 
     def watched(loader):
         for batch in iterate(loader):
-            x = batch["npy"]
+            if not isinstance(batch, bt.TensorBatch):
+                sys.exit(f"the loop's loader yields {type(batch).__name__}, not brand.Tensors' TensorBatch")
+            x = batch.images
             shapes.add(f"{x.dtype} {tuple(x.shape[1:])}")
-            for k, c in zip(batch["__key__"], batch["cls"]):
-                seen[loader.dataset.epoch][k].append(bytes(c).decode())
+            for k, c in zip(batch.keys, batch.labels.tolist()):
+                seen[loader.dataset.epoch][k].append(str(c))
             yield batch
 
     bt.BrandLoader.__iter__ = watched

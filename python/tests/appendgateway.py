@@ -22,7 +22,9 @@ poll finds the new index with its manifest and description beside it.
 
 The Parquet files are written by write_parquet, with the standard library
 alone (the test Python has no pyarrow): one required UTF8 column, PLAIN
-pages, uncompressed, as parquet.thrift describes them. Each gateway is a
+pages, uncompressed, as parquet.thrift describes them; write_columns, the
+same way, writes required string, binary and int64 columns (test_readme's
+Hub-like table of images and labels). Each gateway is a
 test's own: an append changes the dataset for good.
 """
 
@@ -37,7 +39,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from typing import Dict, List
+from typing import Any, Dict, List, Tuple
 
 from servetest import Fixture, brand_binary
 
@@ -132,28 +134,57 @@ def write_parquet(path: str, column: str, values: List[str], group: int) -> None
     """``path``, a Parquet file of one required string column ``column``
     holding ``values``, ``group`` rows a row group: a data page (v1,
     PLAIN, uncompressed) a column chunk."""
+    write_columns(path, [(column, "string", values)], group)
+
+
+# Each column kind's physical type, converted type (UTF8, or none) and
+# PLAIN encoding of a value.
+_KINDS = {
+    "string": (6, 0, lambda v: struct.pack("<I", len(v.encode())) + v.encode()),  # BYTE_ARRAY, UTF8
+    "binary": (6, None, lambda v: struct.pack("<I", len(v)) + v),  # BYTE_ARRAY
+    "int64": (2, None, lambda v: struct.pack("<q", v)),  # INT64
+}
+
+
+def write_columns(path: str, columns: List[Tuple[str, str, List[Any]]], group: int) -> None:
+    """``path``, a Parquet file of required ``columns``, each ``(name,
+    kind, values)``: ``"string"`` (str, annotated UTF8: a ``.txt``
+    member), ``"binary"`` (bytes, no annotation: an image by its magic)
+    or ``"int64"`` (int: a ``.cls``), every column as many values,
+    ``group`` rows a row group: a data page (v1, PLAIN, uncompressed) a
+    column chunk."""
+    rows_in = {len(values) for _, _, values in columns}
+    assert len(rows_in) == 1, "columns of different lengths"
+    total = rows_in.pop()
     out = bytearray(b"PAR1")
     groups = []
-    for at in range(0, len(values), group):
-        rows = values[at:at + group]
-        data = b"".join(struct.pack("<I", len(v.encode())) + v.encode() for v in rows)
-        page = (_Struct().i32(1, 0).i32(2, len(data)).i32(3, len(data))  # DATA_PAGE, sizes
-                .struct(5, _Struct().i32(1, len(rows)).i32(2, 0).i32(3, 3).i32(4, 3)).end())  # PLAIN, RLE levels
-        offset = len(out)
-        out += page + data
-        meta = (_Struct().i32(1, 6)  # BYTE_ARRAY
-                .list(2, _I32, [_zigzag(0), _zigzag(3)])  # PLAIN, RLE
-                .list(3, _BINARY, [_varint(len(column)) + column.encode()])
-                .i32(4, 0)  # UNCOMPRESSED
-                .i64(5, len(rows)).i64(6, len(page) + len(data)).i64(7, len(page) + len(data))
-                .i64(9, offset))
-        chunk = _Struct().i64(2, offset).struct(3, meta)
-        groups.append(_Struct().list(1, _STRUCT, [chunk.end()]).i64(2, len(page) + len(data)).i64(3, len(rows)).end())
-    schema = [
-        _Struct().binary(4, b"schema").i32(5, 1).end(),
-        _Struct().i32(1, 6).i32(3, 0).binary(4, column.encode()).i32(6, 0).end(),  # BYTE_ARRAY, REQUIRED, UTF8
-    ]
-    footer = (_Struct().i32(1, 1).list(2, _STRUCT, schema).i64(3, len(values)).list(4, _STRUCT, groups)
+    for at in range(0, total, group):
+        chunks, size = [], 0
+        for name, kind, values in columns:
+            physical, _, plain = _KINDS[kind]
+            rows = values[at:at + group]
+            data = b"".join(plain(v) for v in rows)
+            page = (_Struct().i32(1, 0).i32(2, len(data)).i32(3, len(data))  # DATA_PAGE, sizes
+                    .struct(5, _Struct().i32(1, len(rows)).i32(2, 0).i32(3, 3).i32(4, 3)).end())  # PLAIN, RLE levels
+            offset = len(out)
+            out += page + data
+            meta = (_Struct().i32(1, physical)
+                    .list(2, _I32, [_zigzag(0), _zigzag(3)])  # PLAIN, RLE
+                    .list(3, _BINARY, [_varint(len(name)) + name.encode()])
+                    .i32(4, 0)  # UNCOMPRESSED
+                    .i64(5, len(rows)).i64(6, len(page) + len(data)).i64(7, len(page) + len(data))
+                    .i64(9, offset))
+            chunks.append(_Struct().i64(2, offset).struct(3, meta).end())
+            size += len(page) + len(data)
+        groups.append(_Struct().list(1, _STRUCT, chunks).i64(2, size).i64(3, min(group, total - at)).end())
+    schema = [_Struct().binary(4, b"schema").i32(5, len(columns)).end()]
+    for name, kind, _ in columns:
+        physical, converted, _ = _KINDS[kind]
+        el = _Struct().i32(1, physical).i32(3, 0).binary(4, name.encode())  # REQUIRED
+        if converted is not None:
+            el.i32(6, converted)
+        schema.append(el.end())
+    footer = (_Struct().i32(1, 1).list(2, _STRUCT, schema).i64(3, total).list(4, _STRUCT, groups)
               .binary(6, b"brand python tests").end())
     out += footer + struct.pack("<I", len(footer)) + b"PAR1"
     os.makedirs(os.path.dirname(path), exist_ok=True)

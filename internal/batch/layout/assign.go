@@ -33,7 +33,7 @@ import (
 // An assignment is how a job's global batches are given to its ranks.
 type assignment = string
 
-// The assignments, as the table names them (spec.Set.Assignment).
+// The assignments, as the table names them (features.Set.Assignment).
 const (
 	plainCut   assignment = api.AssignPlain
 	byLocality assignment = api.AssignLocality
@@ -41,7 +41,7 @@ const (
 )
 
 // assignment is how job's global batches from s are given to its ranks:
-// the table's answer (spec.Set.Assignment, which /plan reports) for the
+// the table's answer (features.Set.Assignment, which /plan reports) for the
 // job's features on s's membership — a cluster exactly when it has
 // several members.
 func (s Source) assignment(job api.Job) assignment {

@@ -225,7 +225,7 @@ func testScheduleBeatsLRU(t *testing.T) {
 		r.jobs([]api.Job{job}, epochs, 0)
 		return r.stats
 	}
-	sched, lru := run("schedule"), run("lru")
+	sched, lru := run("next-use"), run("lru")
 	plan, err := planner.MakePlan(context.Background(), planner.PlanInput{Dataset: planner.DatasetOf(ix),
 		Job: planner.Job{Params: job.Params, Epochs: epochs}, CacheBytes: ix.TotalBytes() / 2, BackendBytesPerSec: 1 << 30})
 	if err != nil {

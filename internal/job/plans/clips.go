@@ -43,6 +43,9 @@ const maxClipPlan = 1 << 26
 // (every run from its keyframe, each GOP once a rank's batch) and their
 // CPU at this node's measured cost a frame (DecodeCost), or
 // DefaultFrameCPU scaled by the frames' pixels before it has decoded any.
+// Its epochs and batches_per_epoch are its clips' and batches', as
+// /epoch/N counts them (api.PlanEpoch): an epoch of fewer clips than one
+// global batch with drop_last serves none, and its plan reads nothing.
 func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Query) (any, error) {
 	if m.cfg.Clips == nil {
 		return nil, fmt.Errorf("%w: this gateway plans no clip jobs", query.ErrBadRequest)
@@ -74,6 +77,7 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 	stream := layout.StreamOf(ds, job)
 	cp := &api.ClipPlan{Kind: d.Kind, Clips: cs.Samples(), CPUPerFrameMs: float64(perFrame) / 1e6, Measured: measured}
 	var trace api.PlanTrace
+	var served []api.PlanEpoch // the epochs' clips and batches, as /epoch/N's (its order's clips)
 	// The orders of the epochs planned and of the one after: the use
 	// table keys a chunk read earlier in an epoch by the next one's.
 	for e := range epochs + 1 {
@@ -99,6 +103,7 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 			order = append(order, ep.Window(w)...)
 		}
 		n := len(order)
+		served = append(served, api.PlanEpoch{Epoch: int(epoch), Samples: n, Batches: job.NumBatches(n)})
 		pe := api.ClipPlanEpoch{Epoch: int(epoch)}
 		gops := map[clips.GOP]bool{}
 		var cpu float64
@@ -184,7 +189,8 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 				pe.StoreOverCovering = float64(pe.StoreBytes) / float64(pe.CoveringBytes)
 			}
 		}
-		return map[string]any{"clips": cp, "simulation": sim, "cache_bytes": o.CacheBytes, "nodes": max(o.Nodes, 1)}, nil
+		return map[string]any{"clips": cp, "simulation": sim, "cache_bytes": o.CacheBytes, "nodes": max(o.Nodes, 1),
+			"epochs": served, "batches_per_epoch": served[0].Batches}, nil
 	})
 }
 

@@ -218,6 +218,9 @@ func (noPlanner) Resize(context.Context, api.PlanDataset, api.Job, api.PlanOptio
 // of its features the table refuses is refused as /epoch refuses it, a
 // named job's edits are planned as its batches are laid out, and a pair
 // the planner does not model is ErrNotPlanned (501, the table's reason).
+// Whatever its kind, the plan lists its epochs as /epoch/N answers them
+// ("epochs", api.PlanEpoch, and "batches_per_epoch", the first's): an
+// epoch of no batches is planned, not refused.
 func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	base := m.cfg.Defaults
 	base.Plan = m.cfg.Options
@@ -239,13 +242,11 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	planned := j.Features
-	if q.Job.Importance.Version == "" {
-		// An importance job's epoch drawn from no snapshot (its first) is
-		// the uniform shuffle, which the planner models everywhere.
-		planned = planned.Without(features.Importance)
-	}
-	if err := planned.CheckPlan(); err != nil {
+	// What the planner does not model is the table's to say (501), from
+	// the job's features as its batches have them: an importance job on
+	// a cluster is one, whether its epochs are drawn from a snapshot yet
+	// or not, for its next ones are.
+	if err := j.Features.CheckPlan(); err != nil {
 		return nil, err
 	}
 	q = j.Query
@@ -321,8 +322,8 @@ func PlanEdit(e *layout.Edit) *api.PlanEdit {
 // at most Wait for one). The plan runs under ctx, the request's, so that
 // it stops when its client leaves. The request was checked before: an
 // error of the planner other than ctx's or its budget running out
-// (api.ErrPlanBudget, 503) is a job it cannot plan (no batches, or over
-// the budget up front), the client's.
+// (api.ErrPlanBudget, 503) is a job it cannot plan (over the budget up
+// front), the client's.
 func (m *Maker) run(ctx context.Context, plan func(context.Context) (any, error)) (any, error) {
 	wait := time.NewTimer(m.wait)
 	defer wait.Stop()

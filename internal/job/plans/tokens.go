@@ -16,6 +16,10 @@ import (
 // batches of the documents its global batches of sequences hold on
 // average, and a "tokens" section: per planned epoch its sequences,
 // batches, tokens, fill and split documents, from the packing itself.
+// Its epochs and batches_per_epoch are its sequences', as /epoch/N
+// counts them (api.PlanEpoch): an epoch of fewer sequences than one
+// global batch with drop_last serves none, and its documents' plan then
+// reads none either.
 // The job's source is its token view (resolved as its batches are): the
 // table has refused a token job's resize and importance sampling. A
 // vision job's documents are its samples (each read once an epoch, in
@@ -29,17 +33,22 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 		epochs = 3 // the planner's default
 	}
 	tp := api.TokenPlan{Seq: q.Job.Seq, Pack: q.Job.PackMode()}
-	var seqs, docs int
+	job := q.Job
+	job.Offset = 0 // a plan is of whole epochs
+	var served []api.PlanEpoch
+	var seqs, docs, batches int
 	for e := range epochs {
-		info, err := m.cfg.Epochs.Info(src, q.Job, uint64(q.Plan.FirstEpoch+e))
+		info, err := m.cfg.Epochs.Info(src, job, uint64(q.Plan.FirstEpoch+e))
 		if err != nil {
 			return nil, err
 		}
+		served = append(served, api.PlanEpoch{Epoch: info.Epoch, Samples: info.Samples, Batches: info.Batches})
+		batches += info.Batches
 		t := info.Tokens
 		pe := api.TokenPlanEpoch{Epoch: info.Epoch, Sequences: info.Samples, Batches: info.Batches,
 			Tokens: t.Tokens, Fill: t.Fill, Split: t.Split}
 		if vision {
-			vl, err := m.cfg.Epochs.VisionLoad(src, q.Job, uint64(info.Epoch))
+			vl, err := m.cfg.Epochs.VisionLoad(src, job, uint64(info.Epoch))
 			if err != nil {
 				return nil, err
 			}
@@ -55,6 +64,11 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 	global := q.Job.BatchSize * q.Job.World
 	doc.BatchSize = max(1, int(int64(global)*int64(docs)/int64(max(seqs, 1)))/q.Job.World)
 	tp.DocumentsPerBatch = doc.BatchSize
+	if batches == 0 {
+		// No epoch serves a batch (drop_last): nor does a global batch of
+		// more documents than an epoch's.
+		doc.BatchSize = docs/q.Job.World + 1
+	}
 	return m.run(ctx, func(ctx context.Context) (any, error) {
 		p, err := m.cfg.Planner.Plan(ctx, Data(ds), doc, q.Plan, nil)
 		if err != nil {
@@ -70,6 +84,7 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 			return nil, err
 		}
 		m["tokens"] = tp
+		m["epochs"], m["batches_per_epoch"] = served, served[0].Batches
 		return m, nil
 	})
 }

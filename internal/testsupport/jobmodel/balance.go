@@ -89,3 +89,30 @@ func Assign(costs []uint64, shares []int) [][]int {
 	}
 	return ranks
 }
+
+// SeparateRepeats is docs/importance.md §6's separate_repeats over a
+// rank's keys, in place: no sample twice in a row, a repeat moved forward
+// past the next different key, or else back into a gap between two
+// others. A rank's share of an assigned global batch (docs/shuffle.md
+// §7.2) is so separated where its draws can repeat (a mixture's small
+// component, an importance epoch). Written from the document's
+// pseudocode.
+func SeparateRepeats(a []string) {
+	for i := 1; i < len(a); i++ {
+		d := a[i]
+		if d != a[i-1] {
+			continue
+		}
+		if j := slices.IndexFunc(a[i+1:], func(x string) bool { return x != d }); j >= 0 {
+			a[i], a[i+1+j] = a[i+1+j], a[i]
+			continue
+		}
+		for k := range i {
+			if a[k] != d && (k == 0 || a[k-1] != d) {
+				copy(a[k+1:i+1], a[k:i])
+				a[k] = d
+				break
+			}
+		}
+	}
+}

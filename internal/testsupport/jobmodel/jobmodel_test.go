@@ -5,10 +5,12 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/balance"
+	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/testsupport/jobmodel"
 	"github.com/brandgw/brand/shuffle"
@@ -366,6 +368,30 @@ func TestMixtureReadsEachPassOnce(t *testing.T) {
 		for p := 0; p+n <= len(s); p += n {
 			if got := slices.Sorted(slices.Values(s[p : p+n])); got[0] != 0 || got[n-1] != n-1 || len(slices.Compact(got)) != n {
 				t.Fatalf("component %d pass %d: %v", i, p/n, s[p:p+n])
+			}
+		}
+	}
+}
+
+// TestSeparateRepeatsIsTheServers holds the model's separate_repeats,
+// written from docs/importance.md §6, to the server's
+// (importance.SeparateRepeats) on random runs with many repeats.
+func TestSeparateRepeatsIsTheServers(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		n := r.IntN(12)
+		ids := make([]int, n)
+		keys := make([]string, n)
+		for i := range ids {
+			ids[i] = r.IntN(1 + r.IntN(4))
+			keys[i] = strconv.Itoa(ids[i])
+		}
+		was := slices.Clone(keys)
+		importance.SeparateRepeats(ids)
+		jobmodel.SeparateRepeats(keys)
+		for i := range ids {
+			if keys[i] != strconv.Itoa(ids[i]) {
+				t.Fatalf("%v: the model separates it to %v, the server to %v", was, keys, ids)
 			}
 		}
 	}

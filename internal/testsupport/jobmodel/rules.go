@@ -305,6 +305,17 @@ func FirstRefused(fs []string) (a, b string, ok bool) {
 	return "", "", false
 }
 
+// NotPlanned is the first pair of fs the rules serve but do not plan
+// (/plan answers 501), in the table's order.
+func NotPlanned(fs []string) (Rule, bool) {
+	for _, r := range Rules() {
+		if r.NotPlanned && slices.Contains(fs, r.A) && slices.Contains(fs, r.B) {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
 // Effective reports whether feature f has effect in fs: present, and
 // dropped by no downgrade of fs.
 func Effective(fs []string, f string) bool {
