@@ -47,6 +47,16 @@
 // whose pixels do not fails its sequence's write: its tokens are laid
 // out already.
 //
+// # Memory
+//
+// Writer.Members resizes a sequence's images one after the other, each
+// reserving its decode's memory (Reserve: its working memory,
+// transform.Footprint.Work, and its tensor) from its header before a
+// pixel is decoded, and giving it back once resized: a server reserves
+// it from its decodes share, as its transform stage's images do, so
+// vision jobs decoding large images at once wait for each other rather
+// than overrun --memory-limit.
+//
 // # Costs
 //
 // Reader.Items reads every sample once (headers, tokenization); NewEpoch

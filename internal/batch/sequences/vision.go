@@ -25,10 +25,15 @@ type VisionRequest struct {
 // IDs, positions, loss mask, image spans and sizes, each image resized)
 // into one buffer of the stage's budget, sized before any pixel is
 // decoded (vision.Writer.Size), each sequence on the stage's workers.
-// Errors: ErrTooLarge over the server's bound, the budget's, a sample's
-// image that does not decode (vision.ErrBadImage, naming it).
+// Each image's decode takes its memory from the node's decodes before it
+// decodes (Workers.Decode), as a transform job's images do. Errors:
+// ErrTooLarge over the server's bound, the budget's (a batch's memory, an
+// image's decode), a sample's image that does not decode or whose decode
+// is larger than all the node has for decodes (vision.ErrBadImage,
+// naming it).
 func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, error) {
-	b, err := s.sized(req.Keys, s.visionHeader, visionKind{&req}, func(total int64) error {
+	reserve := func(n int64) (func(), error) { return s.workers.Decode(ctx, n, req.NoWait) }
+	b, err := s.sized(req.Keys, s.visionHeader, visionKind{&req, reserve}, func(total int64) error {
 		return fmt.Errorf("%w: %d sequences of %d tokens and their images make %d bytes, over the server's --max-batch-bytes (%d)",
 			ErrTooLarge, len(req.Keys), req.Writer.Seq, total, s.maxBytes)
 	})
@@ -50,8 +55,12 @@ func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, err
 }
 
 // visionKind is a vision batch as the batch writer's kind: each
-// sequence's members as its vision.Writer makes them.
-type visionKind struct{ req *VisionRequest }
+// sequence's members as its vision.Writer makes them, each image's
+// decode within reserve.
+type visionKind struct {
+	req     *VisionRequest
+	reserve vision.Reserve
+}
 
 func (k visionKind) size(i int) int64 { return k.req.Writer.Size(k.req.Keys[i], k.req.Samples[i]) }
 
@@ -63,7 +72,7 @@ func (k visionKind) write(i int, w *ustar.Writer) error {
 		}
 		copy(room, data)
 		return nil
-	})
+	}, k.reserve)
 }
 
 // TextSample is a piece of a text document in a vision mixture's
