@@ -40,8 +40,12 @@
 // whose header does not decode (ErrBadImage), an image the rule cannot
 // size (ErrImageBounds), more pixels than the bound (transform's
 // ErrTooLarge), a text whose placeholders are not its images
-// (ErrPlaceholders), a sample of more tokens than seq or more images than
-// the cap (ErrTooLong: a sample with images is never split) fail the
+// (ErrPlaceholders), a text (a txt member, a conversation's turn) longer
+// than the tokenizer reads (tokenize.MaxTextBytes: ErrTooLong, found
+// before anything else of the sample, since an index of Parquet rows
+// reads its length alone, LongText), a sample of more tokens than seq or
+// more images than the cap (ErrTooLong: a sample with images is never
+// split) fail the
 // epoch naming the sample (Fail) or are skipped and counted (Skip, the
 // --on-bad-image rule's two answers). An image whose header reads but
 // whose pixels do not fails its sequence's write: its tokens are laid
