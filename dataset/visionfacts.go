@@ -137,19 +137,51 @@ func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decod
 		for i := range n {
 			off, l, _ := tab.Sample(i)
 			key := ix.SampleKey(first + i)
-			var known *vision.Facts
-			if len(long) > 0 && long[0].Sample == i {
-				f := vision.LongText(key+"."+exts[long[0].Field], long[0].Bytes)
-				known = &f
-				for len(long) > 0 && long[0].Sample == i {
-					long = long[1:]
-				}
+			var mine []format.LongText
+			for len(long) > 0 && long[0].Sample == i {
+				mine, long = append(mine, long[0]), long[1:]
 			}
-			if err := each(first+i, key, dst[off:off+l], known); err != nil {
+			if err := each(first+i, key, dst[off:off+l], unreadText(key, dst[off:off+l], mine, exts)); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+}
+
+// unreadText is the facts of sample (key) whose texts long were left
+// unread (exts: each field's member extension), or nil where vision
+// reads none of them — a conversation (json) beside a txt is metadata,
+// not the sample's text — and the sample is read as it was decoded.
+func unreadText(key string, sample []byte, long []format.LongText, exts map[string]string) *vision.Facts {
+	var json *format.LongText
+	for i, lt := range long {
+		switch exts[lt.Field] {
+		case "txt":
+			f := vision.LongText(key+".txt", lt.Bytes)
+			return &f
+		case "json":
+			json = &long[i]
+		}
+	}
+	if json == nil || hasMember(sample, key+".txt") {
+		return nil
+	}
+	f := vision.LongText(key+".json", json.Bytes)
+	return &f
+}
+
+// hasMember reports whether a sample's tar holds member name.
+func hasMember(sample []byte, name string) bool {
+	tr := tar.NewReader(bytes.NewReader(sample))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return false
+		}
+		if h.Name == name {
+			return true
+		}
 	}
 }
 

@@ -134,3 +134,104 @@ func TestVisionFactsLongText(t *testing.T) {
 		t.Error("the long row lays out")
 	}
 }
+
+// TestVisionFactsLongTextBeside: a long text is the sample's fault only
+// where vision reads it as the sample's text: a conversation beside a
+// caption is metadata (left unread all the same), so that row's facts
+// are its caption's; without the caption the conversation is its text,
+// refused; a long caption is refused. Each is what the same members as
+// a tar give.
+func TestVisionFactsLongTextBeside(t *testing.T) {
+	ctx := context.Background()
+	tok, err := os.ReadFile("../tokenize/testdata/hf-golden-tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := tokenize.Load(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("A caption far longer than a tokenizer reads. ", (tokenize.MaxTextBytes+1<<20)/45)
+	short := "<image> A black square."
+	rows := []struct {
+		caption *string
+		turn    string
+	}{{&short, "<image>\n" + long}, {nil, "<image>\n" + long}, {&long, "<image>\nWhat is it?"}, {&short, "<image>\nWhat is it?"}}
+	turn := arrow.StructOf(arrow.Field{Name: "from", Type: arrow.BinaryTypes.String}, arrow.Field{Name: "value", Type: arrow.BinaryTypes.String})
+	sc := arrow.NewSchema([]arrow.Field{{Name: "image", Type: arrow.BinaryTypes.Binary}, {Name: "caption", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "conversations", Type: arrow.ListOf(turn)}}, nil)
+	var p bytes.Buffer
+	if err := png.Encode(&p, image.NewNRGBA(image.Rect(0, 0, 28, 28))); err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	for _, r := range rows {
+		b.Field(0).(*array.BinaryBuilder).Append(p.Bytes())
+		if r.caption == nil {
+			b.Field(1).AppendNull()
+		} else {
+			b.Field(1).(*array.StringBuilder).Append(*r.caption)
+		}
+		lb := b.Field(2).(*array.ListBuilder)
+		sb := lb.ValueBuilder().(*array.StructBuilder)
+		lb.Append(true)
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.StringBuilder).Append("human")
+		sb.FieldBuilder(1).(*array.StringBuilder).Append(r.turn)
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	var file bytes.Buffer
+	w, err := pqarrow.NewFileWriter(sc, &file, pq.NewWriterProperties(pq.WithCompression(compress.Codecs.Zstd)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	data, dst := newLocal(t), newLocal(t)
+	putBytes(t, data, "pairs.parquet", file.Bytes())
+	res, err := IndexInPlace(ctx, data, dst, InPlaceOptions{Formats: []format.Format{parquet.Format{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := res.Index
+	f, err := WriteVisionFactsInPlace(ctx, dst, data, ix, res.Manifest.InPlace.Format, res.Decoder, tok, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &vision.Reader{Encoder: model}
+	faults := []vision.Fault{vision.FaultNone, vision.FaultText, vision.FaultText, vision.FaultNone}
+	for id, row := range rows {
+		key := ix.SampleKey(id)
+		js, _ := json.Marshal([]map[string]string{{"from": "human", "value": row.turn}})
+		var own bytes.Buffer
+		tw := tar.NewWriter(&own)
+		members := []struct {
+			name string
+			b    []byte
+		}{{key + ".png", p.Bytes()}, {key + ".json", js}}
+		if row.caption != nil {
+			members = append(members, struct {
+				name string
+				b    []byte
+			}{key + ".txt", []byte(*row.caption)})
+		}
+		for _, m := range members {
+			_ = tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.b)), Typeflag: tar.TypeReg})
+			_, _ = tw.Write(m.b)
+		}
+		_ = tw.Close()
+		want, err := r.Facts(key, own.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(f.Samples[id], want) || want.Fault != faults[id] {
+			t.Errorf("row %d: %+v; its values make %+v (fault %d expected)", id, f.Samples[id], want, faults[id])
+		}
+	}
+}
