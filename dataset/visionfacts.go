@@ -55,11 +55,14 @@ func WriteVisionFactsInPlace(ctx context.Context, st, data s3backend.Store, ix *
 // A chunkSamples reads chunk c's samples, in sample order, each as its
 // members as a tar (the bytes a gateway serves of it), handing each to
 // each with its ID and key; the bytes are good until each returns.
-type chunkSamples func(ctx context.Context, c int, each func(id int, key string, sample []byte) error) error
+// known, if not nil, is the sample's facts where the read knows them
+// already: a text its decoder left unread, past the tokenizer's bound
+// (vision.LongText).
+type chunkSamples func(ctx context.Context, c int, each func(id int, key string, sample []byte, known *vision.Facts) error) error
 
 // tarSamples reads a tar chunk's samples by their ranges.
 func tarSamples(st s3backend.Store, ix *chunkindex.Index) chunkSamples {
-	return func(ctx context.Context, c int, each func(int, string, []byte) error) error {
+	return func(ctx context.Context, c int, each func(int, string, []byte, *vision.Facts) error) error {
 		ch := ix.Chunk(c)
 		first, n := ix.ChunkRange(c)
 		var buf []byte
@@ -69,7 +72,7 @@ func tarSamples(st s3backend.Store, ix *chunkindex.Index) chunkSamples {
 			if err := st.ReadRange(ctx, ch.Key, ch.ETag, s.Offset, buf); err != nil {
 				return fmt.Errorf("dataset: reading sample %s of %s: %w", s.Key, ch.Key, err)
 			}
-			if err := each(id, s.Key, buf); err != nil {
+			if err := each(id, s.Key, buf, nil); err != nil {
 				return err
 			}
 		}
@@ -80,9 +83,18 @@ func tarSamples(st s3backend.Store, ix *chunkindex.Index) chunkSamples {
 // decodedSamples reads a chunk served in place whole — its ranges of
 // its object, pinned to the version indexed and checked against the
 // index's CRC32Cs where it has them — and decodes it with every field
-// into its resident form, whose samples are tars.
+// into its resident form, whose samples are tars. A decoder that can
+// (format.TextBound: Parquet) leaves every text past the tokenizer's
+// bound unread, its length read from the pages' headers and the value's
+// length prefix, and its sample's facts are vision.LongText's: a 100 MB
+// conversation costs its compressed bytes and a window, not 100 MB and
+// its JSON.
 func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decoder) chunkSamples {
-	return func(ctx context.Context, c int, each func(int, string, []byte) error) error {
+	exts := map[string]string{} // a field's member extension
+	for _, f := range dec.Fields() {
+		exts[f.Name] = f.Ext
+	}
+	return func(ctx context.Context, c int, each func(int, string, []byte, *vision.Facts) error) error {
 		ch := ix.Chunk(c)
 		obj := stored.ChunkObject(ch.Key)
 		rs, bound := dec.Extent(c, nil)
@@ -98,11 +110,18 @@ func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decod
 			return fmt.Errorf("dataset: chunk %d: %w", c, err)
 		}
 		wo := format.WriterOptions{ModTime: ix.InPlace().Created}
-		dst := make([]byte, bound)
-		err := dec.Decode(c, nil, src, dst, wo)
-		if ge := (*format.GrowError)(nil); errors.As(err, &ge) {
-			dst = make([]byte, ge.Need)
+		var dst []byte
+		var long []format.LongText
+		var err error
+		if tb, ok := dec.(format.TextBound); ok {
+			dst, long, err = tb.DecodeTexts(c, src, tokenize.MaxTextBytes, wo)
+		} else {
+			dst = make([]byte, bound)
 			err = dec.Decode(c, nil, src, dst, wo)
+			if ge := (*format.GrowError)(nil); errors.As(err, &ge) {
+				dst = make([]byte, ge.Need)
+				err = dec.Decode(c, nil, src, dst, wo)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("dataset: decoding chunk %d (%s): %w", c, obj, err)
@@ -117,11 +136,52 @@ func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decod
 		}
 		for i := range n {
 			off, l, _ := tab.Sample(i)
-			if err := each(first+i, ix.SampleKey(first+i), dst[off:off+l]); err != nil {
+			key := ix.SampleKey(first + i)
+			var mine []format.LongText
+			for len(long) > 0 && long[0].Sample == i {
+				mine, long = append(mine, long[0]), long[1:]
+			}
+			if err := each(first+i, key, dst[off:off+l], unreadText(key, dst[off:off+l], mine, exts)); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+}
+
+// unreadText is the facts of sample (key) whose texts long were left
+// unread (exts: each field's member extension), or nil where vision
+// reads none of them — a conversation (json) beside a txt is metadata,
+// not the sample's text — and the sample is read as it was decoded.
+func unreadText(key string, sample []byte, long []format.LongText, exts map[string]string) *vision.Facts {
+	var json *format.LongText
+	for i, lt := range long {
+		switch exts[lt.Field] {
+		case "txt":
+			f := vision.LongText(key+".txt", lt.Bytes)
+			return &f
+		case "json":
+			json = &long[i]
+		}
+	}
+	if json == nil || hasMember(sample, key+".txt") {
+		return nil
+	}
+	f := vision.LongText(key+".json", json.Bytes)
+	return &f
+}
+
+// hasMember reports whether a sample's tar holds member name.
+func hasMember(sample []byte, name string) bool {
+	tr := tar.NewReader(bytes.NewReader(sample))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return false
+		}
+		if h.Name == name {
+			return true
+		}
 	}
 }
 
@@ -141,7 +201,11 @@ func writeVisionFacts(ctx context.Context, st s3backend.Store, ix *chunkindex.In
 	g.SetLimit(max(1, parallel))
 	for c := range ix.NumChunks() {
 		g.Go(func() error {
-			return read(gctx, c, func(id int, key string, sample []byte) error {
+			return read(gctx, c, func(id int, key string, sample []byte, known *vision.Facts) error {
+				if known != nil {
+					f.Samples[id] = *known
+					return nil
+				}
 				facts, err := r.Facts(key, sample)
 				if err != nil {
 					return fmt.Errorf("dataset: %w", err)

@@ -497,6 +497,32 @@ type ImageText interface {
 	UnreadImage(ext string) bool
 }
 
+// TextBound is implemented by the Decoder of image-text samples
+// (ImageText) whose text values' lengths are stated before the values:
+// a Parquet column chunk's size statistics, its pages' headers, each
+// PLAIN value's length prefix. Whoever reads a sample's text only up to
+// a bound — a tokenizer's (tokenize.MaxTextBytes), when `brand index
+// --tokenizer` reads image-text facts — decodes a chunk without the
+// texts past it, rather than read them to refuse them.
+type TextBound interface {
+	// DecodeTexts decodes chunk c with every field (src holds Extent's
+	// ranges of every field) into a buffer of its own, sized by the
+	// chunk's bound less what it leaves out: every value of a text field
+	// (a string member's, a conversation's) of more than most bytes is
+	// left unread, written empty, and its sample named in long. A value
+	// whose length it cannot read first is read as Decode reads it.
+	DecodeTexts(c int, src []byte, most int64, w WriterOptions) (dst []byte, long []LongText, err error)
+}
+
+// LongText is a text value TextBound left unread: its sample (its index
+// in the chunk), its field and its bytes, the longest of the sample's in
+// that field.
+type LongText struct {
+	Sample int
+	Field  string
+	Bytes  int64
+}
+
 // CheckImageText refuses dec, a decoder of format name, unless its
 // samples are image-text samples (ImageText): the one check the
 // indexer, before it writes a dataset's image-text facts, and the

@@ -12,26 +12,41 @@ import (
 // (or the library it uses) reads the object as if it had it whole.
 type Read struct {
 	ranges []Range
-	at     []int64 // at[i] is where ranges[i] starts in src
-	src    []byte
+	bytes  [][]byte // bytes[i] is ranges[i]'s
 }
 
 // NewRead returns the read of ranges (ascending, not overlapping) whose
 // bytes are src, or an error when src is not exactly their length.
 func NewRead(ranges []Range, src []byte) (*Read, error) {
-	r := &Read{ranges: ranges, at: make([]int64, len(ranges)), src: src}
+	r := &Read{}
 	var n int64
-	for i, rg := range ranges {
-		if i > 0 && rg.Off < ranges[i-1].End() {
-			return nil, fmt.Errorf("format: ranges not ascending: %d+%d after %d+%d", rg.Off, rg.Len, ranges[i-1].Off, ranges[i-1].Len)
+	for _, rg := range ranges {
+		if rg.Len < 0 || n+rg.Len > int64(len(src)) {
+			return nil, fmt.Errorf("%w: read %d bytes for ranges of more", ErrDamaged, len(src))
 		}
-		r.at[i] = n
+		if err := r.Add(rg, src[n:n+rg.Len:n+rg.Len]); err != nil {
+			return nil, err
+		}
 		n += rg.Len
 	}
 	if n != int64(len(src)) {
 		return nil, fmt.Errorf("%w: read %d bytes for ranges of %d", ErrDamaged, len(src), n)
 	}
 	return r, nil
+}
+
+// Add adds range rg, its bytes b, after the ranges read: what a decoder
+// reads in place of some of them (a column chunk it wrote again,
+// addressed past the object's end).
+func (r *Read) Add(rg Range, b []byte) error {
+	if n := len(r.ranges); n > 0 && rg.Off < r.ranges[n-1].End() {
+		return fmt.Errorf("format: ranges not ascending: %d+%d after %d+%d", rg.Off, rg.Len, r.ranges[n-1].Off, r.ranges[n-1].Len)
+	}
+	if int64(len(b)) != rg.Len {
+		return fmt.Errorf("%w: %d bytes for a range of %d", ErrDamaged, len(b), rg.Len)
+	}
+	r.ranges, r.bytes = append(r.ranges, rg), append(r.bytes, b)
+	return nil
 }
 
 // Bytes returns the object's bytes [off, off+n) without a copy, or an
@@ -41,8 +56,8 @@ func (r *Read) Bytes(off, n int64) ([]byte, error) {
 	if n < 0 || i == len(r.ranges) || off < r.ranges[i].Off || off+n > r.ranges[i].End() {
 		return nil, fmt.Errorf("%w: bytes %d+%d of the object were not read", ErrDamaged, off, n)
 	}
-	s := r.at[i] + off - r.ranges[i].Off
-	return r.src[s : s+n : s+n], nil
+	s := off - r.ranges[i].Off
+	return r.bytes[i][s : s+n : s+n], nil
 }
 
 // ReadAt reads the object's bytes at off; past the ranges read it fails
@@ -55,8 +70,7 @@ func (r *Read) ReadAt(p []byte, off int64) (int, error) {
 		}
 		return 0, fmt.Errorf("%w: byte %d of the object was not read", ErrDamaged, off)
 	}
-	s := r.at[i] + off - r.ranges[i].Off
-	n := copy(p, r.src[s:r.at[i]+r.ranges[i].Len])
+	n := copy(p, r.bytes[i][off-r.ranges[i].Off:])
 	if n < len(p) {
 		if i == len(r.ranges)-1 {
 			return n, io.EOF

@@ -40,8 +40,12 @@
 // whose header does not decode (ErrBadImage), an image the rule cannot
 // size (ErrImageBounds), more pixels than the bound (transform's
 // ErrTooLarge), a text whose placeholders are not its images
-// (ErrPlaceholders), a sample of more tokens than seq or more images than
-// the cap (ErrTooLong: a sample with images is never split) fail the
+// (ErrPlaceholders), a text (a txt member, a conversation's turn) longer
+// than the tokenizer reads (tokenize.MaxTextBytes: ErrTooLong, found
+// before anything else of the sample, since an index of Parquet rows
+// reads its length alone, LongText), a sample of more tokens than seq or
+// more images than the cap (ErrTooLong: a sample with images is never
+// split) fail the
 // epoch naming the sample (Fail) or are skipped and counted (Skip, the
 // --on-bad-image rule's two answers). An image whose header reads but
 // whose pixels do not fails its sequence's write (a *PixelsError naming
@@ -49,6 +53,16 @@
 // sequence is written again without that sample (its later samples
 // moved up, the pad longer), and the sample named as skipped by the
 // pack stage.
+//
+// # Memory
+//
+// Writer.Members resizes a sequence's images one after the other, each
+// reserving its decode's memory (Reserve: its working memory,
+// transform.Footprint.Work, and its tensor) from its header before a
+// pixel is decoded, and giving it back once resized: a server reserves
+// it from its decodes share, as its transform stage's images do, so
+// vision jobs decoding large images at once wait for each other rather
+// than overrun --memory-limit.
 //
 // # Costs
 //

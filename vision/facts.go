@@ -66,6 +66,9 @@ func (r *Reader) Facts(name string, sample []byte) (Facts, error) {
 	if err != nil {
 		return Facts{Fault: FaultSample, Why: err.Error()}, nil
 	}
+	if why, long := longText(turns); long {
+		return Facts{Fault: FaultText, Why: why}, nil
+	}
 	holes := 0
 	for _, t := range turns {
 		holes += bytes.Count(t.text, []byte(Placeholder))
@@ -104,13 +107,22 @@ func (r *Reader) Facts(name string, sample []byte) (Facts, error) {
 	return f, nil
 }
 
+// LongText is the facts of a sample whose member holds a text of n
+// bytes, more than the tokenizer reads (tokenize.MaxTextBytes): what
+// Facts says of it, before anything else, where an index reads the
+// text's length alone (format.TextBound) and never the text.
+func LongText(member string, n int64) Facts {
+	return Facts{Fault: FaultText, Why: textTooLong(member, n)}
+}
+
 // Item is the item of a sample of facts f under r, in sequences of seq
 // tokens: what Read and then Items make of the sample, or an error of
 // the kind Read or Items gives it (which the caller names the sample
 // in: Rule.Items does). Faults are checked in Read's order: the
-// sample's members, its placeholders, each image in turn (a bad header,
-// then the rule's bounds), its text, then its length against seq and
-// the rule's cap.
+// sample's members, a text past the tokenizer's bound (which Facts
+// finds before anything else: LongText), its placeholders, each image
+// in turn (a bad header, then the rule's bounds), its text, then its
+// length against seq and the rule's cap.
 func (r Rule) Item(f Facts, seq int) (Item, error) {
 	if f.Fault == FaultSample || f.Fault == FaultPlaceholders {
 		return Item{}, fmt.Errorf("%w: %s", faultErr[f.Fault], f.Why)

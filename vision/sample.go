@@ -103,15 +103,36 @@ func (r *Reader) Read(name string, sample []byte) (Sample, error) {
 
 // A turn is a run of a sample's text and the loss its tokens take: a
 // txt member is one turn of loss 1; a conversation, one turn a message,
-// of loss 1 for the assistant's alone.
+// of loss 1 for the assistant's alone. member is the member it is of.
 type turn struct {
-	text []byte
-	loss uint8
+	text   []byte
+	loss   uint8
+	member string
+}
+
+// longText is a sample's first turn longer than the tokenizer reads
+// (tokenize.MaxTextBytes), if any: what an index refuses reading its
+// length alone (LongText), so Read and Facts refuse it first too.
+func longText(turns []turn) (string, bool) {
+	for _, t := range turns {
+		if len(t.text) > tokenize.MaxTextBytes {
+			return textTooLong(t.member, int64(len(t.text))), true
+		}
+	}
+	return "", false
+}
+
+// textTooLong says why a text of n bytes of member is refused.
+func textTooLong(member string, n int64) string {
+	return fmt.Sprintf("member %s holds a text of %d bytes, more than a text may be (%d: tokenize.MaxTextBytes)", member, n, tokenize.MaxTextBytes)
 }
 
 // build tokenizes the turns around their placeholders and sizes the
 // images.
 func (r *Reader) build(turns []turn, images []Image) (Sample, error) {
+	if why, long := longText(turns); long {
+		return Sample{}, fmt.Errorf("%w: %s", ErrTooLong, why)
+	}
 	holes := 0
 	for _, t := range turns {
 		holes += bytes.Count(t.text, []byte(Placeholder))
@@ -194,7 +215,7 @@ func appendN[T any](dst []T, v T, n int) []T {
 func members(sample []byte) ([]turn, []Image, error) {
 	var turns []turn
 	var txt, js []byte // a txt's text; a json's conversation, unless a txt is there
-	var jsName string
+	var txtName, jsName string
 	type numbered struct {
 		n  int
 		im Image
@@ -238,7 +259,7 @@ func members(sample []byte) ([]turn, []Image, error) {
 				return nil, nil, fmt.Errorf("%w: member %s: %v", ErrSample, h.Name, err)
 			}
 			if kind == "txt" {
-				txt = b
+				txt, txtName = b, h.Name
 			} else {
 				js, jsName = b, h.Name
 			}
@@ -252,11 +273,14 @@ func members(sample []byte) ([]turn, []Image, error) {
 	}
 	switch {
 	case txt != nil:
-		turns = []turn{{text: txt, loss: 1}}
+		turns = []turn{{text: txt, loss: 1, member: txtName}}
 	case js != nil:
 		var err error
 		if turns, err = conversation(js); err != nil {
 			return nil, nil, fmt.Errorf("%w: member %s: %w", ErrSample, jsName, err)
+		}
+		for i := range turns {
+			turns[i].member = jsName
 		}
 	default:
 		return nil, nil, fmt.Errorf("%w: no txt or json member", ErrSample)

@@ -3,6 +3,7 @@ package vision
 import (
 	"archive/tar"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -29,6 +30,15 @@ type Writer struct {
 	Images transform.Options
 }
 
+// Reserve takes the memory an image's decode holds while it runs — its
+// working memory (transform.Footprint.Work) and the tensor it makes —
+// before a pixel is decoded, and returns what gives it back: a server's
+// decodes share (memory.Manager.Decodes, through the pack stage), which
+// waits within its bound or fails, and refuses a decode larger than all
+// of it with an error wrapping transform.ErrTooLarge. nil reserves
+// nothing (a tool's writer, a test's).
+type Reserve func(n int64) (release func(), err error)
+
 // Members writes sequence key, made of samples (the sequence's, read by
 // a Reader, in its order), as its members, each given to put in order
 // with its name and data:
@@ -40,13 +50,17 @@ type Writer struct {
 //	KEY.image_sizes.npy   int32 [n, 2]: each image's (height, width) as resized
 //	KEY.image.K.npy       uint8 [3, h, w]: image K, resized by transform's exact resampler
 //
-// n is the sequence's images, in the order of their spans. An image
-// whose pixels do not decode fails the write (ErrBadImage, as a
-// *PixelsError naming its sample): its tokens are already laid out, so
-// it is never left out of its sequence by Members, only written anew
-// without its whole sample by a caller that skips bad samples. data is
-// put's to copy before it returns.
-func (wr *Writer) Members(key string, samples []Sample, put func(name string, data []byte) error) error {
+// n is the sequence's images, in the order of their spans. Each image
+// reserves its decode's memory (reserve) from its header, before its
+// pixels are decoded, and gives it back once resized: an error of
+// reserve's fails the write naming the member, and one wrapping
+// transform.ErrTooLarge (no room would ever do) is a bad image. An image
+// whose pixels do not decode, or that no room would hold, fails the write
+// (ErrBadImage, as a *PixelsError naming its sample): its tokens are
+// already laid out, so it is never left out of its sequence by Members,
+// only written anew without its whole sample by a caller that skips bad
+// samples. data is put's to copy before it returns.
+func (wr *Writer) Members(key string, samples []Sample, put func(name string, data []byte) error, reserve Reserve) error {
 	seq := wr.Seq
 	ids := make([]int32, 0, seq)
 	pos := make([]int32, 0, seq)
@@ -106,7 +120,26 @@ func (wr *Writer) Members(key string, samples []Sample, put func(name string, da
 		if err != nil {
 			return err
 		}
+		fp, err := p.Footprint(im.Data, transform.Key{})
+		if err != nil {
+			return fmt.Errorf("%w: member %s: %w", ErrBadImage, im.Member, err)
+		}
+		if fp.Out > cap(out) {
+			out = nil // a new tensor's buffer; the last one is garbage
+		}
+		// Held while it decodes: its working memory, and the buffer its
+		// tensor is written into.
+		release, err := reserveDecode(reserve, im.Member, fp.Work+int64(max(fp.Out, cap(out))))
+		if errors.Is(err, transform.ErrTooLarge) {
+			// No room would ever hold it: a bad image, which a caller
+			// skipping bad samples leaves out with its sample.
+			return &PixelsError{Sample: owner[k], Member: im.Member, Err: err}
+		}
+		if err != nil {
+			return err
+		}
 		res, err := p.Apply(out[:0], im.Data, transform.Key{}, &sc)
+		release()
 		if err != nil {
 			return &PixelsError{Sample: owner[k], Member: im.Member, Err: err}
 		}
@@ -116,6 +149,23 @@ func (wr *Writer) Members(key string, samples []Sample, put func(name string, da
 		}
 	}
 	return nil
+}
+
+// reserveDecode reserves n bytes for member's decode with reserve, if
+// any; an error names the member, and one that no room would mend
+// (transform.ErrTooLarge) makes the image a bad one.
+func reserveDecode(reserve Reserve, member string, n int64) (func(), error) {
+	if reserve == nil {
+		return func() {}, nil
+	}
+	release, err := reserve(n)
+	switch {
+	case errors.Is(err, transform.ErrTooLarge):
+		return nil, err // a *PixelsError of Members'
+	case err != nil:
+		return nil, fmt.Errorf("member %s: %w", member, err)
+	}
+	return release, nil
 }
 
 // Write appends sequence key's members (Members) to tw, each of mode
@@ -130,7 +180,7 @@ func (wr *Writer) Write(tw *tar.Writer, key string, samples []Sample) error {
 		}
 		_, err := tw.Write(data)
 		return err
-	})
+	}, nil)
 }
 
 // A PixelsError is Members' refusal of an image whose header read (its

@@ -243,11 +243,25 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 
 // decode is Decode, with the values DecodeStream placed (pl, nil for
 // none).
-func (d *decoder) decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions, pl *placement) (err error) {
+func (d *decoder) decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions, pl *placement) error {
 	if c < 0 || c >= d.ds.numChunks() {
 		return fmt.Errorf("parquet: no chunk %d", c)
 	}
 	gs := d.ds.span(c)
+	ranges, bound := d.Extent(c, sel)
+	if int64(len(dst)) < bound {
+		return fmt.Errorf("parquet: a buffer of %d bytes for a resident bound of %d", len(dst), bound)
+	}
+	read, err := format.NewRead(ranges, src)
+	if err != nil {
+		return d.damaged(&gs[0], "", err)
+	}
+	return d.decodeSpan(gs, sel, read, dst, wo, pl)
+}
+
+// decodeSpan writes row groups gs (a chunk's), their column chunks in
+// read, with the fields sel, into dst.
+func (d *decoder) decodeSpan(gs []chunk, sel format.Selection, read *format.Read, dst []byte, wo format.WriterOptions, pl *placement) (err error) {
 	ch := &gs[0]
 	col := ""
 	defer func() {
@@ -257,10 +271,6 @@ func (d *decoder) decode(c int, sel format.Selection, src, dst []byte, wo format
 			err = d.damaged(ch, col, fmt.Errorf("the reader failed: %v", p))
 		}
 	}()
-	ranges, bound := d.Extent(c, sel)
-	if int64(len(dst)) < bound {
-		return fmt.Errorf("parquet: a buffer of %d bytes for a resident bound of %d", len(dst), bound)
-	}
 	// Where the footer could only guess the bound, the chunk may need
 	// more: it says how much (format.GrowError) and is decoded again into
 	// that much (a dst longer than the bound).
@@ -272,10 +282,6 @@ func (d *decoder) decode(c int, sel format.Selection, src, dst []byte, wo format
 				wo.MayGrow = true
 			}
 		}
-	}
-	read, err := format.NewRead(ranges, src)
-	if err != nil {
-		return d.damaged(ch, "", err)
 	}
 	w, err := format.NewWriter(dst, int(rows), wo)
 	if err != nil {

@@ -147,6 +147,18 @@
 // than the index's, or a list value outside its column's integer type, is
 // damage (docs/format.md §6.7).
 //
+// # Long texts
+//
+// A reader of image-text samples that reads a text only up to a bound
+// (the tokenizer's, when `brand index --tokenizer` reads their facts)
+// decodes a chunk with DecodeTexts (format.TextBound): every text value
+// past the bound is found from the footer's size statistics, the pages'
+// headers and the values' length prefixes, read through a window of the
+// decompressed page, and left unread — its page written again without
+// it before the chunk is decoded (longtext.go). A token dataset's text
+// (Options.Text) past the tokenizer's bound is refused so, naming its
+// row.
+//
 // # Concurrency
 //
 // Format and the decoders Open returns are safe for concurrent use; each

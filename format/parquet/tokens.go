@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/inflate"
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/tokenize"
 )
@@ -233,8 +234,20 @@ func lengthPrefixed(b []byte) (levels, rest []byte, err error) {
 }
 
 // text tokenizes each row's text of a column chunk b with the model and
-// counts the tokens; a null text is a document of none.
+// counts the tokens; a null text is a document of none. A text longer
+// than the model reads (tokenize.MaxTextBytes) is refused naming its
+// row from its length, found before any value is read where the pages
+// state it (scanLong), never read to be refused.
 func (k counter) text(ch *chunk, f *field, leaf int, b []byte) ([]uint32, error) {
+	if m := &ch.cols[leaf]; m.bytesMax > tokenize.MaxTextBytes {
+		streams := inflate.Streams{Keep: true}
+		lv, _, err := scanLong(&streams, m, k.d.schema.leaves[leaf], b, tokenize.MaxTextBytes)
+		streams.Close()
+		if err == nil && len(lv) > 0 {
+			return nil, fmt.Errorf("row %d holds a text of %d bytes, more than a document may be (%d: tokenize.MaxTextBytes)",
+				ch.first+lv[0].row, lv[0].n, tokenize.MaxTextBytes)
+		}
+	}
 	read, err := format.NewRead([]format.Range{{Off: ch.cols[leaf].start, Len: int64(len(b))}}, b)
 	if err != nil {
 		return nil, err

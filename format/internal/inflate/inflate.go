@@ -26,9 +26,18 @@
 // buffer can cause before the library notices (it checks after each
 // block). TestWorking measures every codec against it on bombs.
 //
+// # Streams
+//
+// Stream reads the same data through a window of its output rather than
+// into a buffer of its size: a reader of a Parquet page that needs its
+// values' lengths, not their bytes, passes over a 100 MB value holding
+// a window (StreamWindow for ZSTD, SnappyWindow for Snappy, 64 KiB for
+// LZ4 blocks). Bytes that reach back past it fail with ErrWindow: the
+// caller decompresses them whole, as before.
+//
 // # Concurrency
 //
-// Into is safe for concurrent use. The ZSTD decoder is one for the
+// Into is safe for concurrent use; each Stream is one reader's. The ZSTD decoder is one for the
 // process, made at the first use, shared as arrow-go's is: it holds no
 // data between calls.
 package inflate

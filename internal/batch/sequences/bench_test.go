@@ -62,3 +62,5 @@ func (serial) Run(_ context.Context, n int, f func(int)) error {
 func (serial) Buffer(_ context.Context, n int64, _ bool) ([]byte, func(), error) {
 	return make([]byte, 0, n), func() {}, nil
 }
+
+func (serial) Decode(context.Context, int64, bool) (func(), error) { return func() {}, nil }

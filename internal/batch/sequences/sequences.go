@@ -81,10 +81,15 @@ var (
 
 // Workers runs a call's work and hands out its memory (tensorize.Stage): Run
 // calls f(i) for i in [0, n) on the pool's workers; Buffer takes n bytes
-// of the copy budget, waiting for it unless noWait.
+// of the copy budget, waiting for it unless noWait; Decode takes n bytes
+// of the node's decodes for an image about to be decoded (a vision
+// sequence's), by the rule the transform stage's own images follow:
+// waiting within the budget's bound unless noWait, and refusing a decode
+// larger than all of it (transform.ErrTooLarge).
 type Workers interface {
 	Run(ctx context.Context, n int, f func(i int)) error
 	Buffer(ctx context.Context, n int64, noWait bool) ([]byte, func(), error)
+	Decode(ctx context.Context, n int64, noWait bool) (release func(), err error)
 }
 
 // Config configures a Stage.

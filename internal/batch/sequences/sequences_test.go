@@ -39,6 +39,8 @@ func (w *inline) Buffer(_ context.Context, n int64, _ bool) ([]byte, func(), err
 	return make([]byte, 0, n), func() { w.mu.Lock(); w.held -= n; w.mu.Unlock() }, nil
 }
 
+func (w *inline) Decode(context.Context, int64, bool) (func(), error) { return func() {}, nil }
+
 // docSample is a document's sample as a resident form holds it: a tar
 // member key.npy with the tokens in dtype descr.
 func docSample(t testing.TB, key, descr string, size int, tokens []int64) []byte {

@@ -40,15 +40,18 @@ type VisionSkip struct {
 // IDs, positions, loss mask, image spans and sizes, each image resized)
 // into one buffer of the stage's budget, sized before any pixel is
 // decoded (vision.Writer.Size), each sequence on the stage's workers.
-// Errors: ErrTooLarge over the server's bound, the budget's, a sample's
-// image that does not decode (vision.ErrBadImage, naming it). With
-// req.Skip, a sample whose image's pixels do not decode is left out of
-// its sequence instead — the sequence written again in its room without
-// it, its later samples moved up and its pad longer, as if packed
-// without it — and named in the skipped list returned (in sequence
-// order).
+// Each image's decode takes its memory from the node's decodes before it
+// decodes (Workers.Decode), as a transform job's images do. Errors:
+// ErrTooLarge over the server's bound, the budget's (a batch's memory, an
+// image's decode), a sample's image that does not decode or whose decode
+// is larger than all the node has for decodes (vision.ErrBadImage,
+// naming it). With req.Skip, such a sample is left out of its sequence
+// instead — the sequence written again in its room without it, its later
+// samples moved up and its pad longer, as if packed without it — and
+// named in the skipped list returned (in sequence order).
 func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, error) {
-	k := &visionKind{req: &req, samples: slices.Clone(req.Samples), skipped: make([][]VisionSkip, len(req.Keys))}
+	reserve := func(n int64) (func(), error) { return s.workers.Decode(ctx, n, req.NoWait) }
+	k := &visionKind{req: &req, reserve: reserve, samples: slices.Clone(req.Samples), skipped: make([][]VisionSkip, len(req.Keys))}
 	b, err := s.sized(req.Keys, s.visionHeader, k, func(total int64) error {
 		return fmt.Errorf("%w: %d sequences of %d tokens and their images make %d bytes, over the server's --max-batch-bytes (%d)",
 			ErrTooLarge, len(req.Keys), req.Writer.Seq, total, s.maxBytes)
@@ -72,11 +75,13 @@ func (s *Stage) PackVision(ctx context.Context, req VisionRequest) (*Output, err
 }
 
 // visionKind is a vision batch as the batch writer's kind: each
-// sequence's members as its vision.Writer makes them, less, with Skip,
-// the samples whose pixels do not decode (samples and skipped: sequence
-// i's, written by its worker alone).
+// sequence's members as its vision.Writer makes them, each image's
+// decode within reserve, less, with Skip, the samples whose pixels do
+// not decode (samples and skipped: sequence i's, written by its worker
+// alone).
 type visionKind struct {
 	req     *VisionRequest
+	reserve vision.Reserve
 	samples [][]vision.Sample
 	skipped [][]VisionSkip
 }
@@ -100,7 +105,7 @@ func (k *visionKind) write(i int, w *ustar.Writer) error {
 			}
 			copy(room, data)
 			return nil
-		})
+		}, k.reserve)
 		var bad *vision.PixelsError
 		if err == nil || !k.req.Skip || !errors.As(err, &bad) || bad.Sample >= len(asked) {
 			return err

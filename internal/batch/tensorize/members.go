@@ -133,8 +133,7 @@ func plan(p *transform.Pipeline, data []byte, key transform.Key, maxBytes, maxWo
 				ErrTooLarge, p.Name(), n, maxBytes)
 		}
 		if fp.Work > maxWork {
-			return l, hdr.Name, fmt.Errorf("%w: pipeline %q: decoding it takes %d bytes, more than this node's memory for decodes (%d): "+
-				"a larger --memory-limit, or a lower --max-image-pixels, bounds it", transform.ErrTooLarge, p.Name(), fp.Work, maxWork)
+			return l, hdr.Name, overDecodes(p.Name(), fp.Work, maxWork)
 		}
 		h, err := tensorHeader(hdr, out, n)
 		if err != nil {
