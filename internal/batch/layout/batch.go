@@ -61,7 +61,7 @@ func (s Source) IndexID() string {
 // Assigns reports whether job's batches from s are assigned to ranks by
 // locality (cluster.Assign over s.Members): on a cluster of more than one
 // member, with more than one rank, for a job whose features keep
-// locality (spec: balance= replaces it, a token or clip job's ranks take
+// locality (the table: balance= replaces it, a token or clip job's ranks take
 // the plain cut). Otherwise each rank takes the plain cut or its
 // balanced share, and nothing of the cluster enters the batch.
 func (s Source) Assigns(job api.Job) bool { return s.assignment(job) == byLocality }

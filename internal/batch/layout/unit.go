@@ -24,8 +24,8 @@ import (
 // of its epochs (packings, vision epochs, clip spaces). Safe for
 // concurrent use.
 type Unit interface {
-	// Feature is the unit's feature in the table (spec.Samples,
-	// spec.Tokens, spec.Vision, spec.Clips).
+	// Feature is the unit's feature in the table (features.Samples,
+	// features.Tokens, features.Vision, features.Clips).
 	Feature() features.Feature
 	// View is the view of ds a job of the unit reads — the fields it
 	// names, a token dataset's token field, image-text samples whole —
@@ -61,8 +61,8 @@ type units struct {
 }
 
 // of is the unit of a job of features f: the one place a job's kind of
-// batch is chosen. A vision job is a token job (spec.Vision with
-// spec.Tokens) whose samples are image-text pairs.
+// batch is chosen. A vision job is a token job (features.Vision with
+// features.Tokens) whose samples are image-text pairs.
 func (u *units) of(f features.Set) Unit {
 	for _, x := range u.extra {
 		if f.Has(x.Feature()) {
