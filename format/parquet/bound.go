@@ -140,7 +140,7 @@ func jsonInstances(c *chunk, n *node) int64 {
 
 // fieldBound is what field f of chunk c costs in the resident form.
 func (d *decoder) fieldBound(c *chunk, f *field) int64 {
-	nameLen := d.keyLen(c) + 1 + max(f.maxExtLen(), len(nullExt))
+	nameLen := d.ds.keyLen(c) + 1 + max(f.maxExtLen(), len(nullExt))
 	col := func(leaf int) *colMeta { return &c.cols[leaf] }
 	switch f.kind {
 	case kindCls:
@@ -217,7 +217,7 @@ func (d *decoder) membersBound(c *chunk, sel format.Selection) int64 {
 		}
 	}
 	if !any {
-		n = add(n, mul(c.rows, format.MemberLen(d.keyLen(c)+1+len(nullExt), 0)))
+		n = add(n, mul(c.rows, format.MemberLen(d.ds.keyLen(c)+1+len(nullExt), 0)))
 	}
 	return n
 }
@@ -225,7 +225,7 @@ func (d *decoder) membersBound(c *chunk, sel format.Selection) int64 {
 // guessed reports whether field f's bound in chunk c is a guess: a byte
 // array column a dictionary or front coding may repeat values of, with no
 // size statistics (colMeta.guess).
-func (d *decoder) guessed(c *chunk, f *field) bool {
+func (c *chunk) guessed(f *field) bool {
 	for _, leaf := range f.leaves {
 		if c.cols[leaf].guess {
 			return true

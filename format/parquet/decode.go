@@ -124,16 +124,16 @@ type columns struct {
 
 func (c *columns) Fields() []format.Field { return c.pub }
 
-func (d *decoder) keyLen(c *chunk) int {
-	f := &d.ds.files[c.file]
+func (ds *dataset) keyLen(c *chunk) int {
+	f := &ds.files[c.file]
 	return len(f.prefix) + 1 + f.width
 }
 
 // key is the key of row i of chunk c: the object's key without
 // ".parquet", "/", the row's index in the file zero-padded to the width
 // of the file's row count.
-func (d *decoder) key(b []byte, c *chunk, i int64) []byte {
-	f := &d.ds.files[c.file]
+func (ds *dataset) key(b []byte, c *chunk, i int64) []byte {
+	f := &ds.files[c.file]
 	b = append(b, f.prefix...)
 	b = append(b, '/')
 	n := strconv.AppendInt(nil, c.first+i, 10)
@@ -214,7 +214,7 @@ func (d *decoder) Working(c int, sel format.Selection) int64 {
 		most = max(most, flat)
 		rows += ch.rows
 	}
-	return most + imgSum - imgMost + n + inflating + rows*(fields*format.MemberWorking+int64(d.keyLen(&gs[0]))) + 1<<20
+	return most + imgSum - imgMost + n + inflating + rows*(fields*format.MemberWorking+int64(d.ds.keyLen(&gs[0]))) + 1<<20
 }
 
 func (d *decoder) object(c *chunk) string { return d.ds.files[c.file].prefix + ".parquet" }
@@ -278,7 +278,7 @@ func (d *decoder) decodeSpan(gs []chunk, sel format.Selection, read *format.Read
 	for gi := range gs {
 		rows += gs[gi].rows
 		for i, f := range d.fields {
-			if sel.Has(i) && d.guessed(&gs[gi], f) {
+			if sel.Has(i) && gs[gi].guessed(f) {
 				wo.MayGrow = true
 			}
 		}
@@ -332,9 +332,9 @@ func (d *decoder) decodeGroup(ch *chunk, sel format.Selection, read *format.Read
 		}
 		ws = append(ws, fw)
 	}
-	key := make([]byte, 0, d.keyLen(ch))
+	key := make([]byte, 0, d.ds.keyLen(ch))
 	for r := range ch.rows {
-		key = d.key(key[:0], ch, r)
+		key = d.ds.key(key[:0], ch, r)
 		if err := w.Begin(string(key)); err != nil {
 			return d.damaged(ch, "", err)
 		}

@@ -185,7 +185,7 @@ func index(ctx context.Context, st format.Store, files []format.Object, opt form
 	for i := range ds.chunks {
 		c := &ds.chunks[i]
 		for r := range c.rows {
-			key = d.key(key[:0], c, r)
+			key = d.ds.key(key[:0], c, r)
 			lay.Keys = append(lay.Keys, string(key))
 		}
 	}

@@ -85,7 +85,7 @@ func (d *decoder) plan(gs []chunk, sel format.Selection, dst []byte, wo format.W
 		l := img.bytesLeaf
 		m := &ch.cols[l]
 		ok := d.flat(ch, l) && d.schema.leaves[l].el.phys == tyBytes && (m.codec == 0 || m.codec == 1) &&
-			d.keyLen(ch)+1+len(img.ext)+5 <= 100
+			d.ds.keyLen(ch)+1+len(img.ext)+5 <= 100
 		pl.leaf[ch.at] = -1
 		if ok {
 			pl.leaf[ch.at] = l
