@@ -84,7 +84,7 @@ class TestTargets(unittest.TestCase):
     def test_misses(self):
         cases = [
             # (importance-10's loads in epoch 1, its bytes, its accuracy, the targets that miss)
-            ("cache no better than LRU", 39, 100, 90.0, {"x LRU", "schedule"}),
+            ("cache no better than LRU", 39, 100, 90.0, {"x LRU", "next-use"}),
             ("bytes cut 35 %", 20, 235, 90.0, {"40%"}),
             ("accuracy 0.6 points lower", 20, 100, 89.4, {"accuracy"}),
         ]
