@@ -97,7 +97,12 @@ type Packer interface {
 // reads: of its unit's packed sequences when its unit packs them (a
 // token or vision job: a token mixture), else of samples as stored.
 func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
-	un := o.units.of(features.Requested(job))
+	return o.MixtureOf(o.units.of(features.Requested(job)), mix, ds, job)
+}
+
+// MixtureOf is Mixture for a job whose unit is un, chosen already
+// (UnitOf): a resolved request asks the table's features once.
+func (o *Orders) MixtureOf(un Unit, mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
 	if p, ok := un.(Packer); ok {
 		return o.mixes.packed(mix, ds, job, un, p)
 	}

@@ -263,7 +263,7 @@ func (ed *Editor) EditJob(ctx context.Context, name, raw, kind string) (*EditJob
 	}
 	// The chain as the store has it now: an edit made on another node
 	// within chain.Refresh is the one this one follows.
-	src, err := ed.r.source(ctx, q.Job)
+	src, err := ed.r.source(ctx, q.Job, ed.r.unit(q.Job))
 	if err != nil {
 		return nil, err
 	}

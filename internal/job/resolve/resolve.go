@@ -265,7 +265,7 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	if err := set.Check(); err != nil {
 		return nil, err
 	}
-	src, err := r.source(ctx, q.Job)
+	src, err := r.source(ctx, q.Job, r.cfg.Orders.UnitOf(set))
 	if err != nil {
 		return nil, err
 	}
@@ -335,30 +335,31 @@ func (r *Resolver) transform(job *api.Job) error {
 	return nil
 }
 
-// source resolves what job reads — one dataset's version, or a mixture of
-// the versions of its components — and the membership its batches are
-// assigned under.
-func (r *Resolver) source(ctx context.Context, job api.Job) (layout.Source, error) {
+// source resolves what job, of unit un, reads — one dataset's version,
+// or a mixture of the versions of its components — and the membership its
+// batches are assigned under.
+func (r *Resolver) source(ctx context.Context, job api.Job, un layout.Unit) (layout.Source, error) {
 	ms, err := r.cfg.Versions.Members(ctx, job.Members)
 	if err != nil {
 		return layout.Source{}, err
 	}
-	src, err := r.data(ctx, job)
+	src, err := r.data(ctx, job, un)
 	src.Members = ms
 	return src, err
 }
 
-// unit is the kind of batch job serves (layout.Unit), chosen from its
-// features: the one place the resolver asks, handed to the layout in the
-// job's source.
+// unit is the kind of batch job serves (layout.Unit), chosen from the
+// features its parameters name, for a path that has not asked the table
+// already (an edit's source, a stored schedule's length); Resolve chooses
+// it from the features it checked. Either way the layout's UnitOf
+// chooses, and the source hands it over.
 func (r *Resolver) unit(job api.Job) layout.Unit { return r.cfg.Orders.UnitOf(features.Requested(job)) }
 
 // data resolves what job reads: one dataset's version, or a mixture of
 // the versions of its components, each the view its unit reads
 // (layout.Unit.View: a vision job's image-text facts loaded, which its
 // order is made from).
-func (r *Resolver) data(ctx context.Context, job api.Job) (layout.Source, error) {
-	un := r.unit(job)
+func (r *Resolver) data(ctx context.Context, job api.Job, un layout.Unit) (layout.Source, error) {
 	if len(job.Mix) == 0 {
 		ds, err := r.Version(job)
 		if err == nil {
@@ -376,7 +377,7 @@ func (r *Resolver) data(ctx context.Context, job api.Job) (layout.Source, error)
 			return layout.Source{}, err
 		}
 	}
-	m, err := r.cfg.Orders.Mixture(job.Mix, ds, job)
+	m, err := r.cfg.Orders.MixtureOf(un, job.Mix, ds, job)
 	return layout.Source{Mix: m, Unit: un}, err
 }
 

@@ -97,7 +97,7 @@ func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch
 	if _, packs := r.unit(*job).(layout.Packer); samples == 0 && packs {
 		tj := *job
 		tj.Schedule, tj.Mix, tj.Dataset = cur.Parsed(), cur.Parsed()[0].Mix, ""
-		src, err := r.data(ctx, tj)
+		src, err := r.data(ctx, tj, r.unit(tj))
 		if err != nil {
 			return err
 		}
