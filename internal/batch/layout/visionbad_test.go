@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"testing"
 
-	"github.com/brandgw/brand/dataset/stored"
-	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
-	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/vision"
 )
 
@@ -29,25 +25,7 @@ func TestVisionBadSamples(t *testing.T) {
 	}
 	facts[bad1].Images = []vision.ImageFacts{{Bad: "member vlm/0/3.png: not a PNG"}}
 	facts[bad2] = vision.Facts{Fault: vision.FaultPlaceholders, Why: "2 <image> in the text, 1 images"}
-	tok, err := os.ReadFile("../../../tokenize/testdata/hf-golden-tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := (&vision.FactsFile{Index: ix.ID(), Tokenizer: tok, Samples: facts}).MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Put(context.Background(), stored.VisionFactsKey, bytes.NewReader(b), int64(len(b))); err != nil {
-		t.Fatal(err)
-	}
-	ds := catalog.NewDataset("vlm", "", st, ix)
-	if _, err := ds.LoadVision(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	ds := catalogtest.WithVisionFacts(t, "vlm", "", ix, facts)
 	job := tokenJob(t, "seq=512&batch_size=2&world=2&window=2&vision="+vlmRule)
 	src := Source{DS: ds}
 

@@ -1,20 +1,16 @@
 package layout
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"testing"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
-	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
-	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/vision"
 )
 
@@ -67,25 +63,7 @@ func vlmDataset(t *testing.T, n int) *catalog.Dataset {
 		}
 		facts[i] = f
 	}
-	tok, err := os.ReadFile("../../../tokenize/testdata/hf-golden-tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := (&vision.FactsFile{Index: ix.ID(), Tokenizer: tok, Samples: facts}).MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Put(context.Background(), stored.VisionFactsKey, bytes.NewReader(b), int64(len(b))); err != nil {
-		t.Fatal(err)
-	}
-	ds := catalog.NewDataset("vlm", "", st, ix)
-	if _, err := ds.LoadVision(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	ds := catalogtest.WithVisionFacts(t, "vlm", "", ix, facts)
 	return ds
 }
 

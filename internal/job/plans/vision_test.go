@@ -1,22 +1,18 @@
 package plans_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
-	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
-	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/vision"
 )
 
@@ -33,25 +29,7 @@ func visionDataset(t *testing.T, n int) *catalog.Dataset {
 			facts[i].Images = append(facts[i].Images, vision.ImageFacts{W: 56 + rng.IntN(400), H: 56 + rng.IntN(400)})
 		}
 	}
-	tok, err := os.ReadFile("../../../tokenize/testdata/hf-golden-tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := (&vision.FactsFile{Index: ix.ID(), Tokenizer: tok, Samples: facts}).MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Put(context.Background(), stored.VisionFactsKey, bytes.NewReader(b), int64(len(b))); err != nil {
-		t.Fatal(err)
-	}
-	ds := catalog.NewDataset("test", "file:///test", st, ix)
-	if _, err := ds.LoadVision(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	ds := catalogtest.WithVisionFacts(t, "test", "file:///test", ix, facts)
 	return ds
 }
 
