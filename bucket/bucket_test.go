@@ -1,0 +1,273 @@
+package bucket
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []Shape
+		err  string
+	}{
+		{in: "512x768", want: []Shape{{512, 768}}},
+		{in: "512x768, 768x512,64x64", want: []Shape{{512, 768}, {768, 512}, {64, 64}}},
+		{in: "", err: "no buckets"},
+		{in: "512", err: "not HxW"},
+		{in: "512x", err: "not HxW"},
+		{in: "0x512", err: "sides are 1..8192"},
+		{in: "9000x512", err: "sides are 1..8192"},
+		{in: "512x512,512x512", err: "listed twice"},
+	} {
+		got, err := Parse(tc.in)
+		if tc.err != "" {
+			if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Parse(%q) = %v, want an ErrSpec saying %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("Parse(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+		if back, _ := Parse(Format(got)); !slices.Equal(back, got) {
+			t.Errorf("Format(%v) does not parse back", got)
+		}
+	}
+}
+
+func TestPresets(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		n        int
+		square   Shape
+		multiple int
+	}{
+		{"sdxl", 41, Shape{1024, 1024}, 64},
+		{"sdxl-768", 41, Shape{768, 768}, 48},
+		{"sdxl-512", 41, Shape{512, 512}, 32},
+	} {
+		s, err := Parse(tc.name)
+		if err != nil || len(s) != tc.n || !slices.Contains(s, tc.square) {
+			t.Fatalf("preset %s: %d buckets, %v; want %d holding %v", tc.name, len(s), err, tc.n, tc.square)
+		}
+		area := tc.square.Pixels()
+		for _, b := range s {
+			if b.H%tc.multiple != 0 || b.W%tc.multiple != 0 {
+				t.Errorf("preset %s: bucket %v is not of multiples of %d", tc.name, b, tc.multiple)
+			}
+			// Every bucket is about the square's area (SDXL's are within
+			// 6 % below and 10 % above 1024²).
+			if r := float64(b.Pixels()) / float64(area); r < 0.9 || r > 1.1 {
+				t.Errorf("preset %s: bucket %v is %.2f of %v's pixels", tc.name, b, r, tc.square)
+			}
+		}
+	}
+}
+
+func TestNearest(t *testing.T) {
+	s, _ := Parse("sdxl")
+	idx := func(sh Shape) int { return slices.Index(s, sh) }
+	for _, tc := range []struct {
+		w, h int
+		want Shape
+	}{
+		{1000, 1000, Shape{1024, 1024}},
+		{4000, 3000, Shape{896, 1152}}, // 4:3 landscape: 1152/896 = 1.2857 is nearer 1.333 than 1216/832 = 1.4615
+		{3000, 4000, Shape{1152, 896}}, // portrait
+		{1920, 1080, Shape{768, 1344}}, // 16:9 = 1.778 against 1.75
+		{10000, 100, Shape{512, 2048}}, // past the widest
+		{100, 10000, Shape{2048, 512}}, // past the tallest
+		{1024, 960, Shape{960, 1024}},  // exactly a bucket
+		{2000, 1000, Shape{704, 1408}}, // 2:1 exactly
+	} {
+		if got := Nearest(tc.w, tc.h, s); got != idx(tc.want) {
+			t.Errorf("Nearest(%dx%d) = %v, want %v", tc.w, tc.h, s[got], tc.want)
+		}
+	}
+	// Ties go to the first listed: 2:1 and 1:2 buckets are equally far
+	// from a square.
+	tie := []Shape{{100, 200}, {200, 100}}
+	if got := Nearest(50, 50, tie); got != 0 {
+		t.Errorf("a tie went to bucket %d, want the first", got)
+	}
+	if got := Nearest(50, 50, []Shape{tie[1], tie[0]}); got != 0 {
+		t.Errorf("a tie went to bucket %d, want the first", got)
+	}
+}
+
+// TestNearestExact holds the integer comparison to the log distance
+// wherever the two are not within rounding of a tie.
+func TestNearestExact(t *testing.T) {
+	s, _ := Parse("sdxl-512")
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		w, h := 1+r.IntN(8000), 1+r.IntN(8000)
+		got := Nearest(w, h, s)
+		d := func(b Shape) float64 {
+			return abs(log(float64(w)/float64(h)) - log(float64(b.W)/float64(b.H)))
+		}
+		for i, b := range s {
+			if d(b) < d(s[got])-1e-12 {
+				t.Fatalf("Nearest(%dx%d) = %v, but %v (bucket %d) is nearer", w, h, s[got], b, i)
+			}
+		}
+	}
+}
+
+func TestFitOf(t *testing.T) {
+	b := Shape{1024, 1024}
+	for _, tc := range []struct {
+		w, h int
+		up   float64
+		want Fit
+	}{
+		{1024, 1024, 1, Fits},
+		{512, 512, 2, Fits},
+		{511, 512, 2, TooSmall},
+		{4000, 100, 2, TooSmall}, // the short side binds
+		{0, 0, 2, NoImage},
+	} {
+		if got := FitOf(tc.w, tc.h, b, tc.up); got != tc.want {
+			t.Errorf("FitOf(%dx%d, up %g) = %v, want %v", tc.w, tc.h, tc.up, got, tc.want)
+		}
+	}
+}
+
+func TestBudgetSizes(t *testing.T) {
+	shapes := []Shape{{1024, 1024}, {512, 2048}, {1344, 768}, {256, 256}}
+	got, err := Budget{Pixels: 4 << 20}.Sizes(shapes)
+	if err != nil || !slices.Equal(got, []int{4, 4, 4, 64}) {
+		t.Errorf("pixel budget: %v, %v", got, err)
+	}
+	// 1024² is 64×64 = 4096 tokens at f = 16; 1344×768 is 84×48 = 4032.
+	got, err = Budget{Tokens: 16384, VAE: 8, Patch: 2}.Sizes(shapes)
+	if err != nil || !slices.Equal(got, []int{4, 4, 4, 64}) {
+		t.Errorf("token budget: %v, %v", got, err)
+	}
+	for _, b := range []Budget{{Pixels: 1 << 19}, {}, {Tokens: 100}} {
+		if _, err := b.Sizes(shapes); !errors.Is(err, ErrSpec) {
+			t.Errorf("budget %+v: %v, want ErrSpec", b, err)
+		}
+	}
+}
+
+// TestSteps holds the interleaving to its promise over random epochs:
+// every full batch once, each bucket's positions taken in order, every
+// bucket within one batch of its share at every step, and the same steps
+// for the same seed.
+func TestSteps(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := range 300 {
+		nb := 1 + r.IntN(45)
+		avail, per := make([]int, nb), make([]int, nb)
+		for b := range nb {
+			avail[b] = r.IntN(2000)
+			if r.IntN(4) == 0 {
+				avail[b] = r.IntN(20)
+			}
+			per[b] = 1 + r.IntN(16)
+		}
+		world := 1 + r.IntN(8)
+		steps := Steps(avail, per, world, uint64(trial), 7)
+		if again := Steps(avail, per, world, uint64(trial), 7); !slices.Equal(steps, again) {
+			t.Fatal("two calls gave two interleavings")
+		}
+		m := make([]int, nb)
+		total := 0
+		for b := range nb {
+			m[b] = avail[b] / (per[b] * world)
+			total += m[b]
+		}
+		if len(steps) != total {
+			t.Fatalf("trial %d: %d steps, want %d", trial, len(steps), total)
+		}
+		count := make([]int, nb)
+		for i, s := range steps {
+			if s.First != count[s.Bucket]*per[s.Bucket]*world {
+				t.Fatalf("trial %d step %d: bucket %d first %d, want %d", trial, i, s.Bucket, s.First, count[s.Bucket]*per[s.Bucket]*world)
+			}
+			count[s.Bucket]++
+			for b := range nb {
+				// After i+1 steps, |count_b − (i+1)·m_b/S| < 1.
+				d := int64(count[b])*int64(total) - int64(i+1)*int64(m[b])
+				if d <= -int64(total) || d >= int64(total) {
+					t.Fatalf("trial %d: after %d steps bucket %d has %d of its %d batches, share %.2f", trial, i+1, b, count[b], m[b], float64(i+1)*float64(m[b])/float64(total))
+				}
+			}
+		}
+		if !slices.Equal(count, m) {
+			t.Fatalf("trial %d: batches %v, want %v", trial, count, m)
+		}
+	}
+}
+
+// TestTakenResume: an epoch begun at world 4 and resumed at world 3
+// takes every remaining sample of each bucket exactly once, and no taken
+// one again.
+func TestTakenResume(t *testing.T) {
+	n := []int{1000, 333, 57, 2, 640}
+	per := []int{4, 2, 8, 1, 3}
+	const seed, epoch = 11, 2
+	full := Steps(n, per, 4, seed, epoch)
+	for _, k := range []int{0, 1, 17, len(full) / 2, len(full)} {
+		taken, err := Taken(n, per, []Leg{{4, k}}, seed, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the first leg took, bucket by bucket, is a prefix.
+		seen := make([][]bool, len(n))
+		for b := range n {
+			seen[b] = make([]bool, n[b])
+		}
+		mark := func(s Step, base, world int) {
+			for i := range per[s.Bucket] * world {
+				p := base + s.First + i
+				if seen[s.Bucket][p] {
+					t.Fatalf("k=%d: bucket %d position %d taken twice", k, s.Bucket, p)
+				}
+				seen[s.Bucket][p] = true
+			}
+		}
+		for _, s := range full[:k] {
+			mark(s, 0, 4)
+		}
+		avail := make([]int, len(n))
+		for b := range n {
+			avail[b] = n[b] - taken[b]
+		}
+		for _, s := range Steps(avail, per, 3, seed, epoch) {
+			mark(s, taken[s.Bucket], 3)
+		}
+		for b := range n {
+			left := 0
+			for _, ok := range seen[b] {
+				if !ok {
+					left++
+				}
+			}
+			// Only a partial batch of world 3's is left of each bucket.
+			if left >= per[b]*3 {
+				t.Errorf("k=%d: bucket %d leaves %d samples unserved, a full batch of %d", k, b, left, per[b]*3)
+			}
+		}
+	}
+	if _, err := Taken(n, per, []Leg{{4, len(full) + 1}}, seed, epoch); !errors.Is(err, ErrSpec) {
+		t.Errorf("a leg past the epoch: %v", err)
+	}
+}
+
+func TestParseResume(t *testing.T) {
+	legs, err := ParseResume("4:120,3:40")
+	if err != nil || !slices.Equal(legs, []Leg{{4, 120}, {3, 40}}) || FormatResume(legs) != "4:120,3:40" {
+		t.Errorf("ParseResume: %v, %v", legs, err)
+	}
+	for _, bad := range []string{"4", "0:3", "4:-1", "a:b", "4:1,"} {
+		if _, err := ParseResume(bad); !errors.Is(err, ErrSpec) {
+			t.Errorf("ParseResume(%q) = %v", bad, err)
+		}
+	}
+}
