@@ -145,6 +145,13 @@ type Job struct {
 	// (docs/http-api.md, "Video clips"). The zero value serves the
 	// samples as stored.
 	Clip Clip
+	// Buckets batches a dataset's images by shape (buckets=, budget=,
+	// docs/http-api.md "Shape buckets"): every global step one bucket,
+	// each image resized to cover it and cropped to it on the data node.
+	// A bucket job's items are its ranks' batches: batch_size is 1 (one
+	// batch of the step's bucket's size), an epoch's extent is its steps
+	// times world, and a job resumes at any world size with resume=.
+	Buckets Buckets
 }
 
 // Clips reports whether the job serves video clips.
@@ -267,7 +274,8 @@ const (
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
 	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixSchedule, ParamScheduleVersion, ParamMixBlock, ParamMixSamples, ParamMembers,
 	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS, ParamVision,
-	ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamBalance}
+	ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamBalance,
+	ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamMaxUpscale, ParamSmall, ParamFlip, ParamResume}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -362,5 +370,6 @@ func (j Job) Values() url.Values {
 		v.Set(ParamBalance, j.Balance)
 	}
 	j.Clip.setValues(v)
+	j.Buckets.setValues(v)
 	return v
 }

@@ -39,6 +39,13 @@ const (
 	// HeaderTransform names the pipeline a batch's images went through
 	// (transform=): each image member is a .npy member.
 	HeaderTransform = "Brand-Transform"
+	// HeaderBucketGeometry is, for a bucket job's batch (whose
+	// Brand-Transform names its bucket, bucket:HxW), each image's
+	// displayed size, its crop's offsets in the image resized to cover
+	// the bucket, and whether it is flipped: "W,H,LEFT,TOP,FLIP" each,
+	// semicolon-separated, in the batch's order (SDXL's size and crop
+	// conditioning).
+	HeaderBucketGeometry = "Brand-Bucket-Geometry"
 	// A balanced job's batch (balance=): the cost its ranks are weighed
 	// by, and every rank's cost in this global batch, comma-separated in
 	// rank order (docs/shuffle.md §13).
@@ -77,6 +84,10 @@ type EpochInfo struct {
 	// frames=): Samples, Batches and RankSamples then count clips, and
 	// Windows the shuffle's windows of units. nil for an ordinary job.
 	Clips *ClipInfo `json:"clips,omitempty"`
+	// Buckets describes a bucket job's epoch (buckets=): Samples and
+	// RankSamples then count the ranks' batches (steps × world), Batches
+	// the steps. nil for any other job.
+	Buckets *BucketsInfo `json:"buckets,omitempty"`
 	// ScheduleVersion is, for a job's stored schedule (schedule=), the
 	// version the epoch was laid out under: a client pins it for the
 	// epoch's batches.

@@ -145,3 +145,24 @@ func (b Budget) Sizes(shapes []Shape) ([]int, error) {
 func (b Budget) Fill(s Shape, k int) float64 {
 	return float64(b.Cost(s)) * float64(k) / float64(b.Limit())
 }
+
+// Crop is where an image of w×h lands in shape s: resized, aspect kept,
+// to nw×nh, the smallest size covering s (the side that binds to s's,
+// the other to ⌊side·scale⌋, in integers), and s's box at (left, top)
+// of that kept: the centre, offsets (nw−W)/2 and (nh−H)/2 rounded half
+// to even (torchvision's center_crop). It is transform's resize_cover
+// and center_crop, and SDXL's crop coordinates.
+func Crop(w, h int, s Shape) (nw, nh, left, top int) {
+	if int64(s.W)*int64(h) >= int64(s.H)*int64(w) {
+		nw, nh = s.W, int(int64(h)*int64(s.W)/int64(w))
+	} else {
+		nw, nh = int(int64(w)*int64(s.H)/int64(h)), s.H
+	}
+	half := func(d int) int {
+		if d%2 == 1 && (d/2)%2 == 1 {
+			return d/2 + 1 // x.5 up to the even
+		}
+		return d / 2
+	}
+	return nw, nh, half(nw - s.W), half(nh - s.H)
+}

@@ -191,6 +191,9 @@ func setBatchHeaders(h http.Header, b *layout.Batch) {
 	if b.Job.Transform != "" {
 		h.Set(api.HeaderTransform, b.Job.Transform)
 	}
+	if g, ok := b.Content.(interface{ Geometry(*layout.Batch) string }); ok {
+		h.Set(api.HeaderBucketGeometry, g.Geometry(b)) // a bucket job's images' micro-conditioning
+	}
 	if bl := b.Balanced; bl != nil {
 		h.Set(api.HeaderBalance, bl.Kind)
 		h.Set(api.HeaderRankCosts, bl.FormatCosts())

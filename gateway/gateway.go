@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/batch/bucketunit"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/respond"
@@ -539,6 +540,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
 	orders := layout.New(g.feedback)
+	orders.Add(bucketunit.New(orders.Base(), catalogSizes{}, stagePipelines{g}))
 	if cfg.OnBadImage == OnDamagedSkip {
 		orders.SkipBadImages() // a vision job's bad samples, as a transform job's bad images
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -92,6 +93,10 @@ func (p *Pipeline) Size(image []byte, key Key) (int, error) {
 // configuration's. It is immutable and safe for concurrent use.
 type Set struct {
 	byName map[string]*Pipeline
+	opt    Options
+	// buckets are the shape buckets' pipelines made so far (BucketSpec),
+	// by name: a job's buckets are a few dozen, each made once.
+	buckets sync.Map // string → *Pipeline
 }
 
 // NewSet builds the built-ins and cfg's pipelines (which may replace a
@@ -99,7 +104,7 @@ type Set struct {
 func NewSet(cfg Config, opt Options) (*Set, error) {
 	specs := Builtins()
 	maps.Copy(specs, cfg.Pipelines)
-	s := &Set{byName: make(map[string]*Pipeline, len(specs))}
+	s := &Set{byName: make(map[string]*Pipeline, len(specs)), opt: opt}
 	for name, spec := range specs {
 		p, err := New(name, spec, opt)
 		if err != nil {
@@ -118,6 +123,21 @@ func (s *Set) Names() []string { return slices.Sorted(maps.Keys(s.byName)) }
 func (s *Set) Get(name string) (*Pipeline, error) {
 	if p, ok := s.byName[name]; ok {
 		return p, nil
+	}
+	if IsBucketName(name) {
+		if p, ok := s.buckets.Load(name); ok {
+			return p.(*Pipeline), nil
+		}
+		spec, err := BucketSpec(name)
+		if err != nil {
+			return nil, err
+		}
+		p, err := New(name, spec, s.opt)
+		if err != nil {
+			return nil, err
+		}
+		got, _ := s.buckets.LoadOrStore(name, p)
+		return got.(*Pipeline), nil
 	}
 	return nil, fmt.Errorf("%w %q; the pipelines are %s", ErrUnknownPipeline, name, strings.Join(s.Names(), ", "))
 }

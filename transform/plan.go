@@ -117,6 +117,8 @@ func (p *Pipeline) makePlan(w, h int, key Key) plan {
 				continue
 			}
 			resizeTo(resizedSize(w, h, op.Size.H, op.MaxSize))
+		case OpResizeCover:
+			resizeTo(coverSize(w, h, op.Size.W, op.Size.H))
 		case OpCenterCrop:
 			cropTo(centerCropBox(w, h, op.Size.W, op.Size.H))
 		case OpRandomResizedCrop:
@@ -157,6 +159,16 @@ func resizedSize(w, h, size, maxSize int) (int, int) {
 		return ns, nl
 	}
 	return nl, ns
+}
+
+// coverSize is the smallest size, aspect kept, that covers cw×ch: when
+// the width binds (cw/w ≥ ch/h), cw by ⌊h·cw/w⌋, else ⌊w·ch/h⌋ by ch. In
+// integers, so that every implementation agrees on every image.
+func coverSize(w, h, cw, ch int) (int, int) {
+	if int64(cw)*int64(h) >= int64(ch)*int64(w) {
+		return cw, int(int64(h) * int64(cw) / int64(w))
+	}
+	return int(int64(w) * int64(ch) / int64(h)), ch
 }
 
 // centerCropBox is torchvision's center_crop: offsets round((in−out)/2)

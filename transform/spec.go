@@ -28,8 +28,14 @@ var (
 
 // Operator names, as a configuration spells them.
 const (
-	OpResize            = "resize"
-	OpCenterCrop        = "center_crop"
+	OpResize     = "resize"
+	OpCenterCrop = "center_crop"
+	// OpResizeCover scales an image, aspect kept, to the smallest size
+	// that covers [height, width]: the side that binds to its size, the
+	// other to ⌊side·scale⌋ (as torchvision truncates Resize's longer
+	// side), computed in integers. With a center_crop of the same size
+	// after it, an image fills a shape bucket (package bucket).
+	OpResizeCover       = "resize_cover"
 	OpRandomResizedCrop = "random_resized_crop"
 	OpHFlip             = "hflip"
 )
@@ -47,6 +53,7 @@ const maxSide = 1 << 14
 //
 //	{"op": "resize", "size": 256}                     shorter side to 256, aspect kept
 //	{"op": "resize", "size": [336, 448]}              to 448 wide, 336 high, aspect not kept
+//	{"op": "resize_cover", "size": [896, 1152]}       aspect kept, the smallest size covering 896 high, 1152 wide
 //	{"op": "center_crop", "size": 224}                or "size": [h, w]
 //	{"op": "random_resized_crop", "size": 224, "scale": [0.08, 1], "ratio": [0.75, 1.3333333333333333]}
 //	{"op": "hflip", "p": 0.5}
@@ -247,7 +254,7 @@ func (op Op) validate() (Op, error) {
 		if op.MaxSize != 0 && (op.MaxSize <= op.Size.H || op.MaxSize > maxSide) {
 			return op, fmt.Errorf("resize: max_size %d must exceed size %d and be at most %d", op.MaxSize, op.Size.H, maxSide)
 		}
-	case OpCenterCrop:
+	case OpCenterCrop, OpResizeCover:
 		if err := only("size"); err != nil {
 			return op, err
 		}
@@ -291,7 +298,7 @@ func (op Op) validate() (Op, error) {
 		return op, errors.New(`no "op"`)
 	default:
 		return op, fmt.Errorf("unknown operator %q; the operators are %s", op.Op,
-			strings.Join([]string{OpResize, OpCenterCrop, OpRandomResizedCrop, OpHFlip}, ", "))
+			strings.Join([]string{OpResize, OpResizeCover, OpCenterCrop, OpRandomResizedCrop, OpHFlip}, ", "))
 	}
 	return op, nil
 }

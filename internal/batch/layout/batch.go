@@ -150,7 +150,9 @@ type Batch struct {
 // need of every batch; only the stage that makes its bytes (the pack
 // stage, the clip stage) takes its kind.
 type Content interface {
-	// Served is the number of samples the batch serves.
+	// Served is the number of samples the batch serves, or -1 if it
+	// serves those it reads (a bucket job's images, each through its
+	// bucket's pipeline).
 	Served() int
 	// Size is the tar body's bytes, end of archive excluded, and
 	// whether they are known before any chunk is read.
@@ -189,7 +191,9 @@ type Take struct{ Part, At int }
 // sequences.
 func (b *Batch) Len() int {
 	if b.Content != nil {
-		return b.Content.Served()
+		if n := b.Content.Served(); n >= 0 {
+			return n
+		}
 	}
 	return len(b.Take)
 }

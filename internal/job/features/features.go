@@ -23,6 +23,7 @@ const (
 	Tokens     Feature = "tokens"
 	Vision     Feature = "vision"
 	Clips      Feature = "clips"
+	Buckets    Feature = "buckets"
 	Transform  Feature = "transform"
 	Columns    Feature = "columns"
 	InPlace    Feature = "in-place"
@@ -99,7 +100,7 @@ var bits = func() map[Feature]Set {
 func features() []Def {
 	p := func(name string) Param { return Param{Name: name} }
 	sources := []Param{p(api.ParamMix), p(api.ParamMixSchedule), p(api.ParamScheduleVersion)}
-	units := []Param{p(api.ParamSeq), p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}
+	units := []Param{p(api.ParamSeq), p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames), p(api.ParamBuckets)}
 	return []Def{
 		{Name: Dataset, What: "a job over one dataset", DefaultUnless: sources},
 		{Name: Mix, What: "a mixture of datasets (mix=)", SetBy: []Param{p(api.ParamMix)}},
@@ -114,6 +115,8 @@ func features() []Def {
 			SetBy: []Param{p(api.ParamVision)}},
 		{Name: Clips, What: "a video dataset's clips decoded on the data node (clip=, delta_timestamps=, frames=)",
 			SetBy: []Param{p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}},
+		{Name: Buckets, What: "a dataset's images batched by shape (buckets=, with budget= or budget_tokens=): each image resized to cover the bucket of nearest aspect ratio and cropped to it on the data node, a bucket's batch size set by the budget, every step one bucket; over a dataset indexed with its image sizes (brand index --sizes)",
+			SetBy: []Param{p(api.ParamBuckets)}},
 		{Name: Transform, What: "images decoded and augmented into tensors on the data node (transform=)", SetBy: []Param{p(api.ParamTransform)}},
 		{Name: Columns, What: "some fields of a dataset served in place (columns=)", SetBy: []Param{p(api.ParamColumns)}},
 		{Name: InPlace, What: "a dataset served in place (Parquet, MDS, Megatron, video, LeRobot): its samples sized once their chunk is read", Resolved: true},

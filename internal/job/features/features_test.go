@@ -168,6 +168,16 @@ func TestCheckParams(t *testing.T) {
 		{"frames=0,1&fps=5", "fps shapes a tree of videos' clips (clip=T); a LeRobot job's windows are delta_timestamps= or frames="},
 		{"clip=8&fps=5", ""},
 		{"seq=64&sampling=importance", Lookup(Importance, Tokens).Message}, // a pair before a rule
+		{"buckets=sdxl&budget=4194304", ""},
+		{"buckets=sdxl&budget_tokens=16384&vae=8&patch=2", ""},
+		{"buckets=sdxl&budget=4194304&batch_size=4", "batch_size does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
+		{"buckets=sdxl&budget=4194304&offset=8", "offset does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
+		{"buckets=sdxl", Rules()[8].Message},
+		{"budget=100", "budget applies to a bucket job: give buckets="},
+		{"resume=4:10", "resume applies to a bucket job: give buckets="},
+		{"buckets=sdxl&budget=4194304&transform=imagenet-train", Lookup(Buckets, Transform).Message},
+		{"buckets=sdxl&budget=4194304&seq=64", Lookup(Tokens, Buckets).Message},
+		{"buckets=sdxl&budget=4194304&balance=bytes", Lookup(Buckets, BalanceB).Message},
 	} {
 		v, err := url.ParseQuery(tc.query)
 		if err != nil {

@@ -57,6 +57,14 @@ var rules = func() []Rule {
 		// A vision job's packing (the layout's, before).
 		{Features: []Feature{Vision}, Given: []Param{{Name: api.ParamPack, Value: api.PackConcat}},
 			Message: "a vision job packs whole samples best fit, never cut: pack=concat and eos= do not apply"},
+		// A bucket job's batch sizes are its budget's, its resume point
+		// its steps (api.Job.Buckets).
+		{Features: []Feature{Buckets}, Given: []Param{p(api.ParamBatchSize), p(api.ParamOffset)},
+			Message: "{param} does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
+		{Features: []Feature{Buckets}, Unless: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens)},
+			Message: "a bucket job needs a budget: budget= (the pixels of a rank's batch) or budget_tokens= (its latent tokens, with vae= and patch=)"},
+		{Given: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens), p(api.ParamVAE), p(api.ParamPatch), p(api.ParamMaxUpscale), p(api.ParamSmall), p(api.ParamFlip), p(api.ParamResume)},
+			Unless: []Param{p(api.ParamBuckets)}, Message: "{param} applies to a bucket job: give buckets="},
 	}
 }()
 

@@ -316,6 +316,15 @@ var params = map[string]param{
 		q.Job.Balance = v
 		return nil
 	},
+	api.ParamBuckets:         bucketParam,
+	api.ParamBudget:          bucketParam,
+	api.ParamBudgetTokens:    bucketParam,
+	api.ParamVAE:             bucketParam,
+	api.ParamPatch:           bucketParam,
+	api.ParamMaxUpscale:      bucketParam,
+	api.ParamSmall:           bucketParam,
+	api.ParamFlip:            bucketParam,
+	api.ParamResume:          bucketParam,
 	api.ParamClip:            clipParam,
 	api.ParamStride:          clipParam,
 	api.ParamFPS:             clipParam,
@@ -451,6 +460,13 @@ const (
 )
 
 // clipParam is one of a clip job's parameters (api.Clip.Set).
+func bucketParam(q *Query, name, v string, _ Limits) error {
+	if err := q.Job.Buckets.Set(name, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return nil
+}
+
 func clipParam(q *Query, name, v string, _ Limits) error {
 	if err := q.Job.Clip.Set(name, v); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
@@ -561,6 +577,14 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	// clients, which read it.
 	if err := features.CheckParams(values); err != nil {
 		return Query{}, err
+	}
+	if q.Job.Buckets.On() {
+		// A bucket job's items are its ranks' batches (api.Job.Buckets);
+		// the table refuses batch_size= and offset= beside buckets=.
+		if _, _, _, err := q.Job.Buckets.Shaped(); err != nil {
+			return Query{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		q.Job.BatchSize = 1
 	}
 	return q, nil
 }

@@ -1,0 +1,215 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+
+	"github.com/brandgw/brand/bucket"
+)
+
+// Query parameters of a bucket job (Job.Buckets, docs/http-api.md "Shape
+// buckets"): images batched by shape, each resized to cover the bucket
+// whose aspect ratio is nearest its own and cropped to it, a bucket's
+// batch size set by a budget a rank and step.
+const (
+	ParamBuckets      = "buckets"       // a preset (sdxl, sdxl-768, sdxl-512) or HxW,HxW,...
+	ParamBudget       = "budget"        // pixels a rank's batch of a step holds
+	ParamBudgetTokens = "budget_tokens" // or latent tokens, with vae= and patch=
+	ParamVAE          = "vae"           // the VAE's spatial factor (default 8)
+	ParamPatch        = "patch"         // the model's patch (default 2)
+	ParamMaxUpscale   = "max_upscale"   // the most an image is scaled up to cover its bucket (default 2)
+	ParamSmall        = "small"         // an image too small for its bucket, or none: skip (default) or fail
+	ParamFlip         = "flip"          // the probability an image is flipped left to right (default 0)
+	ParamResume       = "resume"        // the epoch's steps taken so far, WORLD:STEPS,... (bucket.ParseResume)
+)
+
+// BucketParams are the parameters of Job.Buckets, in the order Values
+// writes them.
+var BucketParams = []string{ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamMaxUpscale, ParamSmall, ParamFlip, ParamResume}
+
+// Defaults of a bucket job's parameters.
+const (
+	DefaultMaxUpscale = 2.0
+	DefaultVAE        = 8
+	DefaultPatch      = 2
+	SmallSkip         = "skip"
+	SmallFail         = "fail"
+)
+
+// Buckets is a bucket job's parameters; the zero value is no bucket job.
+// Shapes is as given (a preset's name or a list), the rest at their
+// defaults when not given (Set fills none; Shaped reads them).
+type Buckets struct {
+	Shapes     string
+	Pixels     int64
+	Tokens     int64
+	VAE, Patch int
+	MaxUpscale float64
+	Small      string
+	Flip       float64
+	Resume     string
+}
+
+// On reports whether the job batches by shape.
+func (b Buckets) On() bool { return b.Shapes != "" }
+
+// Set parses one of BucketParams into b.
+func (b *Buckets) Set(name, v string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: "+format, append([]any{bucket.ErrSpec, name}, args...)...)
+	}
+	positive := func(hi int64) (int64, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > hi {
+			return 0, bad("an integer in [1, %d], got %q", hi, v)
+		}
+		return n, nil
+	}
+	var err error
+	var n int64
+	switch name {
+	case ParamBuckets:
+		if _, err = bucket.Parse(v); err == nil {
+			b.Shapes = v
+		}
+	case ParamBudget:
+		b.Pixels, err = positive(1 << 40)
+	case ParamBudgetTokens:
+		b.Tokens, err = positive(1 << 40)
+	case ParamVAE:
+		n, err = positive(64)
+		b.VAE = int(n)
+	case ParamPatch:
+		n, err = positive(64)
+		b.Patch = int(n)
+	case ParamMaxUpscale:
+		f, perr := strconv.ParseFloat(v, 64)
+		if perr != nil || !(f >= 1 && f <= 64) {
+			return bad("a scale in [1, 64], got %q", v)
+		}
+		b.MaxUpscale = f
+	case ParamSmall:
+		if v != SmallSkip && v != SmallFail {
+			return bad("skip or fail, got %q", v)
+		}
+		b.Small = v
+	case ParamFlip:
+		f, perr := strconv.ParseFloat(v, 64)
+		if perr != nil || !(f >= 0 && f <= 1) || math.IsNaN(f) {
+			return bad("a probability in [0, 1], got %q", v)
+		}
+		b.Flip = f
+	case ParamResume:
+		if _, err = bucket.ParseResume(v); err == nil {
+			b.Resume = v
+		}
+	default:
+		return bad("not a bucket parameter")
+	}
+	return err
+}
+
+// Shaped returns the job's buckets, budget and upscale limit with the
+// defaults filled in, and each bucket's batch size: a budget that holds
+// no image of a bucket is refused (bucket.ErrSpec).
+func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []int, err error) {
+	if shapes, err = bucket.Parse(b.Shapes); err != nil {
+		return nil, budget, nil, err
+	}
+	if b.Pixels > 0 && b.Tokens > 0 {
+		return nil, budget, nil, fmt.Errorf("%w: give one budget, %s or %s", bucket.ErrSpec, ParamBudget, ParamBudgetTokens)
+	}
+	budget = bucket.Budget{Pixels: b.Pixels, Tokens: b.Tokens, VAE: b.VAE, Patch: b.Patch}
+	if budget.Tokens > 0 {
+		if budget.VAE == 0 {
+			budget.VAE = DefaultVAE
+		}
+		if budget.Patch == 0 {
+			budget.Patch = DefaultPatch
+		}
+	}
+	sizes, err = budget.Sizes(shapes)
+	return shapes, budget, sizes, err
+}
+
+// Upscale is the upscale limit in force.
+func (b Buckets) Upscale() float64 {
+	if b.MaxUpscale == 0 {
+		return DefaultMaxUpscale
+	}
+	return b.MaxUpscale
+}
+
+// Fails reports whether an image that fits no bucket fails the job
+// (small=fail) rather than being skipped.
+func (b Buckets) Fails() bool { return b.Small == SmallFail }
+
+func (b Buckets) setValues(v url.Values) {
+	if !b.On() {
+		return
+	}
+	v.Set(ParamBuckets, b.Shapes)
+	if b.Pixels > 0 {
+		v.Set(ParamBudget, strconv.FormatInt(b.Pixels, 10))
+	}
+	if b.Tokens > 0 {
+		v.Set(ParamBudgetTokens, strconv.FormatInt(b.Tokens, 10))
+	}
+	if b.VAE > 0 {
+		v.Set(ParamVAE, strconv.Itoa(b.VAE))
+	}
+	if b.Patch > 0 {
+		v.Set(ParamPatch, strconv.Itoa(b.Patch))
+	}
+	if b.MaxUpscale > 0 {
+		v.Set(ParamMaxUpscale, strconv.FormatFloat(b.MaxUpscale, 'g', -1, 64))
+	}
+	if b.Small != "" {
+		v.Set(ParamSmall, b.Small)
+	}
+	if b.Flip > 0 {
+		v.Set(ParamFlip, strconv.FormatFloat(b.Flip, 'g', -1, 64))
+	}
+	if b.Resume != "" {
+		v.Set(ParamResume, b.Resume)
+	}
+}
+
+// BucketsInfo is a bucket job's epoch in EpochInfo: each bucket's share,
+// and the images no bucket takes.
+type BucketsInfo struct {
+	// Budget is the budget a rank's batch of a step holds, in Unit
+	// ("pixels" or "latent tokens").
+	Budget int64  `json:"budget"`
+	Unit   string `json:"unit"`
+	// Resume is the resume point the epoch's steps start from ("" for
+	// its start), Taken the images it took of each bucket.
+	Resume  string       `json:"resume,omitempty"`
+	Buckets []BucketInfo `json:"buckets"`
+	// TooSmall are the images that would be scaled up by more than the
+	// limit (MaxUpscale) to cover their bucket, NoImage the samples with
+	// no image whose size the index holds: both skipped (small=skip).
+	TooSmall   int     `json:"too_small"`
+	NoImage    int     `json:"no_image"`
+	MaxUpscale float64 `json:"max_upscale"`
+	// Fill is the mean share of the budget a step's batch uses, over
+	// the epoch's steps.
+	Fill float64 `json:"fill"`
+}
+
+// BucketInfo is one bucket of a bucket job's epoch.
+type BucketInfo struct {
+	Shape string `json:"shape"` // HxW
+	// Samples are the epoch's images in the bucket, Taken those the
+	// resume point took, Batches the steps of the bucket from it on,
+	// each of BatchSize images a rank, and Dropped its images left over
+	// (fewer than a global batch, served by no step of the epoch).
+	Samples   int     `json:"samples"`
+	Taken     int     `json:"taken,omitempty"`
+	Batches   int     `json:"batches"`
+	BatchSize int     `json:"batch_size"`
+	Dropped   int     `json:"dropped"`
+	Fill      float64 `json:"fill"` // the share of the budget its batch uses
+}

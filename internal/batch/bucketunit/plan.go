@@ -1,0 +1,133 @@
+package bucketunit
+
+import (
+	"fmt"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// memoKey names an epoch's plan: the stream's order, the epoch, the
+// job's bucket parameters and its world size (the steps are cut for it).
+type memoKey struct {
+	s       layout.Stream
+	epoch   uint64
+	buckets api.Buckets
+	world   int
+}
+
+// epochPlan is one epoch of a bucket job: each bucket's images in the
+// job's order, and the steps from its resume point on.
+type epochPlan struct {
+	shapes []bucket.Shape
+	per    []int // each bucket's batch size a rank
+	budget bucket.Budget
+	// ids and pos are each bucket's images (sample IDs) in the epoch's
+	// order, and their positions in it.
+	ids, pos [][]int32
+	taken    []int // of each bucket, by the resume point
+	steps    []bucket.Step
+	world    int
+	n        int // the epoch's positions
+	tooSmall int
+	noImage  int
+}
+
+// plan returns (memoised) the plan of an epoch of job over ds, whose
+// base order is e.
+func (u *Unit) plan(ds *catalog.Dataset, job api.Job, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
+	s := layout.StreamOf(ds, job)
+	k := memoKey{s: s.Order(), epoch: epoch, buckets: job.Buckets, world: max(job.World, 1)}
+	if p, ok := u.memo.Get(k); ok {
+		return p, nil
+	}
+	p, err := u.makePlan(ds, job, s, epoch, e)
+	if err != nil {
+		return nil, err
+	}
+	u.memo.Add(k, p)
+	return p, nil
+}
+
+func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
+	shapes, budget, per, err := job.Buckets.Shaped()
+	if err != nil {
+		return nil, err
+	}
+	p := &epochPlan{shapes: shapes, per: per, budget: budget, world: max(job.World, 1), n: e.NumSamples(),
+		ids: make([][]int32, len(shapes)), pos: make([][]int32, len(shapes))}
+	order := u.base.AppendRange(make([]int, 0, p.n), s, e, epoch, 0, p.n)
+	up := job.Buckets.Upscale()
+	firstBad := -1
+	for pos, id := range order {
+		w, h, ok := u.sizes.Of(ds, id)
+		if !ok {
+			return nil, fmt.Errorf("bucket job over dataset %s: its image sizes are not loaded", ds.Name)
+		}
+		if w <= 0 || h <= 0 {
+			p.noImage++
+			firstBad = firstOf(firstBad, id)
+			continue
+		}
+		b := bucket.Nearest(w, h, shapes)
+		if bucket.FitOf(w, h, shapes[b], up) != bucket.Fits {
+			p.tooSmall++
+			firstBad = firstOf(firstBad, id)
+			continue
+		}
+		p.ids[b] = append(p.ids[b], int32(id))
+		p.pos[b] = append(p.pos[b], int32(pos))
+	}
+	if job.Buckets.Fails() && firstBad >= 0 {
+		return nil, fmt.Errorf("%w: epoch %d of dataset %s: %d images would be scaled up by more than %g to cover their bucket and %d samples have no image (first: sample %d); small=skip leaves them out",
+			ErrFitsNone, epoch, ds.Name, p.tooSmall, up, p.noImage, firstBad)
+	}
+	counts := make([]int, len(shapes))
+	for b := range shapes {
+		counts[b] = len(p.ids[b])
+	}
+	legs, err := bucket.ParseResume(job.Buckets.Resume)
+	if err != nil {
+		return nil, err
+	}
+	if p.taken, err = bucket.Taken(counts, per, legs, job.Seed, epoch); err != nil {
+		return nil, err
+	}
+	avail := make([]int, len(shapes))
+	for b := range shapes {
+		avail[b] = counts[b] - p.taken[b]
+	}
+	p.steps = bucket.Steps(avail, per, p.world, job.Seed, epoch)
+	return p, nil
+}
+
+func firstOf(first, id int) int {
+	if first < 0 {
+		return id
+	}
+	return first
+}
+
+// info is the plan's figures for /epoch/N.
+func (p *epochPlan) info(job api.Job) *api.BucketsInfo {
+	in := &api.BucketsInfo{Budget: p.budget.Limit(), Unit: p.budget.Unit(), Resume: job.Buckets.Resume,
+		TooSmall: p.tooSmall, NoImage: p.noImage, MaxUpscale: job.Buckets.Upscale()}
+	batches := make([]int, len(p.shapes))
+	for _, st := range p.steps {
+		batches[st.Bucket]++
+	}
+	fill := 0.0
+	for b, sh := range p.shapes {
+		f := p.budget.Fill(sh, p.per[b])
+		served := batches[b] * p.per[b] * p.world
+		in.Buckets = append(in.Buckets, api.BucketInfo{Shape: sh.String(), Samples: len(p.ids[b]), Taken: p.taken[b], Batches: batches[b],
+			BatchSize: p.per[b], Dropped: len(p.ids[b]) - p.taken[b] - served, Fill: f})
+		fill += f * float64(batches[b])
+	}
+	if len(p.steps) > 0 {
+		in.Fill = fill / float64(len(p.steps))
+	}
+	return in
+}

@@ -1,0 +1,216 @@
+// Package bucketunit is the unit of a bucket job (buckets=): a dataset's
+// images batched by shape, as text-to-image models train (package
+// bucket). It is a kind of batch of its own behind the layout's seam
+// (layout.Unit, made with the orders' Base and added with Orders.Add):
+// an epoch's images go each to its bucket in the job's seeded order,
+// each bucket's images are cut into batches of the size its budget
+// gives, and the steps interleave the buckets (bucket.Steps); every
+// global step is one bucket, each rank its own batch of it.
+//
+// Its items are the ranks' batches: the job's batch_size is 1 (one batch
+// of the step's bucket's size), an epoch's extent is its steps times the
+// world size, so the layout's cut gives each rank its batch of each step
+// and everything downstream (the use table, the ETag, the clients'
+// lengths) works unchanged. A batch's images go through the bucket's
+// pipeline (transform.BucketName: resize to cover, crop at the centre,
+// flip) in the transform stage, as a job that names a pipeline.
+package bucketunit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
+	"github.com/brandgw/brand/transform"
+)
+
+// ErrFitsNone marks a bucket job with small=fail over images that fit no
+// bucket (422: the dataset, not the request, is at fault).
+var ErrFitsNone = errkind.New(errkind.Unprocessable, "images fit no bucket")
+
+// Sizes are the datasets' image sizes, as their index holds them
+// (brand index --sizes).
+type Sizes interface {
+	// Load loads ds's sizes from its store if they are not in memory: a
+	// dataset without them is refused, saying how to write them.
+	Load(ctx context.Context, ds *catalog.Dataset) error
+	// Of is sample id's image's displayed size in ds (loaded), 0×0 for a
+	// sample without one; false if ds's sizes are not loaded.
+	Of(ds *catalog.Dataset, id int) (w, h int, ok bool)
+}
+
+// Pipelines are the server's pipelines: the transform stage's, which
+// makes a bucket's on demand (transform.BucketSpec).
+type Pipelines interface {
+	Pipeline(name string) (*transform.Pipeline, error)
+}
+
+// Unit is the bucket job's unit. Safe for concurrent use.
+type Unit struct {
+	base  layout.Base
+	sizes Sizes
+	pipes Pipelines
+	memo  *lru.Cache[memoKey, *epochPlan]
+}
+
+// maxMemoEpochs bounds the epochs' plans kept: each is 4 bytes an image.
+const maxMemoEpochs = 16
+
+// New returns the unit, over the orders' base b, reading sizes and the
+// bucket pipelines of pipes.
+func New(b layout.Base, sizes Sizes, pipes Pipelines) *Unit {
+	m, _ := lru.New[memoKey, *epochPlan](maxMemoEpochs)
+	return &Unit{base: b, sizes: sizes, pipes: pipes, memo: m}
+}
+
+func (*Unit) Feature() features.Feature { return features.Buckets }
+
+// View is the fields job names, with the dataset's sizes loaded.
+func (u *Unit) View(ctx context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+	if err := u.sizes.Load(ctx, ds); err != nil {
+		return nil, err
+	}
+	return ds.Select(job.Columns)
+}
+
+// Extent is the epoch's steps times the world size: its ranks' batches.
+func (u *Unit) Extent(ds *catalog.Dataset, job api.Job, epoch uint64, e *layout.EpochOrder) (int, error) {
+	p, err := u.plan(ds, job, epoch, e)
+	if err != nil {
+		return 0, err
+	}
+	return len(p.steps) * max(job.World, 1), nil
+}
+
+// Lay lays out the rank's batch of step b.Batch: its images of the
+// step's bucket, through the bucket's pipeline.
+func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) error {
+	if b.Source.Assignment(b.Job) != api.AssignPlain {
+		return fmt.Errorf("bucket job: assignment %s: a bucket job's ranks take the plain cut", b.Source.Assignment(b.Job))
+	}
+	p, err := u.plan(b.DS, b.Job, b.Epoch, e)
+	if err != nil {
+		return err
+	}
+	st := p.steps[b.Batch]
+	k := p.per[st.Bucket]
+	from := p.taken[st.Bucket] + st.First + b.Job.Rank*k
+	ids := make([]int, k)
+	first, end := -1, 0
+	for i := range k {
+		ids[i] = int(p.ids[st.Bucket][from+i])
+		pos := int(p.pos[st.Bucket][from+i])
+		if first < 0 || pos < first {
+			first = pos
+		}
+		end = max(end, pos+1)
+	}
+	smp, err := layout.NewSamples(ctx, b.DS, ids)
+	if err != nil {
+		return err
+	}
+	s := layout.StreamOf(b.DS, b.Job)
+	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: end,
+		Share: max(1, p.n/max(1, len(p.steps))), EpochLen: b.DS.Index.NumSamples()}}
+	b.Take = make([]layout.Take, k)
+	for i := range b.Take {
+		b.Take[i].At = i
+	}
+	sh := p.shapes[st.Bucket]
+	name := transform.BucketName(sh.H, sh.W, b.Job.Buckets.Flip)
+	pl, err := u.pipes.Pipeline(name)
+	if err != nil {
+		return err
+	}
+	b.Job.Transform, b.Job.TransformFingerprint = name, pl.Fingerprint()
+	b.Content = &Batch{Shape: sh, sizes: u.sizes, pipe: pl}
+	return nil
+}
+
+// AppendKey names the job's buckets, budget, upscale rule, flip and
+// resume point, and the server's bucket pipelines (their decoder and
+// pixel bound, by the fingerprint of the first bucket's).
+func (u *Unit) AppendKey(s []byte, job api.Job) []byte {
+	bk := job.Buckets
+	s = fmt.Appendf(s, "|buckets=%s|%d|%d|%d|%d|%g|%s|%g|%s", bk.Shapes, bk.Pixels, bk.Tokens, bk.VAE, bk.Patch, bk.Upscale(), bk.Small, bk.Flip, bk.Resume)
+	if shapes, err := bucket.Parse(bk.Shapes); err == nil {
+		if pl, err := u.pipes.Pipeline(transform.BucketName(shapes[0].H, shapes[0].W, bk.Flip)); err == nil {
+			s = append(append(s, '|'), pl.Fingerprint()...)
+		}
+	}
+	return s
+}
+
+// Describe adds the epoch's buckets to /epoch/N.
+func (u *Unit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.Job, epoch uint64) error {
+	e, err := u.base.Epoch(layout.StreamOf(ds, job), epoch)
+	if err != nil {
+		return err
+	}
+	p, err := u.plan(ds, job, epoch, e)
+	if err != nil {
+		return err
+	}
+	info.Buckets = p.info(job)
+	return nil
+}
+
+// Batch is a bucket job's batch's content: its images, served as the
+// transform stage makes them of what the batch reads, and their
+// geometry (Geometry).
+type Batch struct {
+	Shape bucket.Shape
+	sizes Sizes
+	pipe  *transform.Pipeline
+}
+
+// Served is -1: the batch serves the images it reads.
+func (*Batch) Served() int { return -1 }
+
+// Size is not known before the images are decoded.
+func (*Batch) Size() (int64, bool) { return 0, false }
+
+// Components is nil: one dataset's.
+func (*Batch) Components() []int { return nil }
+
+// Geometry is each served image's SDXL micro-conditioning, in order:
+// its displayed size (W,H), the crop's offsets (LEFT,TOP) in the image
+// resized to cover the bucket, and 1 if it is flipped: "W,H,LEFT,TOP,FLIP"
+// each, semicolon-separated (the Brand-Bucket-Geometry header).
+func (c *Batch) Geometry(b *layout.Batch) string {
+	var sb strings.Builder
+	for i := range b.Len() {
+		ds, id, _ := b.Sample(i)
+		w, h, _ := c.sizes.Of(ds, id)
+		flip := 0
+		if w > 0 && h > 0 {
+			part := b.Parts[b.Take[i].Part]
+			key := transform.Key{Seed: transform.KeySeed(b.Job.Seed, ds.Name), Epoch: part.Epoch, Sample: uint64(id)}
+			if g, err := c.pipe.Geometry(w, h, key); err == nil {
+				if fl := g.Draws().Flips; len(fl) > 0 && fl[0] {
+					flip = 1
+				}
+			}
+		}
+		_, _, left, top := bucket.Crop(max(w, 1), max(h, 1), c.Shape)
+		if i > 0 {
+			sb.WriteByte(';')
+		}
+		for j, v := range [5]int{w, h, left, top, flip} {
+			if j > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(strconv.Itoa(v))
+		}
+	}
+	return sb.String()
+}

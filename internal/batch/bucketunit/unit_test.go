@@ -1,0 +1,235 @@
+package bucketunit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/internal/batch/bucketunit"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
+	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/transform"
+)
+
+// fakeSizes gives each sample of a dataset a size from a table.
+type fakeSizes map[string][][2]int
+
+func (f fakeSizes) Load(_ context.Context, ds *catalog.Dataset) error {
+	if _, ok := f[ds.Name]; !ok {
+		return catalog.ErrNoSizes
+	}
+	return nil
+}
+
+func (f fakeSizes) Of(ds *catalog.Dataset, id int) (int, int, bool) {
+	s, ok := f[ds.Name]
+	if !ok {
+		return 0, 0, false
+	}
+	return s[id][0], s[id][1], true
+}
+
+// photos are n sizes of many aspect ratios, some too small for their
+// bucket and some of samples without an image.
+func photos(n int) [][2]int {
+	r := rand.New(rand.NewPCG(5, 6))
+	out := make([][2]int, n)
+	for i := range out {
+		switch r.IntN(20) {
+		case 0:
+			out[i] = [2]int{0, 0} // no image
+		case 1:
+			out[i] = [2]int{40 + r.IntN(20), 40 + r.IntN(20)} // too small
+		default:
+			out[i] = [2]int{200 + r.IntN(3800), 200 + r.IntN(3800)}
+		}
+	}
+	return out
+}
+
+type fixture struct {
+	o   *layout.Orders
+	src layout.Source
+	job api.Job
+}
+
+func newFixture(t *testing.T, n int, b api.Buckets) fixture {
+	t.Helper()
+	ds := catalogtest.Dataset(t, "photos", n/50, 50)
+	set, err := transform.NewSet(transform.Config{}, transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := layout.New(nil)
+	o.Add(bucketunit.New(o.Base(), fakeSizes{"photos": photos(n)}, set))
+	job := api.Job{Dataset: "photos", Params: shuffle.Params{Seed: 9, Window: 4, BatchSize: 1, World: 1}, Buckets: b}
+	f := features.Requested(job)
+	un := o.UnitOf(f)
+	if un.Feature() != features.Buckets {
+		t.Fatalf("a bucket job's unit is %s", un.Feature())
+	}
+	return fixture{o: o, src: layout.Source{DS: ds, Unit: un, Features: f}, job: job}
+}
+
+var small = api.Buckets{Shapes: "256x256,192x320,320x192,128x512,512x128", Pixels: 4 * 256 * 256}
+
+// served lays out every batch of epoch e from resume point resume at
+// world w, and returns each step's bucket and the samples each rank took.
+func (f fixture) served(t *testing.T, epoch uint64, w int, resume string) (steps []string, ids [][]int) {
+	t.Helper()
+	job := f.job
+	job.World, job.Buckets.Resume = w, resume
+	batches, _, err := f.o.Extent(f.src, job, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range uint64(batches) {
+		var shape string
+		var step []int
+		for r := range w {
+			job.Rank = r
+			b, err := f.o.Layout(context.Background(), f.src, job, epoch, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := b.Content.(*bucketunit.Batch)
+			switch {
+			case r == 0:
+				shape = b.Job.Transform
+			case b.Job.Transform != shape:
+				t.Fatalf("step %d: rank %d's bucket %s, rank 0's %s", m, r, b.Job.Transform, shape)
+			}
+			if b.Job.Transform != transform.BucketName(c.Shape.H, c.Shape.W, 0) {
+				t.Fatalf("step %d: pipeline %s for bucket %v", m, b.Job.Transform, c.Shape)
+			}
+			step = append(step, b.Parts[0].Samples.IDs...)
+		}
+		steps = append(steps, shape)
+		ids = append(ids, step)
+	}
+	return steps, ids
+}
+
+// TestEpochOnce: every image of an epoch is served at most once, each in
+// its nearest bucket, every step one bucket, and what is left unserved is
+// what no bucket takes and each bucket's last partial global batch, as
+// /epoch/N says.
+func TestEpochOnce(t *testing.T) {
+	f := newFixture(t, 3000, small)
+	sizes := photos(3000)
+	shapes, _ := bucket.Parse(small.Shapes)
+	for _, w := range []int{1, 3} {
+		steps, ids := f.served(t, 1, w, "")
+		seen := map[int]bool{}
+		perBucket := map[string]int{}
+		for m, step := range ids {
+			for _, id := range step {
+				if seen[id] {
+					t.Fatalf("world %d: sample %d served twice", w, id)
+				}
+				seen[id] = true
+				sz := sizes[id]
+				b := shapes[bucket.Nearest(sz[0], sz[1], shapes)]
+				if got := transform.BucketName(b.H, b.W, 0); got != steps[m] {
+					t.Fatalf("world %d step %d: sample %d (%dx%d) in %s, its nearest bucket is %s", w, m, id, sz[0], sz[1], steps[m], got)
+				}
+			}
+			perBucket[steps[m]] += len(step)
+		}
+		job := f.job
+		job.World = w
+		info, err := f.o.Info(f.src, job, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bi := info.Buckets
+		if info.Batches != len(steps) || bi == nil {
+			t.Fatalf("world %d: /epoch says %d steps (%+v), served %d", w, info.Batches, bi, len(steps))
+		}
+		unserved := bi.TooSmall + bi.NoImage
+		for i, b := range bi.Buckets {
+			name := transform.BucketName(shapes[i].H, shapes[i].W, 0)
+			if served := b.Batches * b.BatchSize * w; served != perBucket[name] {
+				t.Errorf("world %d: /epoch says bucket %s serves %d, it served %d", w, b.Shape, served, perBucket[name])
+			}
+			if b.Dropped >= b.BatchSize*w {
+				t.Errorf("world %d: bucket %s drops %d, a full global batch", w, b.Shape, b.Dropped)
+			}
+			unserved += b.Dropped
+		}
+		if len(seen)+unserved != 3000 {
+			t.Errorf("world %d: %d served and %d unserved of 3000", w, len(seen), unserved)
+		}
+		if bi.TooSmall == 0 || bi.NoImage == 0 {
+			t.Errorf("the fixture's small and missing images were not counted: %+v", bi)
+		}
+	}
+}
+
+// TestResumeAtAnotherWorld: an epoch begun at world 4 and resumed at step
+// k at world 3 serves the rest once, none of what world 4 served.
+func TestResumeAtAnotherWorld(t *testing.T) {
+	f := newFixture(t, 3000, small)
+	_, first := f.served(t, 0, 4, "")
+	for _, k := range []int{0, 1, len(first) / 3, len(first)} {
+		seen := map[int]bool{}
+		for _, step := range first[:k] {
+			for _, id := range step {
+				seen[id] = true
+			}
+		}
+		_, rest := f.served(t, 0, 3, fmt.Sprintf("4:%d", k))
+		for _, step := range rest {
+			for _, id := range step {
+				if seen[id] {
+					t.Fatalf("k=%d: sample %d served before and after the resume", k, id)
+				}
+				seen[id] = true
+			}
+		}
+		// The same from a chain of legs: 4 for k, then 3 for none.
+		_, again := f.served(t, 0, 3, fmt.Sprintf("4:%d,3:0", k))
+		if fmt.Sprint(again) != fmt.Sprint(rest) {
+			t.Fatalf("k=%d: a leg of no steps changed the rest", k)
+		}
+	}
+	job := f.job
+	job.World, job.Buckets.Resume = 3, fmt.Sprintf("4:%d", len(first)+1)
+	if _, _, err := f.o.Extent(f.src, job, 0); !errors.Is(err, bucket.ErrSpec) {
+		t.Errorf("a resume point past the epoch: %v", err)
+	}
+}
+
+// TestSmallFail: small=fail refuses an epoch with images that fit no
+// bucket, naming them.
+func TestSmallFail(t *testing.T) {
+	b := small
+	b.Small = api.SmallFail
+	f := newFixture(t, 500, b)
+	if _, _, err := f.o.Extent(f.src, f.job, 0); !errors.Is(err, bucketunit.ErrFitsNone) {
+		t.Fatalf("small=fail over images too small: %v", err)
+	}
+}
+
+// TestETagNamesBuckets: the bucket parameters select the bytes.
+func TestETagNamesBuckets(t *testing.T) {
+	f := newFixture(t, 500, small)
+	a := f.o.ETag(f.src, f.job, 0, 0)
+	j := f.job
+	j.Buckets.Flip = 0.5
+	if f.o.ETag(f.src, j, 0, 0) == a {
+		t.Error("flip= does not change the ETag")
+	}
+	j = f.job
+	j.Buckets.Pixels *= 2
+	if f.o.ETag(f.src, j, 0, 0) == a {
+		t.Error("budget= does not change the ETag")
+	}
+}
