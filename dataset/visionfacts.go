@@ -49,7 +49,7 @@ func WriteVisionFactsInPlace(ctx context.Context, st, data s3backend.Store, ix *
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
 	it := dec.(format.ImageText) // CheckImageText: it is one
-	return writeVisionFacts(ctx, st, ix, decodedSamples(data, ix, dec), it.UnreadImage, tokenizer, maxPixels, parallel)
+	return writeVisionFacts(ctx, st, ix, decodedSamples(data, ix, dec, nil), it.UnreadImage, tokenizer, maxPixels, parallel)
 }
 
 // A chunkSamples reads chunk c's samples, in sample order, each as its
@@ -88,8 +88,10 @@ func tarSamples(st s3backend.Store, ix *chunkindex.Index) chunkSamples {
 // bound unread, its length read from the pages' headers and the value's
 // length prefix, and its sample's facts are vision.LongText's: a 100 MB
 // conversation costs its compressed bytes and a window, not 100 MB and
-// its JSON.
-func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decoder) chunkSamples {
+// its JSON. A selection of fields (sel, not nil) reads and decodes those
+// alone, as a job that names columns reads them: their ranges of the
+// object, not the chunk's.
+func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decoder, sel format.Selection) chunkSamples {
 	exts := map[string]string{} // a field's member extension
 	for _, f := range dec.Fields() {
 		exts[f.Name] = f.Ext
@@ -97,7 +99,7 @@ func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decod
 	return func(ctx context.Context, c int, each func(int, string, []byte, *vision.Facts) error) error {
 		ch := ix.Chunk(c)
 		obj := stored.ChunkObject(ch.Key)
-		rs, bound := dec.Extent(c, nil)
+		rs, bound := dec.Extent(c, sel)
 		src := make([]byte, format.Concat(rs))
 		at := int64(0)
 		for _, r := range rs {
@@ -113,14 +115,14 @@ func decodedSamples(data s3backend.Store, ix *chunkindex.Index, dec format.Decod
 		var dst []byte
 		var long []format.LongText
 		var err error
-		if tb, ok := dec.(format.TextBound); ok {
+		if tb, ok := dec.(format.TextBound); ok && sel.All() {
 			dst, long, err = tb.DecodeTexts(c, src, tokenize.MaxTextBytes, wo)
 		} else {
 			dst = make([]byte, bound)
-			err = dec.Decode(c, nil, src, dst, wo)
+			err = dec.Decode(c, sel, src, dst, wo)
 			if ge := (*format.GrowError)(nil); errors.As(err, &ge) {
 				dst = make([]byte, ge.Need)
-				err = dec.Decode(c, nil, src, dst, wo)
+				err = dec.Decode(c, sel, src, dst, wo)
 			}
 		}
 		if err != nil {

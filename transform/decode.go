@@ -441,3 +441,22 @@ func Dims(image []byte, maxPixels int64) (w, h int, err error) {
 	}
 	return hdr.w, hdr.h, nil
 }
+
+// DisplayedDims is Dims with a JPEG's EXIF orientation applied: the
+// size a viewer shows, and PIL's ImageOps.exif_transpose gives (an
+// orientation of 5 to 8 swaps width and height; a PNG has none). It reads
+// the header alone, and the markers before the first scan for the
+// orientation, so a prefix of the image holding its frame header and its
+// APP segments gives the image's answer. The pixel bound is on the stored
+// pixels, as Dims's (the same product either way).
+func DisplayedDims(image []byte, maxPixels int64) (w, h int, err error) {
+	if maxPixels <= 0 {
+		maxPixels = DefaultMaxPixels
+	}
+	hdr, err := readHeader(image, maxPixels, ApplyEXIF)
+	if err != nil {
+		return 0, 0, err
+	}
+	w, h = hdr.size()
+	return w, h, nil
+}

@@ -3,7 +3,8 @@
 // the manifest at chunkindex.ManifestKey, the member table at
 // chunkindex.MembersKey, the description of the chunks of a dataset
 // served in place at chunkindex.FormatKey, the image-text facts of a
-// dataset of tar chunks at VisionFactsKey), their readers, the object a
+// dataset of tar chunks at VisionFactsKey, the samples' image sizes at
+// SizesKey), their readers, the object a
 // chunk of a dataset served in place is read from (ChunkObject), and the
 // checks of a chunk's bytes against the CRC32Cs its index holds
 // (CheckSpans, SpanChecker).

@@ -41,6 +41,7 @@ func (d *Dataset) Ancestor(id string) (*Dataset, bool) {
 	// Buffers of d's class: the view's chunks are d's, in one cache.
 	a.MaxChunk = d.MaxChunk
 	a.damaged = d.damaged[:ix.NumChunks()]
+	a.sizes = &sizesMemo{of: d}
 	if ip := d.InPlace; ip != nil {
 		a.InPlace = &InPlace{Format: ip.Format, Decoder: ip.Decoder, Fields: ip.Fields, Data: ip.Data,
 			views: &viewMemo{views: map[string]*Dataset{}}, grown: ip.grown[:ix.NumChunks()]}

@@ -63,6 +63,7 @@ type Dataset struct {
 
 	ancestors *ancestorMemo // views of the versions the index extends
 	vision    *visionMemo   // image-text facts, once a vision job asks
+	sizes     *sizesMemo    // image sizes, once a job batching by shape asks
 }
 
 // ownerMemo holds the chunk owners of the last few memberships asked
@@ -82,7 +83,7 @@ func NewDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *
 	d := &Dataset{Name: name, URL: url, Store: store, Index: ix, LoadedAt: time.Now(), Version: 1,
 		Counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks()),
 		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(ix.Lineage().Root()), owners: &ownerMemo{},
-		ancestors: &ancestorMemo{}, vision: &visionMemo{}}
+		ancestors: &ancestorMemo{}, vision: &visionMemo{}, sizes: &sizesMemo{}}
 	for c := range ix.NumChunks() {
 		d.chunkByKey[ix.Chunk(c).Key] = c
 		d.MaxChunk = max(d.MaxChunk, ix.Chunk(c).Size)

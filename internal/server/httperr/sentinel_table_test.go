@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/format/video/mp4"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/imagesize"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
@@ -91,6 +92,7 @@ var served = []sentinelCase{
 	{"gateway.ErrNotImplemented", gateway.ErrNotImplemented, http.StatusNotImplemented, "not_implemented", false},
 	{"gateway.ErrPlanBusy", gateway.ErrPlanBusy, http.StatusServiceUnavailable, "plan_busy", false},
 	{"gateway.ErrStalled", gateway.ErrStalled, http.StatusServiceUnavailable, "stalled", false},
+	{"imagesize.ErrFile", imagesize.ErrFile, http.StatusBadGateway, "store_mismatch", true},
 	{"importance.ErrBadFeedback", importance.ErrBadFeedback, http.StatusBadRequest, "bad_request", false},
 	{"importance.ErrCorrupt", importance.ErrCorrupt, http.StatusInternalServerError, "internal", true},
 	{"importance.ErrInvalid", importance.ErrInvalid, http.StatusInternalServerError, "internal", true},
@@ -139,6 +141,7 @@ var served = []sentinelCase{
 	{"internal/codec/ustar.ErrTime", ustar.ErrTime, http.StatusInternalServerError, "internal", true},
 	{"internal/job/catalog.ErrCorrupt", catalog.ErrCorrupt, http.StatusBadGateway, "store_mismatch", true},
 	{"internal/job/catalog.ErrGrown", catalog.ErrGrown, http.StatusServiceUnavailable, "unavailable", true},
+	{"internal/job/catalog.ErrNoSizes", catalog.ErrNoSizes, http.StatusBadRequest, "bad_request", false},
 	{"internal/job/catalog.ErrNoVisionFacts", catalog.ErrNoVisionFacts, http.StatusBadRequest, "bad_request", false},
 	{"internal/job/catalog.ErrNotReady", catalog.ErrNotReady, http.StatusServiceUnavailable, "not_ready", false},
 	{"internal/job/catalog.ErrSelect", catalog.ErrSelect, http.StatusBadRequest, "bad_request", false},

@@ -3,6 +3,7 @@ package catalogtest_test
 import (
 	"testing"
 
+	"github.com/brandgw/brand/imagesize"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
@@ -54,5 +55,25 @@ func TestGrown(t *testing.T) {
 		if got := ix.SampleKey(4); got != vs[v-1].Index.SampleKey(4) || got != "g/1/1" {
 			t.Fatalf("version %d: sample 4 is %q", v, got)
 		}
+	}
+}
+
+// WithSizes's dataset holds its sizes loaded: a zero size is a sample
+// without an image.
+func TestWithSizes(t *testing.T) {
+	ix := catalogtest.Dataset(t, "d", 2, 2).Index
+	sizes := []imagesize.Size{{W: 640, H: 480}, {}, {W: 3, H: 4000}, {W: 1, H: 1}}
+	ds := catalogtest.WithSizes(t, "d", "file:///d", ix, sizes)
+	f := ds.Sizes()
+	if f == nil || f.Index != ix.ID() {
+		t.Fatalf("sizes %+v", f)
+	}
+	for id, want := range sizes {
+		if got, ok := f.Of(id); got != want || ok != (want != imagesize.Size{}) {
+			t.Errorf("sample %d: %v, %v; want %v", id, got, ok, want)
+		}
+	}
+	if f.Bad[1] != imagesize.NoImage {
+		t.Errorf("sample 1's reason %q", f.Bad[1])
 	}
 }
