@@ -290,7 +290,7 @@ func (j Job) Values() url.Values {
 		v.Set(ParamDataset, j.Dataset)
 	}
 	v.Set(ParamSeed, strconv.FormatUint(j.Seed, 10))
-	if j.BatchSize > 0 {
+	if j.BatchSize > 0 && !j.Buckets.On() { // a bucket job's batch sizes are its budget's
 		v.Set(ParamBatchSize, strconv.Itoa(j.BatchSize))
 	}
 	if j.Window > 0 {

@@ -358,6 +358,27 @@ class Job:
         frames: over a LeRobot dataset: windows in frames rather than
             seconds (``frames=``), a dict as ``delta_timestamps``, or a
             list of offsets for every camera given no window.
+        buckets: batch a dataset's images by shape (``buckets=``,
+            docs/http-api.md "Shape buckets"): a preset (``"sdxl"``,
+            ``"sdxl-768"``, ``"sdxl-512"``) or ``"HxW,HxW,..."``. Each image
+            goes to the bucket of nearest aspect ratio, is resized to cover
+            it and cropped to it on the gateway; every step is one bucket.
+            ``batch_size`` and ``offset`` do not apply: a bucket's batch
+            size is the budget's, and a job resumes with ``resume``.
+        budget: with ``buckets``: the pixels of a rank's batch of a step
+            (``budget=``); or ``budget_tokens``, its latent tokens, an
+            image of H×W being ceil(H/f)·ceil(W/f) for f = ``vae`` ×
+            ``patch`` (defaults 8 and 2).
+        budget_tokens, vae, patch: see ``budget``.
+        max_upscale: with ``buckets``: the most an image is scaled up to
+            cover its bucket (default 2); ``small``: ``"skip"`` (the
+            default: such images, and samples without an image, are left
+            out and counted in /epoch/N) or ``"fail"``.
+        small: see ``max_upscale``.
+        flip: with ``buckets``: the probability an image is flipped left to
+            right, drawn from the sample's key (default 0).
+        resume: with ``buckets``: the steps of the epoch taken so far, at
+            the world sizes they were taken at: ``"4:120,3:40"``.
 
     Raises:
         ValueError: a value no gateway would take: a rank outside the
@@ -425,6 +446,15 @@ class Job:
     frames: Optional[Any] = None
 
     balance: Optional[str] = None
+    buckets: Optional[str] = None
+    budget: Optional[int] = None
+    budget_tokens: Optional[int] = None
+    vae: Optional[int] = None
+    patch: Optional[int] = None
+    max_upscale: Optional[float] = None
+    small: Optional[str] = None
+    flip: Optional[float] = None
+    resume: Optional[str] = None
 
     def __post_init__(self) -> None:
         # Each parameter's own value first, normalised as it is sent...
@@ -789,6 +819,14 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
             q[name] = str(v)
     if job.fps is not None:
         q["fps"] = _format_weight(float(job.fps))
+    for name in ("buckets", "budget", "budget_tokens", "vae", "patch", "small", "resume"):
+        v = getattr(job, name)
+        if v is not None:
+            q[name] = str(v)
+    for name in ("max_upscale", "flip"):
+        v = getattr(job, name)
+        if v is not None:
+            q[name] = _format_weight(float(v))
     return q
 
 

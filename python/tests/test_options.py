@@ -57,6 +57,10 @@ CLIP = brand.Job(dataset="kinetics", seed=3, batch_size=8, clip=16, stride=2, fp
                  clip_layout="tchw")
 ROBOT = brand.Job(dataset="aloha", seed=3, batch_size=8, delta_timestamps={"observation.images.top": [-0.1, 0]},
                   frames=[-2, 0])
+# Bucket jobs: a pixel budget with every option, and a latent-token one.
+BUCKETS = brand.Job(dataset="photos", seed=3, world=4, rank=1, buckets="sdxl", budget=4 << 20, max_upscale=1.5,
+                    small="fail", flip=0.5, resume="4:10,3:2")
+LATENT = brand.Job(dataset="photos", seed=3, buckets="512x512,384x640", budget_tokens=8192, vae=8, patch=2)
 
 
 def field_changes():
@@ -99,6 +103,15 @@ def field_changes():
         "clip_layout": (brand.Job(clip=8), dict(clip_layout="tchw")),
         "delta_timestamps": (plain, dict(delta_timestamps={"cam": [-0.1, 0]})),
         "frames": (plain, dict(frames=[-1, 0])),
+        "buckets": (plain, dict(buckets="sdxl", budget=1 << 22)),
+        "budget": (brand.Job(buckets="sdxl", budget_tokens=9000), dict(budget=1 << 22, budget_tokens=None)),
+        "budget_tokens": (brand.Job(buckets="sdxl", budget=1 << 22), dict(budget_tokens=9000, budget=None)),
+        "vae": (brand.Job(buckets="sdxl", budget_tokens=9000), dict(vae=4)),
+        "patch": (brand.Job(buckets="sdxl", budget_tokens=9000), dict(patch=1)),
+        "max_upscale": (brand.Job(buckets="sdxl", budget=1 << 22), dict(max_upscale=1.5)),
+        "small": (brand.Job(buckets="sdxl", budget=1 << 22), dict(small="fail")),
+        "flip": (brand.Job(buckets="sdxl", budget=1 << 22), dict(flip=0.5)),
+        "resume": (brand.Job(buckets="sdxl", budget=1 << 22), dict(resume="1:3")),
     }
 
 
@@ -108,9 +121,10 @@ class TestQuery(unittest.TestCase):
         one, mix, tok = set(job_query(ONE)), set(job_query(MIX)), set(job_query(TOK)) | set(job_query(VIS))
         sched = set(job_query(SCHED)) | set(job_query(STORED))
         clips = set(job_query(CLIP)) | set(job_query(ROBOT))
-        for sent in (one, mix, tok, sched, clips):
+        buckets = set(job_query(BUCKETS)) | set(job_query(LATENT))
+        for sent in (one, mix, tok, sched, clips, buckets):
             self.assertLessEqual(sent, want, "the client sends a job parameter the gateway does not list")
-        self.assertEqual(one | mix | tok | sched | clips, want,
+        self.assertEqual(one | mix | tok | sched | clips | buckets, want,
                          "the client never sends some job parameter the gateway lists")
         # An epoch's requests are the job with its plan's values, encoded alike.
         plan = {"dataset": "t", "seed": 7, "batch_size": 8, "window": 2, "world": 4, "rank": 3,
@@ -283,6 +297,7 @@ FEATURE_FIELDS = {
     "locality": dict(),
     "balance-bytes": dict(balance="bytes"),
     "balance-cost": dict(balance="attention"),
+    "buckets": dict(buckets="sdxl", budget=1 << 22),
     # None: no Job field sends it yet (the gateway does not serve vision=);
     # its pairs are checked on the parameters (VISION_QUERY).
     "vision": None,
@@ -323,6 +338,9 @@ RULE_JOBS = [
     ({"mix_schedule": "0:pairs:1,web:1", **VISION_QUERY, "balance": "tokens"},
      dict(mix_schedule="0:pairs:1,web:1", seq=64, vision=VISION_QUERY["vision"], balance="tokens")),
     ({**VISION_QUERY, "pack": "concat"}, dict(dataset="pairs", seq=64, vision=VISION_QUERY["vision"], pack="concat")),
+    ({"buckets": "sdxl", "budget": "4194304", "batch_size": "4"}, dict(buckets="sdxl", budget=1 << 22, batch_size=4)),
+    ({"buckets": "sdxl"}, dict(buckets="sdxl")),
+    ({"budget": "4194304"}, dict(budget=1 << 22)),
 ]
 
 
@@ -732,7 +750,8 @@ class TestWire(unittest.TestCase):
         self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "mix_schedule", "schedule",
                                            "importance", "transform", "columns", "seq", "pack", "pad", "eos", "vision",
                                            "clip", "stride", "fps", "step", "clip_start", "clip_layout",
-                                           "delta_timestamps", "frames", "balance"})
+                                           "delta_timestamps", "frames", "balance", "buckets", "budget",
+                                           "budget_tokens", "vae", "patch", "max_upscale", "small", "flip", "resume"})
 
 
 if __name__ == "__main__":

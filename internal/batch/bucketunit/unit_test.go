@@ -54,6 +54,11 @@ func photos(n int) [][2]int {
 	return out
 }
 
+// pipelines are a pipeline set's, as the transform stage gives them.
+type pipelines struct{ s *transform.Set }
+
+func (p pipelines) Pipeline(name string) (*transform.Pipeline, error) { return p.s.Get(name) }
+
 type fixture struct {
 	o   *layout.Orders
 	src layout.Source
@@ -68,7 +73,7 @@ func newFixture(t *testing.T, n int, b api.Buckets) fixture {
 		t.Fatal(err)
 	}
 	o := layout.New(nil)
-	o.Add(bucketunit.New(o.Base(), fakeSizes{"photos": photos(n)}, set))
+	o.Add(bucketunit.New(o.Base(), fakeSizes{"photos": photos(n)}, pipelines{set}))
 	job := api.Job{Dataset: "photos", Params: shuffle.Params{Seed: 9, Window: 4, BatchSize: 1, World: 1}, Buckets: b}
 	f := features.Requested(job)
 	un := o.UnitOf(f)

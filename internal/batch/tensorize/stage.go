@@ -97,6 +97,7 @@ func New(c Config) *Stage {
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}
 	}
+	s.meters[bucketsMeter] = &meter{}
 	s.register(c.Registry)
 	return s
 }
@@ -187,6 +188,9 @@ func (o *Output) Release() {
 func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
 	p := req.Pipeline
 	m := s.meters[p.Name()]
+	if m == nil && transform.IsBucketName(p.Name()) {
+		m = s.meters[bucketsMeter]
+	}
 	if m == nil {
 		return nil, fmt.Errorf("%w %q: not one of this stage's", transform.ErrUnknownPipeline, p.Name())
 	}
@@ -340,6 +344,11 @@ type Load struct {
 	PerImage time.Duration `json:"per_image_ns"`
 }
 
+// bucketsMeter names the figures of every shape bucket's pipeline
+// (transform.BucketName), which the stage makes on demand: one meter for
+// them all, as /stats and the metrics name it.
+const bucketsMeter = "bucket:*"
+
 // Fingerprints returns the stage's pipelines' fingerprints, by name.
 func (s *Stage) Fingerprints() map[string]string {
 	fps := make(map[string]string, len(s.meters))
@@ -377,6 +386,12 @@ func (s *Stage) Stats() api.TransformStats {
 		m := s.meters[name]
 		ms := m.Stats()
 		st.Pipelines = append(st.Pipelines, api.TransformPipelineStat{Name: name, Fingerprint: p.Fingerprint(),
+			Images: ms.Images, Failed: ms.Failed, CPUSeconds: ms.CPU.Seconds(), CPUPerImageMs: float64(ms.PerImage()) / 1e6,
+			ImagesPerCoreSecond: ms.ImagesPerCoreSecond(), ImagesPerSecond: m.rate(now)})
+	}
+	if m := s.meters[bucketsMeter]; m.Stats().Images > 0 {
+		ms := m.Stats()
+		st.Pipelines = append(st.Pipelines, api.TransformPipelineStat{Name: bucketsMeter,
 			Images: ms.Images, Failed: ms.Failed, CPUSeconds: ms.CPU.Seconds(), CPUPerImageMs: float64(ms.PerImage()) / 1e6,
 			ImagesPerCoreSecond: ms.ImagesPerCoreSecond(), ImagesPerSecond: m.rate(now)})
 	}

@@ -1,0 +1,137 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/transform"
+)
+
+// bucketPhotos are JPEGs of five aspect ratios, 30 to 90 pixels a side,
+// every ninth 10 pixels a side (too small for any bucket).
+func bucketPhotos(t testing.TB) func(int) (string, []byte) {
+	return func(id int) (string, []byte) {
+		sides := [][2]int{{60, 60}, {90, 45}, {45, 90}, {80, 60}, {50, 70}}
+		s := sides[id%len(sides)]
+		if id%9 == 8 {
+			s = [2]int{10, 10}
+		}
+		p, err := photos.Sized(4, id, s[0]+id%5, s[1]+id%3, 90)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "jpg", p.JPEG
+	}
+}
+
+const bucketQuery = "seed=5&buckets=32x32,24x48,48x24&budget=2048&flip=0.5"
+
+// TestBucketBatches: over HTTP, a bucket job's epoch names its buckets,
+// each batch is one bucket's images as CHW tensors of its shape, each the
+// bucket pipeline's of the image under the sample's key, named by
+// Brand-Transform, with each image's size and crop in
+// Brand-Bucket-Geometry; the bucket semantics themselves are
+// internal/batch/bucketunit's and package bucket's tests.
+func TestBucketBatches(t *testing.T) {
+	f := newImageFixture(t, 4, 20, bucketPhotos(t))
+	_, base := startTransforms(t, f, nil)
+	resp, body := get(t, base+"/epoch/0?"+bucketQuery)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "brand index --sizes") {
+		t.Fatalf("a bucket job over a dataset without sizes: %s %s", resp.Status, body)
+	}
+	if _, err := dataset.WriteSizes(context.Background(), f.store, f.index, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, base = startTransforms(t, f, nil)
+	resp, body = get(t, base+"/epoch/0?"+bucketQuery)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/epoch/0: %s %s", resp.Status, body)
+	}
+	var info api.EpochInfo
+	if err := json.Unmarshal(body, &info); err != nil || info.Buckets == nil {
+		t.Fatalf("/epoch/0: %s: %v", body, err)
+	}
+	if bi := info.Buckets; len(bi.Buckets) != 3 || bi.TooSmall != 8 || bi.Budget != 2048 || info.Batches == 0 {
+		t.Fatalf("/epoch/0's buckets: %+v", bi)
+	}
+	shapes, _ := bucket.Parse("32x32,24x48,48x24")
+	served := 0
+	for m := range info.Batches {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", base, m, bucketQuery))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch %d: %s %s", m, resp.Status, body)
+		}
+		name := resp.Header.Get(api.HeaderTransform)
+		spec, err := transform.BucketSpec(name)
+		if err != nil {
+			t.Fatalf("batch %d: Brand-Transform %q: %v", m, name, err)
+		}
+		h, w := spec.Ops[0].Size.H, spec.Ops[0].Size.W
+		geo := strings.Split(resp.Header.Get(api.HeaderBucketGeometry), ";")
+		samples := readTar(t, body)
+		if len(samples) != len(geo) || len(samples) == 0 {
+			t.Fatalf("batch %d: %d samples, geometry of %d", m, len(samples), len(geo))
+		}
+		for i, s := range samples {
+			npy := s.files["npy"]
+			if npy == nil {
+				t.Fatalf("batch %d sample %s: members %v", m, s.key, keysOf(s.files))
+			}
+			if want := f.wantBucket(t, name, 5, 0, s.key); string(npy) != string(want) {
+				t.Fatalf("batch %d sample %s: not the bucket pipeline's tensor", m, s.key)
+			}
+			var gw, gh, left, top, flip int
+			if _, err := fmt.Sscanf(geo[i], "%d,%d,%d,%d,%d", &gw, &gh, &left, &top, &flip); err != nil {
+				t.Fatalf("geometry %q: %v", geo[i], err)
+			}
+			sh := shapes[bucket.Nearest(gw, gh, shapes)]
+			_, _, wl, wt := bucket.Crop(gw, gh, sh)
+			if sh.H != h || sh.W != w || wl != left || wt != top || flip > 1 {
+				t.Fatalf("batch %d sample %s: geometry %q in bucket %dx%d", m, s.key, geo[i], h, w)
+			}
+		}
+		served += len(samples)
+	}
+	if served == 0 || served > 80-8 {
+		t.Errorf("%d images served of the 72 that fit", served)
+	}
+	resp, body = get(t, base+"/epoch/0/batch/0?"+bucketQuery+"&batch_size=4")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "resume=WORLD:STEPS") {
+		t.Errorf("batch_size= beside buckets=: %s %s", resp.Status, body)
+	}
+}
+
+func keysOf(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// wantBucket is the bucket pipeline name's tensor of key's image in an
+// epoch of a job seeded seed over the dataset "test".
+func (f *imageFixture) wantBucket(t testing.TB, name string, seed, epoch uint64, key string) []byte {
+	t.Helper()
+	set, err := transform.NewSet(transform.Config{}, transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := set.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Apply(nil, f.images[key], transform.SampleKey(seed, "test", epoch, uint64(f.ids[key])), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return res.Out
+}
