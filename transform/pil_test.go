@@ -171,3 +171,67 @@ func mustRel(t *testing.T, abs string) string {
 	}
 	return rel
 }
+
+// TestPillowBuckets holds the shape buckets' pipelines (resize to cover,
+// centre crop; BucketSpec) to Pillow's resize and crop computed
+// independently by pil_reference.py, over photos of many aspect ratios,
+// each into buckets wider, taller and square, within each decoder's
+// bound at full-size decode.
+func TestPillowBuckets(t *testing.T) {
+	python := pythontest.Need(t, "scripts/ensure-pil.sh", "PIL")
+	dir := t.TempDir()
+	sides := [][2]int{{320, 200}, {200, 320}, {257, 255}, {401, 133}, {150, 600}, {333, 250}}
+	buckets := [][2]int{{96, 96}, {64, 128}, {128, 64}, {72, 120}}
+	var cases []pillowCase
+	for i, s := range sides {
+		p, err := photos.Sized(13, i, s[0], s[1], 90)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, p.Name)
+		if err := os.WriteFile(path, p.JPEG, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range buckets {
+			cases = append(cases, pillowCase{Image: path, Pipeline: BucketName(b[0], b[1], 0)})
+		}
+	}
+	want := runPillow(t, python, cases)
+	for _, dec := range decoders() {
+		bound, ok := pillowBounds[dec.Name()]
+		if !ok {
+			continue
+		}
+		t.Run(dec.Name(), func(t *testing.T) {
+			maxd, sum := 0, 0.0
+			for i, c := range cases {
+				spec, err := BucketSpec(c.Pipeline)
+				if err != nil {
+					t.Fatal(err)
+				}
+				full := false
+				spec.Layout, spec.ReducedDecode = HWC, &full
+				p, err := New(c.Pipeline, spec, Options{JPEG: dec})
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, err := os.ReadFile(c.Image)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := p.Apply(nil, data, Key{}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, w := spec.Ops[0].Size.H, spec.Ops[0].Size.W
+				d, mean := diff(t, tensorHWC(t, res.Out, HWC), image8{pix: want[i], w: w, h: h})
+				maxd, sum = max(maxd, d), sum+mean
+			}
+			mean := sum / float64(len(cases))
+			t.Logf("%d cases: max |Δ| %d, mean |Δ| %.4f", len(cases), maxd, mean)
+			if maxd > bound.max || mean > bound.mean {
+				t.Errorf("max |Δ| %d, mean %.4f from Pillow: beyond %d, %.4f", maxd, mean, bound.max, bound.mean)
+			}
+		})
+	}
+}

@@ -59,6 +59,20 @@ def evaluate(im):
     return im.crop((left, top, left + 224, top + 224))
 
 
+def bucket(im, H, W):
+    """A shape bucket's pipeline (transform.BucketSpec) without a flip:
+    resized, aspect kept, to the smallest size covering H×W (in integers),
+    cropped at the centre, offsets rounded half to even."""
+    w, h = im.size
+    if W * h >= H * w:
+        nw, nh = W, h * W // w
+    else:
+        nw, nh = w * H // h, H
+    im = im.resize((nw, nh), Image.BILINEAR)
+    left, top = round((nw - W) / 2), round((nh - H) / 2)
+    return im.crop((left, top, left + W, top + H))
+
+
 def apply(cases_path, outdir):
     with open(cases_path) as f:
         cases = json.load(f)
@@ -70,6 +84,9 @@ def apply(cases_path, outdir):
             out = train(im, box, flip)
         elif c["pipeline"] == "imagenet-eval":
             out = evaluate(im)
+        elif c["pipeline"].startswith("bucket:"):
+            H, W = (int(x) for x in c["pipeline"][len("bucket:"):].split("x"))
+            out = bucket(im, H, W)
         else:
             raise SystemExit("unknown pipeline " + c["pipeline"])
         with open(os.path.join(outdir, "%d.raw" % i), "wb") as f:
