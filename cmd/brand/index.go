@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/imagesize"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/tokenize"
@@ -37,7 +38,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		tok                             tokenFlags
 		chunk                           cli.ByteSize
 		parallel                        int
-		appendNew, skipBad              bool
+		appendNew, skipBad, sizes       bool
 		checksums                       optionalBool
 	)
 	fs := flag.NewFlagSet("index", flag.ContinueOnError)
@@ -55,6 +56,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	fs.Var(&checksums, "checksums", "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in (a video's: of every GOP), which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file (a video: the GOP, whose clips alone fail), as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Default: on for video and LeRobot, whose damaged packets decode into wrong frames without an error; off for Parquet, MDS and Megatron. --checksums=false refuses them: a local file is then pinned by its size and modification time, an S3 object by its ETag, and bytes damaged at rest are not caught")
 	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept; with --tokenizer alone, the new version's image-text facts are written (every row read again)")
+	fs.BoolVar(&sizes, "sizes", false, sizesUsage+"; with --append, the new version's are written whole where the dataset had none (an append to a dataset with sizes writes the new version's without it, its old samples' copied)")
 	fs.BoolVar(&skipBad, "skip-bad-files", false, "a tree of videos: leave out each video that cannot be indexed (not an MP4/MOV, truncated, a damaged moov, an unsupported codec, past a limit) rather than refuse the dataset for it; each is printed and named with why in the manifest (in_place.skipped). Without it the first such file refuses the index, naming it")
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
@@ -77,13 +79,13 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if appendNew {
 		if tok.set() && (tok != tokenFlags{tokenizer: tok.tokenizer}) || checksums.set || members != "" || fmtName != "" || name != "" || skipBad {
-			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size, --parallel and --tokenizer (alone: the image-text facts of the new version)")
+			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size, --parallel, --sizes and --tokenizer (alone: the image-text facts of the new version)")
 		}
-		return appendInPlace(ctx, env, st, src, dst, prefix, tok.tokenizer, int64(chunk), parallel, sf)
+		return appendInPlace(ctx, env, st, src, dst, prefix, tok.tokenizer, sizes, int64(chunk), parallel, sf)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
 		opt := format.Options{ChunkBytes: int64(chunk), Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary, SkipBad: skipBad}
-		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok.tokenizer, opt, checksums, sf)
+		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok.tokenizer, sizes, opt, checksums, sf)
 	}
 	if skipBad {
 		return usageError(env, "index", "--skip-bad-files is for a tree of videos: a tar shard that cannot be read is refused, naming it")
@@ -118,6 +120,13 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	ix := res.Index
 	fmt.Fprintf(env.Stdout, "indexed %s samples in %d shards (%s) at %s, index %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), humanize.IBytes(uint64(ix.TotalBytes())), src, ix.ID())
+	if sizes {
+		f, err := dataset.WriteSizes(ctx, st, ix, transform.DefaultMaxPixels, parallel)
+		if err != nil {
+			return fmt.Errorf("indexed, but no image sizes written: %w", err)
+		}
+		printSizes(env, f)
+	}
 	if model == nil {
 		return nil
 	}
@@ -161,7 +170,7 @@ func onlyTar(ctx context.Context, st s3backend.Store, prefix string) bool {
 }
 
 // indexInPlace is `brand index` of a dataset served in place.
-func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, name, format_, members, tokenizer string,
+func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, name, format_, members, tokenizer string, sizes bool,
 	opt format.Options, checksums optionalBool, sf cli.S3Flags) error {
 	out := st
 	data := ""
@@ -234,6 +243,15 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		fmt.Fprintf(env.Stdout, "token dataset: %s documents, %s tokens of %s in field %q, vocabulary %s\n",
 			humanize.Comma(docs), humanize.Comma(tokens), t.TokenType(), t.TokenField(), vocab)
 	}
+	if sizes {
+		// Read through the format's decoder with the image fields alone,
+		// stored beside the index (at --dst when given).
+		f, err := dataset.WriteSizesInPlace(ctx, out, st, ix, res.Decoder, transform.DefaultMaxPixels, max(1, opt.Parallel/4))
+		if err != nil {
+			return fmt.Errorf("indexed, but no image sizes written: %w", err)
+		}
+		printSizes(env, f)
+	}
 	if model == nil || opt.Text != "" {
 		return nil
 	}
@@ -261,11 +279,31 @@ func printFacts(env *cli.Env, f *vision.FactsFile) {
 		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), stored.VisionFactsKey)
 }
 
+// sizesUsage is --sizes of `brand index` and `brand pack`.
+const sizesUsage = "read each sample's image size — its first .jpg, .jpeg or .png member's width and height from its header, EXIF orientation applied, no pixel decoded — and store them beside the index at " +
+	"_brand/image-sizes, for jobs that batch images by shape (docs/format.md §6.13): tar shards read as far as each image's header, Parquet and MDS served in place read with their image columns alone; " +
+	"a sample without a readable image is recorded with why, not refused. A video's clips have their size, frame rate and length in its index already"
+
+// printSizes says what --sizes wrote: the samples, those with an image
+// size, and those without (no image member, or a header that does not
+// read).
+func printSizes(env *cli.Env, f *imagesize.File) {
+	none := 0
+	for _, why := range f.Bad {
+		if why == imagesize.NoImage {
+			none++
+		}
+	}
+	fmt.Fprintf(env.Stdout, "wrote the image sizes of %s samples (%s images, %s bad: %s without an image, %s unreadable) at %s\n",
+		humanize.Comma(int64(len(f.Sizes))), humanize.Comma(int64(len(f.Sizes)-len(f.Bad))), humanize.Comma(int64(len(f.Bad))),
+		humanize.Comma(int64(none)), humanize.Comma(int64(len(f.Bad)-none)), stored.SizesKey)
+}
+
 // appendInPlace is `brand index --append`: the files not indexed yet
 // added to a dataset served in place as a version extending its index.
 // Nothing new is said, not failed: a writer's commit may run it after
 // every batch of files, new or not.
-func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, tokenizer string, chunk int64, parallel int, sf cli.S3Flags) error {
+func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, tokenizer string, sizes bool, chunk int64, parallel int, sf cli.S3Flags) error {
 	out, where := st, src
 	if dst != "" {
 		var err error
@@ -297,6 +335,24 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 	fmt.Fprintf(env.Stdout, "appended %s samples in %d chunks to %s in %s: index %s extends %s (%s samples in %d chunks in all) at %s\n",
 		humanize.Comma(int64(ix.NumSamples()-first)), ix.NumChunks()-parent.Chunks, src, time.Since(start).Round(time.Millisecond),
 		ix.ID(), parent.ID, humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), where)
+	// Sizes name one index version: a dataset that had them for the
+	// version appended to has the new one's, the old samples' copied.
+	// With --sizes, a dataset that had none (or stale ones) has them
+	// written whole.
+	sz, err := dataset.AppendSizes(ctx, out, st, ix, res.Decoder, parallel)
+	switch {
+	case errors.Is(err, imagesize.ErrFile) && !sizes:
+		fmt.Fprintf(env.Stderr, "brand index: warning: the image sizes at %s are not of the version appended to, so none are written for the new one (write them with --append --sizes, or brand index --sizes): %v\n", stored.SizesKey, err)
+		err = nil
+	case errors.Is(err, imagesize.ErrFile), err == nil && sz == nil && sizes:
+		sz, err = dataset.WriteSizesInPlace(ctx, out, st, ix, res.Decoder, transform.DefaultMaxPixels, parallel)
+	}
+	if err != nil {
+		return fmt.Errorf("appended, but no image sizes written: %w", err)
+	}
+	if sz != nil {
+		printSizes(env, sz)
+	}
 	if model == nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/transform"
 )
 
 // runPack is `brand pack`: a directory tree into chunks, an index and a
@@ -21,6 +22,7 @@ func runPack(ctx context.Context, env *cli.Env, args []string) error {
 		src, dst, name, prefix             string
 		seed                               uint64
 		noShuffle, overwrite, createBucket bool
+		sizes                              bool
 		parallel                           int
 		chunk                              = cli.ByteSize(dataset.DefaultChunkSize)
 	)
@@ -35,6 +37,7 @@ func runPack(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&prefix, "chunk-prefix", dataset.DefaultChunkPrefix, "key prefix of the chunks")
 	fs.BoolVar(&overwrite, "overwrite", false, "pack even if --dst already holds a dataset index (breaks whoever serves it)")
 	fs.BoolVar(&createBucket, "create-bucket", false, "with an s3:// --dst, create the bucket if it does not exist")
+	fs.BoolVar(&sizes, "sizes", false, sizesUsage)
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand pack --src DIR --dst URL [flags]"); err != nil {
 		return err
@@ -90,6 +93,13 @@ func runPack(ctx context.Context, env *cli.Env, args []string) error {
 	ix := res.Index
 	fmt.Fprintf(env.Stdout, "packed %s samples into %d chunks (%s) at %s, index %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), humanize.IBytes(uint64(ix.TotalBytes())), dst, ix.ID())
+	if sizes {
+		f, err := dataset.WriteSizes(ctx, st, ix, transform.DefaultMaxPixels, parallel)
+		if err != nil {
+			return fmt.Errorf("packed, but no image sizes written: %w", err)
+		}
+		printSizes(env, f)
+	}
 	return nil
 }
 
