@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +15,8 @@ import (
 )
 
 // What every node of a cluster says of an edit one of them made (issue
-// 80, case 5): the edit its 201 answered, at once.
+// 80, case 5): the edit its 201 answered, at once, and an edit a member
+// cannot be asked about refused within the bound the docs give.
 
 // editNodesJob is the job of these tests over newFixture(t, 8, 16): 128
 // samples, 16 steps an epoch.
@@ -80,5 +83,45 @@ func TestEditSeenByEveryNodeAtOnce(t *testing.T) {
 	}
 	if took := time.Since(read); took >= chain.Refresh {
 		t.Logf("the edit and the reads took %s, past chain.Refresh: the nodes would have read the chain again anyway", took)
+	}
+}
+
+// TestEditUnaskedWithinTheProbeBound: a member that takes a question and
+// never answers it (paused: its process stopped, its connections open)
+// fails an edit with 503 naming it within the probe's
+// bound and no more — 2 s, of which docs/http-api.md and
+// docs/scale-out.md give 2–2.5 s — and nothing is made: the answer
+// waited another 2 s telling the paused member the edit was refused
+// (4.0 s).
+func TestEditUnaskedWithinTheProbeBound(t *testing.T) {
+	f := newFixture(t, 8, 16)
+	var paused atomic.Bool
+	wrap := func(k int, h http.Handler) http.Handler {
+		if k != 2 {
+			return h
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if paused.Load() {
+				<-r.Context().Done() // never answered, as a stopped process
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	cl := startClusterWrapped(t, f, 3, nil, wrap, nil)
+	paused.Store(true)
+	body := []byte(`{"from_step": 3, "keys": ["class0/sample00000"]}`)
+	start := time.Now()
+	resp, b := do(t, http.MethodPost, cl[0].srv.URL+"/jobs/run/exclude?"+editNodesJob, body)
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), cl[2].srv.URL) {
+		t.Fatalf("an exclusion with member 2 paused: %s %s; want 503 naming %s", resp.Status, b, cl[2].srv.URL)
+	}
+	if took < 2*time.Second || took > 2500*time.Millisecond {
+		t.Errorf("an exclusion with a member paused answered 503 after %s; the docs say 2–2.5 s", took)
+	}
+	paused.Store(false)
+	if resp, b := get(t, cl[1].srv.URL+"/jobs/run/exclude?"+editNodesJob); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an exclusion refused was made: %s %s", resp.Status, b)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -330,6 +331,43 @@ func TestEditSeenByEveryMember(t *testing.T) {
 		if n := samples(r); n != 50 {
 			t.Errorf("member %d's epoch 1 after the edit: %d samples, want 50", k+1, n)
 		}
+	}
+}
+
+// TestEditReleasesThoseThatAnswered: an edit a member did not answer for
+// is refused (jobsched.ErrUnasked) as soon as the question is, and
+// releases only the members that answered: asking the silent one again
+// kept the refusal waiting a second bound (4 s, not the 2 s the docs
+// give, with a member paused). An exclusion and a schedule's edit alike.
+func TestEditReleasesThoseThatAnswered(t *testing.T) {
+	ctx := context.Background()
+	a := stored(t, "a", 4, 10)
+	var released [][]string
+	r, _ := newNode(t, func(c *Config) {
+		c.Others = func(_ context.Context, q Question) ([]Answer, error) {
+			if q.Release {
+				released = append(released, q.To)
+				return nil, nil
+			}
+			return []Answer{{Node: "http://n1.test"}}, fmt.Errorf("%w: member http://n2.test did not answer", jobsched.ErrUnasked)
+		}
+	}, a)
+	const job = "dataset=a&batch_size=10"
+	if _, err := makeEdit(ctx, r, "run", job, NewEdit{FromStep: 2, Keys: []string{"a/1/3"}}); !errors.Is(err, jobsched.ErrUnasked) {
+		t.Fatalf("an exclusion: %v; want ErrUnasked", err)
+	}
+	if _, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", 0, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := r.Edits().Schedules().Current(ctx, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Edits().EditSchedule(ctx, "mixed", "3:a:1", 3, false, cur.Version); !errors.Is(err, jobsched.ErrUnasked) {
+		t.Fatalf("a schedule's edit: %v; want ErrUnasked", err)
+	}
+	if want := [][]string{{"http://n1.test"}, {"http://n1.test"}}; !reflect.DeepEqual(released, want) {
+		t.Fatalf("released %q; want the member that answered, once an edit", released)
 	}
 }
 
