@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -41,13 +42,17 @@ type scheduleNodes interface {
 	Steps(ctx context.Context, k int, q transport.StepsQuestion) (transport.StepsReply, error)
 }
 
-// othersOf asks every other member at once, each under the probe's
-// bound, what it has served of a job before an edit (resolve.Others):
-// every answer, or ErrUnasked naming one that did not answer (an edit is
-// never made on a guess).
+// othersOf asks every other member at once (those q.To names, if not
+// nil), each under the probe's bound, what it has served of a job before
+// an edit (resolve.Others): every answer, or ErrUnasked naming one that
+// did not answer (an edit is never made on a guess) with the answers of
+// those that did.
 func othersOf(nodes scheduleNodes) resolve.Others {
 	return func(ctx context.Context, q resolve.Question) ([]resolve.Answer, error) {
 		ks := nodes.Peers()
+		if q.To != nil {
+			ks = slices.DeleteFunc(ks, func(k int) bool { return !slices.Contains(q.To, nodes.URL(k)) })
+		}
 		replies, errs := make([]transport.StepsReply, len(ks)), make([]error, len(ks))
 		tq := transport.StepsQuestion{Job: q.Job, From: q.Step, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos, Release: q.Release}
 		var wg sync.WaitGroup
@@ -56,15 +61,19 @@ func othersOf(nodes scheduleNodes) resolve.Others {
 		}
 		wg.Wait()
 		answers := make([]resolve.Answer, 0, len(ks))
+		var unasked error
 		for i, k := range ks {
 			if errs[i] != nil {
-				// %v: a peer's classification is not this edit's status.
-				return nil, fmt.Errorf("%w: member %s did not say what it has served of job %s (%v); the edit is not made: retry when every member is up", jobsched.ErrUnasked, nodes.URL(k), q.Job, errs[i])
+				if unasked == nil {
+					// %v: a peer's classification is not this edit's status.
+					unasked = fmt.Errorf("%w: member %s did not say what it has served of job %s (%v); the edit is not made: retry when every member is up", jobsched.ErrUnasked, nodes.URL(k), q.Job, errs[i])
+				}
+				continue
 			}
 			r := replies[i]
 			answers = append(answers, resolve.Answer{Node: nodes.URL(k), Step: r.Latest, StepServed: r.Served, Epoch: r.Epoch, End: r.End, PosServed: r.PosServed})
 		}
-		return answers, nil
+		return answers, unasked
 	}
 }
 

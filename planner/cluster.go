@@ -296,7 +296,9 @@ func clusterPlan(m *meter, in ClusterInput, s *schedule, l *layout, walk func(vi
 		p.MaxOwnedBytes = max(p.MaxOwnedBytes, owned)
 	}
 	p.DatasetStoreBytes = s.d.storeBytes()
-	p.EpochBytes = int64(math.Round(read * float64(s.servedSamples()) / float64(s.n)))
+	// The first planned epoch's, as BatchesPerEpoch: under the job's
+	// edits, its own samples.
+	p.EpochBytes = int64(math.Round(read * float64(served(s.j.Params, sizes[0].Samples)) / float64(s.n)))
 
 	for k := range l.nodes {
 		var store []int64 // nil: the sizes

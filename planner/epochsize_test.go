@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -204,5 +205,84 @@ func TestClusterPlanOfOneNodeInImportance(t *testing.T) {
 	cin.Nodes = 2
 	if _, err := MakeClusterPlan(context.Background(), cin); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "one node, not for 2") {
 		t.Errorf("2 nodes in importance mode: %v; want ErrInvalid", err)
+	}
+}
+
+// TestPlanEpochBytesAreTheEdited (issue 80, case 6): a plan's
+// epoch_bytes (and epoch_store_bytes) is what its first planned epoch
+// serves under the job's edits — the dataset's bytes in proportion to
+// the epoch's samples served, fewer after an exclusion, more after an
+// append, as batches_per_epoch is its batches — on one gateway and for a
+// cluster; and the steady stall verdict weighs each steady epoch's reads
+// against the time the trainer takes over that epoch's own bytes. Before,
+// both were the dataset's unedited: an exclusion's plan told a trainer
+// it kept up where its shorter epochs stall (and the reverse after an
+// append).
+func TestPlanEpochBytesAreTheEdited(t *testing.T) {
+	ctx := context.Background()
+	d := Dataset{ChunkSizes: equalSizes(12, 100), StoreSizes: equalSizes(12, 60), Counts: slices.Repeat([]int{10}, 12)}
+	const backend = 1000.0
+	differ := 0 // verdicts the unedited epochs would have given otherwise
+	for _, c := range []struct {
+		name  string
+		cut   shuffle.Params
+		first int
+		edit  *Edit
+	}{
+		{"an exclusion, planned from the epoch after it", shuffle.Params{Seed: 3, Window: 3, BatchSize: 4, World: 2}, 1, testExclusion(d, []int{2, 9}, 0, 37)},
+		{"an exclusion from epoch 1, drop_last", shuffle.Params{Seed: 3, Window: 2, BatchSize: 5, World: 3, DropLast: true}, 0, testExclusion(d, []int{4, 5, 6}, 1, 0)},
+		{"an append from epoch 1", shuffle.Params{Seed: 9, Window: 2, BatchSize: 4, World: 1}, 0, &Edit{Version: "a", Chunks: 6, Epoch: 1, From: 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := Job{Params: c.cut, FirstEpoch: c.first, Epochs: 3, Edit: c.edit}
+			// bytes is epoch i's served bytes, of d's sizes or store sizes
+			// (all: n), as the plan's epochs have their samples.
+			bytes := func(p *Plan, i int, all int64) float64 {
+				return math.Round(float64(all) * float64(served(j.Params, p.Epochs[i].Samples)) / float64(p.Samples))
+			}
+			unedited := func(p *Plan, all int64) float64 {
+				return math.Round(float64(all) * float64(served(j.Params, p.Samples)) / float64(p.Samples))
+			}
+			p, err := MakePlan(ctx, PlanInput{Dataset: d, Job: j, CacheBytes: 600, BackendBytesPerSec: backend})
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := p.Epochs[0].Samples != p.Samples // the first planned epoch is not the dataset's
+			if float64(p.EpochBytes) != bytes(p, 0, 1200) || float64(p.EpochStoreBytes) != bytes(p, 0, 720) || edited && p.EpochBytes == int64(unedited(p, 1200)) {
+				t.Errorf("epoch_bytes %d, epoch_store_bytes %d; the first planned epoch (%+v of %d samples) serves %v and %v",
+					p.EpochBytes, p.EpochStoreBytes, p.Epochs[0], p.Samples, bytes(p, 0, 1200), bytes(p, 0, 720))
+			}
+			cp, err := MakeClusterPlan(ctx, ClusterInput{Dataset: d, Job: j, IndexKey: 7, Nodes: 2, NodeCacheBytes: 300})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cp.EpochBytes != p.EpochBytes {
+				t.Errorf("the cluster plan's epoch_bytes %d; the first planned epoch serves %d", cp.EpochBytes, p.EpochBytes)
+			}
+			for cache := int64(0); cache <= 1200; cache += 100 {
+				for _, consume := range []float64{500, 1000, 1500, 2000, 3000, 4000, 6000, 10000} {
+					p, err := MakePlan(ctx, PlanInput{Dataset: d, Job: j, CacheBytes: cache, BackendBytesPerSec: backend, ConsumeBytesPerSec: consume})
+					if err != nil {
+						t.Fatal(err)
+					}
+					stall, was := cache < p.WorkingSetBytes, cache < p.WorkingSetBytes
+					for _, e := range p.Optimal.Epochs[1:] {
+						read := float64(e.BackendBytes)
+						stall = stall || read > bytes(p, e.Epoch-c.first, 1200)*backend/consume
+						was = was || read > unedited(p, 1200)*backend/consume
+					}
+					if p.SteadyEpochsStall != stall {
+						t.Errorf("cache %d, consuming %v B/s: steady_epochs_stall %t; the epochs served (%+v), each read in its own time, say %t",
+							cache, consume, p.SteadyEpochsStall, p.Epochs, stall)
+					}
+					if stall != was {
+						differ++
+					}
+				}
+			}
+		})
+	}
+	if differ == 0 {
+		t.Error("no verdict the unedited epochs give otherwise: the cases do not tell the two apart")
 	}
 }

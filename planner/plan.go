@@ -72,11 +72,13 @@ type Plan struct {
 	// the working set cache bytes.
 	DatasetBytes      int64 `json:"dataset_bytes"`
 	DatasetStoreBytes int64 `json:"dataset_store_bytes,omitempty"`
-	// EpochBytes is what the trainer reads in an epoch: the dataset's bytes
-	// in proportion to the samples an epoch serves (fewer with drop_last).
-	// EpochStoreBytes is the same of its bytes in the store, with
-	// DatasetStoreBytes: what the backend reads for those samples, each
-	// chunk once.
+	// EpochBytes is what the trainer reads in the first planned epoch: the
+	// dataset's bytes in proportion to the samples the epoch serves (its
+	// order's under the job's edits, Epochs[0]; fewer with drop_last), as
+	// BatchesPerEpoch is its batches. EpochStoreBytes is the same of its
+	// bytes in the store, with DatasetStoreBytes: what the backend reads
+	// for those samples, each chunk once. The stall verdicts weigh each
+	// epoch by its own (epochBytes).
 	EpochBytes         int64   `json:"epoch_bytes"`
 	EpochStoreBytes    int64   `json:"epoch_store_bytes,omitempty"`
 	BackendBytesPerSec float64 `json:"backend_bytes_per_sec"`
@@ -216,16 +218,13 @@ func makePlan(m *meter, in PlanInput) (*Plan, error) {
 		CacheBytes:         in.CacheBytes,
 		DatasetBytes:       datasetBytes,
 		DatasetStoreBytes:  in.Dataset.storeBytes(),
-		EpochBytes:         int64(math.Round(float64(datasetBytes) * float64(s.servedSamples()) / float64(s.n))),
 		BackendBytesPerSec: in.BackendBytesPerSec,
 		ConsumeBytesPerSec: in.ConsumeBytesPerSec,
 		PrefetchWindows:    prefetch,
 		Quality:            quality.quality(),
 		FullShuffle:        full.quality(),
 	}
-	if in.Dataset.StoreSizes != nil {
-		p.EpochStoreBytes = int64(math.Round(float64(p.DatasetStoreBytes) * float64(s.servedSamples()) / float64(s.n)))
-	}
+	p.EpochBytes, p.EpochStoreBytes = p.servedBytes(sizes[0].Samples)
 	p.ColdEpochStalls = p.coldStalls()
 	if p.WorkingSetBytes, err = workingSet(m, s, prefetch); err != nil {
 		return nil, err
@@ -306,19 +305,49 @@ func (p *Plan) storeBytes() int64 {
 	return p.DatasetStoreBytes
 }
 
-// steadyBudget is the most bytes a steady epoch may read from the backend
-// without stalling: what the backend delivers in the time the trainer
-// takes to consume an epoch. A trainer as fast as the backend takes the
-// time the backend takes to read the epoch's bytes once: their store
-// bytes (EpochStoreBytes), for a dataset that has store sizes.
-func (p *Plan) steadyBudget() float64 {
+// epochBytes is what the trainer reads in the plan's epoch i (Epochs[i]),
+// in its bytes and its store bytes (0 for a dataset without store
+// sizes): under a job's edits, that epoch's own (servedBytes), since an
+// exclusion's epochs serve fewer samples and an append's more; else
+// EpochBytes and EpochStoreBytes, every epoch's (a mixture's computed
+// its own way), as they are of a plan read without its epochs.
+func (p *Plan) epochBytes(i int) (bytes, store int64) {
+	if p.Job.Edit == nil || i < 0 || i >= len(p.Epochs) {
+		return p.EpochBytes, p.EpochStoreBytes
+	}
+	return p.servedBytes(p.Epochs[i].Samples)
+}
+
+// servedBytes is what an epoch of samples serves of the dataset: its
+// bytes in proportion to the samples the epoch's batches carry (fewer
+// with drop_last), and the same of its store bytes (0 without).
+func (p *Plan) servedBytes(samples int) (bytes, store int64) {
+	if p.Samples == 0 {
+		return 0, 0
+	}
+	f := float64(served(p.Job.Params, samples)) / float64(p.Samples)
+	bytes = int64(math.Round(float64(p.DatasetBytes) * f))
+	if p.DatasetStoreBytes != 0 {
+		store = int64(math.Round(float64(p.DatasetStoreBytes) * f))
+	}
+	return bytes, store
+}
+
+// steadyBudget is the most bytes the plan's epoch i may read from the
+// backend without stalling: what the backend delivers in the time the
+// trainer takes to consume the epoch (epochBytes: under the job's edits,
+// its own). A trainer as fast as the backend takes the time the backend
+// takes to read the epoch's bytes once: their store bytes, for a dataset
+// that has store sizes.
+func (p *Plan) steadyBudget(i int) float64 {
+	bytes, store := p.epochBytes(i)
 	if p.ConsumeBytesPerSec == 0 {
 		if p.DatasetStoreBytes != 0 {
-			return float64(p.EpochStoreBytes)
+			return float64(store)
 		}
-		return float64(p.EpochBytes)
+		return float64(bytes)
 	}
-	return float64(p.EpochBytes) * p.BackendBytesPerSec / p.ConsumeBytesPerSec
+	return float64(bytes) * p.BackendBytesPerSec / p.ConsumeBytesPerSec
 }
 
 // coldStalls reports whether the first epoch, which reads every chunk
@@ -338,11 +367,10 @@ func (p *Plan) coldStalls() bool {
 
 // steadyFits reports whether every steady-state epoch of r (all but the
 // first; Result.Epochs is ascending and a plan's trace has every epoch)
-// reads within the budget.
+// reads within its budget.
 func (p *Plan) steadyFits(r Result) bool {
-	budget := p.steadyBudget()
 	for _, e := range steady(r) {
-		if float64(e.BackendBytes) > budget {
+		if float64(e.BackendBytes) > p.steadyBudget(e.Epoch-p.Job.FirstEpoch) {
 			return false
 		}
 	}

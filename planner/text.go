@@ -105,15 +105,22 @@ func (p *Plan) steadyVerdict() string {
 	if p.CacheBytes < p.WorkingSetBytes {
 		return "stall: the cache is smaller than the working set"
 	}
+	// The steady epoch that decides: the one that reads the most of what
+	// the backend delivers in its own time (where no edit changes the
+	// epochs, every epoch's time is the same, and it reads the most).
 	var most int64
-	for _, e := range steady(p.Optimal) {
-		most = max(most, e.BackendBytes)
+	budget := p.steadyBudget(1)
+	for i, e := range steady(p.Optimal) {
+		b := p.steadyBudget(e.Epoch - p.Job.FirstEpoch)
+		if i == 0 || float64(e.BackendBytes)*budget > float64(most)*b {
+			most, budget = e.BackendBytes, b
+		}
 	}
-	budget := formatBytes(int64(p.steadyBudget()))
+	readable := formatBytes(int64(budget))
 	if p.SteadyEpochsStall {
-		return fmt.Sprintf("stall: up to %s to read per epoch, %s readable in an epoch's time", formatBytes(most), budget)
+		return fmt.Sprintf("stall: up to %s to read per epoch, %s readable in an epoch's time", formatBytes(most), readable)
 	}
-	return fmt.Sprintf("keep up: at most %s to read per epoch, %s readable in an epoch's time", formatBytes(most), budget)
+	return fmt.Sprintf("keep up: at most %s to read per epoch, %s readable in an epoch's time", formatBytes(most), readable)
 }
 
 // formatBytes renders n in binary units with two decimals above 1 KiB.

@@ -343,14 +343,21 @@ func (s *schedule) epochSizes() ([]api.PlanEpoch, error) {
 	return out, nil
 }
 
-// servedSamples is the number of samples an epoch serves: all of them, or
-// without the dropped partial final batch.
-func (s *schedule) servedSamples() int {
-	nb := s.numBatches()
+// servedSamples is the number of samples an epoch of the dataset's
+// samples, each once, serves: all of them, or without the dropped partial
+// final batch.
+func (s *schedule) servedSamples() int { return served(s.j.Params, s.n) }
+
+// served is the number of samples an epoch of n samples serves under the
+// cut p (its rank and offset aside): all of them, or without the dropped
+// partial final batch — none if it has no batch.
+func served(p shuffle.Params, n int) int {
+	p.Rank, p.Offset = 0, 0
+	nb := p.NumBatches(n)
 	if nb == 0 {
 		return 0
 	}
-	_, end, _ := s.cut().GlobalBatch(s.n, nb-1)
+	_, end, _ := p.GlobalBatch(n, nb-1)
 	return end
 }
 

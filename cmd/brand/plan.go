@@ -209,7 +209,9 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		return writePlan(env, plan, asJSON)
 	}
-	if cl.nodes > 0 {
+	// One node is one gateway: importance mode, planned for one gateway,
+	// is planned for it as /plan's nodes=1 is.
+	if cl.nodes > 1 || cl.nodes == 1 && impMode == nil {
 		if impMode != nil {
 			return fmt.Errorf("--nodes %d: importance mode is planned for one gateway; drop --nodes or the snapshot", cl.nodes)
 		}

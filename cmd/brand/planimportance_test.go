@@ -220,6 +220,9 @@ func TestPlanImportanceCommandAndEndpoint(t *testing.T) {
 		{"from the store", []string{"--job", f.job, "--importance", f.version}},
 		{"from a file", []string{"--snapshot", file}},
 		{"from a file, job checked", []string{"--snapshot", file, "--job", f.job}},
+		// One node is one gateway (issue 80, case 6): it was refused,
+		// "planned for one gateway".
+		{"from a file, one node", []string{"--snapshot", file, "--nodes", "1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stdout, stderr := brand(t, append(args, tt.args...)...)

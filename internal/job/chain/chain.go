@@ -32,14 +32,18 @@
 // position this node has served of the job (editproto.Positions; a cluster
 // asks every member, see package resolve). A chain holds at most
 // shuffle.MaxEdits edits, shuffle.MaxAppends of them appends. Each edit
-// made on one node is found by another within Refresh.
+// made on one node is found by another within Refresh, and by every
+// member asked before it was made (a cluster's edits ask them all) as
+// soon as it is answered.
 //
 // # Costs
 //
 // Making an exclusion resolves each key in the dataset's index (a hash
 // lookup) and stores the keys; a request of a named job reads the chain
 // kept in memory, and asks the store whether it has a newer edit at most
-// once per Refresh. A chain is resolved in an index version once (its
+// once per Refresh — and on each request while another node takes an
+// edit of the job, from its question to its release (at most
+// editproto.Hold), as rare as edits are. A chain is resolved in an index version once (its
 // keys looked up) and kept.
 package chain
 
@@ -273,16 +277,22 @@ func (b *Book) Served(dataset, job string, epoch uint64, end int) {
 }
 
 // Of returns job's newest edit over dataset (nil if it has none), as the
-// store had it within Refresh. A store that does not answer leaves the
-// chain known served on, so that cached chunks are served through an
-// outage; an edit another node makes meanwhile is found when it answers.
+// store had it within Refresh, and as it has it now where a node taking
+// an edit of the job asked this one since (editproto.Positions.Settled):
+// an edit another node answered 201 for is the one this node tells of,
+// at once. A store that does not answer leaves the chain known served
+// on, so that cached chunks are served through an outage; an edit
+// another node makes meanwhile is found when it answers.
 func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Link, error) {
+	// A read is as new as its beginning: an edit stored while it ran
+	// may be missing from it.
+	start := b.now()
 	e, last, ok := b.known.Get(dataset, job)
 	switch {
-	case ok && b.now().Sub(last) < Refresh:
+	case ok && start.Sub(last) < Refresh && b.pos.Settled(dataset, job, last):
 		return e.head, nil
 	case e.head != nil && !store(e.dir).Extended(ctx, st, job, e.head.Version):
-		b.known.Set(dataset, job, e, b.now())
+		b.known.Set(dataset, job, e, start)
 		return e.head, nil
 	}
 	head, dir, err := read(ctx, st, job)
@@ -296,7 +306,7 @@ func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Link, er
 		e.res = nil
 	}
 	e.head, e.dir = head, dir
-	b.known.Set(dataset, job, e, b.now())
+	b.known.Set(dataset, job, e, start)
 	return head, nil
 }
 
@@ -304,6 +314,7 @@ func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Link, er
 // (nil if it has none), for an edit: one made on another node within
 // Refresh is the one a next edit follows.
 func (b *Book) Current(ctx context.Context, st Store, dataset, job string) (*Link, error) {
+	start := b.now()
 	head, dir, err := read(ctx, st, job)
 	if err != nil {
 		return nil, err
@@ -313,7 +324,7 @@ func (b *Book) Current(ctx context.Context, st Store, dataset, job string) (*Lin
 		e.res = nil
 	}
 	e.head, e.dir = head, dir
-	b.known.Set(dataset, job, e, b.now())
+	b.known.Set(dataset, job, e, start)
 	return head, nil
 }
 

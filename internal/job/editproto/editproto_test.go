@@ -247,7 +247,7 @@ func TestPositionsAnswer(t *testing.T) {
 func TestHoldsOfEditsAtOnce(t *testing.T) {
 	h := NewHolds[string](func(a, b uint64) bool { return a < b })
 	now := time.Unix(100, 0)
-	h.Release("run")
+	h.Release("run", now)
 	h.Add("run", 30, now)
 	h.Add("run", 20, now.Add(time.Second))
 	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d != Hold {
@@ -256,12 +256,62 @@ func TestHoldsOfEditsAtOnce(t *testing.T) {
 	if d, _ := h.Wait("run", 20, now); d != 0 {
 		t.Fatal("a step before the earlier hold's waits")
 	}
-	h.Release("run")
+	h.Release("run", now)
 	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d == 0 {
 		t.Fatal("the hold ended when the first of two edits released it")
 	}
-	h.Release("run")
+	h.Release("run", now)
 	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d != 0 || h.Holding("run", now) {
 		t.Fatal("the hold outlived both releases")
+	}
+}
+
+// TestPositionsSettled: what a node read of a job's edits stands until a
+// node taking an edit of the job is answered; from then a read begun
+// before the hold ended does not — the edit's node releases it once the
+// edit is made, before its client hears so — and one begun after it
+// does. A hold never released ends by Hold; two edits asking at once
+// end when both have released. Another job's reads stand throughout.
+func TestPositionsSettled(t *testing.T) {
+	p := NewPositions()
+	now := time.Unix(100, 0)
+	p.now = func() time.Time { return now }
+	settled := func(job string, read time.Time) bool { return p.Settled("d", job, read) }
+	before := now.Add(-time.Millisecond)
+	if !settled("run", before) {
+		t.Fatal("a read of a job no edit asked about")
+	}
+	p.Answer("d", "run", 0, 10)
+	if settled("run", before) || settled("run", now) || !settled("other", before) {
+		t.Fatal("reads while an edit of run is being made")
+	}
+	now = now.Add(10 * time.Millisecond)
+	during := now
+	now = now.Add(10 * time.Millisecond)
+	p.Release("d", "run")
+	if settled("run", during) || !settled("run", now) {
+		t.Fatal("a read during the edit, or one after its release")
+	}
+	now = now.Add(time.Second)
+	p.Answer("d", "run", 0, 20)
+	asked := now
+	now = now.Add(Hold - time.Millisecond)
+	if settled("run", now) {
+		t.Fatal("a read before the hold of an edit never released passed")
+	}
+	now = now.Add(time.Millisecond)
+	if !settled("run", now) || settled("run", asked) {
+		t.Fatal("reads after and before the end of a hold never released")
+	}
+	p.Answer("d", "run", 0, 30)
+	p.Answer("d", "run", 0, 30)
+	p.Release("d", "run")
+	now = now.Add(time.Millisecond)
+	if settled("run", now) {
+		t.Fatal("settled while the second of two edits asking at once holds")
+	}
+	p.Release("d", "run")
+	if settled("run", now.Add(-time.Nanosecond)) || !settled("run", now) {
+		t.Fatal("after both edits released")
 	}
 }

@@ -15,6 +15,11 @@ import (
 // by an edit refused or made at once; the time bounds a release that
 // never comes (the edit's node gone, a lost message).
 //
+// A node's reads of what an edit of k may change are settled again only
+// once k's holds have ended (Settled): the edit's node releases them
+// before it answers its client, so a node that reads again what is not
+// settled tells every client what that answer told.
+//
 // Points are compared by before; K names what is held. Safe for
 // concurrent use.
 type Holds[K comparable, P any] struct {
@@ -22,6 +27,8 @@ type Holds[K comparable, P any] struct {
 
 	mu   sync.Mutex
 	held map[K]*held[P]
+	// settled[k] is when k's last hold ended, or ends if never released.
+	settled map[K]time.Time
 }
 
 type held[P any] struct {
@@ -34,7 +41,7 @@ type held[P any] struct {
 // NewHolds returns an empty set of holds whose points are ordered by
 // before.
 func NewHolds[K comparable, P any](before func(a, b P) bool) *Holds[K, P] {
-	return &Holds[K, P]{before: before, held: map[K]*held[P]{}}
+	return &Holds[K, P]{before: before, held: map[K]*held[P]{}, settled: map[K]time.Time{}}
 }
 
 // Add promises an edit's node, at now, that nothing of k from from on is
@@ -44,6 +51,9 @@ func NewHolds[K comparable, P any](before func(a, b P) bool) *Holds[K, P] {
 func (h *Holds[K, P]) Add(k K, from P, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if end := now.Add(Hold); end.After(h.settled[k]) {
+		h.settled[k] = end
+	}
 	if c := h.live(k, now); c != nil {
 		if h.before(from, c.from) {
 			c.from = from
@@ -54,19 +64,32 @@ func (h *Holds[K, P]) Add(k K, from P, now time.Time) {
 	h.held[k] = &held[P]{from: from, until: now.Add(Hold), edits: 1, done: make(chan struct{})}
 }
 
-// Release ends one edit's hold of k: the edit is made or refused. The
-// hold ends when every edit that asked has released it.
-func (h *Holds[K, P]) Release(k K) {
+// Release ends one edit's hold of k at now: the edit is made or refused.
+// The hold ends when every edit that asked has released it.
+func (h *Holds[K, P]) Release(k K, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c, ok := h.held[k]
-	if !ok {
+	c := h.live(k, now)
+	if c == nil {
 		return
 	}
 	if c.edits--; c.edits <= 0 {
 		close(c.done)
 		delete(h.held, k)
+		h.settled[k] = now
 	}
+}
+
+// Settled reports whether what a node read, in a read begun at read, of
+// what an edit of k may change still stands as far as edits made on
+// other nodes go: not if an edit's node was promised a hold of k (Add)
+// that has not ended, or ended after read. Between edits, every read
+// stands.
+func (h *Holds[K, P]) Settled(k K, read time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	end, ok := h.settled[k]
+	return !ok || !read.Before(end)
 }
 
 // Wait is how long what is laid out of k up to p (its end, past its
@@ -113,6 +136,7 @@ func (h *Holds[K, P]) Forget(k K) {
 		close(c.done)
 		delete(h.held, k)
 	}
+	delete(h.settled, k)
 }
 
 // WaitOut waits d, or until released is closed or ctx ends.

@@ -130,7 +130,19 @@ func (p *Positions) Confirm(dataset, job string) {
 
 // Release ends the hold an Answer promised: the edit of job over dataset
 // is made or refused.
-func (p *Positions) Release(dataset, job string) { p.holds.Release(jobKey{dataset, job}) }
+func (p *Positions) Release(dataset, job string) { p.holds.Release(jobKey{dataset, job}, p.now()) }
+
+// Settled reports whether what this node read of job's edits over
+// dataset, in a read begun at read, still stands (Holds.Settled): not
+// while a node taking an edit of the job holds its word (Answer), nor
+// once it has released it, for a read begun before. So a node that
+// reads the job's edits again when they are not settled tells of the
+// edit its node answered 201 for, even if that node is lost the moment
+// after, and a node that never hears the release reads them again until
+// Hold has passed, by when the edit is made or not at all.
+func (p *Positions) Settled(dataset, job string, read time.Time) bool {
+	return p.holds.Settled(jobKey{dataset, job}, read)
+}
 
 // Held is how long a batch of job over dataset ending at position end of
 // epoch waits for an edit another node is making (Answer), and a channel

@@ -184,7 +184,7 @@ const MaxObjectBytes = 8 << 20
 
 // refresh is how long a node trusts the current version it read last
 // before it reads the chain again: an edit made on another node is seen
-// within it.
+// within it, and at once where the edit asked this node (Current).
 const refresh = time.Second
 
 // A Book is the stored schedules of a gateway's jobs. Safe for concurrent
@@ -271,7 +271,7 @@ func (b *Book) Answer(ctx context.Context, job string, from uint64) (uint64, boo
 
 // Release ends the hold an Answer promised: the edit of job is made or
 // refused.
-func (b *Book) Release(job string) { b.holds.Release(job) }
+func (b *Book) Release(job string) { b.holds.Release(job, b.now()) }
 
 // waitHold waits until job's hold ends if a step up to last is held
 // (Answer): Hold, or until the edit's node releases it.
@@ -673,21 +673,27 @@ func (b *Book) forget(job string) {
 }
 
 // Current returns job's current version: the one read within the last
-// second, or the chain read again.
+// second, or the chain read again — and read again on each call while
+// another node taking an edit of the job holds this one's word (Answer),
+// and once after it releases it, so that the version its node answered
+// 201 for is the one every node tells of from then on
+// (editproto.Holds.Settled).
 func (b *Book) Current(ctx context.Context, job string) (*Version, error) {
 	b.use(job)
 	b.mu.Lock()
 	e, ok := b.current[job]
 	b.mu.Unlock()
-	if ok && b.now().Sub(e.read) < refresh {
+	if ok && b.now().Sub(e.read) < refresh && b.holds.Settled(job, e.read) {
 		return e.v, nil
 	}
 	return b.fresh(ctx, job)
 }
 
 // fresh reads job's current version from the store: the current hint
-// (or the root), then each .next until the last.
+// (or the root), then each .next until the last. It is as new as its
+// beginning: a version made while it ran may be missing from it.
 func (b *Book) fresh(ctx context.Context, job string) (*Version, error) {
+	start := b.now()
 	st, err := b.locate(ctx, job)
 	if err != nil {
 		return nil, err
@@ -715,7 +721,7 @@ func (b *Book) fresh(ctx context.Context, job string) (*Version, error) {
 		return nil, err
 	}
 	b.mu.Lock()
-	b.current[job] = currentEntry{v: v, read: b.now()}
+	b.current[job] = currentEntry{v: v, read: start}
 	b.mu.Unlock()
 	return v, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -239,6 +240,33 @@ func (w *servedWorld) holds(raw, extra string, first, epochs int) {
 	}
 }
 
+// bytesHold checks that /plan?raw&extra's epoch_bytes is what the
+// first planned epoch, first, serves (/epoch/N): the dataset's bytes in
+// proportion to the samples its batches carry.
+func (w *servedWorld) bytesHold(raw, extra string, first int) {
+	w.t.Helper()
+	b, err := w.plan(raw, extra)
+	if err != nil {
+		w.t.Fatalf("/plan?%s&%s: %v", raw, extra, err)
+	}
+	var p struct {
+		Samples      int   `json:"samples"`
+		DatasetBytes int64 `json:"dataset_bytes"`
+		EpochBytes   int64 `json:"epoch_bytes"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil || p.Samples == 0 {
+		w.t.Fatalf("/plan?%s&%s: %v %s", raw, extra, err, b)
+	}
+	info := w.epoch(raw, uint64(first))
+	served := info.Samples
+	if info.DropLast {
+		served = info.Batches * info.BatchSize * info.World
+	}
+	if want := int64(math.Round(float64(p.DatasetBytes) * float64(served) / float64(p.Samples))); p.EpochBytes != want {
+		w.t.Errorf("/plan?%s&%s: epoch_bytes %d; epoch %d serves %d of the %d samples' %d bytes: %d", raw, extra, p.EpochBytes, first, served, p.Samples, p.DatasetBytes, want)
+	}
+}
+
 // exKeys are every sample of chunks 3 and 7 of "test", and three others.
 func exKeys() []string {
 	var keys []string
@@ -255,9 +283,9 @@ func exKeys() []string {
 // later one, on one gateway or planned for a cluster, with drop_last,
 // locality off, balance=bytes, a view of fields, or after an append —
 // each planned epoch's samples and global batches are those /epoch/N
-// answers, and batches_per_epoch is the first planned epoch's. Before,
-// the plan counted the version's samples unedited: 12 batches where 10
-// are served.
+// answers, batches_per_epoch is the first planned epoch's, and so is
+// epoch_bytes. Before, the plan counted the version's samples unedited:
+// 12 batches where 10 are served, and the bytes of every sample.
 func TestPlanIsOfTheEditedEpochs(t *testing.T) {
 	w := newServedWorld(t)
 	const shape = "batch_size=5&world=2&window=2&seed=7"
@@ -280,6 +308,7 @@ func TestPlanIsOfTheEditedEpochs(t *testing.T) {
 			w.t = t
 			w.edit(strings.Split(strings.Split(tc.job, "job=")[1], "&")[0], tc.job, chain.Exclude, tc.from, exKeys(), "")
 			w.holds(tc.job, tc.plan, tc.first, epochsOf(tc.plan))
+			w.bytesHold(tc.job, tc.plan, tc.first)
 		})
 	}
 	// A dataset served in place: an exclusion read through a view of its
@@ -305,6 +334,8 @@ func TestPlanIsOfTheEditedEpochs(t *testing.T) {
 		w.edit("ax", job, chain.Exclude, 5, append(keys, "data/f9/3"), "")
 		w.holds(job, "epochs=3", 0, 3)
 		w.holds(job, "epochs=2&nodes=2", 0, 2)
+		w.bytesHold(job, "epochs=3", 0)
+		w.bytesHold(job, "epochs=2&nodes=2", 0)
 	})
 }
 

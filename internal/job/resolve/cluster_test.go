@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -287,5 +288,112 @@ func TestEditReleasesTheHolds(t *testing.T) {
 	}
 	if head, err := nodes[1].chains.Of(ctx, vs[0].Store, vs[0].Name, "run"); err != nil || head == nil || head.Kind != chain.Exclude {
 		t.Fatalf("the member's chain: %+v, %v", head, err)
+	}
+}
+
+// TestEditSeenByEveryMember: a member that read a job's chain just
+// before another node made an edit of it — within chain.Refresh, so that
+// it would not ask the store again — tells of the edit as soon as the
+// edit's node has it: the edit as the job's current one (Editor.Read)
+// and the edited epoch's samples, with the edit's node never asked
+// again (lost the moment after its answer). It told of the chain it read
+// for up to chain.Refresh.
+func TestEditSeenByEveryMember(t *testing.T) {
+	ctx := context.Background()
+	vs := catalogtest.Grown(t, "g", localStore(t), 10, 6)
+	job := stepsJob(ids(vs))
+	nodes := cluster(t, 3, nil, vs[0])
+	samples := func(r *Resolver) int {
+		t.Helper()
+		j, err := r.Epoch(ctx, job, "1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, n, err := r.Orders().Extent(j.Source, j.Query.Job, j.Epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, r := range nodes[1:] {
+		if head, _, _, err := r.Edits().Read(ctx, "run", job); err != nil || head != nil || samples(r) != 60 {
+			t.Fatalf("before the edit: %+v, %v", head, err)
+		}
+	}
+	made, err := makeEdit(ctx, nodes[0], "run", job, NewEdit{FromStep: 2, Keys: chunkKeys(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, r := range nodes[1:] {
+		if head, _, _, err := r.Edits().Read(ctx, "run", job); err != nil || head == nil || head.Version != made.Version {
+			t.Errorf("member %d after the edit %s: %+v, %v", k+1, made.Version, head, err)
+		}
+		if n := samples(r); n != 50 {
+			t.Errorf("member %d's epoch 1 after the edit: %d samples, want 50", k+1, n)
+		}
+	}
+}
+
+// TestEditReleasesThoseThatAnswered: an edit a member did not answer for
+// is refused (jobsched.ErrUnasked) as soon as the question is, and
+// releases only the members that answered: asking the silent one again
+// kept the refusal waiting a second bound (4 s, not the 2 s the docs
+// give, with a member paused). An exclusion and a schedule's edit alike.
+func TestEditReleasesThoseThatAnswered(t *testing.T) {
+	ctx := context.Background()
+	a := stored(t, "a", 4, 10)
+	var released [][]string
+	r, _ := newNode(t, func(c *Config) {
+		c.Others = func(_ context.Context, q Question) ([]Answer, error) {
+			if q.Release {
+				released = append(released, q.To)
+				return nil, nil
+			}
+			return []Answer{{Node: "http://n1.test"}}, fmt.Errorf("%w: member http://n2.test did not answer", jobsched.ErrUnasked)
+		}
+	}, a)
+	const job = "dataset=a&batch_size=10"
+	if _, err := makeEdit(ctx, r, "run", job, NewEdit{FromStep: 2, Keys: []string{"a/1/3"}}); !errors.Is(err, jobsched.ErrUnasked) {
+		t.Fatalf("an exclusion: %v; want ErrUnasked", err)
+	}
+	if _, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", 0, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := r.Edits().Schedules().Current(ctx, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Edits().EditSchedule(ctx, "mixed", "3:a:1", 3, false, cur.Version); !errors.Is(err, jobsched.ErrUnasked) {
+		t.Fatalf("a schedule's edit: %v; want ErrUnasked", err)
+	}
+	if want := [][]string{{"http://n1.test"}, {"http://n1.test"}}; !reflect.DeepEqual(released, want) {
+		t.Fatalf("released %q; want the member that answered, once an edit", released)
+	}
+}
+
+// TestScheduleEditSeenByEveryMember: TestEditSeenByEveryMember for a
+// stored schedule: a member that read the job's current version just
+// before another node edited it tells of the edit at once
+// (jobsched.Book.Current), not after the second it trusts what it read.
+func TestScheduleEditSeenByEveryMember(t *testing.T) {
+	ctx := context.Background()
+	nodes := cluster(t, 3, nil, stored(t, "a", 4, 10), stored(t, "b", 4, 10))
+	first, err := nodes[0].Edits().EditSchedule(ctx, "mixed", "0:a:0.5,b:0.5", 0, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range nodes[1:] {
+		if cur, err := r.Edits().Schedules().Current(ctx, "mixed"); err != nil || cur.Version != first.Version {
+			t.Fatalf("before the edit: %+v, %v", cur, err)
+		}
+	}
+	made, err := nodes[0].Edits().EditSchedule(ctx, "mixed", "5:a:0.2,b:0.8", 5, false, first.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, r := range nodes[1:] {
+		if cur, err := r.Edits().Schedules().Current(ctx, "mixed"); err != nil || cur.Version != made.Version {
+			t.Errorf("member %d after the edit %s: %+v, %v", k+1, made.Version, cur, err)
+		}
 	}
 }

@@ -33,7 +33,9 @@ type Editor struct{ r *Resolver }
 // stored schedule, and for an edit of its chain over Dataset the furthest
 // position — and to hold the job's steps from Step, and its positions
 // from Epoch's Pos, until the edit is made or refused. With Release, the
-// edit's node says it is: the holds the question promised end.
+// edit's node says it is: the holds the question promised end. To names
+// the members a release is for (Answer.Node), those that answered the
+// question; nil asks every member.
 type Question struct {
 	Job     string
 	Step    uint64
@@ -41,6 +43,7 @@ type Question struct {
 	Epoch   uint64
 	Pos     int
 	Release bool
+	To      []string
 }
 
 // An Answer is a member's: the latest step of the job's schedule it has
@@ -55,10 +58,11 @@ type Answer struct {
 	PosServed  bool
 }
 
-// Others asks every other member of the cluster a question at once: their
-// answers, or an error wrapping jobsched.ErrUnasked (503) if one did not
-// answer, for every kind of edit (an edit
-// is never made on a guess). nil: a single gateway.
+// Others asks every other member of the cluster a question at once (those
+// q.To names, if not nil): their answers, or with an error wrapping
+// jobsched.ErrUnasked (503) if one did not answer, for every kind of edit
+// (an edit is never made on a guess), the answers of those that did. nil:
+// a single gateway.
 type Others func(ctx context.Context, q Question) ([]Answer, error)
 
 // Answer is this node's answer to another taking an edit of a job: what
@@ -89,25 +93,47 @@ func (ed *Editor) Answer(ctx context.Context, q Question) (Answer, error) {
 // editproto.Hold.
 const releaseTimeout = 2 * time.Second
 
-// release tells every other member that the edit q asked about is made
-// or refused, so that the job's batches held for it go on at once
-// rather than after editproto.Hold. Best effort: a member that does not hear
-// it ends its hold by the time.
-func (ed *Editor) release(ctx context.Context, q Question) {
-	q.Release = true
+// ask asks every other member q (Config.Others), and returns with their
+// answers release, which tells the members that answered that the edit
+// q asked about is made or refused: to call once it is. Those that did
+// not answer are not told: an edit one of them fails is refused after
+// the question's bound, not after a release's as well, and if such a
+// member takes the question late, its hold ends by editproto.Hold.
+func (ed *Editor) ask(ctx context.Context, q Question) (as []Answer, release func(), err error) {
+	as, err = ed.r.cfg.Others(ctx, q)
+	to := make([]string, len(as))
+	for i, a := range as {
+		to[i] = a.Node
+	}
+	return as, func() { ed.release(ctx, q, to) }, err
+}
+
+// release tells the members to that the edit q asked about is made or
+// refused, so that the job's batches held for it go on at once rather
+// than after editproto.Hold, and their requests of the job read its
+// edits again (editproto.Positions.Settled). It returns once they have
+// heard, before the edit's node answers its client. Best effort: a
+// member that does not hear it ends its hold by the time.
+func (ed *Editor) release(ctx context.Context, q Question, to []string) {
+	if len(to) == 0 {
+		return
+	}
+	q.Release, q.To = true, to
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_, _ = ed.r.cfg.Others(ctx, q)
 }
 
 // scheduleOthers is the others a stored schedule's edit asks (nil on a
-// single gateway): the same question, its steps alone.
-func (ed *Editor) scheduleOthers() jobsched.Others {
+// single gateway): the same question, its steps alone. release is set
+// to release the members that answered.
+func (ed *Editor) scheduleOthers(release *func()) jobsched.Others {
 	if ed.r.cfg.Others == nil {
 		return nil
 	}
 	return func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
-		as, err := ed.r.cfg.Others(ctx, Question{Job: job, Step: from})
+		as, done, err := ed.ask(ctx, Question{Job: job, Step: from})
+		*release = done
 		if err != nil {
 			return 0, false, nil, err
 		}
@@ -414,9 +440,8 @@ func (ed *Editor) unserved(ctx context.Context, kind editproto.Subject, dataset,
 		// refusal names the step after the furthest any member served,
 		// from which an edit is not refused again.
 		asked = time.Now()
-		q := Question{Job: job, Step: step, Dataset: dataset, Epoch: epoch, Pos: from}
-		as, err := ed.r.cfg.Others(ctx, q)
-		done = func() { ed.release(ctx, q) }
+		var as []Answer
+		as, done, err = ed.ask(ctx, Question{Job: job, Step: step, Dataset: dataset, Epoch: epoch, Pos: from})
 		if err != nil {
 			done() // those that answered hold
 			return time.Time{}, nil, err

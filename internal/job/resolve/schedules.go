@@ -55,20 +55,9 @@ func (ed *Editor) EditSchedule(ctx context.Context, job, text string, from uint6
 		}
 		return nil
 	}
-	others := ed.scheduleOthers()
-	if others != nil {
-		ask := others
-		asked := false
-		others = func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
-			asked = true
-			return ask(ctx, job, from)
-		}
-		defer func() {
-			if asked {
-				ed.release(ctx, Question{Job: job, Step: from})
-			}
-		}()
-	}
+	release := func() {}
+	defer func() { release() }()
+	others := ed.scheduleOthers(&release)
 	if next {
 		return ed.r.book().EditNext(ctx, job, text, base, others, check)
 	}
