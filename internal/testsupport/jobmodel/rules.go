@@ -10,7 +10,7 @@ import (
 // this order (pairs (a, b) with a before b, by a then b).
 var Features = []string{
 	"dataset", "mix", "schedule", "index", "importance", "samples", "tokens", "vision", "clips",
-	"transform", "columns", "in-place", "exclusion", "append", "locality",
+	"buckets", "transform", "columns", "in-place", "exclusion", "append", "locality",
 	"balance-bytes", "balance-cost", "resize", "cluster",
 }
 
@@ -76,6 +76,19 @@ var rules = []Rule{
 	{A: "clips", B: "balance-bytes", Kind: Refuse},
 	{A: "clips", B: "balance-cost", Kind: Refuse},
 	{A: "clips", B: "resize", Kind: Refuse},
+	// Buckets: images of one dataset, each once, all of a step one
+	// shape; not planned yet.
+	{A: "dataset", B: "buckets", Kind: Compose, NotPlanned: true},
+	{A: "mix", B: "buckets", Kind: Refuse},
+	{A: "schedule", B: "buckets", Kind: Refuse},
+	{A: "importance", B: "buckets", Kind: Refuse},
+	{A: "tokens", B: "buckets", Kind: Refuse},
+	{A: "clips", B: "buckets", Kind: Refuse},
+	{A: "buckets", B: "transform", Kind: Refuse},
+	{A: "buckets", B: "locality", Kind: Downgrade, Drops: "locality"},
+	{A: "buckets", B: "balance-bytes", Kind: Refuse},
+	{A: "buckets", B: "balance-cost", Kind: Refuse},
+	{A: "buckets", B: "resize", Kind: Refuse},
 	// Bytes are known before the read only of tar chunks.
 	{A: "in-place", B: "balance-bytes", Kind: Refuse},
 	// Balance replaces locality; one cost.
@@ -161,6 +174,12 @@ var Conds = []Cond{
 	{Features: []string{"schedule", "vision", "balance-cost"}},
 	// A vision job packs whole samples best fit.
 	{Features: []string{"vision"}, Given: [][2]string{{"pack", "concat"}}},
+	// A bucket job's batch sizes are its budget's, its resume point its
+	// steps; it needs a budget; its parameters need it.
+	{Features: []string{"buckets"}, Given: [][2]string{{"batch_size", ""}, {"offset", ""}}},
+	{Features: []string{"buckets"}, Unless: [][2]string{{"budget", ""}, {"budget_tokens", ""}}},
+	{Given: [][2]string{{"budget", ""}, {"budget_tokens", ""}, {"vae", ""}, {"patch", ""}, {"max_upscale", ""}, {"small", ""}, {"flip", ""}, {"resume", ""}},
+		Unless: [][2]string{{"buckets", ""}}},
 }
 
 // meets reports whether features fs and parameters v meet c (v nil:
@@ -211,7 +230,8 @@ func Detect(v url.Values) []string {
 		"schedule":      given("mix_schedule", "schedule"),
 		"index":         given("index"),
 		"importance":    v.Get("sampling") == "importance",
-		"samples":       !given("seq", "clip", "delta_timestamps", "frames"),
+		"samples":       !given("seq", "clip", "delta_timestamps", "frames", "buckets"),
+		"buckets":       given("buckets"),
 		"tokens":        given("seq"),
 		"vision":        given("vision"),
 		"clips":         given("clip", "delta_timestamps", "frames"),
