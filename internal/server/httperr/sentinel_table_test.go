@@ -3,6 +3,9 @@ package httperr_test
 import (
 	"net/http"
 
+	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/internal/batch/bucketunit"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/chunkindex"
@@ -92,6 +95,7 @@ var served = []sentinelCase{
 	{"gateway.ErrNotImplemented", gateway.ErrNotImplemented, http.StatusNotImplemented, "not_implemented", false},
 	{"gateway.ErrPlanBusy", gateway.ErrPlanBusy, http.StatusServiceUnavailable, "plan_busy", false},
 	{"gateway.ErrStalled", gateway.ErrStalled, http.StatusServiceUnavailable, "stalled", false},
+	{"bucket.ErrSpec", bucket.ErrSpec, http.StatusBadRequest, "bad_request", false},
 	{"imagesize.ErrFile", imagesize.ErrFile, http.StatusBadGateway, "store_mismatch", true},
 	{"importance.ErrBadFeedback", importance.ErrBadFeedback, http.StatusBadRequest, "bad_request", false},
 	{"importance.ErrCorrupt", importance.ErrCorrupt, http.StatusInternalServerError, "internal", true},
@@ -108,6 +112,7 @@ var served = []sentinelCase{
 	{"internal/batch/reader.ErrTooLarge", reader.ErrTooLarge, http.StatusBadRequest, "too_large", false},
 	{"internal/batch/respond.ErrShort", respond.ErrShort, http.StatusInternalServerError, "internal", true},
 	{"internal/batch/sequences.ErrDocument", sequences.ErrDocument, http.StatusBadGateway, "store_mismatch", true},
+	{"internal/batch/bucketunit.ErrFitsNone", bucketunit.ErrFitsNone, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/sequences.ErrTokenID", sequences.ErrTokenID, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/sequences.ErrTooLarge", sequences.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/tensorize.ErrBusy", tensorize.ErrBusy, http.StatusServiceUnavailable, "transform_busy", false},
