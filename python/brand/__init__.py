@@ -5,7 +5,7 @@ Read a job with the dataset of its kind, each yielding one type:
 (:class:`~brand.torch.TensorBatch`), ``brand.Sequences``
 (:class:`~brand.torch.SequenceBatch`), ``brand.Clips``
 (:class:`~brand.torch.ClipBatch`), ``brand.LeRobot``
-(:class:`~brand.torch.WindowBatch`): :mod:`brand.torch`'s, which
+(:class:`~brand.torch.WindowBatch`), ``brand.Buckets`` (:class:`~brand.torch.BucketBatch`): :mod:`brand.torch`'s, which
 ``brand`` imports (and torch with it) when one is first named.
 
 The core (:class:`Client`, configured by :class:`Options`: the :class:`Job`
@@ -56,7 +56,7 @@ __all__ = [
 
 # The entries are brand.torch's: named here, imported (and torch with them)
 # on first use, so that the rest of the package needs no torch.
-_TORCH_ENTRIES = ("Samples", "Tensors", "Sequences", "Clips", "LeRobot")
+_TORCH_ENTRIES = ("Samples", "Tensors", "Sequences", "Clips", "LeRobot", "Buckets")
 
 
 def __getattr__(name: str) -> object:

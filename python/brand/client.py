@@ -45,6 +45,10 @@ class Batch(List[Sample]):
             :func:`brand.sequence_arrays` and
             :func:`brand.torch.sequence_tensors` view a token batch's
             sequences on it.
+        geometry: a bucket job's images' size and crop
+            (``Brand-Bucket-Geometry``: ``W,H,LEFT,TOP,FLIP`` each,
+            semicolon-separated); ``None`` for any other job. Its bucket
+            is ``transform`` (``bucket:HxW``).
         epoch_samples: the samples of the epoch as the batch was laid out
             (``Brand-Epoch-Samples``): more or fewer than its plan said
             when an append record or an exclusion list of the job applies
@@ -57,6 +61,7 @@ class Batch(List[Sample]):
     transform: Optional[str] = None
     body: Any = None
     epoch_samples: Optional[int] = None
+    geometry: Optional[str] = None
 
 
 class Client:
@@ -546,7 +551,14 @@ class Client:
         """A batch's samples, its missing samples and pipeline named; a
         mixture's tagged with their datasets."""
         pipeline = params.get("transform")
-        if pipeline is not None and headers.get("Brand-Transform") != pipeline:
+        if "buckets" in params:
+            # A bucket job's pipeline is its step's bucket's, which the
+            # gateway names.
+            pipeline = headers.get("Brand-Transform")
+            if not pipeline or not pipeline.startswith("bucket:"):
+                raise BrandError(f"brand: epoch {epoch} batch {batch}: a bucket job's batch names no bucket "
+                                 f"(Brand-Transform {pipeline!r})")
+        elif pipeline is not None and headers.get("Brand-Transform") != pipeline:
             # A gateway from before transforms ignores the parameter: its
             # images are not the tensors asked for.
             raise BrandError(f"brand: epoch {epoch} batch {batch}: asked for transform {pipeline!r}, "
@@ -563,6 +575,7 @@ class Client:
         n = headers.get("Brand-Epoch-Samples")
         if n:
             out.epoch_samples = int(n)
+        out.geometry = headers.get("Brand-Bucket-Geometry")
         return out
 
     def _samples(self, epoch: int, batch: int, params: Mapping[str, str], headers: Mapping[str, str],

@@ -44,10 +44,10 @@ class Spec:
 
     def __init__(self, classes: int, per_class: int, chunk_size: str = CHUNK_SIZE, max_bytes: int = 3000,
                  tag: bool = False, ext: str = "jpg", images: bool = False,
-                 extra: Optional[Dict[str, Dict[str, bytes]]] = None) -> None:
+                 extra: Optional[Dict[str, Dict[str, bytes]]] = None, sizes: bool = False) -> None:
         self.classes, self.per_class, self.chunk_size = classes, per_class, chunk_size
         self.max_bytes, self.tag, self.ext = max_bytes, tag, ext
-        self.images, self.extra = images, extra or {}
+        self.images, self.extra, self.sizes = images, extra or {}, sizes
 
 
 # The datasets of mix_gateway(): sizes 120, 60 and 12, in chunks of a few
@@ -81,7 +81,8 @@ class Gateway(Fixture):
             store = os.path.join(self.tmp, "store" if k == 0 else f"store-{name}")
             self.datasets[name] = _generate(src, name, spec, random.Random(1 + k))
             subprocess.run(
-                [binary, "pack", "--src", src, "--dst", "file://" + store, "--chunk-size", spec.chunk_size],
+                [binary, "pack", "--src", src, "--dst", "file://" + store, "--chunk-size", spec.chunk_size,
+                 *(["--sizes"] if spec.sizes else [])],
                 check=True, timeout=120, stdout=subprocess.DEVNULL,
             )
             flags += ["--dataset", f"{name}={store}"]
@@ -265,6 +266,14 @@ def rank_at(peers: "list[str]", url: str) -> int:
     rank r of two lives on node r of the peers sorted as a cluster's
     membership sorts them (the clients sort a peer list the same way)."""
     return sorted(peers).index(url)
+@shared
+def bucket_gateway() -> Gateway:
+    """The shared gateway of "img": 4 × 40 PNGs of random sizes (24 to 64
+    pixels a side, PIXELS), packed with their image sizes (--sizes) for
+    bucket jobs, started on first use."""
+    return Gateway({"img": Spec(4, 40, "16KiB", images=True, sizes=True)})
+
+
 @shared
 def tensor_gateway(on_bad_image: str = "fail") -> Gateway:
     """The shared gateway of tensor_specs()'s datasets with TRANSFORM_CONFIG's

@@ -9,6 +9,7 @@ entry                  reads                 yields, each step
 :class:`Sequences`     token sequences       :class:`SequenceBatch`
 :class:`Clips`         a tree of videos      :class:`ClipBatch`
 :class:`LeRobot`       LeRobot windows       :class:`WindowBatch`
+:class:`Buckets`       images by shape       :class:`BucketBatch`
 =====================  ====================  ==========================
 
 Each is a :class:`BrandDataset` of ``batches=True`` whose collate makes
@@ -40,6 +41,8 @@ _KIND_OF = {
     "seq": "Sequences", "pack": "Sequences", "pad": "Sequences", "eos": "Sequences", "vision": "Sequences",
     "clip": "Clips", "stride": "Clips", "fps": "Clips", "step": "Clips", "clip_start": "Clips",
     "delta_timestamps": "LeRobot", "frames": "LeRobot",
+    "buckets": "Buckets", "budget": "Buckets", "budget_tokens": "Buckets", "vae": "Buckets", "patch": "Buckets",
+    "max_upscale": "Buckets", "small": "Buckets", "flip": "Buckets", "resume": "Buckets",
 }
 # The Job fields an entry takes under a name of its own.
 _RENAMED = {"Sequences": {"seq": "seq_len"}, "Clips": {"clip": "clip_len", "clip_layout": "layout"},

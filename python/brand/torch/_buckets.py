@@ -1,0 +1,199 @@
+"""The entry of a bucket job: a dataset's images batched by shape
+(docs/http-api.md, "Shape buckets"), each step one bucket.
+
+Its worker sharding differs from the other entries': a bucket job's steps
+are cut for the job's world size alone, and DataLoader worker ``w`` of
+``k`` reads steps ``w, w + k, w + 2k, ...``, which a DataLoader hands on
+in order. So the steps, and where an epoch stopped, do not depend on the
+number of workers, and a run resumes at any world size and worker count
+(:meth:`Buckets.load_state_dict`) with ``resume=`` legs: the steps taken
+at each world size so far.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from .._options import Options, check_rank
+from ..client import Batch, Client
+from ._dataset import ddp_world
+from ._tensors import npy_tensor
+
+_STATE_VERSION = 1
+
+# The job's fields a state must agree on to resume: they fix the epoch's
+# order and its buckets.
+_ORDER = ("seed", "window", "dataset", "buckets", "budget", "budget_tokens", "vae", "patch", "max_upscale", "small")
+
+
+class BucketBatch(NamedTuple):
+    """A step of :class:`brand.Buckets`: ``B`` images of one bucket.
+
+    Attributes:
+        images: ``torch.uint8`` ``(B, 3, H, W)``: each image resized to
+            cover the bucket, cropped to it at the centre, flipped as drawn.
+        bucket: the bucket, ``(H, W)``.
+        original_sizes: ``int64`` ``(B, 2)``: each image's displayed
+            ``(height, width)`` (SDXL's ``original_size``).
+        crops: ``int64`` ``(B, 2)``: the crop's ``(top, left)`` in the
+            image resized to cover (SDXL's ``crop_coords_top_left``).
+        flips: ``bool`` ``(B,)``: whether each image was flipped.
+        keys: each sample's key.
+        members: each other member of the samples (a caption ``txt``, a
+            ``json``), by extension, a list of ``bytes`` in batch order.
+    """
+
+    images: torch.Tensor
+    bucket: Tuple[int, int]
+    original_sizes: torch.Tensor
+    crops: torch.Tensor
+    flips: torch.Tensor
+    keys: List[str]
+    members: Dict[str, List[Any]]
+
+
+def bucket_batch(b: Batch) -> BucketBatch:
+    """The :class:`BucketBatch` of a bucket job's batch as a
+    :class:`brand.Client` decodes it."""
+    name = b.transform or ""
+    h, w = (int(x) for x in name[len("bucket:"):].split(":")[0].split("x"))
+    geo = [g.split(",") for g in (b.geometry or "").split(";") if g]
+    if len(geo) != len(b):
+        raise ValueError(f"brand.Buckets: {len(b)} samples, geometry of {len(geo)}")
+    images, members = [], {}
+    for s in b:
+        npy = [k for k in s if k.endswith("npy")]
+        if len(npy) != 1:
+            raise ValueError(f"brand.Buckets: sample {s['__key__']} has {len(npy)} image tensors")
+        images.append(npy_tensor(s[npy[0]]))
+        for k, v in s.items():
+            if k != npy[0] and not k.startswith("__"):
+                members.setdefault(k, []).append(bytes(v))
+    sizes = torch.tensor([[int(g[1]), int(g[0])] for g in geo], dtype=torch.int64).reshape(-1, 2)
+    crops = torch.tensor([[int(g[3]), int(g[2])] for g in geo], dtype=torch.int64).reshape(-1, 2)
+    flips = torch.tensor([g[4] == "1" for g in geo], dtype=torch.bool)
+    stacked = torch.stack(images) if images else torch.empty((0, 3, h, w), dtype=torch.uint8)
+    return BucketBatch(stacked, (h, w), sizes, crops, flips, [s["__key__"] for s in b], members)
+
+
+class Buckets(IterableDataset):
+    """A dataset's images batched by shape, for text-to-image training:
+    each step one bucket, a :class:`BucketBatch`, its batch size set by
+    the budget (docs/http-api.md, "Shape buckets").
+
+    Args:
+        url: the gateway.
+        dataset: the dataset (indexed with ``brand index --sizes``).
+        buckets: a preset (``"sdxl"``, ``"sdxl-768"``, ``"sdxl-512"``) or
+            ``"HxW,HxW,..."``.
+        budget: the pixels of a rank's batch; or ``budget_tokens`` (with
+            ``vae``, ``patch``): its latent tokens.
+        max_upscale, small, flip, seed, **more: as :class:`brand.Job`'s
+            fields (``world=``, ``rank=``, ``name=``, ``token=``,
+            ``peers=``).
+
+    ``len()`` is the steps of the current epoch this rank yields from
+    where it stands; :meth:`state_dict` and :meth:`load_state_dict` save
+    and restore the position at any world size and worker count.
+
+    Example::
+
+        ds = brand.Buckets("http://brand:8080", "photos", buckets="sdxl", budget=4 << 20)
+        for b in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=4):
+            latents = vae.encode(b.images.cuda().float() / 127.5 - 1)
+    """
+
+    def __init__(self, url: str, dataset: Optional[str] = None, *, buckets: str = "sdxl",
+                 budget: Optional[int] = None, budget_tokens: Optional[int] = None, seed: int = 0,
+                 **more: Any) -> None:
+        from ._entries import _options  # the entries' table check
+        if "batch_size" in more or "offset" in more:
+            raise TypeError("brand.Buckets: a bucket's batch size is its budget's (budget=, budget_tokens=), "
+                            "and it resumes with load_state_dict")
+        self.url = url
+        self.options: Options = _options("Buckets", {"dataset": dataset, "buckets": buckets, "budget": budget,
+                                                     "budget_tokens": budget_tokens, "seed": seed}, more)
+        self.epoch = 0
+        self._legs: List[Tuple[int, int]] = []  # the steps of self.epoch taken before this run's
+        self._done = 0  # steps of this epoch yielded since the legs
+
+    # -- the job --------------------------------------------------------------
+
+    def _world(self) -> Tuple[int, int]:
+        job = self.options.job
+        w, r = ddp_world()
+        world = job.world if job.world is not None else w
+        rank = job.rank if job.rank is not None else (r if job.world is None else 0)
+        check_rank(world, rank)
+        return world, rank
+
+    def _client(self) -> Client:
+        world, rank = self._world()
+        resume = ",".join(f"{w}:{k}" for w, k in self._legs) or None
+        job = replace(self.options.job, world=world, rank=rank, resume=resume)
+        return Client(self.url, replace(self.options, job=job))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch ``epoch`` next, from its start (unless it is the
+        epoch :meth:`load_state_dict` restored)."""
+        if epoch != self.epoch:
+            self.epoch, self._legs, self._done = epoch, [], 0
+
+    def epoch_info(self) -> Dict[str, Any]:
+        """``GET /epoch/N`` of the current epoch from where it stands:
+        ``batches`` its steps, ``buckets`` each bucket's figures."""
+        with self._client() as c:
+            return c.epoch_info(self.epoch)
+
+    def __len__(self) -> int:
+        return int(self.epoch_info()["batches"])
+
+    # -- iteration ------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[BucketBatch]:
+        info = get_worker_info()
+        wid, k = (info.id, info.num_workers) if info is not None else (0, 1)
+        with self._client() as c:
+            steps = int(c.epoch_info(self.epoch)["batches"])
+            for m in range(wid, steps, k):
+                b = bucket_batch(c.batch(self.epoch, m))
+                if info is None:
+                    self._done = m + 1
+                yield b
+
+    # -- state ----------------------------------------------------------------
+
+    def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
+        """The position, to save with a checkpoint (rank 0's suffices):
+        the epoch and its legs, the steps taken at each world size.
+        ``steps``: the steps this rank received in the epoch's current
+        run, needed with DataLoader workers, which this object cannot
+        observe (iterated directly, it counts them)."""
+        done = self._done if steps is None else int(steps)
+        legs = list(self._legs) + ([(self._world()[0], done)] if done else [])
+        job = self.options.job
+        return {"version": _STATE_VERSION, "epoch": self.epoch, "legs": [list(x) for x in legs],
+                **{k: getattr(job, k) for k in _ORDER}}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`'s ``state``: the next iteration
+        reads the rest of its epoch, at this world size, each image once.
+
+        Raises:
+            ValueError: a state of another version, or saved with another
+                order or other buckets (seed, window, dataset, buckets,
+                budget, upscale rule), which give other steps."""
+        if state.get("version") != _STATE_VERSION:
+            raise ValueError(f"brand.Buckets: state version {state.get('version')!r}, want {_STATE_VERSION}")
+        job = self.options.job
+        for k in _ORDER:
+            if state.get(k) != getattr(job, k):
+                raise ValueError(f"brand.Buckets: state saved with {k}={state.get(k)!r} cannot resume a dataset "
+                                 f"with {k}={getattr(job, k)!r}: the epoch's steps would differ")
+        self.epoch = int(state["epoch"])
+        self._legs = [(int(w), int(s)) for w, s in state["legs"]]
+        self._done = 0

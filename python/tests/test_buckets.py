@@ -1,0 +1,116 @@
+"""brand.Buckets over a real gateway: a bucket job's steps, each one
+bucket for every rank, every image that fits once an epoch, its size and
+crop as the gateway reports them, and a resume at another world size
+and worker count that serves the rest once."""
+
+import os
+import sys
+import unittest
+from fractions import Fraction
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+
+import brand  # noqa: E402
+from gateway import PIXELS, bucket_gateway  # noqa: E402
+
+BUCKETS = "32x32,24x40,40x24"
+SHAPES = [(32, 32), (24, 40), (40, 24)]
+BUDGET = 32 * 32 * 3  # 3 images of 32², 3 of 24×40 (960 each)
+
+
+def nearest(w, h):
+    """The bucket rule, written from docs/http-api.md with exact
+    fractions: the bucket (H, W) minimising max(w·H, h·W) / min(w·H,
+    h·W), the first of equals."""
+    best, bd = None, None
+    for i, (H, W) in enumerate(SHAPES):
+        a, b = w * H, h * W
+        d = Fraction(max(a, b), min(a, b))
+        if bd is None or d < bd:
+            best, bd = i, d
+    return best
+
+
+def fits(w, h):
+    H, W = SHAPES[nearest(w, h)]
+    return max(H / h, W / w) <= 2
+
+
+def steps(ds):
+    return list(iter(ds))
+
+
+class TestBuckets(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = bucket_gateway()
+        cls.sizes = {k: (w, h) for (name, k), (w, h, _) in PIXELS.items() if name == "img"}
+
+    def dataset(self, world=1, rank=0, **kw):
+        return brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, seed=4, world=world, rank=rank, **kw)
+
+    def test_steps_are_buckets(self):
+        got = {}
+        ranks = [steps(self.dataset(2, r)) for r in range(2)]
+        self.assertEqual(len(ranks[0]), len(ranks[1]))
+        self.assertEqual(len(ranks[0]), len(self.dataset(2, 0)))
+        for a, b in zip(*ranks):
+            self.assertEqual(a.bucket, b.bucket, "two ranks of a step in two buckets")
+            for s in (a, b):
+                H, W = s.bucket
+                self.assertEqual(tuple(s.images.shape[1:]), (3, H, W))
+                self.assertEqual(s.images.dtype, torch.uint8)
+                for i, key in enumerate(s.keys):
+                    self.assertNotIn(key, got, "an image twice in an epoch")
+                    w, h = self.sizes[key]
+                    got[key] = s.bucket
+                    self.assertEqual(SHAPES[nearest(w, h)], s.bucket, f"{key} ({w}x{h}) in {s.bucket}")
+                    self.assertEqual(s.original_sizes[i].tolist(), [h, w])
+                    self.assertEqual(s.members["cls"][i], key[1].encode())
+        fit = {k for k, (w, h) in self.sizes.items() if fits(w, h)}
+        self.assertLessEqual(set(got), fit)
+        info = self.dataset(2, 0).epoch_info()["buckets"]
+        dropped = sum(b["dropped"] for b in info["buckets"])
+        self.assertEqual(len(got) + dropped, len(fit))
+        self.assertEqual(info["too_small"], len(self.sizes) - len(fit))
+
+    def test_workers_and_resume_at_another_world(self):
+        first = self.dataset(2, 0)
+        full = [steps(self.dataset(2, r)) for r in range(2)]
+        k = len(full[0]) // 3
+        state = first.state_dict(steps=k)
+        self.assertEqual(state["legs"], [[2, k]])
+        seen = {key for r in range(2) for s in full[r][:k] for key in s.keys}
+        rest = []
+        for r in range(3):
+            ds = self.dataset(3, r)
+            ds.load_state_dict(state)
+            loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+            rest.append(list(loader))
+            self.assertEqual(len(rest[r]), len(ds))
+        for a, b, c in zip(*rest):
+            self.assertEqual(a.bucket, b.bucket)
+            self.assertEqual(b.bucket, c.bucket)
+            for s in (a, b, c):
+                for key in s.keys:
+                    self.assertNotIn(key, seen, "an image served before the resume served again")
+                    seen.add(key)
+        fit = {k for k, (w, h) in self.sizes.items() if fits(w, h)}
+        self.assertLessEqual(seen, fit)
+        self.assertGreater(len(seen), len(fit) // 2)
+
+    def test_refusals(self):
+        with self.assertRaises(TypeError):
+            brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, batch_size=4)
+        with self.assertRaises(TypeError):  # another entry's kind of job
+            brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, transform="imagenet-train")
+        with self.assertRaisesRegex(ValueError, "balance= has nothing to weigh"):  # the table, before any request
+            brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, balance="bytes")
+        with self.assertRaises(ValueError):
+            self.dataset().load_state_dict({**self.dataset().state_dict(), "budget": 1})
+
+
+if __name__ == "__main__":
+    unittest.main()
