@@ -213,3 +213,11 @@ type BucketInfo struct {
 	Dropped   int     `json:"dropped"`
 	Fill      float64 `json:"fill"` // the share of the budget its batch uses
 }
+
+// BucketPlanEpoch is one epoch of a bucket job's plan (GET /plan): its
+// steps and its buckets, as /epoch/N gives them.
+type BucketPlanEpoch struct {
+	Epoch int `json:"epoch"`
+	Steps int `json:"steps"`
+	BucketsInfo
+}

@@ -103,6 +103,34 @@ func TestBucketBatches(t *testing.T) {
 	if served == 0 || served > 80-8 {
 		t.Errorf("%d images served of the 72 that fit", served)
 	}
+	// /plan is what the epochs serve: their steps and buckets.
+	resp, body = get(t, base+"/plan?"+bucketQuery+"&epochs=2")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/plan: %s %s", resp.Status, body)
+	}
+	var plan struct {
+		Buckets         []api.BucketPlanEpoch `json:"buckets"`
+		Epochs          []api.PlanEpoch       `json:"epochs"`
+		BatchesPerEpoch int                   `json:"batches_per_epoch"`
+	}
+	if err := json.Unmarshal(body, &plan); err != nil || len(plan.Buckets) != 2 || len(plan.Epochs) != 2 {
+		t.Fatalf("/plan: %s: %v", body, err)
+	}
+	for e := range 2 {
+		_, body := get(t, fmt.Sprintf("%s/epoch/%d?%s", base, e, bucketQuery))
+		var in api.EpochInfo
+		if err := json.Unmarshal(body, &in); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(plan.Buckets[e].BucketsInfo)
+		want, _ := json.Marshal(in.Buckets)
+		if string(got) != string(want) || plan.Epochs[e].Batches != in.Batches || plan.Buckets[e].Steps != in.Batches {
+			t.Errorf("/plan's epoch %d: %s, %+v; /epoch/%d: %s, %d steps", e, got, plan.Epochs[e], e, want, in.Batches)
+		}
+	}
+	if plan.BatchesPerEpoch != info.Batches {
+		t.Errorf("/plan's batches_per_epoch %d, /epoch/0's %d", plan.BatchesPerEpoch, info.Batches)
+	}
 	resp, body = get(t, base+"/epoch/0/batch/0?"+bucketQuery+"&batch_size=4")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "resume=WORLD:STEPS") {
 		t.Errorf("batch_size= beside buckets=: %s %s", resp.Status, body)

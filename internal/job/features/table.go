@@ -93,7 +93,6 @@ func cells() []Cell {
 		refuse(Clips, BalanceB, "balance=bytes weighs samples as stored; every clip of a clip job decodes the same number of frames"),
 		refuse(Clips, BalanceC, "balance=attention and balance=tokens weigh a token job's sequences; a clip job's clips are frames"),
 		refuse(Clips, Resize, "a clip job's plan is of its epochs, not of a resize (nodes_after=)"),
-		notPlanned(Dataset, Buckets, "the planner does not model a bucket job's epochs yet: /epoch/N gives each bucket's images, steps, batch size and fill, and what no bucket takes"),
 		refuse(Mix, Buckets, "a bucket job reads one dataset: a mixture's components are not bucketed yet"),
 		refuse(Schedule, Buckets, "a bucket job reads one dataset: a schedule's components are not bucketed yet"),
 		refuse(Importance, Buckets, "sampling=importance draws samples by their weight, some more than once; a bucket job serves each image once an epoch"),

@@ -74,6 +74,7 @@ type Snapshots interface {
 // sequences and tokens, and a vision job's images rank by rank.
 type Epochs interface {
 	Info(src layout.Source, job api.Job, epoch uint64) (api.EpochInfo, error)
+	Layout(ctx context.Context, src layout.Source, job api.Job, epoch, m uint64) (*layout.Batch, error)
 	VisionLoad(src layout.Source, job api.Job, epoch uint64) (*layout.VisionLoad, error)
 }
 
@@ -279,6 +280,8 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 		return m.planTokens(ctx, src, q, true)
 	case features.Clips:
 		return m.planClips(ctx, ds, q)
+	case features.Buckets:
+		return m.planBuckets(ctx, src, q)
 	}
 	if q.Plan.NodesAfter > 0 {
 		from := m.cfg.Members(ctx) // nil on a single gateway: from nodes= planned ones

@@ -77,8 +77,7 @@ var rules = []Rule{
 	{A: "clips", B: "balance-cost", Kind: Refuse},
 	{A: "clips", B: "resize", Kind: Refuse},
 	// Buckets: images of one dataset, each once, all of a step one
-	// shape; not planned yet.
-	{A: "dataset", B: "buckets", Kind: Compose, NotPlanned: true},
+	// shape.
 	{A: "mix", B: "buckets", Kind: Refuse},
 	{A: "schedule", B: "buckets", Kind: Refuse},
 	{A: "importance", B: "buckets", Kind: Refuse},
