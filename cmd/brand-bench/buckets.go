@@ -1,0 +1,42 @@
+package main
+
+import (
+	"flag"
+	"time"
+
+	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
+)
+
+const bucketsSynopsis = "buckets [flags]"
+
+// bucketsBenchmark is the buckets benchmark (bench.RunBuckets): a
+// training node and a data node on one core each, a text-to-image
+// model's shape buckets made the usual way with PIL in DataLoader
+// workers and by the gateway (brand.Buckets).
+func bucketsBenchmark() benchmark[bench.BucketsConfig, *bench.BucketsReport] {
+	return benchmark[bench.BucketsConfig, *bench.BucketsReport]{
+		name: "buckets", synopsis: bucketsSynopsis, config: bench.DefaultBucketsConfig, timeout: 40 * time.Minute,
+		small: func() bench.BucketsConfig {
+			c := bench.DefaultBucketsConfig()
+			c.Images, c.MinSide, c.MaxSide, c.Side, c.Budget, c.Rounds = 96, 400, 900, 512, 1<<20, 1
+			return c
+		},
+		smallDoc: "96 photos of 400 to 900 px at the 512² buckets, one round: a smoke test",
+		run:      bench.RunBuckets,
+		flags: func(fs *flag.FlagSet, cfg *bench.BucketsConfig) func() error {
+			fs.IntVar(&cfg.Images, "images", cfg.Images, "photo-like JPEGs of 24 aspect ratios (internal/gen/photos)")
+			fs.IntVar(&cfg.MinSide, "min-side", cfg.MinSide, "the photos' shortest longer side, px")
+			fs.IntVar(&cfg.MaxSide, "max-side", cfg.MaxSide, "the photos' longest longer side, px (up to 4000 as the issue's)")
+			fs.IntVar(&cfg.Side, "side", cfg.Side, "SDXL's buckets at 1024² (sdxl), 768 or 512")
+			fs.Int64Var(&cfg.Budget, "budget", cfg.Budget, "pixels of a step's batch")
+			fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "alternations of the two loaders")
+			fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "DataLoader workers of both, on the training node's core")
+			fs.IntVar(&cfg.TrainerCPU, "trainer-cpu", cfg.TrainerCPU, "the training node's core")
+			fs.IntVar(&cfg.DataCPU, "data-cpu", cfg.DataCPU, "the data node's core: the gateway")
+			fs.StringVar(&cfg.Interpreter, "python", "", "Python with torch and PIL (default: $BRAND_BENCH_PYTHON, python3, /usr/bin/python3)")
+			fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH)")
+			fs.StringVar(&cfg.WorkDir, "work-dir", "", "where the photos, the packed dataset and the logs go (default: a temporary directory, removed)")
+			return nil
+		},
+	}
+}

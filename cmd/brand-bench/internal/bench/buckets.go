@@ -1,0 +1,322 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// The buckets benchmark (brand-bench buckets): issue 78's question — what
+// a training node's cores pay for a text-to-image model's shape buckets —
+// on one machine split in two with CPU affinity, a training node (the
+// DataLoader and its workers, on TrainerCPU) and a data node (the
+// gateway, on DataCPU). Photo-like JPEGs of many aspect ratios and sizes
+// (internal/gen/photos), packed with their image sizes, are read each
+// round by:
+//
+//	(1) pil    the usual way: a map-style Dataset over the JPEG files, a
+//	           bucket batch sampler (each image's bucket from its header,
+//	           read before the pass), PIL's decode, resize to cover and
+//	           centre crop to uint8 tensors in the workers
+//	(2) brand  brand.Buckets over the gateway, the same buckets and budget
+//
+// Both are python/bench/buckets.py, a process of its own under taskset;
+// its CPU is its process tree's over the pass, from /proc. The gateway's
+// is read from /proc around its pass.
+
+// BucketsConfig describes a buckets benchmark run. Zero fields take
+// DefaultBucketsConfig's values.
+type BucketsConfig struct {
+	Images int // photos in the dataset
+	// MinSide and MaxSide bound a photo's longer side, in pixels.
+	MinSide, MaxSide int
+	Rounds           int
+	Workers          int `zero:"kept"`
+	// Side is the SDXL buckets' scale (1024, 768, 512), Budget the
+	// pixels of a step.
+	Side   int
+	Budget int64
+	// TrainerCPU and DataCPU are the cores of the training node and of
+	// the data node.
+	TrainerCPU, DataCPU int `zero:"kept"`
+
+	Interpreter, Script string
+	Harness
+}
+
+// DefaultBucketsConfig: 400 photos of 24 aspect ratios, longer sides 1,100
+// to 2,400 pixels, SDXL's buckets at 1024² and a budget of four of them a
+// step, two rounds, 2 workers, the training node on core 0 and the data
+// node on core 1.
+func DefaultBucketsConfig() BucketsConfig {
+	return BucketsConfig{Images: 400, MinSide: 1100, MaxSide: 2400, Rounds: 2, Workers: 2, Side: 1024, Budget: 4 << 20,
+		TrainerCPU: 0, DataCPU: 1}
+}
+
+// bucketsAspects are the photos' aspect ratios, width:height: 24 of them
+// from 1:3 to 3:1.
+var bucketsAspects = [][2]int{{1, 3}, {2, 5}, {1, 2}, {4, 7}, {3, 5}, {5, 8}, {2, 3}, {5, 7}, {3, 4}, {4, 5}, {5, 6}, {1, 1},
+	{6, 5}, {5, 4}, {4, 3}, {7, 5}, {3, 2}, {8, 5}, {5, 3}, {7, 4}, {16, 9}, {2, 1}, {5, 2}, {3, 1}}
+
+// BucketsReport is the benchmark's result: buckets.json.
+type BucketsReport struct {
+	Header
+	Images     int                   `json:"images"`
+	Aspects    int                   `json:"aspect_ratios"`
+	Sides      [2]int                `json:"longer_side_px"`
+	MeanBytes  int64                 `json:"mean_bytes"`
+	Workers    int                   `json:"workers"`
+	TrainerCPU int                   `json:"trainer_cpu"`
+	DataCPU    int                   `json:"data_cpu"`
+	Buckets    string                `json:"buckets"`
+	Budget     int64                 `json:"budget_pixels"`
+	Decoder    string                `json:"decoder"`
+	Versions   string                `json:"versions"`
+	Epoch      *api.BucketsInfo      `json:"epoch"` // /epoch/1's buckets: images, steps, batch sizes, fill
+	Rows       []BucketsRow          `json:"rows"`
+	Summary    map[string][3]float64 `json:"trainer_ms_per_image"` // per mode: median, min, max
+	Targets    []Target              `json:"targets"`
+	Load       []float64             `json:"load_average"`
+	Seconds    float64               `json:"seconds"`
+}
+
+// BucketsRow is one pass of a loader over an epoch.
+type BucketsRow struct {
+	Round             int     `json:"round"`
+	Mode              string  `json:"mode"`
+	Images            int     `json:"images"`
+	Steps             int     `json:"steps"`
+	Seconds           float64 `json:"seconds"`
+	ImagesPerSec      float64 `json:"images_per_s"`
+	TrainerCPU        float64 `json:"trainer_cpu_s"`
+	TrainerMsPerImage float64 `json:"trainer_ms_per_image"`
+	GatewayCPU        float64 `json:"gateway_cpu_s"`
+	GatewayMsPerImage float64 `json:"gateway_ms_per_image"`
+}
+
+// RunBuckets runs the buckets benchmark.
+func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) {
+	fillZero(&cfg, DefaultBucketsConfig())
+	if cfg.GatewayBinary == "" {
+		return nil, fmt.Errorf("bench: buckets needs the brand binary (--gateway-binary)")
+	}
+	if cfg.WorkDir == "" {
+		return nil, fmt.Errorf("bench: buckets needs a work directory")
+	}
+	preset := map[int]string{1024: "sdxl", 768: "sdxl-768", 512: "sdxl-512"}[cfg.Side]
+	if preset == "" || cfg.MinSide < 64 || cfg.MaxSide < cfg.MinSide || cfg.Images < 1 {
+		return nil, fmt.Errorf("bench: buckets: side %d (1024, 768 or 512), longer sides %d..%d, %d images", cfg.Side, cfg.MinSide, cfg.MaxSide, cfg.Images)
+	}
+	py, err := newTrainerNode(ctx, "buckets", cfg.TrainerCPU, cfg.DataCPU, cfg.Script, cfg.Interpreter, "torch, PIL", "python3-torch python3-pil")
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	rep := &BucketsReport{Header: newHeader(started, cfg.Command), Images: cfg.Images, Aspects: len(bucketsAspects),
+		Sides: [2]int{cfg.MinSide, cfg.MaxSide}, Workers: cfg.Workers, TrainerCPU: cfg.TrainerCPU, DataCPU: cfg.DataCPU,
+		Buckets: preset, Budget: cfg.Budget,
+		Versions: py.versions(ctx, "import torch, PIL; print('torch', torch.__version__, 'Pillow', PIL.__version__)")}
+	src := filepath.Join(cfg.WorkDir, "buckets-src")
+	if rep.MeanBytes, err = writeBucketPhotos(src, cfg); err != nil {
+		return nil, err
+	}
+	storeDir := filepath.Join(cfg.WorkDir, "buckets-store")
+	_ = os.RemoveAll(storeDir)
+	store, err := s3backend.NewLocal(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	res, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: 32 << 20, Shuffle: true, Seed: 78, Parallel: 2, Name: "photos", Overwrite: true})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dataset.WriteSizes(ctx, store, res.Index, 0, 2); err != nil {
+		return nil, err
+	}
+	logf(cfg.Log, "dataset: %d photos of %d aspect ratios, longer sides %d to %d px, mean %s, packed with their sizes",
+		cfg.Images, len(bucketsAspects), cfg.MinSide, cfg.MaxSide, sizeString(rep.MeanBytes))
+
+	args := []string{"-c", strconv.Itoa(cfg.DataCPU), cfg.GatewayBinary, "serve", "--listen", "127.0.0.1:0", "--dataset", "photos=file://" + storeDir,
+		"--cache-size", strconv.FormatInt(2*res.Index.TotalBytes()+(64<<20), 10), "--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
+	g, err := startGateway(ctx, py.taskset, args, nil, filepath.Join(cfg.WorkDir, "gateway-buckets.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer g.kill()
+	q := fmt.Sprintf("dataset=photos&seed=7&buckets=%s&budget=%d", preset, cfg.Budget)
+	var info api.EpochInfo
+	var b strings.Builder
+	if code, err := g.get(ctx, "/epoch/1?"+q, &b); err != nil || code != 200 {
+		return nil, fmt.Errorf("bench: /epoch/1 of the bucket job: status %d, %v: %s", code, err, b.String())
+	}
+	if err := json.Unmarshal([]byte(b.String()), &info); err != nil {
+		return nil, err
+	}
+	rep.Epoch = info.Buckets
+	if st, err := transformStats(ctx, g); err == nil {
+		rep.Decoder = st.Decoder
+	}
+	py.env = []string{"OMP_NUM_THREADS=1"}
+	for round := range cfg.Rounds {
+		rep.Load = append(rep.Load, loadAverage())
+		for _, mode := range []string{"pil", "brand"} {
+			args := []string{mode, "--side", strconv.Itoa(cfg.Side), "--budget", strconv.FormatInt(cfg.Budget, 10),
+				"--workers", strconv.Itoa(cfg.Workers), "--epoch", strconv.Itoa(round + 1), "--seed", "7"}
+			if mode == "pil" {
+				args = append(args, "--dir", src)
+			} else {
+				args = append(args, "--url", g.base, "--dataset", "photos")
+			}
+			gw0 := processCPU(g.cmd.Process.Pid)
+			var out struct {
+				Images     int     `json:"images"`
+				Steps      int     `json:"steps"`
+				Seconds    float64 `json:"seconds"`
+				CPUSeconds float64 `json:"cpu_seconds"`
+			}
+			if err := py.run(ctx, &out, args...); err != nil {
+				return nil, err
+			}
+			gw := (processCPU(g.cmd.Process.Pid) - gw0).Seconds()
+			if out.Images == 0 {
+				return nil, fmt.Errorf("bench: %s read no image", mode)
+			}
+			n := float64(out.Images)
+			row := BucketsRow{Round: round, Mode: mode, Images: out.Images, Steps: out.Steps, Seconds: out.Seconds,
+				ImagesPerSec: n / out.Seconds, TrainerCPU: out.CPUSeconds, TrainerMsPerImage: 1e3 * out.CPUSeconds / n}
+			if mode == "brand" {
+				row.GatewayCPU, row.GatewayMsPerImage = gw, 1e3*gw/n
+			}
+			logf(cfg.Log, "round %d, %s: %d images in %d steps, %.1f images/s, trainer %.3f ms an image, gateway %.1f ms an image",
+				round, mode, out.Images, out.Steps, row.ImagesPerSec, row.TrainerMsPerImage, row.GatewayMsPerImage)
+			rep.Rows = append(rep.Rows, row)
+		}
+	}
+	if err := g.stop(10 * time.Second); err != nil {
+		return nil, err
+	}
+	rep.Summary = map[string][3]float64{}
+	var worst float64
+	for _, mode := range []string{"pil", "brand"} {
+		var ms []float64
+		for _, r := range rep.Rows {
+			if r.Mode == mode {
+				ms = append(ms, r.TrainerMsPerImage)
+			}
+		}
+		rep.Summary[mode] = spread(ms)
+	}
+	for _, r := range rep.Rows {
+		if r.Mode != "brand" {
+			continue
+		}
+		for _, p := range rep.Rows {
+			if p.Round == r.Round && p.Mode == "pil" {
+				worst = max(worst, ratio(r.TrainerMsPerImage, p.TrainerMsPerImage))
+			}
+		}
+	}
+	rep.Targets = []Target{atMost("trainer CPU per image, brand.Buckets ÷ PIL bucketing in DataLoader workers (worst round)", worst, 0.05)}
+	if rep.Epoch != nil {
+		rep.Targets = append(rep.Targets, atLeast("mean fill of the budget over the epoch's steps", rep.Epoch.Fill, 0.95))
+	}
+	rep.Seconds = time.Since(started).Seconds()
+	return rep, nil
+}
+
+// writeBucketPhotos writes cfg.Images photos under dir (a class-folder
+// tree of 10 classes, a .cls each), photo i of aspect ratio
+// bucketsAspects[i mod 24] and a longer side drawn between MinSide and
+// MaxSide, and returns their mean size in bytes.
+func writeBucketPhotos(dir string, cfg BucketsConfig) (int64, error) {
+	_ = os.RemoveAll(dir)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var total int64
+	errs := make([]error, runtime.NumCPU())
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < cfg.Images; i += len(errs) {
+				a := bucketsAspects[i%len(bucketsAspects)]
+				long := cfg.MinSide + (i*7919)%(cfg.MaxSide-cfg.MinSide+1)
+				pw, ph := long, long*a[1]/a[0]
+				if a[1] > a[0] {
+					pw, ph = long*a[0]/a[1], long
+				}
+				p, err := photos.Sized(78, i, pw, ph, 85)
+				key := filepath.Join(dir, fmt.Sprintf("c%d", i%10), fmt.Sprintf("photo_%05d", i))
+				if err == nil {
+					err = os.MkdirAll(filepath.Dir(key), 0o755)
+				}
+				if err == nil {
+					err = os.WriteFile(key+".jpg", p.JPEG, 0o644)
+				}
+				if err == nil {
+					err = os.WriteFile(key+".cls", []byte(strconv.Itoa(i%10)), 0o644)
+				}
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				mu.Lock()
+				total += int64(len(p.JPEG))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return total / int64(cfg.Images), nil
+}
+
+// WriteJSON writes the report as JSON.
+func (r *BucketsReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
+
+// WriteText writes the report as markdown tables.
+func (r *BucketsReport) WriteText(w io.Writer) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%d photo-like JPEGs of %d aspect ratios, longer sides %d–%d px, mean %s; buckets %s, a budget of %d pixels a step; training node: CPU %d (the DataLoader and %d workers); data node: CPU %d (brand serve, decoder %s); %s\n\n",
+		r.Images, r.Aspects, r.Sides[0], r.Sides[1], sizeString(r.MeanBytes), r.Buckets, r.Budget, r.TrainerCPU, r.Workers, r.DataCPU, r.Decoder, r.Versions)
+	sb.WriteString("| loader | trainer CPU ms per image, median (min–max) |\n| --- | --: |\n")
+	for _, m := range []string{"pil", "brand"} {
+		fmt.Fprintf(&sb, "| %s | %s |\n", map[string]string{"pil": "(1) PIL bucketing in DataLoader workers", "brand": "(2) brand.Buckets"}[m], spreadString(r.Summary[m], 3))
+	}
+	sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | images/s | s | trainer CPU s | trainer ms an image | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+	for _, row := range r.Rows {
+		fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.1f | %.2f | %.2f | %.3f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.ImagesPerSec,
+			row.Seconds, row.TrainerCPU, row.TrainerMsPerImage, row.GatewayCPU, row.GatewayMsPerImage)
+	}
+	if e := r.Epoch; e != nil {
+		fmt.Fprintf(&sb, "\nEpoch 1 of the bucket job (/epoch/1): mean fill of the budget %.3f, %d images too small, %d without an image.\n\n| bucket | images | steps | batch size | dropped | fill |\n| --- | --: | --: | --: | --: | --: |\n", e.Fill, e.TooSmall, e.NoImage)
+		for _, b := range e.Buckets {
+			if b.Samples > 0 {
+				fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %.3f |\n", b.Shape, b.Samples, b.Batches, b.BatchSize, b.Dropped, b.Fill)
+			}
+		}
+	}
+	fmt.Fprintf(&sb, "\nThe trainer's CPU is its process tree's (the workers, reaped, included) over the pass; the gateway's over the same pass, from /proc. Load average before each round: %s. %d CPUs.\n\nTargets:\n", joinFloats(r.Load, 1), r.Machine.CPUs)
+	for _, t := range r.Targets {
+		fmt.Fprintf(&sb, "  %-4s %s: %.3f (want %s)\n", t.Status, t.Name, t.Ratio, t.Want)
+	}
+	fmt.Fprintf(&sb, "\n%s; %.0f s\n", r.Command, r.Seconds)
+	_, err := io.WriteString(w, sb.String())
+	return err
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""One measured pass of a training node's data loading for a text-to-image
+model's shape buckets, for Brand's buckets benchmark (``brand-bench
+buckets``, cmd/brand-bench/internal/bench/buckets.go).
+
+The harness runs this script as a process of its own, pinned to the
+training node's core, once per measurement, and reads the JSON object it
+prints on stdout. Each mode is what a PyTorch user writes:
+
+``pil``    the usual way (kohya-ss's bucket manager, the diffusers
+           examples): a map-style ``Dataset`` over the JPEG files, a batch
+           sampler that puts each image in the bucket of nearest aspect
+           ratio (its size read from its header with PIL, once, before
+           the pass), shuffles each bucket and cuts it into batches of the
+           budget's size, and the workers decode with PIL, apply the EXIF
+           orientation, resize to cover the bucket (bilinear) and crop at
+           the centre to a uint8 ``(3, H, W)`` tensor; the DataLoader
+           collates each step into one ``(B, 3, H, W)`` tensor.
+``brand``  ``brand.Buckets`` over the gateway, the same buckets and budget:
+           the trainer only receives each step's tensors.
+
+Figures: ``images``, ``steps``, ``seconds`` from the loader's start (its
+workers' start included) to the last step, and ``cpu_seconds``, the CPU
+the process tree spent in that time (this process's user and system
+time and its reaped children's, the DataLoader's workers, from
+/proc/self/stat). Setup (imports, the pil mode's header pass) is not
+measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from typing import Any, Dict, List, Tuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+SDXL = [(512, 2048), (512, 1984), (512, 1920), (512, 1856), (576, 1792), (576, 1728), (576, 1664), (640, 1600),
+        (640, 1536), (704, 1472), (704, 1408), (704, 1344), (768, 1344), (768, 1280), (832, 1216), (832, 1152),
+        (896, 1152), (896, 1088), (960, 1088), (960, 1024), (1024, 1024), (1024, 960), (1088, 960), (1088, 896),
+        (1152, 896), (1152, 832), (1216, 832), (1280, 768), (1344, 768), (1344, 704), (1408, 704), (1472, 704),
+        (1536, 640), (1600, 640), (1664, 576), (1728, 576), (1792, 576), (1856, 512), (1920, 512), (1984, 512),
+        (2048, 512)]
+
+
+def tree_cpu() -> float:
+    with open("/proc/self/stat") as f:
+        s = f.read()
+    fields = s[s.rindex(")") + 2:].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def nearest(w: int, h: int, shapes: List[Tuple[int, int]]) -> int:
+    """The bucket of nearest aspect ratio, the first of equals."""
+    best, bp, bq = 0, 0, 0
+    for i, (H, W) in enumerate(shapes):
+        a, b = w * H, h * W
+        p, q = max(a, b), min(a, b)
+        if i == 0 or p * bq < bp * q:
+            best, bp, bq = i, p, q
+    return best
+
+
+def scale(shapes: List[Tuple[int, int]], side: int) -> List[Tuple[int, int]]:
+    return [(h * side // 1024, w * side // 1024) for h, w in shapes]
+
+
+class Files:
+    """The usual bucketed Dataset: item (path, bucket) decoded, oriented,
+    resized to cover the bucket and cropped at the centre, to uint8 CHW."""
+
+    def __init__(self, paths: List[str], shapes: List[Tuple[int, int]]):
+        self.paths, self.shapes = paths, shapes
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, item):
+        import torch
+        from PIL import Image, ImageOps
+
+        i, b = item
+        H, W = self.shapes[b]
+        with Image.open(self.paths[i]) as im:
+            im = ImageOps.exif_transpose(im).convert("RGB")
+            w, h = im.size
+            if W * h >= H * w:
+                nw, nh = W, h * W // w
+            else:
+                nw, nh = w * H // h, H
+            im = im.resize((nw, nh), Image.BILINEAR)
+            left, top = round((nw - W) / 2), round((nh - H) / 2)
+            im = im.crop((left, top, left + W, top + H))
+            t = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).reshape(H, W, 3).permute(2, 0, 1)
+        return t
+
+
+class BucketSampler:
+    """Each bucket's images shuffled and cut into batches of its size, the
+    batches shuffled: the usual bucket batch sampler."""
+
+    def __init__(self, buckets: Dict[int, List[int]], sizes: List[int], seed: int):
+        self.buckets, self.sizes, self.seed = buckets, sizes, seed
+
+    def batches(self) -> List[List[Tuple[int, int]]]:
+        rng = random.Random(self.seed)
+        out = []
+        for b, ids in sorted(self.buckets.items()):
+            ids = ids[:]
+            rng.shuffle(ids)
+            k = self.sizes[b]
+            out += [[(i, b) for i in ids[j:j + k]] for j in range(0, len(ids) - k + 1, k)]
+        rng.shuffle(out)
+        return out
+
+    def __iter__(self):
+        return iter(self.batches())
+
+    def __len__(self) -> int:
+        return len(self.batches())
+
+
+def pil(a: argparse.Namespace) -> Dict[str, Any]:
+    import torch
+    from PIL import Image
+    from torch.utils.data import DataLoader
+
+    shapes = scale(SDXL, a.side)
+    paths = []
+    for root, _, files in os.walk(a.dir):
+        paths += [os.path.join(root, f) for f in files if f.endswith(".jpg")]
+    paths.sort()
+    buckets: Dict[int, List[int]] = {}
+    for i, p in enumerate(paths):  # the header pass, before the clock
+        with Image.open(p) as im:
+            w, h = im.size
+            if im.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # displayed size, as the index's
+                w, h = h, w
+        H, W = shapes[nearest(w, h, shapes)]
+        if max(H / h, W / w) <= 2:
+            buckets.setdefault(nearest(w, h, shapes), []).append(i)
+    sizes = [max(1, a.budget // (h * w)) for h, w in shapes]
+    loader = DataLoader(Files(paths, shapes), batch_sampler=BucketSampler(buckets, sizes, a.seed + a.epoch),
+                        num_workers=a.workers, collate_fn=torch.stack)
+    return measure(lambda: loader)
+
+
+def brand_mode(a: argparse.Namespace) -> Dict[str, Any]:
+    import brand
+    from torch.utils.data import DataLoader
+
+    preset = {1024: "sdxl", 768: "sdxl-768", 512: "sdxl-512"}[a.side]
+    ds = brand.Buckets(a.url, a.dataset, buckets=preset, budget=a.budget, seed=a.seed)
+    ds.set_epoch(a.epoch)
+    loader = DataLoader(ds, batch_size=None, num_workers=a.workers)
+    return measure(lambda: (b.images for b in loader))
+
+
+def measure(make_steps) -> Dict[str, Any]:
+    images = steps = 0
+    cpu0 = tree_cpu()
+    start = time.perf_counter()
+    for images_t in make_steps():
+        images += len(images_t)
+        steps += 1
+    seconds = time.perf_counter() - start
+    return {"images": images, "steps": steps, "seconds": seconds, "cpu_seconds": tree_cpu() - cpu0}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["pil", "brand"])
+    p.add_argument("--dir", help="pil: the JPEG tree")
+    p.add_argument("--url", help="brand: the gateway")
+    p.add_argument("--dataset", default="photos")
+    p.add_argument("--side", type=int, default=1024, help="the SDXL buckets' scale: 1024, 768 or 512")
+    p.add_argument("--budget", type=int, default=4 << 20, help="pixels a step")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--seed", type=int, default=7)
+    a = p.parse_args()
+    out = pil(a) if a.mode == "pil" else brand_mode(a)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
