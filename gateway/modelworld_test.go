@@ -187,6 +187,9 @@ func (w *mWorld) specs() []gateway.DatasetSpec {
 	if st, ok := w.stores[mVis]; ok {
 		specs = append(specs, gateway.DatasetSpec{Name: mVis, URL: "file:///vis", Store: st})
 	}
+	if st, ok := w.stores[mImg]; ok {
+		specs = append(specs, gateway.DatasetSpec{Name: mImg, URL: "file:///img", Store: st})
+	}
 	return specs
 }
 

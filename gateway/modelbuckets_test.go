@@ -1,0 +1,196 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	_ "image/jpeg"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/testsupport/jobmodel"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// mImg is a bucket round's dataset: JPEGs of random sizes in tar chunks,
+// packed with their image sizes (withBuckets).
+const mImg = "img"
+
+// mBucketPool are the buckets a round draws its list from, [H, W].
+var mBucketPool = [][2]int{{24, 24}, {16, 32}, {32, 16}, {20, 28}, {28, 20}, {12, 48}, {48, 12}}
+
+// withBuckets adds mImg to w: 5 to 8 chunks of 6 to 14 JPEGs, 6 to 70
+// pixels a side (some too small for any bucket), and their sizes
+// (dataset.WriteSizes); it returns every sample's [width, height], read
+// with image.DecodeConfig.
+func (w *mWorld) withBuckets(t *testing.T, r *rand.Rand) [][2]int {
+	t.Helper()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, per := 5+r.IntN(4), 6+r.IntN(9)
+	jpegs := map[string][]byte{}
+	ix := packSamples(t, st, chunks, per, func(id, _ int) (string, []sampleFile) {
+		p, err := photos.Sized(9, id, 6+r.IntN(65), 6+r.IntN(65), 80)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprintf("img/s%04d", id)
+		jpegs[key] = p.JPEG
+		return key, []sampleFile{{"jpg", p.JPEG}}
+	})
+	if _, err := dataset.WriteSizes(context.Background(), st, ix, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	w.stores[mImg] = st
+	v := readMVersion(t, st)
+	w.versions[mImg] = []*mVersion{v}
+	sizes := make([][2]int, len(v.keys))
+	for id, key := range v.keys {
+		c, _, err := image.DecodeConfig(bytes.NewReader(jpegs[key]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[id] = [2]int{c.Width, c.Height}
+	}
+	return sizes
+}
+
+// bucketRound is a round of a bucket job over mImg on one gateway or a
+// cluster of three, held to jobmodel.BucketJob: every step's bucket
+// (Brand-Transform) and every rank's samples, /epoch/N's steps and
+// buckets and /plan's, over two epochs, and the rest of an epoch resumed
+// at another world size after a random number of steps.
+func bucketRound(t *testing.T, seed uint64) {
+	r := roundRand(seed)
+	w := newMWorld(t, r)
+	sizes := w.withBuckets(t, r)
+	ns := startMNodes(t, w, []int{1, 3}[r.IntN(2)])
+	pool := slices.Clone(mBucketPool)
+	r.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
+	shapes := pool[:2+r.IntN(len(pool)-1)]
+	budget := 24 * 24 * (1 + r.IntN(3))
+	m := &jobmodel.BucketJob{Shapes: shapes, Sizes: sizes, MaxUpscale: 2}
+	names := make([]string, len(shapes))
+	for i, s := range shapes {
+		names[i] = fmt.Sprintf("%dx%d", s[0], s[1])
+		m.Per = append(m.Per, budget/(s[0]*s[1]))
+	}
+	q := url.Values{}
+	q.Set("dataset", mImg)
+	seed64 := r.Uint64() >> 1
+	window := 1 + r.IntN(4)
+	q.Set("seed", strconv.FormatUint(seed64, 10))
+	q.Set("window", strconv.Itoa(window))
+	q.Set("buckets", strings.Join(names, ","))
+	q.Set("budget", strconv.Itoa(budget))
+	if r.IntN(2) == 0 {
+		q.Set("max_upscale", "3")
+		m.MaxUpscale = 3
+	}
+	if r.IntN(2) == 0 {
+		q.Set("flip", "0.5")
+	}
+	m.Job = &jobmodel.Job{Counts: w.first(mImg).counts, Seed: seed64, Window: window}
+	world := 1 + r.IntN(4)
+	t.Logf("job %s, world %d, on %d nodes", q.Encode(), world, len(ns.urls))
+	v := w.first(mImg)
+	check := func(epoch uint64, legs [][2]int, world int) []jobmodel.BucketStep {
+		t.Helper()
+		want, err := m.Steps(epoch, legs, world)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jq := cloneValues(q)
+		jq.Set("world", strconv.Itoa(world))
+		var resume []string
+		for _, l := range legs {
+			resume = append(resume, fmt.Sprintf("%d:%d", l[0], l[1]))
+		}
+		if len(resume) > 0 {
+			jq.Set("resume", strings.Join(resume, ","))
+		}
+		jq.Set("rank", "0")
+		node := ns.urls[r.IntN(len(ns.urls))]
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s", node, epoch, jq.Encode()))
+		var info api.EpochInfo
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil {
+			t.Fatalf("/epoch/%d?%s: %s %s", epoch, jq.Encode(), resp.Status, body)
+		}
+		if info.Batches != len(want) || info.Buckets == nil {
+			t.Fatalf("/epoch/%d (legs %v, world %d): %d steps, the model %d", epoch, legs, world, info.Batches, len(want))
+		}
+		for step, st := range want {
+			for rank := range world {
+				jq.Set("rank", strconv.Itoa(rank))
+				resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", ns.urls[r.IntN(len(ns.urls))], epoch, step, jq.Encode()))
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("epoch %d step %d rank %d: %s %s", epoch, step, rank, resp.Status, body)
+				}
+				if got := resp.Header.Get(api.HeaderTransform); !strings.HasPrefix(got, "bucket:"+names[st.Bucket]) {
+					t.Fatalf("epoch %d step %d rank %d: bucket %s, the model's %s", epoch, step, rank, got, names[st.Bucket])
+				}
+				var ids []int
+				for _, s := range readTar(t, body) {
+					ids = append(ids, v.ids[s.key])
+				}
+				if !slices.Equal(ids, st.Ranks[rank]) {
+					t.Fatalf("epoch %d step %d rank %d (legs %v, world %d): samples %v, the model's %v", epoch, step, rank, legs, world, ids, st.Ranks[rank])
+				}
+			}
+		}
+		return want
+	}
+	served := make([][]jobmodel.BucketStep, 2)
+	for epoch := range uint64(2) {
+		served[epoch] = check(epoch, nil, world)
+		// The rest of the epoch after k steps, at another world size.
+		k := r.IntN(len(served[epoch]) + 1)
+		check(epoch, [][2]int{{world, k}}, 1+r.IntN(4))
+	}
+	// /plan plans what was served.
+	jq := cloneValues(q)
+	jq.Set("world", strconv.Itoa(world))
+	jq.Set("epochs", "2")
+	resp, body := get(t, ns.urls[0]+"/plan?"+jq.Encode())
+	var plan struct {
+		Buckets []api.BucketPlanEpoch `json:"buckets"`
+		Epochs  []api.PlanEpoch       `json:"epochs"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &plan) != nil || len(plan.Epochs) != 2 || len(plan.Buckets) != 2 {
+		t.Fatalf("/plan?%s: %s %s", jq.Encode(), resp.Status, body)
+	}
+	for epoch, steps := range served {
+		if plan.Epochs[epoch].Batches != len(steps) || plan.Buckets[epoch].Steps != len(steps) {
+			t.Fatalf("/plan of epoch %d: %+v; %d steps served", epoch, plan.Epochs[epoch], len(steps))
+		}
+		counts := make([]int, len(shapes))
+		for _, st := range steps {
+			counts[st.Bucket]++
+		}
+		for k, b := range plan.Buckets[epoch].Buckets {
+			if b.Batches != counts[k] || b.BatchSize != m.Per[k] {
+				t.Fatalf("/plan of epoch %d, bucket %s: %d steps of %d, served %d of %d", epoch, b.Shape, b.Batches, b.BatchSize, counts[k], m.Per[k])
+			}
+		}
+	}
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := url.Values{}
+	for k, x := range v {
+		out[k] = slices.Clone(x)
+	}
+	return out
+}
