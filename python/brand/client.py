@@ -496,7 +496,7 @@ class Client:
         # A transformed or token batch is read into a buffer of its own,
         # writable, so that its tensors are handed out as views of it, not
         # copies.
-        into = self._body if self._views or "transform" in q or "seq" in q or _clips(q) else None
+        into = self._body if self._views or "transform" in q or "seq" in q or "buckets" in q or _clips(q) else None
         a = self._send_pinned(f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
         return a.headers, a.body
 

@@ -56,6 +56,16 @@ class BucketBatch(NamedTuple):
     members: Dict[str, List[Any]]
 
 
+def _empty(shape: Tuple[int, int, int, int]) -> torch.Tensor:
+    """An uninitialised uint8 tensor of shape: in shared memory in a
+    DataLoader worker (its storage made there, not copied there when the
+    step is sent)."""
+    n = shape[0] * shape[1] * shape[2] * shape[3]
+    if get_worker_info() is None or not hasattr(torch.UntypedStorage, "_new_shared"):
+        return torch.empty(shape, dtype=torch.uint8)
+    return torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(n)).view(shape)
+
+
 def bucket_batch(b: Batch) -> BucketBatch:
     """The :class:`BucketBatch` of a bucket job's batch as a
     :class:`brand.Client` decodes it."""
@@ -64,20 +74,24 @@ def bucket_batch(b: Batch) -> BucketBatch:
     geo = [g.split(",") for g in (b.geometry or "").split(";") if g]
     if len(geo) != len(b):
         raise ValueError(f"brand.Buckets: {len(b)} samples, geometry of {len(geo)}")
-    images, members = [], {}
-    for s in b:
+    # One copy of each image, from the batch's buffer (the client's,
+    # reused) into the step's tensor: in a DataLoader worker, made in
+    # shared memory, so that the trainer's process receives it without
+    # another.
+    images = _empty((len(b), 3, h, w))
+    members: Dict[str, List[Any]] = {}
+    for i, s in enumerate(b):
         npy = [k for k in s if k.endswith("npy")]
         if len(npy) != 1:
             raise ValueError(f"brand.Buckets: sample {s['__key__']} has {len(npy)} image tensors")
-        images.append(npy_tensor(s[npy[0]]))
+        images[i].copy_(npy_tensor(s[npy[0]]))
         for k, v in s.items():
             if k != npy[0] and not k.startswith("__"):
                 members.setdefault(k, []).append(bytes(v))
     sizes = torch.tensor([[int(g[1]), int(g[0])] for g in geo], dtype=torch.int64).reshape(-1, 2)
     crops = torch.tensor([[int(g[3]), int(g[2])] for g in geo], dtype=torch.int64).reshape(-1, 2)
     flips = torch.tensor([g[4] == "1" for g in geo], dtype=torch.bool)
-    stacked = torch.stack(images) if images else torch.empty((0, 3, h, w), dtype=torch.uint8)
-    return BucketBatch(stacked, (h, w), sizes, crops, flips, [s["__key__"] for s in b], members)
+    return BucketBatch(images, (h, w), sizes, crops, flips, [s["__key__"] for s in b], members)
 
 
 class Buckets(IterableDataset):

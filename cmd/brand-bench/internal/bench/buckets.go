@@ -104,6 +104,10 @@ type BucketsRow struct {
 	ImagesPerSec      float64 `json:"images_per_s"`
 	TrainerCPU        float64 `json:"trainer_cpu_s"`
 	TrainerMsPerImage float64 `json:"trainer_ms_per_image"`
+	// FirstStepCPU is the trainer's CPU to its first step (the workers'
+	// start and imports), SteadyMsPerImage its CPU an image after it.
+	FirstStepCPU     float64 `json:"first_step_cpu_s"`
+	SteadyMsPerImage float64 `json:"steady_trainer_ms_per_image"`
 	GatewayCPU        float64 `json:"gateway_cpu_s"`
 	GatewayMsPerImage float64 `json:"gateway_ms_per_image"`
 }
@@ -187,6 +191,7 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 				Steps      int     `json:"steps"`
 				Seconds    float64 `json:"seconds"`
 				CPUSeconds float64 `json:"cpu_seconds"`
+				First      float64 `json:"first_step_cpu_seconds"`
 			}
 			if err := py.run(ctx, &out, args...); err != nil {
 				return nil, err
@@ -197,7 +202,12 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 			}
 			n := float64(out.Images)
 			row := BucketsRow{Round: round, Mode: mode, Images: out.Images, Steps: out.Steps, Seconds: out.Seconds,
-				ImagesPerSec: n / out.Seconds, TrainerCPU: out.CPUSeconds, TrainerMsPerImage: 1e3 * out.CPUSeconds / n}
+				ImagesPerSec: n / out.Seconds, TrainerCPU: out.CPUSeconds, TrainerMsPerImage: 1e3 * out.CPUSeconds / n,
+				FirstStepCPU: out.First}
+			if n > float64(out.Steps) && out.Steps > 1 {
+				// Per image after the first step: the workers started.
+				row.SteadyMsPerImage = 1e3 * (out.CPUSeconds - out.First) / (n * float64(out.Steps-1) / float64(out.Steps))
+			}
 			if mode == "brand" {
 				row.GatewayCPU, row.GatewayMsPerImage = gw, 1e3*gw/n
 			}
@@ -299,10 +309,10 @@ func (r *BucketsReport) WriteText(w io.Writer) error {
 	for _, m := range []string{"pil", "brand"} {
 		fmt.Fprintf(&sb, "| %s | %s |\n", map[string]string{"pil": "(1) PIL bucketing in DataLoader workers", "brand": "(2) brand.Buckets"}[m], spreadString(r.Summary[m], 3))
 	}
-	sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | images/s | s | trainer CPU s | trainer ms an image | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+	sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | images/s | s | trainer CPU s | of which to the first step | trainer ms an image | after the first step | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.1f | %.2f | %.2f | %.3f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.ImagesPerSec,
-			row.Seconds, row.TrainerCPU, row.TrainerMsPerImage, row.GatewayCPU, row.GatewayMsPerImage)
+		fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.1f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.ImagesPerSec,
+			row.Seconds, row.TrainerCPU, row.FirstStepCPU, row.TrainerMsPerImage, row.SteadyMsPerImage, row.GatewayCPU, row.GatewayMsPerImage)
 	}
 	if e := r.Epoch; e != nil {
 		fmt.Fprintf(&sb, "\nEpoch 1 of the bucket job (/epoch/1): mean fill of the budget %.3f, %d images too small, %d without an image.\n\n| bucket | images | steps | batch size | dropped | fill |\n| --- | --: | --: | --: | --: | --: |\n", e.Fill, e.TooSmall, e.NoImage)
