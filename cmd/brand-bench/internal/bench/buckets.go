@@ -106,8 +106,8 @@ type BucketsRow struct {
 	TrainerMsPerImage float64 `json:"trainer_ms_per_image"`
 	// FirstStepCPU is the trainer's CPU to its first step (the workers'
 	// start and imports), SteadyMsPerImage its CPU an image after it.
-	FirstStepCPU     float64 `json:"first_step_cpu_s"`
-	SteadyMsPerImage float64 `json:"steady_trainer_ms_per_image"`
+	FirstStepCPU      float64 `json:"first_step_cpu_s"`
+	SteadyMsPerImage  float64 `json:"steady_trainer_ms_per_image"`
 	GatewayCPU        float64 `json:"gateway_cpu_s"`
 	GatewayMsPerImage float64 `json:"gateway_ms_per_image"`
 }
