@@ -19,6 +19,13 @@ import (
 	"github.com/brandgw/brand/internal/testsupport/stagetest"
 )
 
+// clipJSON is a tree's clip's .json member.
+type clipJSON struct {
+	Video  string
+	Frames []int
+	PTS    []int64
+}
+
 // clipBatches gets every batch of epoch 0 of the clip job q.
 func clipBatches(t *testing.T, url, q string) (resps []*http.Response, bodies [][]byte) {
 	t.Helper()
