@@ -246,6 +246,26 @@ func Message(err error) string {
 	return err.Error()
 }
 
+// Metric is the sum of the series of the metric name the stages have
+// counted (what /metrics says of them), 0 if none.
+func (s *Stages) Metric(t testing.TB, name string) float64 {
+	t.Helper()
+	mfs, err := s.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
 // Sample is a sample of a batch's tar: its key and its members by
 // extension.
 type Sample struct {
