@@ -27,7 +27,7 @@ func mVisRule(vocab, cap int) string {
 
 // visionRound is a round of a vision job (seq= with vision=) over mVis,
 // held as a token job is (tokenRun): its packing is package vision's,
-// tested there and in TestVisionOverHTTP, so the model is its cut —
+// tested there and in internal/batch/visit's TestVisionSequences, so the model is its cut —
 // each sequence keyed by its epoch position, the plain cut's positions
 // for each rank, and with balance=attention, tokens or vision §13.3's
 // assignment of the global batch by the sequences' costs as the test

@@ -243,10 +243,13 @@ fuzz_all() {
 }
 
 libav_raced() {
-	go vet -tags brand_libav ./transform/video/ ./internal/batch/tensorize/ ./gateway/ ./integration/ || return
+	go vet -tags brand_libav ./transform/video/ ./internal/batch/tensorize/ ./internal/batch/visit/ ./internal/testsupport/stagetest/ ./gateway/ ./integration/ || return
 	go test $race -count=1 -tags brand_libav ./transform/video/ || return
 	# The clip stage's decode of a batch's clips, each frame PyAV's.
 	go test $race -count=1 -tags brand_libav ./internal/batch/tensorize/ || return
+	# What the stages, wired as a node wires them (internal/testsupport/stagetest),
+	# serve of a clip job over videos lost, damaged or undecodable.
+	go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video|GOP' ./internal/batch/visit/ || return
 	# Clip jobs end to end with the decoder, the gateway's (frames equal
 	# to PyAV's, a LeRobot dataset's windows); brand serve processes
 	# decode them in lane two.

@@ -12,5 +12,7 @@
 //	layertest   a package held to its layers: what it must not link, and why
 //	netns       test networks of network namespaces, and faults cut into them
 //	videotest   the video files the video formats' tests read (ffmpeg, ffprobe)
+//	visiontest  image-text samples and the tokens a vision job makes of each
+//	stagetest   the batch stages wired as a node wires them, for tests without HTTP
 //	jobmodel    a reference model of a job's epochs, cut, balance and table of features
 package testsupport

@@ -1,6 +1,6 @@
 //go:build brand_libav
 
-package gateway_test
+package visit_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"path/filepath"
 	"testing"
@@ -17,17 +16,13 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/video"
+	"github.com/brandgw/brand/internal/testsupport/stagetest"
 	"github.com/brandgw/brand/internal/testsupport/videotest"
 	"github.com/brandgw/brand/s3backend"
 )
 
-// clipJSON is a tree's clip's .json member.
-type clipJSON struct {
-	Video  string
-	Frames []int
-	PTS    []int64
-}
-
+// exactlyOnceInts fails unless seen holds the n ints 0..n-1, each
+// counted once.
 func exactlyOnceInts(t *testing.T, seen map[int]int, n int, what string) {
 	t.Helper()
 	if len(seen) != n {
@@ -42,14 +37,14 @@ func exactlyOnceInts(t *testing.T, seen map[int]int, n int, what string) {
 
 // A LeRobot v3 dataset (episodes encoded alone and concatenated as
 // LeRobot does, an AV1 and an H.264 camera, the Parquet written by
-// DuckDB) served with windows: each anchor row once an epoch, keyed by
+// DuckDB) served with windows through the stages a node wires: each anchor row once an epoch, keyed by
 // its row; each camera window's frames PyAV's decode of the frames shown
 // at the episode's start in the file plus its rows' timestamps (within
 // 1e-4 s); a column's window its rows' values stacked, clamped to the
 // episode and marked as padding there; a column with no window the
 // anchor's value.
 func TestLeRobotClips(t *testing.T) {
-	fx := videotest.LeRobot(t, "..", 0)
+	fx := videotest.LeRobot(t, "../../..", 0)
 	st, err := s3backend.NewLocal(fx.Dir)
 	if err != nil {
 		t.Fatal(err)
@@ -70,18 +65,18 @@ func TestLeRobotClips(t *testing.T) {
 			}
 		}
 	}
-	srv := startVideos(t, st, nil)
+	s := stagetest.New(t, stagetest.Config{Datasets: stagetest.Videos(st)})
 	const fps = 10
 	starts := []int{0, 12, 20, 35} // the episodes' rows
 	q := "delta_timestamps=" + url.QueryEscape(videotest.CamFront+":-0.2,-0.1,0;action:0,0.1,0.2") + "&frames=-1,0&batch_size=4&seed=3"
 	for epoch := range 2 {
 		seen := map[int]int{}
 		for m := range 9 {
-			resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, epoch, m, q))
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("batch %d: %d %s", m, resp.StatusCode, body)
+			_, body, err := s.Batch(context.Background(), q, uint64(epoch), uint64(m))
+			if err != nil {
+				t.Fatalf("batch %d: %v", m, err)
 			}
-			for _, s := range readTar(t, body) {
+			for _, s := range stagetest.Samples(t, body) {
 				var js struct {
 					Row, Episode int
 					Timestamp    float32
@@ -93,8 +88,8 @@ func TestLeRobotClips(t *testing.T) {
 						Seconds []float64
 					}
 				}
-				if err := json.Unmarshal(s.files["json"], &js); err != nil {
-					t.Fatalf("%s: %v", s.key, err)
+				if err := json.Unmarshal(s.Files["json"], &js); err != nil {
+					t.Fatalf("%s: %v", s.Key, err)
 				}
 				r, e := js.Row, js.Episode
 				seen[r]++
@@ -102,8 +97,8 @@ func TestLeRobotClips(t *testing.T) {
 				if r >= 20 {
 					file, at = 1, r-20
 				}
-				if want := fmt.Sprintf("data/chunk-000/file-%03d/%02d", file, at); s.key != want {
-					t.Errorf("row %d keyed %q, want %q", r, s.key, want)
+				if want := fmt.Sprintf("data/chunk-000/file-%03d/%02d", file, at); s.Key != want {
+					t.Errorf("row %d keyed %q, want %q", r, s.Key, want)
 				}
 				rowsAt := func(deltas ...int) (rows []int, pad []bool) {
 					for _, d := range deltas {
@@ -137,7 +132,7 @@ func TestLeRobotClips(t *testing.T) {
 						t.Fatalf("row %d, %s: rows %v pad %v, want %v %v", r, cam, w.Rows, w.Pad, rows, pad)
 					}
 					ref := refs[w.Video]
-					arr, err := client.ParseNPY(s.files[cam+".npy"])
+					arr, err := client.ParseNPY(s.Files[cam+".npy"])
 					if err != nil || fmt.Sprint(arr.Shape) != fmt.Sprint([]int{len(rows), ref.Height, ref.Width, 3}) {
 						t.Fatalf("row %d, %s: %v %v", r, cam, err, arr.Shape)
 					}
@@ -159,15 +154,15 @@ func TestLeRobotClips(t *testing.T) {
 
 // checkArray checks a sample's .npy member ext: its dtype, shape and
 // float32 values.
-func checkArray(t *testing.T, s sample, ext, descr string, shape []int, want []float32) {
+func checkArray(t *testing.T, s stagetest.Sample, ext, descr string, shape []int, want []float32) {
 	t.Helper()
-	a, err := client.ParseNPY(s.files[ext])
+	a, err := client.ParseNPY(s.Files[ext])
 	if err != nil || a.DType != descr || fmt.Sprint(a.Shape) != fmt.Sprint(shape) || len(a.Data) != 4*len(want) {
-		t.Fatalf("%s: %s: %v %s %v, want %s %v", s.key, ext, err, a.DType, a.Shape, descr, shape)
+		t.Fatalf("%s: %s: %v %s %v, want %s %v", s.Key, ext, err, a.DType, a.Shape, descr, shape)
 	}
 	for i, w := range want {
 		if got := math.Float32frombits(binary.LittleEndian.Uint32(a.Data[4*i:])); got != w {
-			t.Fatalf("%s: %s[%d] = %v, want %v", s.key, ext, i, got, w)
+			t.Fatalf("%s: %s[%d] = %v, want %v", s.Key, ext, i, got, w)
 		}
 	}
 }
