@@ -18,7 +18,7 @@ func bucketsBenchmark() benchmark[bench.BucketsConfig, *bench.BucketsReport] {
 		name: "buckets", synopsis: bucketsSynopsis, config: bench.DefaultBucketsConfig, timeout: 40 * time.Minute,
 		small: func() bench.BucketsConfig {
 			c := bench.DefaultBucketsConfig()
-			c.Images, c.MinSide, c.MaxSide, c.Side, c.Budget, c.Rounds = 96, 400, 900, 512, 1<<20, 1
+			c.Images, c.MinSide, c.MaxSide, c.Side, c.Budget, c.Rounds, c.CheckWorld = 96, 400, 900, 512, 1<<20, 1, 2
 			return c
 		},
 		smallDoc: "96 photos of 400 to 900 px at the 512² buckets, one round: a smoke test",
@@ -31,6 +31,7 @@ func bucketsBenchmark() benchmark[bench.BucketsConfig, *bench.BucketsReport] {
 			fs.Int64Var(&cfg.Budget, "budget", cfg.Budget, "pixels of a step's batch")
 			fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "alternations of the two loaders")
 			fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "DataLoader workers of both, on the training node's core")
+			fs.IntVar(&cfg.CheckWorld, "check-world", cfg.CheckWorld, "if not 0, read a whole epoch at this world size once more and hold it to the files: one shape a step, each image once in the bucket its file's header gives, shares, fill")
 			fs.IntVar(&cfg.TrainerCPU, "trainer-cpu", cfg.TrainerCPU, "the training node's core")
 			fs.IntVar(&cfg.DataCPU, "data-cpu", cfg.DataCPU, "the data node's core: the gateway")
 			fs.StringVar(&cfg.Interpreter, "python", "", "Python with torch and PIL (default: $BRAND_BENCH_PYTHON, python3, /usr/bin/python3)")

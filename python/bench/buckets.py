@@ -160,6 +160,76 @@ def brand_mode(a: argparse.Namespace) -> Dict[str, Any]:
     return measure(lambda: (b.images for b in loader))
 
 
+def check(a: argparse.Namespace) -> Dict[str, Any]:
+    """Read a whole epoch of the bucket job at world ``a.world`` (every
+    rank, in this process) and hold it to the files: every step one shape
+    for every rank, every image at most once and in the bucket the rule
+    gives from its file's header (computed here with fractions, from
+    docs/http-api.md), each bucket's count of steps within one of its
+    share at every step, and the budget's mean fill."""
+    from fractions import Fraction
+
+    import brand
+    from PIL import Image
+
+    shapes = scale(SDXL, a.side)
+    preset = {1024: "sdxl", 768: "sdxl-768", 512: "sdxl-512"}[a.side]
+
+    def rule(w: int, h: int) -> Tuple[int, int]:
+        best, bd = None, None
+        for H, W in shapes:
+            x, y = w * H, h * W
+            d = Fraction(max(x, y), min(x, y))
+            if bd is None or d < bd:
+                best, bd = (H, W), d
+        return best
+
+    want, fit = {}, set()
+    for root, _, files in os.walk(a.dir):
+        for f in files:
+            if f.endswith(".jpg"):
+                key = os.path.relpath(os.path.join(root, f[:-4]), a.dir)
+                with Image.open(os.path.join(root, f)) as im:
+                    w, h = im.size
+                want[key] = rule(w, h)
+                H, W = want[key]
+                if max(H / h, W / w) <= 2:
+                    fit.add(key)
+    ranks = [iter(brand.Buckets(a.url, a.dataset, buckets=preset, budget=a.budget, seed=a.seed, world=a.world, rank=r))
+             for r in range(a.world)]
+    ds = brand.Buckets(a.url, a.dataset, buckets=preset, budget=a.budget, seed=a.seed, world=a.world, rank=0)
+    info = ds.epoch_info()["buckets"]
+    m = {tuple(int(x) for x in b["shape"].split("x")): b["batches"] for b in info["buckets"]}
+    total = sum(m.values())
+    seen, mixed, wrong, worst = set(), 0, 0, 0.0
+    count: Dict[Tuple[int, int], int] = {}
+    fill = 0.0
+    for t in range(total):
+        steps = [next(it) for it in ranks]
+        shapes_of = {s.bucket for s in steps}
+        if len(shapes_of) != 1:
+            mixed += 1
+        b = steps[0].bucket
+        count[b] = count.get(b, 0) + 1
+        for s in steps:
+            for key in s.keys:
+                if key in seen:
+                    raise SystemExit(f"{key} served twice")
+                seen.add(key)
+                if want.get(key) != s.bucket:
+                    wrong += 1
+        fill += len(steps[0].keys) * b[0] * b[1] / a.budget
+        for k, mk in m.items():
+            worst = max(worst, abs(count.get(k, 0) - (t + 1) * mk / total))
+    for it in ranks:
+        if next(it, None) is not None:
+            raise SystemExit("a rank has steps past /epoch/N's")
+    return {"files": len(want), "fit": len(fit), "served": len(seen), "steps": total, "world": a.world,
+            "buckets_used": len([k for k, v in m.items() if v]), "mixed_steps": mixed, "wrong_bucket": wrong,
+            "served_unfit": len(seen - fit), "max_share_deviation_steps": worst, "mean_fill": fill / max(total, 1),
+            "dropped": sum(b["dropped"] for b in info["buckets"]), "too_small": info["too_small"]}
+
+
 def measure(make_steps) -> Dict[str, Any]:
     images = steps = 0
     first = 0.0
@@ -179,7 +249,8 @@ def measure(make_steps) -> Dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["pil", "brand"])
+    p.add_argument("mode", choices=["pil", "brand", "check"])
+    p.add_argument("--world", type=int, default=2, help="check: the world size read")
     p.add_argument("--dir", help="pil: the JPEG tree")
     p.add_argument("--url", help="brand: the gateway")
     p.add_argument("--dataset", default="photos")
@@ -189,7 +260,7 @@ def main() -> None:
     p.add_argument("--epoch", type=int, default=0)
     p.add_argument("--seed", type=int, default=7)
     a = p.parse_args()
-    out = pil(a) if a.mode == "pil" else brand_mode(a)
+    out = {"pil": pil, "brand": brand_mode, "check": check}[a.mode](a)
     print(json.dumps(out))
 
 

@@ -53,6 +53,9 @@ type BucketsConfig struct {
 	// TrainerCPU and DataCPU are the cores of the training node and of
 	// the data node.
 	TrainerCPU, DataCPU int `zero:"kept"`
+	// CheckWorld, if not 0, reads a whole epoch at that world size once
+	// more and holds it to the files (python/bench/buckets.py check).
+	CheckWorld int `zero:"kept"`
 
 	Interpreter, Script string
 	Harness
@@ -90,8 +93,27 @@ type BucketsReport struct {
 	Rows       []BucketsRow          `json:"rows"`
 	Summary    map[string][3]float64 `json:"trainer_ms_per_image"` // per mode: median, min, max
 	Targets    []Target              `json:"targets"`
+	Check      *BucketsCheck         `json:"check,omitempty"`
 	Load       []float64             `json:"load_average"`
 	Seconds    float64               `json:"seconds"`
+}
+
+// BucketsCheck is an epoch read at one world size held to the files: the
+// buckets computed from each file's header by the script, with fractions.
+type BucketsCheck struct {
+	Files       int     `json:"files"`
+	Fit         int     `json:"fit"` // of a bucket within the upscale limit
+	Served      int     `json:"served"`
+	Steps       int     `json:"steps"`
+	World       int     `json:"world"`
+	BucketsUsed int     `json:"buckets_used"`
+	Mixed       int     `json:"mixed_steps"`  // steps whose ranks had two shapes
+	Wrong       int     `json:"wrong_bucket"` // images in another bucket than the rule's
+	ServedUnfit int     `json:"served_unfit"`
+	MaxShareDev float64 `json:"max_share_deviation_steps"` // the most a bucket's count of steps was off its share
+	MeanFill    float64 `json:"mean_fill"`
+	Dropped     int     `json:"dropped"`
+	TooSmall    int     `json:"too_small"`
 }
 
 // BucketsRow is one pass of a loader over an epoch.
@@ -216,6 +238,16 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 			rep.Rows = append(rep.Rows, row)
 		}
 	}
+	if cfg.CheckWorld > 0 {
+		var c BucketsCheck
+		if err := py.run(ctx, &c, "check", "--dir", src, "--url", g.base, "--dataset", "photos", "--side", strconv.Itoa(cfg.Side),
+			"--budget", strconv.FormatInt(cfg.Budget, 10), "--world", strconv.Itoa(cfg.CheckWorld), "--seed", "7"); err != nil {
+			return nil, err
+		}
+		rep.Check = &c
+		logf(cfg.Log, "check at world %d: %d of %d files served in %d steps of %d buckets; %d steps of two shapes, %d images in another bucket, share off by at most %.2f steps, fill %.3f",
+			c.World, c.Served, c.Files, c.Steps, c.BucketsUsed, c.Mixed, c.Wrong, c.MaxShareDev, c.MeanFill)
+	}
 	if err := g.stop(10 * time.Second); err != nil {
 		return nil, err
 	}
@@ -243,6 +275,13 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 	rep.Targets = []Target{atMost("trainer CPU per image, brand.Buckets ÷ PIL bucketing in DataLoader workers (worst round)", worst, 0.05)}
 	if rep.Epoch != nil {
 		rep.Targets = append(rep.Targets, atLeast("mean fill of the budget over the epoch's steps", rep.Epoch.Fill, 0.95))
+	}
+	if c := rep.Check; c != nil {
+		rep.Targets = append(rep.Targets,
+			atMost("steps whose ranks had two shapes", float64(c.Mixed), 0),
+			atMost("images in another bucket than the files' rule", float64(c.Wrong+c.ServedUnfit), 0),
+			atMost("a bucket's count of steps off its share, at any step (steps)", c.MaxShareDev, 1),
+			atLeast("mean fill of the budget (the check's epoch)", c.MeanFill, 0.95))
 	}
 	rep.Seconds = time.Since(started).Seconds()
 	return rep, nil
@@ -321,6 +360,10 @@ func (r *BucketsReport) WriteText(w io.Writer) error {
 				fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %.3f |\n", b.Shape, b.Samples, b.Batches, b.BatchSize, b.Dropped, b.Fill)
 			}
 		}
+	}
+	if c := r.Check; c != nil {
+		fmt.Fprintf(&sb, "\nAn epoch read at world %d held to the files (each file's bucket computed from its header with fractions by python/bench/buckets.py): %d files, %d fit a bucket, %d served once each in %d steps of %d buckets; %d steps of two shapes; %d images in another bucket; %d served unfit; a bucket's steps off its share by at most %.3f; mean fill %.3f; %d dropped, %d too small.\n",
+			c.World, c.Files, c.Fit, c.Served, c.Steps, c.BucketsUsed, c.Mixed, c.Wrong, c.ServedUnfit, c.MaxShareDev, c.MeanFill, c.Dropped, c.TooSmall)
 	}
 	fmt.Fprintf(&sb, "\nThe trainer's CPU is its process tree's (the workers, reaped, included) over the pass; the gateway's over the same pass, from /proc. Load average before each round: %s. %d CPUs.\n\nTargets:\n", joinFloats(r.Load, 1), r.Machine.CPUs)
 	for _, t := range r.Targets {
