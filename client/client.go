@@ -129,14 +129,19 @@ type Options struct {
 	// stopped while it wrote a batch). A single gateway is never probed,
 	// since there is nowhere else to go. 0 means DefaultProbeAfter (3 s).
 	//
-	// ProbeAfter is a ceiling: the first probe of an attempt comes sooner
-	// once the client has seen its nodes answer, after a deadline learnt
-	// from them (three times the 95th percentile of the client's recent
-	// attempts' time to headers, at least 100 ms), and that probe waits as
-	// long for an answer (between 250 ms and 1 s). So a node that stops
-	// answering mid-request costs a warm job's step a fraction of a
-	// second, and a node slow on a cold batch, which answers its probe,
-	// only a probe.
+	// ProbeAfter is a ceiling: the first probe of an attempt comes sooner,
+	// after a deadline learnt from the client's answers (three times the
+	// 95th percentile of its recent attempts' time to headers, at least
+	// 100 ms; 250 ms until it has seen 16 answers), and that probe waits
+	// as long for an answer (between 250 ms and 1 s). So a node that stops
+	// answering mid-request costs a job's step a fraction of a second.
+	// A node that answers its probe but has sent no headers once the
+	// deadline has passed again (slow on a cold batch, or its connection
+	// stalled by a flapping link) has the request hedged: it is also sent
+	// to the next node, within 20 hedges a second, and the first headers
+	// win; neither node is passed over. A body that stops while its node
+	// answers its probe (a node sends headers only once it holds the whole
+	// batch) fails over once the deadline has passed again without a byte.
 	ProbeAfter time.Duration
 }
 

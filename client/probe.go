@@ -27,11 +27,18 @@ const (
 	minProbeAfter = 250 * time.Millisecond
 )
 
+// coldDeadline is the deadline before the client has seen enough answers
+// to learn one (a new client, a new DataLoader worker). Waiting
+// ProbeAfter there cost a step 3 s and a probe's second on a node gone
+// silent early in an epoch; probing a live node early costs a /healthz
+// it answers at once, and a hedge, within the budget.
+const coldDeadline = 250 * time.Millisecond
+
 // newLag is the learnt time to headers of a client whose ProbeAfter is
 // ceiling (internal/cluster/hedge: the peers' deadline, learnt the same
-// way; no budget, since a probe is not a request for data).
+// way), and the budget of its hedges (hedge.DefaultRate a second).
 func newLag(ceiling time.Duration) *hedge.Policy {
-	return hedge.New(hedge.Config{Floor: min(lagFloor, ceiling), Ceiling: ceiling})
+	return hedge.New(hedge.Config{Floor: min(lagFloor, ceiling), Ceiling: ceiling, Cold: min(coldDeadline, ceiling)})
 }
 
 // firstProbe is how long an attempt waits for headers, or a body for its
@@ -47,27 +54,33 @@ func (t *transport) firstProbe() (after, wait time.Duration) {
 var errNoAnswer = errors.New("no response headers, and no answer to a health probe")
 
 // errBodyStopped is the cause of an attempt abandoned because its node
-// stopped sending the body and did not answer a health probe either.
-var errBodyStopped = errors.New("the body stopped, and no answer to a health probe")
+// stopped sending the body and did not answer a health probe either, or
+// answered it and sent nothing more (see watchBody).
+var errBodyStopped = errors.New("the body stopped, and a health probe got no answer or no byte followed its answer")
 
 // watch guards an attempt on a node of a cluster while it waits for
 // response headers. After the learnt deadline (firstProbe), then every
 // ProbeAfter, without them it probes the node's health URL (GET /healthz)
 // on the client's http.Client, unauthenticated, the first probe waiting
-// as long as firstProbe says, the others probeTimeout. A probe that gets any answer means the
-// node is alive and the batch merely slow (a cold batch read from the
-// store), so the attempt goes on waiting; a probe that gets none means a
-// stopped or wedged node, and the attempt is abandoned through abandon
-// with errNoAnswer, so that the request fails over at once rather than
-// after the transport's ResponseHeaderTimeout.
+// as long as firstProbe says, the others probeTimeout. A probe that gets
+// any answer means the node is alive and the batch slow (a cold batch
+// read from the store) or its connection stalled (a link that flaps
+// drops the request's resends in step with its outages): the attempt
+// goes on waiting, and alive is closed, so that doWatched hedges it. A
+// probe that gets none means a stopped, wedged or unreachable node, and
+// the attempt is abandoned through abandon with errNoAnswer, so that the
+// request fails over at once rather than after the transport's
+// ResponseHeaderTimeout.
 //
 // stop ends the watch, waiting for a probe in flight, and reports whether
 // the attempt was abandoned; call it as soon as the headers arrive (or the
 // attempt failed). A probe cut short by stop or by ctx abandons nothing.
-func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, health string) (stop func() bool) {
+func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, health string) (stop func() bool, alive <-chan struct{}) {
 	ctx, cancel := context.WithCancel(ctx)
 	abandoned := false
 	exited := make(chan struct{})
+	answered := make(chan struct{})
+	first := true
 	after, wait := t.firstProbe()
 	go func() {
 		defer close(exited)
@@ -80,6 +93,10 @@ func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, 
 			case <-timer.C:
 			}
 			if t.probe(ctx, health, wait) || ctx.Err() != nil {
+				if first && ctx.Err() == nil {
+					close(answered)
+				}
+				first = false
 				wait = probeTimeout
 				timer.Reset(t.opts.ProbeAfter)
 				continue
@@ -93,29 +110,102 @@ func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, 
 		cancel()
 		<-exited
 		return abandoned
-	}
+	}, answered
 }
 
 // doWatched sends req, whose context abandon cancels, under a watch of its
-// node's health (see watch) until the response headers arrive.
-// The time to headers of an attempt answered is learnt (t.lag).
-func (t *transport) doWatched(req *http.Request, abandon context.CancelCauseFunc, health string) (*http.Response, error) {
+// node's health (see watch) until the response headers arrive. The time
+// to headers of an attempt answered is learnt (t.lag).
+//
+// With hedge (a node of the cluster after req's: see router.next), an
+// attempt whose node answered its probe and then sent no headers for
+// the learnt deadline once more is hedged: hedge's request is sent too,
+// within the budget (t.lag.Allow), and the first to send headers wins;
+// the other is cancelled through its context. The node that answered
+// its probe is alive, so neither is passed over: a cold batch still
+// comes from the home if it is the first, and a request stalled in a
+// connection whose resends a flapping link drops comes from the next
+// node instead. won is true when hedge's request answered.
+func (t *transport) doWatched(req *http.Request, abandon context.CancelCauseFunc, health string, hedge *http.Request, cancelHedge context.CancelCauseFunc) (resp *http.Response, won bool, err error) {
 	after, _ := t.firstProbe()
-	stop := t.watch(req.Context(), abandon, health)
-	sent := time.Now()
-	resp, err := t.hc.Do(req)
-	if !stop() {
+	stop, alive := t.watch(req.Context(), abandon, health)
+	type answer struct {
+		resp  *http.Response
+		err   error
+		hedge bool
+	}
+	answers := make(chan answer, 2)
+	send := func(r *http.Request, hedge bool) {
+		sent := time.Now()
+		resp, err := t.hc.Do(r)
 		if err == nil {
 			t.lag.Observe(time.Since(sent))
 		}
-		return resp, err
+		answers <- answer{resp, err, hedge}
 	}
-	if err == nil {
-		drainClose(resp.Body) // the headers came as the probe failed: too late
+	go send(req, false)
+	inFlight := 1
+	var hedgeAt <-chan time.Time
+	if hedge == nil {
+		alive = nil
 	}
-	return nil, fmt.Errorf("%s %q: %w (probed after %v, then every %v)",
+	var a answer
+	for {
+		select {
+		case <-alive:
+			alive = nil
+			timer := time.NewTimer(after)
+			defer timer.Stop()
+			hedgeAt = timer.C
+			continue
+		case <-hedgeAt:
+			hedgeAt = nil
+			if t.lag.Allow() {
+				inFlight++
+				go send(hedge, true)
+			}
+			continue
+		case a = <-answers:
+		}
+		inFlight--
+		if a.err != nil && inFlight > 0 {
+			continue // the other may still answer
+		}
+		break
+	}
+	abandoned := stop()
+	if inFlight > 0 {
+		// The loser: cancelled, and its answer, if it comes, closed.
+		if a.hedge {
+			abandon(errLostToHedge)
+		} else {
+			cancelHedge(errLostToHedge)
+		}
+		go func() {
+			if l := <-answers; l.err == nil {
+				drainClose(l.resp.Body)
+			}
+		}()
+	}
+	if a.hedge {
+		if a.err == nil {
+			t.lag.Won()
+		}
+		return a.resp, true, a.err
+	}
+	if !abandoned {
+		return a.resp, false, a.err
+	}
+	if a.err == nil {
+		drainClose(a.resp.Body) // the headers came as the probe failed: too late
+	}
+	return nil, false, fmt.Errorf("%s %q: %w (probed after %v, then every %v)",
 		req.Method, req.URL, errNoAnswer, after.Round(time.Millisecond), t.opts.ProbeAfter)
 }
+
+// errLostToHedge is the cause of an attempt cancelled because its hedge,
+// or the attempt it hedged, sent headers first.
+var errLostToHedge = errors.New("another node answered first")
 
 // probe reports whether the node at health answers within wait, with
 // any status: an answer of any kind comes from a running process.
@@ -138,10 +228,15 @@ func (t *transport) probe(ctx context.Context, health string, wait time.Duration
 // watchBody guards the reading of an attempt's body as watch guards the
 // wait for its headers: a node stopped while it wrote a batch leaves the
 // read waiting for bytes, which the transport's timeouts do not bound.
-// After the learnt deadline without a byte read (then every ProbeAfter
-// once a probe was answered) the node is probed; a probe that
-// gets no answer abandons the attempt with errBodyStopped, which ends the
-// read. Closing the returned body ends the watch.
+// After the learnt deadline without a byte read the node is probed; a
+// probe that gets no answer abandons the attempt with errBodyStopped,
+// which ends the read. A node answers a batch's headers only once the
+// batch is read whole (internal/batch/reader), so a body that stops while
+// its node answers probes is a stalled connection (a link that flaps,
+// dropping the resends in step with its outages), not a node at work:
+// the learnt deadline once more without a byte abandons the attempt too,
+// and the request goes on at the next node. Closing the returned body
+// ends the watch.
 func (t *transport) watchBody(ctx context.Context, abandon context.CancelCauseFunc, health string, body io.ReadCloser) io.ReadCloser {
 	ctx, cancel := context.WithCancel(ctx)
 	wb := &watchedBody{ReadCloser: body, stop: cancel, exited: make(chan struct{})}
@@ -151,6 +246,7 @@ func (t *transport) watchBody(ctx context.Context, abandon context.CancelCauseFu
 		timer := time.NewTimer(after)
 		defer timer.Stop()
 		var seen int64
+		alive := false // a probe answered since the last byte
 		for {
 			select {
 			case <-ctx.Done():
@@ -159,13 +255,17 @@ func (t *transport) watchBody(ctx context.Context, abandon context.CancelCauseFu
 			}
 			if n := wb.read.Load(); n != seen {
 				// Bytes came since: wait the learnt deadline again.
-				seen = n
+				seen, alive = n, false
 				timer.Reset(after)
 				continue
 			}
+			if alive {
+				abandon(errBodyStopped)
+				return
+			}
 			if t.probe(ctx, health, wait) || ctx.Err() != nil {
-				wait = probeTimeout
-				timer.Reset(t.opts.ProbeAfter)
+				alive = true
+				timer.Reset(after)
 				continue
 			}
 			abandon(errBodyStopped)

@@ -176,7 +176,8 @@ func TestClusterFailsOverFromANodeStoppedMidBody(t *testing.T) {
 // TestClusterWaitsForASlowNode: a home that is slow to send its headers
 // (reading a cold batch from the store) but answers its /healthz probes
 // is not abandoned; it is probed again every ProbeAfter and serves the
-// batch.
+// batch. The attempt is hedged on the next node meanwhile (which is
+// slower here), and the hedge cancelled when the home answers.
 func TestClusterWaitsForASlowNode(t *testing.T) {
 	fc := newFakeCluster(t, 2)
 	probes := make(chan struct{}, 16)
@@ -195,6 +196,15 @@ func TestClusterWaitsForASlowNode(t *testing.T) {
 		}
 		return false
 	})
+	hedgeCancelled := make(chan struct{})
+	fc.setFault(1, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/epoch/1/batch/0" {
+			return false
+		}
+		<-r.Context().Done() // the hedge: never first
+		close(hedgeCancelled)
+		return true
+	})
 	job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: 0}} // home 0
 	c, err := client.New("", client.Options{Peers: fc.urls, Job: job, ProbeAfter: time.Second})
 	if err != nil {
@@ -209,8 +219,61 @@ func TestClusterWaitsForASlowNode(t *testing.T) {
 	if b.Node != fc.urls[0] {
 		t.Errorf("batch from node %d; want the slow home 0", fc.node(t, b.Node))
 	}
-	if got := fc.nodesOf("/epoch/1/batch/0"); !slices.Equal(got, []int{0}) {
-		t.Errorf("batch request reached nodes %v; want only the home", got)
+	if got := fc.nodesOf("/epoch/1/batch/0"); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("batch request reached nodes %v; want the home, then its hedge", got)
+	}
+	select {
+	case <-hedgeCancelled:
+	case <-ctx.Done():
+		t.Error("the hedge was not cancelled when the home answered")
+	}
+}
+
+// TestClusterHedgesAStalledNode: a home that answers its probes but not
+// the request (a request stalled in a connection whose resends a
+// flapping link drops in step with its outages) costs the batch about
+// twice the cold deadline, not ProbeAfter: the request is hedged on the
+// next node, which serves it; the home, alive, is not passed over. The
+// reproduction: the partition suite's flapping link stalled the Python
+// client's step 6.6 s, for the whole fault (the Go client's 0.42 s, by
+// the luck of its resends' phase).
+func TestClusterHedgesAStalledNode(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	fc.setFault(0, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/epoch/1/batch/0" {
+			return false
+		}
+		<-r.Context().Done() // probes answered, the batch never
+		return true
+	})
+	job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: 0}} // home 0
+	c, err := client.New("", client.Options{Peers: fc.urls, Job: job})               // ProbeAfter 3 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	b, err := c.Batch(ctx, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Twice the cold deadline (0.25 s) and a probe answered at once; the
+	// bound leaves a loaded machine room and stays far under ProbeAfter.
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Errorf("the batch took %s; want about twice the cold deadline", took)
+	}
+	if b.Node != fc.urls[1] {
+		t.Errorf("batch from node %d; want the hedge's node 1", fc.node(t, b.Node))
+	}
+	if got := fc.nodesOf("/epoch/1/batch/0"); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("batch request reached nodes %v; want the home, then its hedge", got)
+	}
+	if _, err := c.Batch(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.nodesOf("/epoch/1/batch/1"); !slices.Equal(got, []int{0}) {
+		t.Errorf("the next batch's request reached nodes %v; want the home, which was not passed over", got)
 	}
 }
 

@@ -84,11 +84,21 @@ func (t *transport) sendVia(ctx context.Context, r *router, path string, q url.V
 	k := r.pick()
 	for attempt := 0; ; attempt++ {
 		tried[k] = true
-		health := "" // a single gateway is not probed: there is nowhere else to go
+		at := target{u: r.endpoint(k, path, q)}
+		var hedge *target // a single gateway is not probed, nor hedged: there is nowhere else to go
+		h := -1
 		if len(r.nodes) > 1 {
-			health = r.endpoint(k, "/healthz", nil)
+			at.health = r.endpoint(k, "/healthz", nil)
+			if h = r.next(k); h >= 0 {
+				hedge = &target{u: r.endpoint(h, path, q), health: r.endpoint(h, "/healthz", nil)}
+			}
 		}
-		retry, err := t.attempt(ctx, r.endpoint(k, path, q), health, accept, b, read)
+		retry, won, err := t.attempt(ctx, at, hedge, accept, b, read)
+		if won {
+			// The hedge's node answered: what follows is of its answer.
+			k = h
+			tried[k] = true
+		}
 		if err == nil {
 			return r.nodes[k].name, nil
 		}
@@ -142,36 +152,64 @@ func (t *transport) sendVia(ctx context.Context, r *router, path string, q url.V
 	}
 }
 
+// target is where an attempt is sent: the request's URL on a node, and
+// the node's health URL ("" for a single gateway, which is not probed).
+type target struct{ u, health string }
+
 // attempt makes one request and reports whether its error may be retried.
 // With a health URL (a node of a cluster), the node is probed while the
 // request waits for headers, and the attempt abandoned, as a retryable
-// failure, if the probe gets no answer (see watch).
-func (t *transport) attempt(ctx context.Context, u, health, accept string, b *body, read readFunc) (retry bool, err error) {
-	method, data := http.MethodGet, io.Reader(nil)
-	if b != nil {
-		method, data = http.MethodPost, bytes.NewReader(b.data)
+// failure, if the probe gets no answer; with hedge too, a node that
+// answers its probe but not the request is hedged there (see watch and
+// doWatched), and won reports that hedge's node answered.
+func (t *transport) attempt(ctx context.Context, at target, hedge *target, accept string, b *body, read readFunc) (retry, won bool, err error) {
+	newRequest := func(ctx context.Context, u string) (*http.Request, error) {
+		method, data := http.MethodGet, io.Reader(nil)
+		if b != nil {
+			method, data = http.MethodPost, bytes.NewReader(b.data)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u, data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if b != nil {
+			req.Header.Set("Content-Type", b.contentType)
+		}
+		req.Header.Set("Accept", accept)
+		req.Header.Set("User-Agent", userAgent)
+		if t.opts.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+t.opts.Token)
+		}
+		return req, nil
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, data)
+	req, err := newRequest(ctx, at.u)
 	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if b != nil {
-		req.Header.Set("Content-Type", b.contentType)
-	}
-	req.Header.Set("Accept", accept)
-	req.Header.Set("User-Agent", userAgent)
-	if t.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+t.opts.Token)
+		return false, false, err
 	}
 	var resp *http.Response
 	var actx context.Context
-	if health != "" {
+	if at.health != "" {
 		// The attempt's own context, which the watches cancel to abandon
-		// it; it lasts until the body is read.
+		// it; it lasts until the body is read. A hedge has one of its
+		// own, cancelled when the attempt wins.
 		var abandon context.CancelCauseFunc
 		actx, abandon = context.WithCancelCause(ctx)
 		defer abandon(nil)
-		resp, err = t.doWatched(req.WithContext(actx), abandon, health)
+		var hreq *http.Request
+		var hctx context.Context
+		var habandon context.CancelCauseFunc
+		if hedge != nil {
+			hctx, habandon = context.WithCancelCause(ctx)
+			defer habandon(nil)
+			if hreq, err = newRequest(hctx, hedge.u); err != nil {
+				return false, false, err
+			}
+		}
+		resp, won, err = t.doWatched(req.WithContext(actx), abandon, at.health, hreq, habandon)
+		health := at.health
+		if won {
+			req, actx, abandon, health = hreq, hctx, habandon, hedge.health
+		}
 		if err == nil {
 			resp.Body = t.watchBody(actx, abandon, health, resp.Body)
 		}
@@ -182,24 +220,24 @@ func (t *transport) attempt(ctx context.Context, u, health, accept string, b *bo
 		// Refused or reset connections, timeouts and the like may clear up;
 		// a certificate the client distrusts will not.
 		var certErr *tls.CertificateVerificationError
-		return !errors.As(err, &certErr), err
+		return !errors.As(err, &certErr), won, err
 	}
 	defer drainClose(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return retryableStatus(resp.StatusCode), readAPIError(resp, time.Now())
+		return retryableStatus(resp.StatusCode), won, readAPIError(resp, time.Now())
 	}
 	if err := t.answered(resp.Header); err != nil {
-		return false, err
+		return false, won, err
 	}
 	if err := read(resp); err != nil {
 		if actx != nil && errors.Is(context.Cause(actx), errBodyStopped) {
-			return true, fmt.Errorf("%s %q: %w (probed after the deadline learnt from its answers, at most %v, without a byte): %w",
+			return true, won, fmt.Errorf("%s %q: %w (probed after the deadline learnt from its answers, at most %v, without a byte): %w",
 				req.Method, req.URL, errBodyStopped, t.opts.ProbeAfter, err)
 		}
 		var r *retryableError
-		return errors.As(err, &r), err
+		return errors.As(err, &r), won, err
 	}
-	return false, nil
+	return false, won, nil
 }
 
 // versionRefused returns, for a gateway's 409 to a job's request (an

@@ -94,6 +94,24 @@ func (r *router) pick() int {
 	return best
 }
 
+// next returns the node a request to node k is hedged on: the first in
+// the order k+1, k+2, … that is not passed over, or -1 (a single node,
+// or every other node failed recently).
+func (r *router) next(k int) int {
+	if len(r.nodes) == 1 {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	for i := 1; i < len(r.nodes); i++ {
+		if j := (k + i) % len(r.nodes); !now.Before(r.downUntil[j]) {
+			return j
+		}
+	}
+	return -1
+}
+
 // fail passes node k over for the router's retry period.
 func (r *router) fail(k int) {
 	if len(r.nodes) == 1 {

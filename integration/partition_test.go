@@ -1,13 +1,19 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,6 +29,7 @@ import (
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 	"github.com/brandgw/brand/internal/testsupport/netns"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -90,7 +97,13 @@ func TestClusterPartitions(t *testing.T) {
 	)
 	// The faults a hedged read answers, by name.
 	hedged := map[string]bool{"cut off from its peers": true, "asymmetric: the peers cannot reach it": true,
-		"asymmetric: it cannot reach the peers": true, "gray: its sample requests dropped": true, "flapping link (0.4 s down, 0.8 s up)": true}
+		"asymmetric: it cannot reach the peers": true, "gray: its sample requests dropped": true, "flapping link (0.4 s down, 0.8 s up)": true,
+		// Faults its clients see, answered by the clients' own learnt
+		// deadline and failover to the next node.
+		"blip: cut off from everything, its clients too (Go client)":           true,
+		"blip: cut off from everything, its clients too (Python client)":       true,
+		"flapping link, its clients too (0.3 s down, 0.3 s up; Go client)":     true,
+		"flapping link, its clients too (0.3 s down, 0.3 s up; Python client)": true}
 	p := packToMinIO(t, synth.Spec{Samples: 4096, MeanBytes: 2 << 10, Classes: 10, Seed: 53}, 96<<10)
 	// A second dataset, which no job reads before the store is cut off
 	// from a node under a job reading it: cold, as the part of a dataset
@@ -172,21 +185,16 @@ func TestClusterPartitions(t *testing.T) {
 		worstStep int
 		lost      time.Duration // the steps' time beyond the fastest step's, summed
 		failovers int           // batches served by another node than the rank's home
-		store     float64       // store bytes, × the dataset
-		perNode   []float64     // each node's part of store
-		failures  float64       // peer fetches failed, over the nodes
-		tables    float64       // other chunks' sample tables read from the store
+		steps     []time.Duration
+		store     float64   // store bytes, × the dataset
+		perNode   []float64 // each node's part of store
+		failures  float64   // peer fetches failed, over the nodes
+		tables    float64   // other chunks' sample tables read from the store
 	}
-	// readEpoch reads an epoch of d step by step, each rank through its
-	// own Go client given the peer list, with think time between steps
-	// as a training step's; before runs ahead of step m without holding
-	// the ranks back. It checks the epoch against the single gateway's.
-	readEpoch := func(t *testing.T, d *data, epoch int, before func(m int)) epochRun {
-		t.Helper()
-		want := make([][]string, d.steps)
-		for m := range d.steps {
-			want[m] = manifestKeys(t, d.single, fmt.Sprintf("/epoch/%d/batch/%d/manifest?seed=9&window=%d&batch_size=%d&world=1", epoch, m, window, batchSize*world))
-		}
+	// goRanks reads the steps of an epoch of d for every rank, each
+	// through its own Go client given the peer list, checking each
+	// sample against its source.
+	goRanks := func(t *testing.T, d *data, epoch int) stepReader {
 		clients := make([]*client.Client, world)
 		for r := range world {
 			job := api.Job{Dataset: d.name, Params: shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world, Rank: r}}
@@ -196,7 +204,32 @@ func TestClusterPartitions(t *testing.T) {
 			}
 			clients[r] = c
 		}
-		var failed atomic.Bool // a rank's batch failed in this epoch
+		return &goSteps{t: t, d: d.p, keys: d.keys, epoch: epoch, clients: clients, members: members}
+	}
+	// pyRanks does the same through the Python client, in a process of
+	// its own in the clients' namespace (testdata/partition_client.py).
+	pyRanks := func(t *testing.T, d *data, epoch int) stepReader {
+		py := pythontest.Need(t, "scripts/install-python.sh")
+		return startPySteps(t, py, clientHost, d.p, d.keys, map[string]any{"peers": urls, "dataset": d.name, "epoch": epoch,
+			"world": world, "batch_size": batchSize, "seed": 9, "window": window})
+	}
+	// readEpoch reads an epoch of d step by step through the ranks
+	// reading (goRanks if nil), with think time between steps as a
+	// training step's; before runs ahead of step m without holding the
+	// ranks back, and done, if not nil, after the last step, before the
+	// nodes' counts are read (a fault that cuts the clients off a node
+	// healed). It checks the epoch against the single gateway's.
+	readEpoch := func(t *testing.T, d *data, epoch int, reading func(t *testing.T, d *data, epoch int) stepReader, before func(m int), done func()) epochRun {
+		t.Helper()
+		want := make([][]string, d.steps)
+		for m := range d.steps {
+			want[m] = manifestKeys(t, d.single, fmt.Sprintf("/epoch/%d/batch/%d/manifest?seed=9&window=%d&batch_size=%d&world=1", epoch, m, window, batchSize*world))
+		}
+		if reading == nil {
+			reading = goRanks
+		}
+		ranks := reading(t, d, epoch)
+		defer ranks.close()
 		m0 := sumOver(t, hc, urls, names)
 		n0 := make([]float64, nodes)
 		for k, u := range urls {
@@ -206,39 +239,22 @@ func TestClusterPartitions(t *testing.T) {
 		fastest := time.Duration(math.MaxInt64)
 		var all time.Duration
 		seen := make(map[string]int, len(d.keys))
-		var mu sync.Mutex
 		for m := range d.steps {
 			if before != nil {
 				before(m)
 			}
-			got := make([][]string, world)
 			start := time.Now()
-			var step sync.WaitGroup
-			for r := range world {
-				step.Go(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-					defer cancel()
-					b, err := clients[r].Batch(ctx, epoch, m)
-					if err != nil {
-						failed.Store(true)
-						t.Errorf("%s epoch %d step %d rank %d: %v", d.name, epoch, m, r, err)
-						return
-					}
-					defer b.Release()
-					mu.Lock()
-					defer mu.Unlock()
-					if b.Node != urls[cluster.Home(r, world, nodes)] {
-						run.failovers++
-					}
-					for _, s := range b.Samples {
-						d.p.checkSample(t, s, d.keys)
-						seen[s.Key]++
-						got[r] = append(got[r], s.Key)
-					}
-				})
-			}
-			step.Wait()
+			got, served := ranks.step(m)
 			took := time.Since(start)
+			for r, keys := range got {
+				for _, k := range keys {
+					seen[k]++
+				}
+				if served[r] != urls[cluster.Home(r, world, nodes)] {
+					run.failovers++
+				}
+			}
+			run.steps = append(run.steps, took)
 			if testing.Verbose() && took > peerTimeout/4 {
 				t.Logf("  %s epoch %d step %d took %s (%s)", d.name, epoch, m, took.Round(time.Millisecond), start.Format("15:04:05.000"))
 			}
@@ -247,18 +263,13 @@ func TestClusterPartitions(t *testing.T) {
 			}
 			fastest = min(fastest, took)
 			all += took
-			if failed.Load() {
-				t.FailNow()
-			}
 			checkStep(t, fmt.Sprintf("%s epoch %d step %d", d.name, epoch, m), want[m], got, batchSize)
 			time.Sleep(think)
 		}
 		run.lost = all - time.Duration(d.steps)*fastest
 		exactlyOnce(t, seen, len(d.keys), fmt.Sprintf("%s epoch %d over all ranks", d.name, epoch))
-		for r, c := range clients {
-			if c.Members() != members {
-				t.Errorf("%s epoch %d: rank %d pinned membership %q, want %s, the cluster's one", d.name, epoch, r, c.Members(), members)
-			}
+		if done != nil {
+			done()
 		}
 		m1 := sumOver(t, hc, urls, names)
 		run.store = (m1["brand_backend_read_bytes_total"] - m0["brand_backend_read_bytes_total"]) / d.bytes
@@ -297,9 +308,9 @@ func TestClusterPartitions(t *testing.T) {
 	}
 
 	a := sets["synthetic"]
-	cold0 := readEpoch(t, a, 0, nil)
+	cold0 := readEpoch(t, a, 0, nil, nil, nil)
 	record(t, line("epoch 0 (cold, no fault)", cold0))
-	warm := readEpoch(t, a, 1, nil)
+	warm := readEpoch(t, a, 1, nil, nil, nil)
 	record(t, line("epoch 1 (warm, no fault)", warm))
 
 	x := hosts[victim]
@@ -319,38 +330,57 @@ func TestClusterPartitions(t *testing.T) {
 		// atStart: it starts before the epoch's first request, not at
 		// faultStep.
 		atStart bool
+		// reading: the ranks' clients (goRanks if nil).
+		reading func(t *testing.T, d *data, epoch int) stepReader
 	}
-	faults := []fault{
-		{"cut off from its peers", a, func(<-chan struct{}) { x.Cut(peers...) }, 0, true, false, false},
-		{"asymmetric: the peers cannot reach it", a, func(<-chan struct{}) {
-			for _, h := range peers {
-				h.Unreachable(8080, x)
-			}
-		}, 0, true, false, false},
-		{"asymmetric: it cannot reach the peers", a, func(<-chan struct{}) { x.Unreachable(8080, peers...) }, 0, true, false, false},
-		{"gray: its sample requests dropped", a, func(<-chan struct{}) { x.DropRequests(8080, "POST /internal/v2/samples") }, 0, true, false, false},
-		{"flapping link (0.4 s down, 0.8 s up)", a, func(stop <-chan struct{}) {
+	// flapping sets the victim's link down for down and up for up, over
+	// and over until stop, and up at the end: nothing reaches it, its
+	// clients' requests included, for down at a time.
+	flapping := func(down, up time.Duration) func(stop <-chan struct{}) {
+		return func(stop <-chan struct{}) {
 			go func() {
+				defer x.LinkUp() // after its last LinkDown, whatever Heal did meanwhile
 				for {
 					x.LinkDown()
 					select {
 					case <-stop:
 						return
-					case <-time.After(400 * time.Millisecond):
+					case <-time.After(down):
 					}
 					x.LinkUp()
 					select {
 					case <-stop:
 						return
-					case <-time.After(800 * time.Millisecond):
+					case <-time.After(up):
 					}
 				}
 			}()
-		}, 0, false, false, false},
+		}
+	}
+	// A blip: the victim cut off from everything — its peers, the store
+	// and its clients — its process running, as a machine whose network
+	// stalls for a few seconds. Its ranks' requests go unanswered (not
+	// refused) until their clients give up on it and read from the next
+	// node, which hedges its fetches from the victim.
+	blip := func(<-chan struct{}) { x.Cut(append(slices.Clone(peers), storeHost, clientHost)...) }
+	faults := []fault{
+		{"cut off from its peers", a, func(<-chan struct{}) { x.Cut(peers...) }, 0, true, false, false, nil},
+		{"asymmetric: the peers cannot reach it", a, func(<-chan struct{}) {
+			for _, h := range peers {
+				h.Unreachable(8080, x)
+			}
+		}, 0, true, false, false, nil},
+		{"asymmetric: it cannot reach the peers", a, func(<-chan struct{}) { x.Unreachable(8080, peers...) }, 0, true, false, false, nil},
+		{"gray: its sample requests dropped", a, func(<-chan struct{}) { x.DropRequests(8080, "POST /internal/v2/samples") }, 0, true, false, false, nil},
+		{"flapping link (0.4 s down, 0.8 s up)", a, flapping(400*time.Millisecond, 800*time.Millisecond), 0, false, false, false, nil},
+		{name: "blip: cut off from everything, its clients too (Go client)", data: a, apply: blip, failsOver: true},
+		{name: "blip: cut off from everything, its clients too (Python client)", data: a, apply: blip, failsOver: true, reading: pyRanks},
+		{name: "flapping link, its clients too (0.3 s down, 0.3 s up; Go client)", data: a, apply: flapping(300*time.Millisecond, 300*time.Millisecond)},
+		{name: "flapping link, its clients too (0.3 s down, 0.3 s up; Python client)", data: a, apply: flapping(300*time.Millisecond, 300*time.Millisecond), reading: pyRanks},
 		{"two halves cut from each other", a, func(<-chan struct{}) {
 			hosts[0].Cut(hosts[2], hosts[3])
 			hosts[1].Cut(hosts[2], hosts[3])
-		}, 0, true, false, false},
+		}, 0, true, false, false, nil},
 		// Cut off from its peers and the store at once, its clients still
 		// reaching it, as a job starts a dataset it has not read: it
 		// holds none of it, so it refuses its ranks' batches (the clients
@@ -378,7 +408,7 @@ func TestClusterPartitions(t *testing.T) {
 					}
 				}
 			}()
-		}, storeCutFor, false, false, false},
+		}, storeCutFor, false, false, false, nil},
 	}
 	epochs := map[*data]int{a: 2}
 	// Each fault is a subtest of its own (-run 'TestClusterPartitions/NAME'
@@ -394,7 +424,7 @@ func TestClusterPartitions(t *testing.T) {
 			if f.atStart {
 				start = 0
 			}
-			run := readEpoch(t, f.data, e, func(m int) {
+			run := readEpoch(t, f.data, e, f.reading, func(m int) {
 				if m != start {
 					return
 				}
@@ -407,7 +437,7 @@ func TestClusterPartitions(t *testing.T) {
 					nw.Heal()
 					t.Logf("  %s: healed at %s", f.name, time.Now().Format("15:04:05.000"))
 				})
-			})
+			}, healed.Wait)
 			healed.Wait()
 			// Every node sees every other up again before the epoch
 			// after it: until a node's probe of a peer answers again
@@ -426,7 +456,7 @@ func TestClusterPartitions(t *testing.T) {
 			// would be counted in the epoch after, which reads nothing
 			// from the store itself.
 			storeSettles(t, hc, urls)
-			after := readEpoch(t, f.data, e+1, nil)
+			after := readEpoch(t, f.data, e+1, f.reading, nil, nil)
 			// The times are figures, not assertions (a loaded machine's
 			// steps vary): each fault's worst step against the bound of
 			// twice --peer-timeout is written out with the rest.
@@ -435,6 +465,7 @@ func TestClusterPartitions(t *testing.T) {
 				over = fmt.Sprintf(" — over 2 × --peer-timeout (%s)", bound)
 			}
 			record(t, line(f.name, run)+over)
+			record(t, "  its steps: "+stepTimes(run.steps))
 			if hedged[f.name] {
 				if run.worst > hedgedStep {
 					t.Errorf("step %d took %s, over %s: a hedged read waited on the fault", run.worstStep, run.worst.Round(time.Millisecond), hedgedStep)
@@ -504,4 +535,172 @@ func getJSONVia(hc *http.Client, url string, v any) error {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// stepReader reads the steps of one epoch for every rank of a job.
+type stepReader interface {
+	// step reads step m for every rank at once, each sample checked
+	// against its source: each rank's keys in the order served, and the
+	// node that served each rank's batch. A batch that failed fails the
+	// test.
+	step(m int) (keys [][]string, nodes []string)
+	close()
+}
+
+// goSteps reads through the Go client, a client a rank.
+type goSteps struct {
+	t       *testing.T
+	d       *packed
+	keys    map[string]int
+	epoch   int
+	clients []*client.Client
+	members string // the membership version every rank must pin
+}
+
+func (g *goSteps) step(m int) ([][]string, []string) {
+	t := g.t
+	got := make([][]string, len(g.clients))
+	served := make([]string, len(g.clients))
+	var failed atomic.Bool
+	var step sync.WaitGroup
+	for r, c := range g.clients {
+		step.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			b, err := c.Batch(ctx, g.epoch, m)
+			if err != nil {
+				failed.Store(true)
+				t.Errorf("epoch %d step %d rank %d: %v", g.epoch, m, r, err)
+				return
+			}
+			defer b.Release()
+			served[r] = b.Node
+			for _, s := range b.Samples {
+				g.d.checkSample(t, s, g.keys)
+				got[r] = append(got[r], s.Key)
+			}
+		})
+	}
+	step.Wait()
+	if failed.Load() {
+		t.FailNow()
+	}
+	return got, served
+}
+
+func (g *goSteps) close() {
+	for r, c := range g.clients {
+		if c.Members() != g.members {
+			g.t.Errorf("epoch %d: rank %d pinned membership %q, want %s, the cluster's one", g.epoch, r, c.Members(), g.members)
+		}
+	}
+}
+
+// pySteps reads through the Python client: testdata/partition_client.py,
+// its ranks each a brand.Client, told each step to read on its stdin and
+// answering on its stdout.
+type pySteps struct {
+	t      *testing.T
+	d      *packed
+	keys   map[string]int
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	stderr *bytes.Buffer
+}
+
+// startPySteps starts the Python client's ranks in host's namespace for
+// the job spec describes (the script's doc).
+func startPySteps(t *testing.T, py string, host *netns.Host, d *packed, keys map[string]int, spec map[string]any) *pySteps {
+	t.Helper()
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pySteps{t: t, d: d, keys: keys, stderr: &bytes.Buffer{}}
+	p.cmd = host.Command(py, filepath.Join("testdata", "partition_client.py"), file)
+	p.cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repo, "python"))
+	p.cmd.Stderr = p.stderr
+	if p.in, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.out = bufio.NewScanner(out)
+	p.out.Buffer(nil, 64<<20)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *pySteps) step(m int) ([][]string, []string) {
+	t := p.t
+	if _, err := fmt.Fprintln(p.in, m); err != nil {
+		t.Fatalf("step %d: telling the Python client: %v\n%s", m, err, p.stderr)
+	}
+	if !p.out.Scan() {
+		t.Fatalf("step %d: the Python client ended (%v)\n%s", m, p.out.Err(), p.stderr)
+	}
+	var ans struct {
+		Step  int
+		Ranks [][][3]string // key, sha256 of jpg, of cls
+		Nodes []string
+		Error *string
+	}
+	if err := json.Unmarshal(p.out.Bytes(), &ans); err != nil {
+		t.Fatalf("step %d: the Python client's answer: %v", m, err)
+	}
+	if ans.Error != nil {
+		t.Fatalf("step %d: the Python client: %s", m, *ans.Error)
+	}
+	if ans.Step != m {
+		t.Fatalf("the Python client answered step %d for step %d", ans.Step, m)
+	}
+	got := make([][]string, len(ans.Ranks))
+	for r, samples := range ans.Ranks {
+		for _, s := range samples {
+			i, ok := p.keys[s[0]]
+			if !ok {
+				t.Fatalf("served an unknown key %q", s[0])
+			}
+			want := p.d.spec.Sample(i)
+			if s[1] != sha256Hex(want.Image) || s[2] != sha256Hex(want.Label()) {
+				t.Fatalf("sample %s differs from its source files", s[0])
+			}
+			got[r] = append(got[r], s[0])
+		}
+	}
+	return got, ans.Nodes
+}
+
+func (p *pySteps) close() {
+	_ = p.in.Close()
+	if err := p.cmd.Wait(); err != nil {
+		p.t.Errorf("the Python client: %v\n%s", err, p.stderr)
+	}
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// stepTimes writes the times of an epoch's steps, in order, in seconds.
+func stepTimes(steps []time.Duration) string {
+	s := make([]string, len(steps))
+	for m, d := range steps {
+		s[m] = strconv.FormatFloat(d.Seconds(), 'f', 2, 64)
+	}
+	return strings.Join(s, " ")
 }

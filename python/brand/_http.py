@@ -11,18 +11,27 @@ and the decoding of the gateway's JSON errors (``{"error": ..., "status":
 ...}``) into :class:`BrandError`.
 
 A node that accepts connections but never answers (a stopped process: the
-kernel completes the TCP handshake for it) would hold an attempt for the
-whole socket timeout. When the router knows more than one node, an attempt
-that has had no answer for a deadline learnt from the session's answers
-(:class:`_Lag`: three times the 95th percentile of its recent attempts'
-time to a first byte, at least 0.1 s, at most ``probe_after``) asks the
+kernel completes the TCP handshake for it; a machine cut off from its
+network) would hold an attempt for the whole socket timeout. When the
+router knows more than one node, an attempt that has had no answer for a
+deadline learnt from the session's answers (:class:`_Lag`: three times the
+95th percentile of its recent attempts' time to a first byte, at least 0.1
+s, at most ``probe_after``; 0.25 s until 16 answers are seen) asks the
 node's ``GET /healthz`` on a connection of its own, waiting as long (0.25
 to 1 s). No answer: the attempt is abandoned as failed and the next node is
-tried at once. An answer: the node is alive and busy (a cold batch), and
-the attempt goes on waiting, probing again every ``probe_after`` seconds
-(each probe waiting a second), up to the timeout. An answer's body that
-stops is watched the same way. A single node is never probed: there is
-nowhere else to go.
+tried at once. An answer: the node is alive, and either busy (a cold batch)
+or its connection stalled (a link that flaps drops the request's resends in
+step with its outages); the attempt goes on waiting, probing again every
+``probe_after`` seconds (each probe waiting a second), up to the timeout,
+and once the learnt deadline has passed again without an answer it is
+hedged: the request is also sent to the next node (within a budget of 20
+hedges a second), and the first to answer is read, the other dropped. An
+answer's body that stops is watched the same way, but without a hedge: a
+node sends a batch's first byte only once it holds the whole batch, so a
+body that stops while its node answers its probe is a stalled connection,
+and the learnt deadline once more without a byte fails the attempt over
+to the next node. A single node is never probed: there is nowhere else to
+go.
 
 Concurrency: a Session is used by many threads at once; each thread has
 its own connection to each node.
@@ -296,8 +305,12 @@ class _Lag:
     learnt as the Go client and the gateways' hedged reads learn theirs
     (internal/cluster/hedge): how long an attempt waits before its node is
     first probed, and how long that probe waits. Until enough answers are
-    seen it is ``probe_after``; it grows with a loaded node's answers, so a
-    busy cluster is probed little. Used by many threads at once.
+    seen it is ``COLD`` (``probe_after`` if shorter): waiting ``probe_after``
+    cost a step 3 s and a probe's second on a node gone silent early in an
+    epoch, and probing a live node early costs a ``/healthz`` it answers at
+    once. It grows with a loaded node's answers, so a busy cluster is
+    probed little. It also holds the budget of the session's hedges (a
+    token bucket of ``RATE`` a second). Used by many threads at once.
     """
 
     WINDOW = 256  # latencies kept
@@ -305,12 +318,16 @@ class _Lag:
     QUANTILE = 0.95
     FACTOR = 3.0
     FLOOR = 0.1  # seconds
+    COLD = 0.25  # seconds: the deadline until MIN_OBSERVED answers are seen
     MIN_PROBE = 0.25  # the shortest a first probe waits for an answer
+    RATE = 20.0  # hedges a second, in bursts of as many
 
     def __init__(self, ceiling: float) -> None:
         self.ceiling = ceiling
         self._lat: "collections.deque[float]" = collections.deque(maxlen=self.WINDOW)
         self._lock = threading.Lock()
+        self._tokens = self.RATE
+        self._last = time.monotonic()
 
     def observe(self, seconds: float) -> None:
         with self._lock:
@@ -320,9 +337,21 @@ class _Lag:
         with self._lock:
             lat = sorted(self._lat)
         if len(lat) < self.MIN_OBSERVED:
-            return self.ceiling
+            return min(self.COLD, self.ceiling)
         q = lat[min(len(lat) - 1, math.ceil(self.QUANTILE * len(lat)) - 1)]
         return min(max(q * self.FACTOR, min(self.FLOOR, self.ceiling)), self.ceiling)
+
+    def allow(self) -> bool:
+        """Takes a hedge from the budget; False: the attempt waits for its
+        node alone."""
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.RATE, self._tokens + (now - self._last) * self.RATE)
+            self._last = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True
 
     def first(self) -> "tuple[float, float]":
         """When to probe first, and how long that probe waits."""
@@ -339,7 +368,9 @@ class _Watch:
     ``timeout`` in all, probing the node (``alive(wait)`` returns whether
     it answered within ``wait``) after ``first`` (:meth:`_Lag.first`),
     then every ``probe_after`` seconds without progress. The first probe
-    without an answer ends the attempt (:class:`_Unresponsive`).
+    without an answer ends the attempt (:class:`_Unresponsive`); once one
+    is answered, the attempt may be hedged ``first`` seconds later
+    (:meth:`first_of`).
     """
 
     def __init__(self, timeout: float, first: "tuple[float, float]", probe_after: float,
@@ -351,6 +382,7 @@ class _Watch:
         self.probe_after = probe_after
         self.probe_at = now + first[0]
         self.alive = alive
+        self.hedge_at: Optional[float] = None  # set by the first probe answered
 
     def _until(self) -> float:
         """Seconds to wait until the next probe or the deadline, probing
@@ -366,8 +398,43 @@ class _Watch:
                 raise _Unresponsive(
                     f"no answer in {self.first:.3g} s or more, nor to GET /healthz in {self.wait:.3g} s"
                 )
-            self.probe_at = time.monotonic() + self.probe_after
+            now = time.monotonic()
+            if self.hedge_at is None:
+                self.hedge_at = now + self.first
+            self.probe_at = now + self.probe_after
             self.wait = PROBE_TIMEOUT
+
+    def first_of(self, sock: socket.socket, hedge: Optional[Callable[[], Optional[socket.socket]]]) -> int:
+        """Returns once ``sock`` can be read (0) or, after a probe found its
+        node alive and the learnt deadline passed once more, once the
+        socket of the request ``hedge()`` sent to another node can (1).
+        ``hedge()`` returns ``None`` when it sent nothing (no budget, the
+        other node unreachable): the attempt goes on alone. Once hedged,
+        the first node is not probed again: the hedge answers for it."""
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return 0
+        with selectors.DefaultSelector() as sel:
+            sel.register(sock, selectors.EVENT_READ, 0)
+            hedged = False
+            while True:
+                if hedged:
+                    wait = self.deadline - time.monotonic()
+                    if wait <= 0:
+                        raise TimeoutError("timed out")
+                else:
+                    wait = self._until()
+                    if hedge is not None and self.hedge_at is not None:
+                        now = time.monotonic()
+                        if now >= self.hedge_at:
+                            hs = hedge()
+                            hedge = None
+                            if hs is not None:
+                                sel.register(hs, selectors.EVENT_READ, 1)
+                                hedged = True
+                            continue
+                        wait = min(wait, self.hedge_at - now)
+                for key, _ in sel.select(wait):
+                    return int(key.data)
 
     def ready(self, sock: socket.socket, write: bool = False) -> None:
         """Returns once ``sock`` can be read (written, with ``write``)."""
@@ -416,6 +483,7 @@ class _Reading:
         self.seen = 0  # progress at the last look
         self.look_at = time.monotonic() + self.first
         self.tripped = False
+        self.answered = False  # a probe answered since the last progress
 
     def step(self) -> None:
         self.progress += 1
@@ -424,9 +492,14 @@ class _Reading:
 class _Stalls:
     """Watches the answers a Session's threads are reading, after their
     first byte (which :class:`_Watch` waits for): an answer that makes no
-    progress for ``probe_after`` seconds has its node probed, and when the
-    probe gets no answer its socket is shut down, so that the read blocked
-    on it ends at once (the reader then raises :class:`_Unresponsive`).
+    progress for the learnt deadline has its node probed, and when the
+    probe gets no answer, or no byte follows its answer within the deadline
+    once more, its socket is shut down, so that the read blocked on it ends
+    at once (the reader then raises :class:`_Unresponsive`). A node sends
+    a batch's first byte only once the batch is read whole, so a body that
+    stops while its node answers probes is a stalled connection (a link that
+    flaps, dropping the resends in step with its outages), not a node at
+    work.
     A node stopped while it wrote a batch would otherwise hold the reader
     for the whole timeout. One thread for all, started at the first watch
     in each process (a forked DataLoader worker starts its own).
@@ -465,9 +538,10 @@ class _Stalls:
                 if rd.progress != rd.seen:
                     # Bytes came since: the learnt deadline again.
                     rd.seen = rd.progress
+                    rd.answered = False
                     rd.look_at = time.monotonic() + rd.first
                     continue
-                if self._watched(rd) and not rd.alive(rd.wait):
+                if self._watched(rd) and (rd.answered or not rd.alive(rd.wait)):
                     with self._cv:
                         if rd not in self._reading:
                             continue  # read to its end while probed
@@ -478,8 +552,9 @@ class _Stalls:
                     except OSError:
                         pass
                     continue
+                rd.answered = True
                 rd.wait = PROBE_TIMEOUT
-                rd.look_at = time.monotonic() + rd.probe_after
+                rd.look_at = time.monotonic() + rd.first
 
     def _watched(self, rd: _Reading) -> bool:
         with self._cv:
@@ -571,9 +646,15 @@ class Session:
             tried.add(k)
             node = router.nodes[k]
             target = node.base + path + query
+            h = router.next(k) if probe is not None else -1
+            hedge = (router.nodes[h], router.nodes[h].base + path + query) if h >= 0 else None
             wait_for = None
             try:
-                status, got, data = self._attempt(node, method, target, body, headers, probe, into)
+                status, got, data, won = self._attempt(node, method, target, body, headers, probe, into, hedge)
+                if won:
+                    # The hedge's node answered: what follows is of its answer.
+                    k, node, target = h, router.nodes[h], hedge[1]  # type: ignore[index]
+                    tried.add(k)
             except TRANSPORT_ERRORS as e:
                 err: BrandError = BrandConnectionError(
                     f"brand: {method} {node.origin}{target}: {type(e).__name__}: {e}"
@@ -624,8 +705,14 @@ class Session:
     def _attempt(
         self, node: Node, method: str, target: str, body: Optional[bytes], headers: Mapping[str, str],
         probe_after: Optional[float], into: Optional[Callable[[int], Any]] = None,
-    ) -> "tuple[int, Mapping[str, str], Any]":
+        hedge: "Optional[tuple[Node, str]]" = None,
+    ) -> "tuple[int, Mapping[str, str], Any, bool]":
+        """One request to ``node`` (hedged on ``hedge``, a node and the
+        request's target there: :meth:`_Watch.first_of`); its status,
+        headers and body, and whether the hedge's node answered them."""
         c = self._connection(node)
+        hc: Optional[http.client.HTTPConnection] = None  # the hedge's connection, once sent
+        won = False
         try:
             first = self._lag.first()
             if probe_after is None:
@@ -636,8 +723,27 @@ class Session:
                 if c.sock is None:
                     c.sock = self._open(node, c.host, c.port, watch)
                 c.request(method, target, body=body, headers=headers)
-                watch.ready(c.sock)
-                self._lag.observe(time.monotonic() - sent)
+
+                hedge_sent = sent
+
+                def send_hedge() -> Optional[socket.socket]:
+                    nonlocal hc, hedge_sent
+                    if hedge is None or not self._lag.allow():
+                        return None
+                    hc = self._hedge(hedge[0], method, hedge[1], body, headers)
+                    if hc is None:
+                        return None
+                    hedge_sent = time.monotonic()
+                    return hc.sock
+
+                won = watch.first_of(c.sock, send_hedge if hedge is not None else None) == 1
+                self._lag.observe(time.monotonic() - (hedge_sent if won else sent))
+                if won:
+                    # The first node's request is dropped with its
+                    # connection; the hedge's is read, and closed after.
+                    assert hc is not None and hedge is not None
+                    self._drop(node)
+                    c, node, hc = hc, hedge[0], None
             rd = None
             if probe_after is not None:
                 rd = self._stalls.watch(c.sock, first, probe_after, lambda wait: self._alive(node, wait))
@@ -652,6 +758,8 @@ class Session:
                 if rd is not None and rd.tripped:
                     raise _Unresponsive(
                         f"its answer stopped for {rd.first:.3g} s or more, and GET /healthz got none in {rd.wait:.3g} s"
+                        if not rd.answered else
+                        f"its answer stopped for {2 * rd.first:.3g} s or more, though its node answered GET /healthz"
                     ) from e
                 raise
             finally:
@@ -659,12 +767,38 @@ class Session:
                     self._stalls.done(rd)
                     if c.sock is not None:
                         c.sock = sock
-            if r.will_close:
+            if won:
+                c.close()
+            elif r.will_close:
                 self._drop(node)
-            return r.status, r.headers, data
+            return r.status, r.headers, data, won
         except BaseException:
-            self._drop(node)
+            if won:
+                c.close()
+            else:
+                self._drop(node)
             raise
+        finally:
+            if hc is not None:
+                hc.close()  # a hedge that lost
+
+    def _hedge(self, node: Node, method: str, target: str, body: Optional[bytes],
+               headers: Mapping[str, str]) -> Optional[http.client.HTTPConnection]:
+        """A connection of its own to ``node`` with the request sent, or
+        ``None`` if the node cannot be reached within a probe's timeout."""
+        hc = self._new(node, self.timeout)
+        try:
+            sock = socket.create_connection((hc.host, hc.port), timeout=PROBE_TIMEOUT)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if node.https:
+                sock = self.tls().wrap_socket(sock, server_hostname=hc.host)
+            sock.settimeout(self.timeout)
+            hc.sock = sock
+            hc.request(method, target, body=body, headers=headers)
+            return hc
+        except TRANSPORT_ERRORS:
+            hc.close()
+            return None
 
     def _alive(self, node: Node, wait: float = PROBE_TIMEOUT) -> bool:
         """Whether ``node`` answers ``GET /healthz`` within ``wait``, on a

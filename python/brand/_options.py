@@ -662,12 +662,15 @@ class Connection:
             once to the next node, as a refused connection would. The same
             holds while a body is read: ``probe_after`` seconds without a
             byte probe the node (one stopped mid-answer fails over).
-            ``probe_after`` is a ceiling: once the client has seen its
-            nodes answer, the first probe comes after a deadline learnt
-            from them (three times the 95th percentile of its recent
-            attempts' time to a first byte, at least 0.1 s) and waits as
-            long (0.25 to 1 s), so a node that stops mid-request costs a
-            warm job's step a fraction of a second. ``None``:
+            ``probe_after`` is a ceiling: the first probe comes after a
+            deadline learnt from the client's answers (three times the 95th
+            percentile of its recent attempts' time to a first byte, at
+            least 0.1 s; 0.25 s until it has seen 16) and waits as long
+            (0.25 to 1 s), so a node that stops mid-request costs a job's
+            step a fraction of a second. A node that answers its probe but
+            not the request within the deadline once more has the request
+            hedged on the next node (the first answer is read); a body that
+            stops while its node answers fails over. ``None``:
             wait ``timeout`` without probing. A single gateway is never
             probed.
     """

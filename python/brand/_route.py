@@ -136,6 +136,20 @@ class Router:
                     best = k
             return best
 
+    def next(self, k: int) -> int:
+        """The node a request to node ``k`` is hedged on: the first in the
+        order ``k+1, k+2, ...`` that has not failed within the last
+        ``retry`` seconds, or -1 (a single node, or every other node failed
+        recently)."""
+        n = len(self.nodes)
+        with self._lock:
+            now = self.clock()
+            for i in range(1, n):
+                j = (k + i) % n
+                if now >= self._down_until[j]:
+                    return j
+        return -1
+
     def order(self) -> List[int]:
         """The nodes in the order ``home, home+1, ...``."""
         n = len(self.nodes)

@@ -46,7 +46,7 @@ const (
 	DefaultRate     = 20.0 // hedges a second
 	DefaultWindow   = 256  // latencies kept
 	// minObserved is how many answers are observed before the deadline
-	// is learnt from them; until then it is the ceiling.
+	// is learnt from them; until then it is Config.Cold.
 	minObserved = 16
 	// relearn is how many new answers make the quantile computed again.
 	relearn = 8
@@ -59,6 +59,9 @@ type Config struct {
 	Quantile       float64
 	Factor         float64
 	Floor, Ceiling time.Duration
+	// Cold is the deadline until enough answers are observed to learn
+	// one (the Ceiling if 0; held within [Floor, Ceiling]).
+	Cold time.Duration
 	// Rate is the budget's hedges a second and Burst how many may start
 	// at once (Rate rounded up, at least 1, if 0). A negative Rate turns
 	// hedging off: every hedge is refused.
@@ -79,7 +82,7 @@ type Policy struct {
 	next     int             // where the next latency goes in lat
 	fresh    int             // latencies observed since deadline was computed
 	deadline time.Duration
-	learnt   bool // deadline is of observed latencies, not the ceiling
+	learnt   bool // deadline is of observed latencies, not Config.Cold
 	tokens   float64
 	last     time.Time // when tokens was last refilled
 
@@ -101,6 +104,10 @@ func New(c Config) *Policy {
 		c.Ceiling = DefaultCeiling
 	}
 	c.Ceiling = max(c.Ceiling, c.Floor)
+	if c.Cold <= 0 {
+		c.Cold = c.Ceiling
+	}
+	c.Cold = min(max(c.Cold, c.Floor), c.Ceiling)
 	if c.Rate == 0 {
 		c.Rate = DefaultRate
 	}
@@ -113,7 +120,7 @@ func New(c Config) *Policy {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &Policy{c: c, lat: make([]time.Duration, 0, c.Window), deadline: c.Ceiling, tokens: float64(c.Burst), last: c.Now()}
+	return &Policy{c: c, lat: make([]time.Duration, 0, c.Window), deadline: c.Cold, tokens: float64(c.Burst), last: c.Now()}
 }
 
 // Observe records the latency of a request answered (a hedge's loser,
@@ -131,7 +138,7 @@ func (p *Policy) Observe(d time.Duration) {
 }
 
 // Deadline is how long a request may go unanswered before it is hedged:
-// the ceiling until enough answers are observed, then Quantile of the
+// Config.Cold until enough answers are observed, then Quantile of the
 // latest latencies times Factor, within [Floor, Ceiling].
 func (p *Policy) Deadline() time.Duration {
 	p.mu.Lock()

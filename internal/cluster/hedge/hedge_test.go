@@ -19,7 +19,8 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// TestDeadline: the ceiling until enough answers are observed, then the
+// TestDeadline: Config.Cold (the ceiling unless set) until enough answers
+// are observed, then the
 // quantile of the latest latencies times the factor, within the floor
 // and the ceiling, following the latencies as they change.
 func TestDeadline(t *testing.T) {
@@ -32,6 +33,11 @@ func TestDeadline(t *testing.T) {
 	}{
 		{"nothing observed: the ceiling", Config{Ceiling: 500 * ms}, nil, 500 * ms},
 		{"too few observed: the ceiling", Config{Ceiling: 500 * ms}, repeat(5*ms, minObserved-1), 500 * ms},
+		{"nothing observed: the cold deadline", Config{Ceiling: 3 * time.Second, Cold: 250 * ms}, nil, 250 * ms},
+		{"too few observed: the cold deadline", Config{Ceiling: 3 * time.Second, Cold: 250 * ms}, repeat(2*time.Second, minObserved-1), 250 * ms},
+		{"enough observed: learnt, past the cold deadline", Config{Ceiling: 3 * time.Second, Cold: 250 * ms, Floor: ms}, repeat(200*ms, minObserved), 600 * ms},
+		{"a cold deadline held to the ceiling", Config{Ceiling: 100 * ms, Cold: 250 * ms}, nil, 100 * ms},
+		{"a cold deadline held to the floor", Config{Floor: 100 * ms, Cold: 10 * ms}, nil, 100 * ms},
 		{"the quantile times the factor", Config{Quantile: 0.9, Factor: 2, Floor: ms}, append(repeat(5*ms, 90), repeat(30*ms, 10)...), 10 * ms},
 		{"a slow tail past the quantile", Config{Quantile: 0.9, Factor: 2, Floor: ms}, append(repeat(5*ms, 88), repeat(30*ms, 16)...), 60 * ms},
 		{"held to the floor", Config{Floor: 50 * ms}, repeat(1*ms, 100), 50 * ms},
