@@ -1,9 +1,7 @@
 package format
 
 import (
-	"bytes"
 	"fmt"
-	"strings"
 
 	"github.com/brandgw/brand/internal/codec/ustar"
 )
@@ -98,23 +96,5 @@ func WriteDamaged(w *Writer, key, cause string, room int64) error {
 // written damaged (WriteDamaged), and why. It reads the first header's
 // name field alone for any other sample.
 func SampleDamage(sample []byte) (cause string, damaged bool) {
-	if len(sample) < Block {
-		return "", false
-	}
-	name := sample[:100]
-	if i := bytes.IndexByte(name, 0); i >= 0 {
-		name = name[:i]
-	}
-	if !bytes.HasSuffix(name, []byte("."+DamagedExt)) {
-		return "", false
-	}
-	full, n, ok := ustar.Plain((*[Block]byte)(sample[:Block]))
-	if !ok || !strings.HasSuffix(full, "."+DamagedExt) || int64(len(sample)) < Block+n {
-		return "", false
-	}
-	data := string(sample[Block : Block+n])
-	if !strings.HasPrefix(data, damagedMagic) {
-		return "", false
-	}
-	return data[len(damagedMagic):], true
+	return marked(sample, DamagedExt, damagedMagic)
 }

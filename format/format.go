@@ -512,6 +512,21 @@ type TextBound interface {
 	// left unread, written empty, and its sample named in long. A value
 	// whose length it cannot read first is read as Decode reads it.
 	DecodeTexts(c int, src []byte, most int64, w WriterOptions) (dst []byte, long []LongText, err error)
+	// LongTexts reports whether chunk c read with the fields sel may
+	// hold a text value of more than most bytes, as its metadata says
+	// before anything of it is read, and if so what DecodeUnread of it
+	// allocates (as Working bounds Decode's).
+	LongTexts(c int, sel Selection, most int64) (working int64, may bool)
+	// DecodeUnread is Decode of chunk c with the fields sel (src holds
+	// Extent's ranges), but for the samples holding a value of a text
+	// field of more than most bytes: each is written unread (WriteUnread)
+	// naming the field, its bytes and most, the value never read, where
+	// DecodeTexts leaves it unread. A value whose length it cannot read
+	// first is read as Decode reads it. dst may be shorter than the
+	// bound, which counts the values left unread (the size a decode of
+	// the chunk was found to need, Table.Need): a decode needing more
+	// than dst ends in a *GrowError naming what it needs.
+	DecodeUnread(c int, sel Selection, src, dst []byte, most int64, w WriterOptions) error
 }
 
 // LongText is a text value TextBound left unread: its sample (its index

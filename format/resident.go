@@ -402,6 +402,18 @@ func ReadTable(b []byte) (Table, error) {
 // Len is the number of samples.
 func (t Table) Len() int { return len(t.t) / TableEntryLen }
 
+// Need is the least buffer the chunk's resident form fits: its samples'
+// bytes, its table and its footer. A decode into a buffer of its bound
+// leaves the room between them unused.
+func (t Table) Need() int64 {
+	var end int64
+	if n := t.Len(); n > 0 {
+		off, length, _ := t.Sample(n - 1)
+		end = off + length
+	}
+	return end + Overhead(t.Len())
+}
+
 // Sample returns sample i's range in the chunk and its CRC32C.
 func (t Table) Sample(i int) (off, length int64, crc uint32) {
 	e := t.t[i*TableEntryLen:]

@@ -48,6 +48,7 @@ import (
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/transform"
 	tvideo "github.com/brandgw/brand/transform/video"
 )
@@ -124,6 +125,16 @@ type Config struct {
 	// (422 by default), are left out and named the same way, and counted
 	// in /stats (video.clips_skipped).
 	OnDamagedChunk string
+
+	// MaxTextBytes bounds a text value of a sample served in place
+	// (`brand serve --max-text-bytes`): a chunk whose format finds a
+	// longer one before reading it (Parquet's size statistics, pages'
+	// headers, values' length prefixes) is decoded without it, its sample
+	// written unread, and a batch that holds that sample is 422 naming
+	// it (skipped under OnDamagedChunk "skip"): the value is never held
+	// in memory. Default DefaultMaxTextBytes, what a tokenizer reads and
+	// `brand index --tokenizer` refuses past; negative: no bound.
+	MaxTextBytes int64
 
 	// Transforms defines pipelines beside the built-ins (imagenet-train,
 	// imagenet-eval) that a job may name (transform=), or replaces a
@@ -368,6 +379,10 @@ const (
 // DefaultChecksumRereads is Config.ChecksumRereads when zero.
 const DefaultChecksumRereads = 2
 
+// DefaultMaxTextBytes is Config.MaxTextBytes when zero: the most a
+// tokenizer reads of one text (tokenize.MaxTextBytes).
+const DefaultMaxTextBytes = tokenize.MaxTextBytes
+
 // DefaultIndexPoll is Config.IndexPoll when zero.
 const DefaultIndexPoll = 30 * time.Second
 
@@ -569,7 +584,7 @@ func New(cfg Config) (*Gateway, error) {
 		policy = usetable.NewPolicy(g.sched.Snapshot, g.sched.Ticks)
 		shared, distance = g.sched.Shared, g.sched.Distance
 	}
-	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads).WithMemory(g.mem, g.mem.Decodes())
+	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads).WithMemory(g.mem, g.mem.Decodes()).WithTexts(cfg.MaxTextBytes)
 	var sources *handover.Sources
 	if peers != nil {
 		// Chunks this node gains in a membership change are read from
@@ -764,6 +779,12 @@ func (cfg *Config) fill() ([]string, error) {
 		cfg.ChecksumRereads = DefaultChecksumRereads
 	case cfg.ChecksumRereads < 0:
 		cfg.ChecksumRereads = 0
+	}
+	switch {
+	case cfg.MaxTextBytes == 0:
+		cfg.MaxTextBytes = DefaultMaxTextBytes
+	case cfg.MaxTextBytes < 0:
+		cfg.MaxTextBytes = 0
 	}
 	switch cfg.OnDamagedChunk {
 	case "":

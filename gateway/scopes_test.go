@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -223,5 +224,121 @@ func TestScopesOfNames(t *testing.T) {
 	}
 	if _, b := get(t, data.URL+"/datasets", "Authorization", "Bearer "+adminTok); !strings.Contains(string(b), "books") {
 		t.Errorf("/datasets of an admin token: %s", b)
+	}
+}
+
+// TestScopesOfFigures: /stats and /cluster show a scoped token the
+// figures of the jobs and datasets its scope covers alone — jobs and
+// epochs whose dataset and job it covers, mixtures all of whose
+// components it covers, the index versions of its datasets — and an
+// admin token all of them, on a single gateway and on a node of a
+// cluster.
+//
+// The reproduction (issue 80, case 4): a token scoped to jobs teamA-*
+// and datasets web-* read every job's and every dataset's figures.
+func TestScopesOfFigures(t *testing.T) {
+	tokens, err := scope.ParseTokens(strings.NewReader(scopedTokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, books := newFixture(t, 2, 4), newFixture(t, 2, 4)
+	secret := []byte("a shared secret of the test cluster")
+	cl := startCluster(t, web, 2, nil, func(c *gateway.Config) {
+		c.Datasets = []gateway.DatasetSpec{{Name: "web-a", URL: "file:///web", Store: c.Datasets[0].Store}, {Name: "books", URL: "file:///books", Store: books.store}}
+		c.Tokens = tokens
+		c.Cluster.Secret = secret
+	})
+	const adminTok, team = "sekrit-admin-0001", "sekrit-teamA-0005"
+	base := cl[0].srv.URL
+	for _, q := range []string{"job=teamA-1&dataset=web-a", "job=teamB-x&dataset=web-a", "job=teamA-2&dataset=books", "dataset=books",
+		"job=teamA-3&mix=web-a:1,books:1"} {
+		if resp, b := get(t, base+"/epoch/0/batch/0?world=2&"+q, "Authorization", "Bearer "+adminTok); resp.StatusCode != 200 {
+			t.Fatalf("batch of %s: %d %s", q, resp.StatusCode, b)
+		}
+	}
+	// The nodes probe each other: each names the other's index versions.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var c api.Cluster
+		_, b := get(t, base+"/cluster", "Authorization", "Bearer "+adminTok)
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Nodes) == 2 && len(c.Nodes[1-c.Self].Indexes) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer's index versions never shown: %s", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	type figures struct {
+		Jobs     []api.JobStat     `json:"jobs"`
+		Epochs   []api.EpochStat   `json:"epochs"`
+		Mixtures []api.MixStat     `json:"mixtures"`
+		Cluster  *api.ClusterStats `json:"cluster"`
+	}
+	read := func(tok string) (st figures, c api.Cluster) {
+		t.Helper()
+		for path, v := range map[string]any{"/stats": &st, "/cluster": &c} {
+			resp, b := get(t, base+path, "Authorization", "Bearer "+tok)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s with %s: %d %s", path, tok, resp.StatusCode, b)
+			}
+			if err := json.Unmarshal(b, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st, c
+	}
+	// What a figure names: its job and dataset (a mixture's as its
+	// requests name it), or a version's dataset.
+	named := func(st figures, c api.Cluster) (jobs, datasets, versions map[string]bool) {
+		jobs, datasets, versions = map[string]bool{}, map[string]bool{}, map[string]bool{}
+		for _, j := range st.Jobs {
+			jobs[j.Job], datasets[j.Dataset] = true, true
+		}
+		for _, e := range st.Epochs {
+			jobs[e.Job], datasets[e.Dataset] = true, true
+		}
+		for _, m := range st.Mixtures {
+			for _, comp := range m.Components {
+				datasets[comp.Dataset] = true
+			}
+		}
+		for _, v := range []api.Cluster{c, st.Cluster.Cluster} {
+			for d := range v.Agreed {
+				versions[d] = true
+			}
+			for _, n := range v.Nodes {
+				for d := range n.Indexes {
+					versions[d] = true
+				}
+			}
+		}
+		return jobs, datasets, versions
+	}
+	jobs, datasets, versions := named(read(adminTok))
+	for _, want := range []string{"teamA-1", "teamB-x", "teamA-2", "", "teamA-3"} {
+		if !jobs[want] {
+			t.Errorf("an admin token's /stats lacks job %q: %v", want, jobs)
+		}
+	}
+	if !datasets["books"] || !datasets["web-a"] || !versions["books"] || !versions["web-a"] {
+		t.Errorf("an admin token's figures lack a dataset: %v, versions of %v", datasets, versions)
+	}
+	st, c := read(team)
+	jobs, datasets, versions = named(st, c)
+	if !jobs["teamA-1"] || len(jobs) != 1 {
+		t.Errorf("a token of jobs teamA-* over datasets web-* reads the figures of jobs %v; want teamA-1's alone", jobs)
+	}
+	if !datasets["web-a"] || len(datasets) != 1 {
+		t.Errorf("a token of datasets web-* reads the figures of datasets %v; want web-a's alone", datasets)
+	}
+	if !versions["web-a"] || len(versions) != 1 {
+		t.Errorf("a token of datasets web-* reads the index versions of datasets %v in /cluster and /stats; want web-a's alone", versions)
+	}
+	if len(st.Mixtures) != 0 {
+		t.Errorf("a token of datasets web-* reads a mixture over books: %+v", st.Mixtures)
 	}
 }

@@ -43,8 +43,10 @@ func listDatasets(cat *catalog.Catalog, showURL bool) http.HandlerFunc {
 
 // handleStats serves /stats: the cache counters and per-epoch figures as
 // JSON, for people and benchmarks that want them without a Prometheus
-// server.
+// server. A scoped token sees the jobs, epochs, mixtures and datasets its
+// scope covers (visible) and the node's own figures.
 func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
+	v := visibleTo(r.Context())
 	writeJSON(w, http.StatusOK, struct {
 		Cache       chunkcache.Stats   `json:"cache"`
 		CacheBytes  int64              `json:"cache_capacity_bytes"`
@@ -60,8 +62,9 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Tokens      *api.TokenStats    `json:"tokens,omitempty"`
 		Balance     []api.BalanceStats `json:"balance,omitempty"`
 		Video       *api.VideoStats    `json:"video,omitempty"`
-	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), turnStats(g.sched), g.EpochStats(), g.node.Stats(g.catalog.Names()), g.DiskStats(),
-		g.stats.Mixtures(), g.TransformStats(), g.mem.Stats(), g.packer.Stats(), g.stats.Balances(), g.stage.VideoStats()})
+	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.stats.JobsOf(v.shown()), turnStats(g.sched), g.stats.SnapshotOf(v.shown()),
+		v.clusterStats(g.node.Stats(v.datasets(g.catalog.Names()))), g.DiskStats(),
+		v.mixtures(g.stats.Mixtures()), g.TransformStats(), g.mem.Stats(), g.packer.Stats(), g.stats.Balances(), g.stage.VideoStats()})
 }
 
 // TransformStats returns the transform stage's figures: the decoder, the
@@ -75,8 +78,9 @@ func (g *Gateway) TransformStats() api.TransformStats {
 // DiskStats returns the disk tier's figures, nil without one.
 func (g *Gateway) DiskStats() *api.DiskStats { return g.disk.Stats() }
 
-// getCluster serves GET /cluster[?world=W]: the cluster as n sees it. A
-// single gateway answers with itself, unnamed, as its only node.
+// getCluster serves GET /cluster[?world=W]: the cluster as n sees it, its
+// datasets those the request's token covers (visible). A single gateway
+// answers with itself, unnamed, as its only node.
 func getCluster(n node, cat *catalog.Catalog, limits Limits) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := query.Parse(r.URL.RawQuery, []string{api.ParamWorld}, query.Query{}, limits)
@@ -84,7 +88,10 @@ func getCluster(n node, cat *catalog.Catalog, limits Limits) http.HandlerFunc {
 			writeError(r.Context(), w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, n.View(q.Job.World, cat.Names()))
+		v := visibleTo(r.Context())
+		c := n.View(q.Job.World, v.datasets(cat.Names()))
+		v.cluster(&c)
+		writeJSON(w, http.StatusOK, c)
 	}
 }
 

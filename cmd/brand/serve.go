@@ -52,6 +52,7 @@ type serveFlags struct {
 	fetchTimeout    time.Duration
 	idleTimeout     time.Duration
 	checksumRereads int
+	maxTextBytes    cli.ByteSize
 	onDamagedChunk  string
 	transforms      transformFlags
 	indexPoll       time.Duration
@@ -98,6 +99,8 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.BoolVar(&f.prefault, "cache-prefault", true, "allocate and touch the cache's memory (up to the datasets' size) before reporting ready, so the first epoch pays no page faults")
 	fs.DurationVar(&f.fetchTimeout, "fetch-timeout", gateway.DefaultFetchTimeout, "bound on reading one chunk from the store, retries included")
 	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
+	f.maxTextBytes = gateway.DefaultMaxTextBytes
+	fs.Var(&f.maxTextBytes, "max-text-bytes", "longest text value of a sample served in place (Parquet): a chunk holding a longer one is decoded without it, never holding it in memory, and a batch of its sample is refused with 422 naming it (skipped with --on-damaged-chunk skip); 0: no bound")
 	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C (served in place: its indexed checksums, or its decode) is read again before it is declared damaged")
 	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged or lost (its object no longer in the store) at rest, or a clip job's video that does not decode: fail (502; 422 for the decode) or skip (serve the batch without its samples or clips, named in Brand-Missing-* headers, a clip job's counted in /stats)")
 	f.transforms.register(fs)
@@ -256,6 +259,10 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if rereads == 0 {
 		rereads = -1 // the gateway's "none"
 	}
+	maxText := int64(f.maxTextBytes)
+	if maxText == 0 {
+		maxText = -1 // the gateway's "none"
+	}
 	return gateway.Config{
 		Datasets:            specs,
 		DefaultDataset:      f.defaultDataset,
@@ -272,6 +279,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		MaxTurnWait:         orNegative(f.maxTurnWait),
 		FetchTimeout:        f.fetchTimeout,
 		ChecksumRereads:     rereads,
+		MaxTextBytes:        maxText,
 		OnDamagedChunk:      f.onDamagedChunk,
 		Transforms:          transforms,
 		MaxImagePixels:      f.transforms.maxPixels,

@@ -117,10 +117,11 @@ func TestServeFaultFlags(t *testing.T) {
 		idle, poll time.Duration
 		rereads    int
 		onDamaged  string
+		maxText    int64
 	}{
-		{nil, s3backend.DefaultIdleTimeout, gateway.DefaultIndexPoll, gateway.DefaultChecksumRereads, "fail"},
-		{[]string{"--s3-idle-timeout=0", "--index-poll=0", "--checksum-rereads=0", "--on-damaged-chunk=skip"}, -1, -1, -1, "skip"},
-		{[]string{"--s3-idle-timeout=5s", "--index-poll=1m", "--checksum-rereads=4"}, 5 * time.Second, time.Minute, 4, "fail"},
+		{nil, s3backend.DefaultIdleTimeout, gateway.DefaultIndexPoll, gateway.DefaultChecksumRereads, "fail", gateway.DefaultMaxTextBytes},
+		{[]string{"--s3-idle-timeout=0", "--index-poll=0", "--checksum-rereads=0", "--on-damaged-chunk=skip", "--max-text-bytes=0"}, -1, -1, -1, "skip", -1},
+		{[]string{"--s3-idle-timeout=5s", "--index-poll=1m", "--checksum-rereads=4", "--max-text-bytes=64MiB"}, 5 * time.Second, time.Minute, 4, "fail", 64 << 20},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -134,8 +135,9 @@ func TestServeFaultFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Backend.IdleTimeout != tc.idle || cfg.IndexPoll != tc.poll || cfg.ChecksumRereads != tc.rereads || cfg.OnDamagedChunk != tc.onDamaged {
-				t.Fatalf("config: idle %s poll %s rereads %d on-damaged %q", cfg.Backend.IdleTimeout, cfg.IndexPoll, cfg.ChecksumRereads, cfg.OnDamagedChunk)
+			if cfg.Backend.IdleTimeout != tc.idle || cfg.IndexPoll != tc.poll || cfg.ChecksumRereads != tc.rereads || cfg.OnDamagedChunk != tc.onDamaged ||
+				cfg.MaxTextBytes != tc.maxText {
+				t.Fatalf("config: idle %s poll %s rereads %d on-damaged %q max-text %d", cfg.Backend.IdleTimeout, cfg.IndexPoll, cfg.ChecksumRereads, cfg.OnDamagedChunk, cfg.MaxTextBytes)
 			}
 		})
 	}

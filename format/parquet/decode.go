@@ -256,12 +256,12 @@ func (d *decoder) decode(c int, sel format.Selection, src, dst []byte, wo format
 	if err != nil {
 		return d.damaged(&gs[0], "", err)
 	}
-	return d.decodeSpan(gs, sel, read, dst, wo, pl)
+	return d.decodeSpan(gs, sel, read, dst, wo, pl, nil)
 }
 
 // decodeSpan writes row groups gs (a chunk's), their column chunks in
 // read, with the fields sel, into dst.
-func (d *decoder) decodeSpan(gs []chunk, sel format.Selection, read *format.Read, dst []byte, wo format.WriterOptions, pl *placement) (err error) {
+func (d *decoder) decodeSpan(gs []chunk, sel format.Selection, read *format.Read, dst []byte, wo format.WriterOptions, pl *placement, unread map[int]string) (err error) {
 	ch := &gs[0]
 	col := ""
 	defer func() {
@@ -291,11 +291,13 @@ func (d *decoder) decodeSpan(gs []chunk, sel format.Selection, read *format.Read
 		pl.w = w
 		w.Watch(pl.watch)
 	}
+	first := 0 // the row group's first sample in the chunk
 	for gi := range gs {
 		ch = &gs[gi]
-		if err := d.decodeGroup(ch, sel, read, w, wo.Buffers, &col, pl); err != nil {
+		if err := d.decodeGroup(ch, sel, read, w, wo.Buffers, &col, pl, unread, first); err != nil {
 			return err
 		}
+		first += int(ch.rows)
 	}
 	if err := w.Finish(); err != nil {
 		var ge *format.GrowError
@@ -309,8 +311,11 @@ func (d *decoder) decodeSpan(gs []chunk, sel format.Selection, read *format.Read
 
 // decodeGroup writes row group ch's rows, with the fields sel, to w,
 // naming in col the column it is reading (for a panic's message), and
-// gives back the buffers it took before it returns.
-func (d *decoder) decodeGroup(ch *chunk, sel format.Selection, read *format.Read, w *format.Writer, bufs format.Buffers, col *string, pl *placement) error {
+// gives back the buffers it took before it returns. A row whose sample
+// (first, the row group's first sample in the chunk, and on) unread
+// names is written unread, why as it says (DecodeUnread).
+func (d *decoder) decodeGroup(ch *chunk, sel format.Selection, read *format.Read, w *format.Writer, bufs format.Buffers, col *string, pl *placement,
+	unread map[int]string, first int) error {
 	var ws []rowWriter
 	var cleanup []func()
 	defer func() {
@@ -348,6 +353,12 @@ func (d *decoder) decodeGroup(ch *chunk, sel format.Selection, read *format.Read
 			any = any || wrote
 		}
 		*col = ""
+		if why, ok := unread[first+int(r)]; ok {
+			if err := format.WriteUnread(w, string(key), why); err != nil {
+				return d.damaged(ch, "", err)
+			}
+			continue
+		}
 		if !any {
 			if err := w.Add(nullExt, nil); err != nil {
 				return d.damaged(ch, "", err)

@@ -55,11 +55,11 @@ func (d *decoder) DecodeTexts(c int, src []byte, most int64, wo format.WriterOpt
 	if err != nil {
 		return nil, nil, d.damaged(&gs[0], "", err)
 	}
-	gs, long := d.withoutLong(gs, read, ranges[len(ranges)-1].End(), most)
+	gs, long := d.withoutLong(gs, nil, read, ranges[len(ranges)-1].End(), most)
 	bound := d.spanBound(gs, nil)
 	for try := 0; ; try++ {
 		dst := make([]byte, bound)
-		err := d.decodeSpan(gs, nil, read, dst, wo, nil)
+		err := d.decodeSpan(gs, nil, read, dst, wo, nil, nil)
 		var ge *format.GrowError
 		if errors.As(err, &ge) && try == 0 {
 			bound = ge.Need
@@ -72,13 +72,76 @@ func (d *decoder) DecodeTexts(c int, src []byte, most int64, wo format.WriterOpt
 	}
 }
 
+// LongTexts implements format.TextBound: a text field's leaf of bytes
+// whose size statistics (bytesMax) say a value of more than most bytes.
+// DecodeUnread takes what Decode does (Working) and, for each such
+// column chunk, what its scan and rewrite hold beside (rewriteLong: a
+// page's values less the long ones, and the page compressed again, each
+// at most the column chunk's uncompressed bytes) and a window of each
+// stream (inflate.Streams).
+func (d *decoder) LongTexts(c int, sel format.Selection, most int64) (int64, bool) {
+	gs := d.ds.span(c)
+	var extra int64
+	long := false
+	for gi := range gs {
+		for i, f := range d.fields {
+			if !sel.Has(i) || f.ext != "txt" && f.ext != "json" {
+				continue
+			}
+			for _, l := range f.leaves {
+				if m := &gs[gi].cols[l]; d.schema.leaves[l].el.phys == tyBytes && m.bytesMax > most {
+					long = true
+					extra = add(extra, 2*m.unc)
+				}
+			}
+		}
+	}
+	if !long {
+		return 0, false
+	}
+	return add(d.Working(c, sel), add(extra, 2*inflate.StreamWindow)), true
+}
+
+// DecodeUnread implements format.TextBound: the chunk's long values are
+// left out as DecodeTexts leaves them, and the samples that held them
+// written unread, naming the field and the value's bytes.
+func (d *decoder) DecodeUnread(c int, sel format.Selection, src, dst []byte, most int64, wo format.WriterOptions) error {
+	if c < 0 || c >= d.ds.numChunks() {
+		return fmt.Errorf("parquet: no chunk %d", c)
+	}
+	gs := d.ds.span(c)
+	ranges, _ := d.Extent(c, sel)
+	read, err := format.NewRead(ranges, src)
+	if err != nil {
+		return d.damaged(&gs[0], "", err)
+	}
+	var end int64 // past every range read: where rewritten column chunks go
+	for _, r := range ranges {
+		end = max(end, r.End())
+	}
+	gs, long := d.withoutLong(gs, sel, read, end, most)
+	unread := map[int]string{}
+	for _, lt := range long {
+		if _, ok := unread[lt.Sample]; !ok {
+			unread[lt.Sample] = fmt.Sprintf("field %s holds a text of %d bytes, more than the %d a text may be", lt.Field, lt.Bytes, most)
+		}
+	}
+	// A chunk whose load learns the size it needs with its long values
+	// unread is asked for with that size from then on: a decode that
+	// needs more (it read a value whose length it could not read first)
+	// says so rather than being damaged.
+	wo.MayGrow = true
+	return d.decodeSpan(gs, sel, read, dst, wo, nil, unread)
+}
+
 // withoutLong returns row groups gs, whose column chunks' bytes are read,
 // with every value of more than most bytes of their text fields (those
-// whose members are txt or json) left out, and the long values' samples:
+// whose members are txt or json) of the fields sel left out, and the
+// long values' samples:
 // each column chunk holding one is written again without it
 // (rewriteLong) and added to read past the object's end (at), where its
 // row group's copy names it (the footer's own is left alone).
-func (d *decoder) withoutLong(gs []chunk, read *format.Read, at int64, most int64) ([]chunk, []format.LongText) {
+func (d *decoder) withoutLong(gs []chunk, sel format.Selection, read *format.Read, at int64, most int64) ([]chunk, []format.LongText) {
 	var out []chunk                 // gs, copied at the first change
 	copied := make([]bool, len(gs)) // out[i].cols copied
 	streams := inflate.Streams{Keep: true}
@@ -87,8 +150,8 @@ func (d *decoder) withoutLong(gs []chunk, read *format.Read, at int64, most int6
 	first := 0 // the row group's first sample in the chunk
 	for gi := range gs {
 		ch := &gs[gi]
-		for _, f := range d.fields {
-			if f.ext != "txt" && f.ext != "json" {
+		for i, f := range d.fields {
+			if !sel.Has(i) || f.ext != "txt" && f.ext != "json" {
 				continue
 			}
 			rows := map[int64]int64{}

@@ -27,7 +27,8 @@
 // caption or null, conversations — a list of {from, value} — or null)
 // into OUTDIR/d/part-K.parquet, a file per part, rows in row order:
 // image BLOB, caption VARCHAR, conversations
-// STRUCT("from" VARCHAR, "value" VARCHAR)[], zstd.
+// STRUCT("from" VARCHAR, "value" VARCHAR)[], zstd. A line may be up to
+// 256 MiB (a conversation of a 100 MB turn).
 //
 // hub: the issue's file of a damaged chunk — the Hub's layout, ROWS rows
 // in one row group, each image a JPEG's first bytes and 1,920 bytes of
@@ -104,7 +105,7 @@ async function main() {
 		for (let k = 0; k < Number(parts); k++) {
 			await con.run(`COPY (
 				SELECT b.content AS image, m.caption AS caption, m.conversations AS conversations
-				FROM read_json('${q(manifest)}', format = 'newline_delimited', columns = {
+				FROM read_json('${q(manifest)}', format = 'newline_delimited', maximum_object_size = 268435456, columns = {
 					part: 'INTEGER', "row": 'INTEGER', file: 'VARCHAR', caption: 'VARCHAR',
 					conversations: 'STRUCT("from" VARCHAR, "value" VARCHAR)[]'}) m
 				LEFT JOIN read_blob('${q(out)}/images/*') b ON b.filename = m.file

@@ -8,7 +8,9 @@
 // when skipping them is asked for, which the result names. A sample its
 // format wrote damaged in an otherwise intact chunk (format.SampleDamage:
 // a video's GOP that failed its CRC32C) is the same: an error naming it
-// (*catalog.DamagedChunkError, 502), or left out in skip mode. On the way it
+// (*catalog.DamagedChunkError, 502), or left out in skip mode; and so is
+// a sample its chunk's load left unread (format.SampleUnread: a text
+// past --max-text-bytes), an error naming it (ErrUnread, 422). On the way it
 //
 //   - fetches the samples whose chunks other nodes hold from those nodes
 //     (the cluster's Remote; a single gateway's has none),

@@ -24,6 +24,12 @@ import (
 // ErrTooLarge marks a read over Config.MaxBytes.
 var ErrTooLarge = errkind.Named(errkind.Invalid, "too_large", "read too large")
 
+// ErrUnread marks a read of a sample its chunk's load left unread: it
+// holds a text past the gateway's --max-text-bytes (format.SampleUnread,
+// catalog.Loader.WithTexts). The content is the fault, as an image no
+// pipeline decodes is: 422.
+var ErrUnread = errkind.New(errkind.Unprocessable, "sample left unread")
+
 // Cache is what a read needs of the chunk cache.
 type Cache interface {
 	Acquire(ctx context.Context, reqs []chunkcache.Request) (*chunkcache.Lease, error)
@@ -256,6 +262,13 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 		gone, err = r.damagedSamples(s, local, data, skip, !req.Local)
 		localMissing = append(localMissing, gone...)
 	}
+	if err == nil && !req.Local {
+		// A peer's request is answered with them as they are: the
+		// asker, whose batch they are for, refuses or skips them.
+		var gone []int
+		gone, err = r.unreadSamples(s, data, r.skip)
+		localMissing = append(localMissing, gone...)
+	}
 	if err != nil {
 		res.Release()
 		return nil, err
@@ -422,6 +435,44 @@ func (r *Reader) damagedSamples(s layout.Samples, pos []int, data [][]byte, skip
 	}
 	if count && len(gone) > 0 {
 		r.skippedLog(s.Pick(gone))
+	}
+	return gone, nil
+}
+
+// unreadSamples finds, among the samples read (data; nil: left out
+// already), those a load wrote unread (format.SampleUnread: a text past
+// --max-text-bytes, left unread by its chunk's decode), from this node's
+// cache or a peer's. Without skip the read fails naming the first
+// (ErrUnread, 422); with skip they are left out (their data set nil),
+// counted and logged, and their positions returned. A tar dataset's
+// samples are never written so.
+func (r *Reader) unreadSamples(s layout.Samples, data [][]byte, skip bool) ([]int, error) {
+	if !s.DS.Index.Deferred() {
+		return nil, nil
+	}
+	var gone []int
+	for p, d := range data {
+		if d == nil {
+			continue
+		}
+		why, ok := format.SampleUnread(d)
+		if !ok {
+			continue
+		}
+		if !skip {
+			return nil, fmt.Errorf("%w: sample %q of dataset %s is not served: %s (the gateway's --max-text-bytes)", ErrUnread, s.Info[p].Key, s.DS.Name, why)
+		}
+		data[p] = nil
+		gone = append(gone, p)
+	}
+	if len(gone) > 0 {
+		keys := make([]string, len(gone))
+		for i, p := range gone {
+			keys[i] = s.Info[p].Key
+		}
+		r.skipped.Add(float64(len(keys)))
+		r.log.Warn().Str("dataset", s.DS.Name).Strs("skipped_samples", keys).
+			Msg("serving without samples holding a text past --max-text-bytes")
 	}
 	return gone, nil
 }

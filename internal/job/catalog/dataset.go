@@ -197,6 +197,18 @@ func (d *Dataset) ChunkSize(c int) int64 {
 	return d.Index.Chunk(c).Size
 }
 
+// fit records that chunk c, decoded with its long texts left unread
+// (InPlace.longTexts), needs n bytes, fewer than its bound, which counts
+// every text whole: every later request for it asks n, so that the chunk
+// is cached as what it holds, not as the bound of values it never holds
+// (a chunk bounded larger than the whole cache would be read through on
+// every request).
+func (d *Dataset) fit(c int, n int64) {
+	if d.InPlace != nil && n < d.ChunkSize(c) {
+		d.InPlace.grown[c].Store(n)
+	}
+}
+
 // StoreSize is the bytes a load of chunk c reads from the store: its
 // object's size (a tar chunk is read whole, as it is cached), or for a
 // dataset served in place its store extent with the fields read — the

@@ -40,9 +40,11 @@ type InPlace struct {
 	sel   format.Selection
 	names string
 	sizes []int64
-	// grown holds, per chunk, the size it needed when it decoded larger
-	// than its bound (format.GrowError), 0 for none: learnt on its first
-	// load, used by every later request for it (ChunkSize).
+	// grown holds, per chunk, the size a load found it to need, 0 for
+	// none: more than its bound, when it decoded larger (format.
+	// GrowError), or less, when its long texts were left unread (fit):
+	// learnt on its first load, used by every later request for it
+	// (ChunkSize).
 	grown []atomic.Int64
 
 	views *viewMemo // shared by a dataset and its views
@@ -73,6 +75,24 @@ func (ip *InPlace) working(c int) int64 {
 		n += w.Working(c, ip.sel)
 	}
 	return n
+}
+
+// longTexts reports whether chunk c is decoded with its text values of
+// more than most bytes left unread (format.TextBound, most > 0: the
+// loader's WithTexts), as its decoder finds from the chunk's metadata
+// before a byte of it is read, and what that decode takes beside its
+// resident buffer: its ranges as read, and the decoder's own.
+func (ip *InPlace) longTexts(c int, most int64) (int64, bool) {
+	tb, ok := ip.Decoder.(format.TextBound)
+	if !ok || most <= 0 {
+		return 0, false
+	}
+	w, may := tb.LongTexts(c, ip.sel, most)
+	if !may {
+		return 0, false
+	}
+	ranges, _ := ip.Decoder.Extent(c, ip.sel)
+	return format.Concat(ranges) + w, true
 }
 
 // keepRead keeps chunk c's bytes as read for its next load.

@@ -53,6 +53,7 @@ type Loader struct {
 	guard   StoreGuard    // nil: store reads bounded by their callers alone
 	pools   format.Buffers
 	decodes Decodes
+	texts   int64 // WithTexts; 0: none
 	log     zerolog.Logger
 }
 
@@ -69,6 +70,19 @@ type Decodes interface {
 // Without, it allocates them and reserves nothing.
 func (l Loader) WithMemory(pools format.Buffers, decodes Decodes) Loader {
 	l.pools, l.decodes = pools, decodes
+	return l
+}
+
+// WithTexts returns the loader leaving unread every text value of more
+// than most bytes of a chunk served in place whose format finds them
+// before it reads them (format.TextBound: Parquet's size statistics,
+// pages' headers and values' length prefixes; the gateway's
+// --max-text-bytes): each sample holding one is written unread
+// (format.WriteUnread), which a read of it is refused for, and the
+// chunk's decode reserves what that decode takes, not what holding the
+// value would. Without, or with most 0, every value is decoded.
+func (l Loader) WithTexts(most int64) Loader {
+	l.texts = most
 	return l
 }
 
@@ -248,13 +262,17 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 		return f, 0, err
 	}
 	if ds.InPlace != nil {
-		release, err := l.decodes.Reserve(ctx, ds.InPlace.working(c))
+		need := ds.InPlace.working(c)
+		if w, long := ds.InPlace.longTexts(c, l.texts); long {
+			need = w
+		}
+		release, err := l.decodes.Reserve(ctx, need)
 		if err != nil {
 			return fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 		}
 		defer release()
 		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, int, error) {
-			return readDecoded(ctx, ds, c, k, buf, l.pools, l.rereads)
+			return readDecoded(ctx, ds, c, k, buf, l.pools, l.rereads, l.texts)
 		}
 	}
 	var first, last fault
@@ -433,9 +451,13 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 // by readChecked; a store error is an error (a file changed since it was
 // indexed: s3backend.ErrChanged). failed is how many reads failed those
 // checksums and were read again, for the loader to count and log as a
-// tar chunk's re-reads.
-func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers, rereads int) (fault, int, error) {
+// tar chunk's re-reads. A chunk that may hold a text of more than texts
+// bytes (InPlace.longTexts) is read whole and decoded with each sample
+// holding one written unread (format.TextBound.DecodeUnread), never
+// streamed: the value is never read into memory.
+func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers, rereads int, texts int64) (fault, int, error) {
 	ip := ds.InPlace
+	_, long := ip.longTexts(c, texts)
 	ranges, _ := ip.Decoder.Extent(c, ip.sel)
 	bound := ds.ChunkSize(c)
 	if bound != int64(len(buf)) {
@@ -449,7 +471,7 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	st, streams := ip.Decoder.(format.Streamer)
 	ro, opens := ip.Data.(rangeOpener)
 	read := 0 // reads whose bytes failed their checksums
-	if src == nil && streams && opens {
+	if src == nil && streams && opens && !long {
 		// Decoded as its bytes arrive: what it reads straight into the
 		// resident form, it reads once. A chunk with nothing to stream is
 		// read below, as any other decoder's.
@@ -487,7 +509,12 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 			return fault{}, read, err
 		}
 	}
-	err := ip.Decoder.Decode(c, ip.sel, src, buf, wo)
+	var err error
+	if long {
+		err = ip.Decoder.(format.TextBound).DecodeUnread(c, ip.sel, src, buf, texts, wo)
+	} else {
+		err = ip.Decoder.Decode(c, ip.sel, src, buf, wo)
+	}
 	var ge *format.GrowError
 	if err == nil || !errors.As(err, &ge) || len(wo.Damaged) > 0 {
 		// Bytes with damage confined to some samples are not kept for a
@@ -496,6 +523,13 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		src = nil
 	}
 	f, err := decoded(ds, c, k, bound, err, src, buf)
+	if long && err == nil && f.kind == intact {
+		// Its bound counted the texts left unread: every later request
+		// asks for what it holds.
+		if t, terr := format.ReadTable(buf); terr == nil {
+			ds.fit(c, t.Need())
+		}
+	}
 	return f, read, err
 }
 

@@ -154,6 +154,9 @@ type jobStats struct {
 	// dataset and index name it in /stats and the labels: a dataset's
 	// name and index ID, or a mixture as written and mixIndex.
 	dataset, index string
+	// datasets are the names of the datasets it reads: its dataset's,
+	// or its mixture's components' (Shown).
+	datasets []string
 	// current is the epoch its last batch was of: a mixture's prefetch,
 	// made for a component's pass, counts against it.
 	current uint64
@@ -338,13 +341,17 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 		}
 		s.ids++
 		var dataset, index string
+		var datasets []string
 		if mx != nil {
 			dataset, index = mx.Text(), mixIndex(mx)
+			for _, ds := range mx.DS {
+				datasets = append(datasets, ds.Name)
+			}
 		} else {
-			dataset, index = js.DS.Name, js.DS.ID()
+			dataset, index, datasets = js.DS.Name, js.DS.ID(), []string{js.DS.Name}
 		}
 		l := jobLabelsOf(dataset, index, js)
-		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, dataset: dataset, index: index, labels: l, kept: true,
+		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, dataset: dataset, index: index, datasets: datasets, labels: l, kept: true,
 			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l)}
 		s.jobs[js] = j
 		s.byID[j.id] = j
@@ -759,13 +766,24 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 	}
 }
 
+// Shown says whether the figures of a job named job ("" for none) that
+// reads datasets may be shown (a token's scope: gateway's visible).
+type Shown func(datasets []string, job string) bool
+
 // Snapshot returns every kept epoch's figures, by dataset, seed, window and
 // epoch.
-func (s *Stats) Snapshot() []api.EpochStat {
+func (s *Stats) Snapshot() []api.EpochStat { return s.SnapshotOf(nil) }
+
+// SnapshotOf is Snapshot of the jobs shown says may be shown (nil: every
+// one).
+func (s *Stats) SnapshotOf(shown Shown) []api.EpochStat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []api.EpochStat{}
 	for js, j := range s.jobs {
+		if shown != nil && !shown(j.datasets, js.Name) {
+			continue
+		}
 		for e, c := range j.epochs {
 			st := api.EpochStat{Dataset: j.dataset, Index: j.index, Seed: js.Seed, Window: js.Window, Job: js.Name, Snapshot: js.Imp.Version, Epoch: e,
 				Accesses: c.accesses, Loads: c.loads, BackendBytes: c.bytes, DiskBytes: c.disk, Complete: c.complete()}
@@ -787,11 +805,17 @@ func (s *Stats) Snapshot() []api.EpochStat {
 }
 
 // Jobs returns every kept job's totals, by dataset, seed, window and name.
-func (s *Stats) Jobs() []api.JobStat {
+func (s *Stats) Jobs() []api.JobStat { return s.JobsOf(nil) }
+
+// JobsOf is Jobs of the jobs shown says may be shown (nil: every one).
+func (s *Stats) JobsOf(shown Shown) []api.JobStat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []api.JobStat{}
 	for js, j := range s.jobs {
+		if shown != nil && !shown(j.datasets, js.Name) {
+			continue
+		}
 		st := api.JobStat{Dataset: j.dataset, Index: j.index, Seed: js.Seed, Window: js.Window, Job: js.Name,
 			Batches: j.batches, Samples: j.samples, Accesses: j.accesses, Loads: j.loads, BackendBytes: j.bytes, DiskBytes: j.disk,
 			WaitSeconds: j.wait.Seconds()}

@@ -113,6 +113,7 @@ var served = []sentinelCase{
 	{"internal/batch/respond.ErrShort", respond.ErrShort, http.StatusInternalServerError, "internal", true},
 	{"internal/batch/sequences.ErrDocument", sequences.ErrDocument, http.StatusBadGateway, "store_mismatch", true},
 	{"internal/batch/bucketunit.ErrFitsNone", bucketunit.ErrFitsNone, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/batch/reader.ErrUnread", reader.ErrUnread, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/sequences.ErrTokenID", sequences.ErrTokenID, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/sequences.ErrTooLarge", sequences.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/tensorize.ErrBusy", tensorize.ErrBusy, http.StatusServiceUnavailable, "transform_busy", false},

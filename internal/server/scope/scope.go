@@ -23,7 +23,8 @@ type Rights uint8
 // The rights. Each endpoint asks for one (the gateway's table of
 // endpoints); none implies another but Admin, which is all of them.
 const (
-	// Read: batches, epochs, manifests, samples, /plan, /stats, /cluster,
+	// Read: batches, epochs, manifests, samples, /plan, /stats, /cluster
+	// (the figures of the jobs and datasets the scope covers),
 	// /datasets, and a job's edits, schedule and sealed versions read
 	// back.
 	Read Rights = 1 << iota
