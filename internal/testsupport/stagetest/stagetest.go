@@ -1,8 +1,8 @@
 // Package stagetest wires the stages of a batch as the gateway does
 // (gateway.New), without HTTP: the catalog of datasets loaded from their
 // stores, the jobs stage (the resolver and the layout), the use table, a
-// chunk cache over the catalog's loader, the reader and its preloads, the transform and
-// clip stage, the pack stage and the visit. A test of what a batch holds —
+// chunk cache over the catalog's loader, the reader and its preloads, the
+// transform and clip stage, the pack stage and the visit. A test of what a batch holds —
 // its samples, its clips, its sequences, what skip mode leaves out and
 // names — asks it with the query a client sends and reads the batch the
 // visit serves, real stages from the store up; the gateway's tests keep
