@@ -12,6 +12,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -25,34 +26,17 @@ type fixture struct {
 	content map[string]map[string][]byte // key -> ext -> bytes
 }
 
-// newFixture packs samples of varying sizes, perChunk samples per chunk.
+// newFixture packs samples of varying sizes (300 to 2,700 bytes),
+// perChunk samples per chunk.
 func newFixture(t testing.TB, chunks, perChunk int) *fixture {
 	t.Helper()
-	return newFixtureSized(t, chunks, perChunk, 0)
+	return newFixtureNamed(t, t.TempDir(), "", chunks, perChunk, 0)
 }
 
-// newFixtureIn is newFixture in dir, replacing what is there (the index
-// last, as a packer writes it).
-func newFixtureIn(t testing.TB, dir string, chunks, perChunk int) *fixture {
-	t.Helper()
-	return newFixtureInSized(t, dir, chunks, perChunk, 0)
-}
-
-// newFixtureSized packs samples whose image is about size bytes (300 to
-// 2,700 bytes, varying, if size is 0).
-func newFixtureSized(t testing.TB, chunks, perChunk, size int) *fixture {
-	t.Helper()
-	return newFixtureInSized(t, t.TempDir(), chunks, perChunk, size)
-}
-
-// newFixtureInSized is newFixtureSized in dir.
-func newFixtureInSized(t testing.TB, dir string, chunks, perChunk, size int) *fixture {
-	t.Helper()
-	return newFixtureNamed(t, dir, "", chunks, perChunk, size)
-}
-
-// newFixtureNamed is newFixtureInSized whose keys and class files start
-// with prefix, so that datasets of one test hold distinct samples.
+// newFixtureNamed is newFixture in dir (replacing what is there, the
+// index last, as a packer writes it) whose keys and class files start
+// with prefix, so that datasets of one test hold distinct samples, and
+// whose images are about size bytes (if size is not 0).
 func newFixtureNamed(t testing.TB, dir, prefix string, chunks, perChunk, size int) *fixture {
 	t.Helper()
 	counts := make([]int, chunks)
@@ -103,51 +87,18 @@ func packSamples(t testing.TB, store *s3backend.Local, chunks, perChunk int, sam
 	return packChunks(t, store, counts, sample)
 }
 
-// packChunks is packSamples whose chunk c holds counts[c] samples.
+// packChunks is packSamples whose chunk c holds counts[c] samples
+// (catalogtest.Pack).
 func packChunks(t testing.TB, store *s3backend.Local, counts []int, sample func(id, c int) (string, []sampleFile)) *chunkindex.Index {
 	t.Helper()
-	ctx := context.Background()
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	id := 0
-	for c, perChunk := range counts {
-		var buf bytes.Buffer
-		w := chunkindex.NewChunkWriter(&buf)
-		for range perChunk {
-			key, files := sample(id, c)
-			var members []chunkindex.Member
-			for _, f := range files {
-				members = append(members, chunkindex.Member{Name: key + "." + f.ext, Size: int64(len(f.data)), Body: bytes.NewReader(f.data)})
-			}
-			off, n, crc, err := w.WriteSample(key, members)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss = append(ss, chunkindex.Sample{Key: key, Chunk: c, Offset: off, Length: n, CRC: crc})
-			id++
+	return catalogtest.Pack(t, store, counts, func(id, c int) (string, []catalogtest.File) {
+		key, files := sample(id, c)
+		out := make([]catalogtest.File, len(files))
+		for i, f := range files {
+			out[i] = catalogtest.File{Ext: f.ext, Data: f.data}
 		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		name := fmt.Sprintf("chunks/%06d.tar", c)
-		info, err := store.Put(ctx, name, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, chunkindex.Chunk{Key: name, Size: info.Size, ETag: info.ETag, Samples: perChunk})
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ix.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Put(ctx, chunkindex.IndexKey, bytes.NewReader(b), int64(len(b))); err != nil {
-		t.Fatal(err)
-	}
-	return ix
+		return key, out
+	})
 }
 
 // start runs a loaded gateway over store behind an httptest server.

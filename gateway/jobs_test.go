@@ -19,7 +19,7 @@ import (
 // detector before).
 func sharedFixture(t *testing.T) (*fixture, int64) {
 	t.Helper()
-	f := newFixtureSized(t, 76, 52, 2000)
+	f := newFixtureNamed(t, t.TempDir(), "", 76, 52, 2000)
 	var total int64
 	for c := range f.index.NumChunks() {
 		total += f.index.Chunk(c).Size

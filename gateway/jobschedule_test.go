@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -41,7 +40,8 @@ func editSchedule(t *testing.T, base, sched string, from uint64, prev string) (i
 // TestStoredScheduleEdits: the HTTP contract of a schedule stored under a
 // job's name (PUT, POST, GET /jobs/NAME/schedule; job=NAME&schedule=):
 // each answer's status, and what its body or headers name where only the
-// gateway knows it (versions, steps served, a dataset not served). How
+// gateway knows it (versions, steps served, the first editable step, a
+// dataset not served), from_step a step or "next", an empty schedule. How
 // versions chain and why an edit is refused are internal/job/jobsched's
 // TestEditChain and api's TestScheduleEdit and TestParseScheduleSaysWhy;
 // an edited, resumed run, internal/batch/layout's TestScheduleResumeAfterTwoEdits;
@@ -84,6 +84,12 @@ func TestStoredScheduleEdits(t *testing.T) {
 		if st != e.status || !strings.Contains(body, e.says) {
 			t.Errorf("edit %q from %d: %d %s; want %d saying %q", e.sched, e.from, st, body, e.status, e.says)
 		}
+		// A step served is refused naming in a field the first step an
+		// edit could start at: the one after step 5.
+		var refused api.Error
+		if e.says == "step 5" && (json.Unmarshal([]byte(body), &refused) != nil || refused.FirstEditableStep == nil || *refused.FirstEditableStep != 6) {
+			t.Errorf("edit from step 5 after step 5 was read: %s; want first_editable_step 6", body)
+		}
 		if st == http.StatusOK {
 			v2 = v
 		}
@@ -117,32 +123,14 @@ func TestStoredScheduleEdits(t *testing.T) {
 			t.Errorf("%s: Brand-Schedule-Version %q, want the current %s", tc.path, v, v2.Version)
 		}
 	}
-}
 
-// TestScheduleEditFromNext: a 409 refusing an edit says in fields what to
-// do instead — the first step an edit could start at, the current version
-// — and an edit with from_step "next" takes effect from the step after
-// every step served, which its answer names. The reproduction: a trainer
-// read latest_step from GET, edited from the step after, and got a 409
-// naming the step in prose only, its loaders having read on.
-func TestScheduleEditFromNext(t *testing.T) {
-	m := newMixFixture(t)
-	base := m.start(t)
-	st, v1, body := editSchedule(t, base, "0:web:0.5,code:0.3,books:0.2", 0, "")
-	if st != http.StatusCreated {
-		t.Fatalf("PUT: %d %s", st, body)
-	}
-	// Rank 0 of world 2 reads batches 0..7: steps 0..7 served.
-	for b := range 8 {
-		if resp, body := get(t, base+"/epoch/0/batch/"+strconv.Itoa(b)+"?world=2&job=run&schedule=latest"); resp.StatusCode != http.StatusOK {
-			t.Fatalf("batch %d: %d %s", b, resp.StatusCode, body)
-		}
-	}
-	var refused api.Error
-	st, _, body = editSchedule(t, base, "5:web:1,code:1,books:1", 5, v1.Version)
-	if err := json.Unmarshal([]byte(body), &refused); st != http.StatusConflict || err != nil || refused.FirstEditableStep == nil || *refused.FirstEditableStep != 8 {
-		t.Fatalf("an edit from step 5 after step 7 was read: %d %s; want 409 with first_editable_step 8", st, body)
-	}
+	// from_step "next": the step after every step served (5), which the
+	// answer names; an edit of the version before is a 409 naming the
+	// current one in schedule_version; from_step neither a step nor
+	// "next", or a first phase not at next, is 400 (jobsched's
+	// TestEditNext has the rule). The reproduction: a trainer read
+	// latest_step from GET, edited from the step after, and got a 409
+	// naming the step in prose only, its loaders having read on.
 	send := func(from any, sched, prev string) (int, storedVersion, api.Error) {
 		t.Helper()
 		b, _ := json.Marshal(map[string]any{"schedule": sched, "from_step": from, "base": prev})
@@ -156,38 +144,34 @@ func TestScheduleEditFromNext(t *testing.T) {
 		}
 		return resp.StatusCode, v, e
 	}
-	st, v2, e := send("next", "next~+10:web:0,code:1,books:0", v1.Version)
-	if st != http.StatusOK || v2.FromStep != 8 || v2.Previous != v1.Version || !strings.HasSuffix(v2.Schedule, ";8~18:web:0,code:1,books:0") {
-		t.Fatalf("an edit from the next step: %d %+v %+v; want from step 8", st, v2, e)
+	st, v3, e := send("next", "next~+10:web:0,code:1,books:0", v2.Version)
+	if st != http.StatusOK || v3.FromStep != 6 || v3.Previous != v2.Version || !strings.HasSuffix(v3.Schedule, ";6~16:web:0,code:1,books:0") {
+		t.Fatalf("an edit from the next step: %d %+v %+v; want from step 6", st, v3, e)
 	}
-	if st, _, e := send("next", "next:web:1,code:1,books:1", v1.Version); st != http.StatusConflict || e.ScheduleVersion != v2.Version {
-		t.Fatalf("an edit of the version before: %d %+v; want 409 naming %s in schedule_version", st, e, v2.Version)
+	if st, _, e := send("next", "next:web:1,code:1,books:1", v2.Version); st != http.StatusConflict || e.ScheduleVersion != v3.Version {
+		t.Fatalf("an edit of the version before: %d %+v; want 409 naming %s in schedule_version", st, e, v3.Version)
 	}
 	for _, bad := range []struct {
 		from  any
 		sched string
 	}{{"next", "9:web:1,code:1,books:1"}, {"later", "next:web:1,code:1,books:1"}, {-1, "next:web:1,code:1,books:1"}} {
-		if st, _, e := send(bad.from, bad.sched, v2.Version); st != http.StatusBadRequest {
+		if st, _, e := send(bad.from, bad.sched, v3.Version); st != http.StatusBadRequest {
 			t.Errorf("from_step %v, schedule %q: %d %+v; want 400", bad.from, bad.sched, st, e)
 		}
 	}
-}
-
-// TestEmptyScheduleIsBadRequest: PUT of an empty schedule ({}, null,
-// {"schedule": ""}) answered 201 and stored it; every later request of the
-// job then failed with a 500 and a valid PUT with 409. Each is a 400, and
-// the name's first schedule is still to be given.
-func TestEmptyScheduleIsBadRequest(t *testing.T) {
-	base := newMixFixture(t).start(t)
+	// An empty first schedule is 400, and the name's first schedule is
+	// still to give. The reproduction: PUT {} answered 201 and stored it;
+	// every later request of the job then failed with a 500 and a valid
+	// PUT with 409 (jobsched's TestEmptyScheduleRefused has the rule).
 	for _, body := range []string{`{}`, `null`, `{"schedule": ""}`, `{"schedule": "  "}`} {
-		if resp, b := do(t, http.MethodPut, base+"/jobs/run/schedule", []byte(body)); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "empty") {
+		if resp, b := do(t, http.MethodPut, base+"/jobs/fresh/schedule", []byte(body)); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "empty") {
 			t.Fatalf("PUT %s: %d %s; want 400 saying the schedule is empty", body, resp.StatusCode, b)
 		}
 	}
-	if st, _, b := editSchedule(t, base, "0:web:0.5,code:0.5", 0, ""); st != http.StatusCreated {
-		t.Fatalf("a valid first schedule after the refusals: %d %s", st, b)
+	if resp, b := do(t, http.MethodPut, base+"/jobs/fresh/schedule", []byte(`{"schedule": "0:web:0.5,code:0.5"}`)); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a valid first schedule after the refusals: %d %s", resp.StatusCode, b)
 	}
-	if resp, b := get(t, base+"/epoch/0/batch/0?job=run&schedule=latest"); resp.StatusCode != http.StatusOK {
+	if resp, b := get(t, base+"/epoch/0/batch/0?job=fresh&schedule=latest"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("a batch of the job: %d %s", resp.StatusCode, b)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // against).
 func repack(t *testing.T, f *fixture, chunks, perChunk int) *fixture {
 	t.Helper()
-	return newFixtureIn(t, f.dir, chunks, perChunk)
+	return newFixtureNamed(t, f.dir, "", chunks, perChunk, 0)
 }
 
 func datasets(t *testing.T, base string) api.DatasetInfo {

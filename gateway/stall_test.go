@@ -81,7 +81,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // assemble only while it copies: internal/batch/reader's
 // TestAssembledReadsHoldNoRoom.)
 func TestStalledReadersReleaseTheirChunks(t *testing.T) {
-	f := newFixtureSized(t, 2, 16, (1<<20)/16) // chunks of about 1 MiB
+	f := newFixtureNamed(t, t.TempDir(), "", 2, 16, (1<<20)/16) // chunks of about 1 MiB
 	g, srv := start(t, f.store, func(c *gateway.Config) {
 		c.WriteTimeout = 300 * time.Millisecond
 		c.MinWriteRate = 1 << 40 // a segment's deadline is the timeout alone

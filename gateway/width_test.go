@@ -1,46 +1,16 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
-
-// heldStore is a store whose reads of chunks wait, once held, until
-// let go: the batches that need them stay in flight, past admission,
-// for as long as a test needs to count them. Only the Store interface
-// is exposed, so the loader reads ranges through ReadRange.
-type heldStore struct {
-	s3backend.Store
-	held    atomic.Bool
-	letGo   chan struct{}
-	letOnce sync.Once
-}
-
-func newHeldStore(s s3backend.Store) *heldStore {
-	return &heldStore{Store: s, letGo: make(chan struct{})}
-}
-
-func (h *heldStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	if h.held.Load() && !strings.HasPrefix(key, "_brand/") {
-		select {
-		case <-h.letGo:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return h.Store.ReadRange(ctx, key, etag, off, p)
-}
-
-func (h *heldStore) release() { h.letOnce.Do(func() { close(h.letGo) }) }
 
 // TestAdmissionKnowsAJobsWidth: the use table bounds the batches being
 // served per rank of a job, not per job. The reproduction: one gateway,
@@ -95,10 +65,13 @@ func TestAdmissionKnowsAJobsWidth(t *testing.T) {
 	f := newFixture(t, 16, 128) // 2,048 samples: one global batch of 128 ranks of 16
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := newHeldStore(f.store)
+			// The store's reads of chunks wait, once held, until let go:
+			// the batches that need them stay in flight, past
+			// admission, for as long as the test counts them.
+			store := s3test.Wrap(f.store)
 			_, srv := start(t, store, nil)
-			store.held.Store(true)
-			t.Cleanup(store.release) // before the gateway closes
+			gate := store.Gate(func(c s3test.Call) bool { return c.Op == s3backend.OpGet && !strings.HasPrefix(c.Key, "_brand/") })
+			t.Cleanup(gate.Open) // before the gateway closes
 
 			type answer struct {
 				path   string
@@ -150,7 +123,7 @@ func TestAdmissionKnowsAJobsWidth(t *testing.T) {
 				t.Fatalf("%d batches being served, want %d", n, tt.wantServing)
 			}
 
-			store.release()
+			gate.Open()
 			seen := map[string]int{}
 			for range len(tt.paths) - refused {
 				a := <-answers

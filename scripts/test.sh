@@ -298,10 +298,11 @@ lane_three() {
 	timed "lane three: Python" scripts/test-python.sh
 
 	# The tests that measure memory, which the race detector's own
-	# allocations would blur and lane one's run skips under it: what a gateway
-	# keeps per job, mixture and schedule clients name, held flat over 40,000
-	# batches; what feedback bodies take while they are decoded.
-	timed "lane three: memory" go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
+	# allocations would blur and lane one's run skips under it: what a
+	# node's stages keep per job, mixture and schedule clients name, held
+	# flat over 40,000 batches; what feedback bodies take while they are
+	# decoded.
+	timed "lane three: memory" go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./internal/batch/visit/
 	timed "lane three: memory (feedback)" go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
 
 	# Package transform again with its optional libjpeg-turbo decoder

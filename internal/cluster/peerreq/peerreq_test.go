@@ -126,7 +126,8 @@ func TestSamplesRoundTrip(t *testing.T) {
 // TestDecodeSamplesRefuses: a sample request that does not say what it
 // reads, or reads more than a batch may, is a bad request; one for a
 // version this node does not hold is the catalog's refusal, which the
-// asker reads elsewhere.
+// asker reads elsewhere. (The statuses the gateway answers them with:
+// its TestPeerRequestBounds.)
 func TestDecodeSamplesRefuses(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 2, 4) // 8 samples
 	ix := "&index=" + ds.ID()
@@ -140,6 +141,7 @@ func TestDecodeSamplesRefuses(t *testing.T) {
 		{"another version", "dataset=d&index=0123456789abcdef", []int{0}, nil, catalog.ErrVersion},
 		{"an unknown parameter", "dataset=d" + ix + "&rank=0", []int{0}, nil, query.ErrBadRequest},
 		{"a window without a position", "dataset=d" + ix + "&seed=1&window=2&epoch=0", []int{0}, nil, query.ErrBadRequest},
+		{"an epoch without a window", "dataset=d" + ix + "&epoch=0", []int{0}, nil, query.ErrBadRequest},
 		{"a job's name without a window", "dataset=d" + ix + "&job=j", []int{0}, nil, query.ErrBadRequest},
 		{"a position past the epoch", "dataset=d" + ix + "&seed=1&window=2&epoch=0&pos=9", []int{0}, nil, query.ErrBadRequest},
 		{"a pipeline without its fingerprint", "dataset=d" + ix + "&seed=1&window=2&epoch=0&pos=0&transform=tiny", []int{0}, nil, query.ErrBadRequest},
@@ -147,6 +149,12 @@ func TestDecodeSamplesRefuses(t *testing.T) {
 		{"a sample past the index", "dataset=d" + ix, []int{8}, nil, transport.ErrBadRequest},
 		{"more than a batch", "dataset=d" + ix, make([]int, 17), nil, transport.ErrBadRequest},
 		{"not a list", "dataset=d" + ix, nil, []byte{1, 2, 3}, transport.ErrBadRequest},
+		{"an importance version that is not one", "dataset=d" + ix + "&seed=0&window=2&epoch=0&pos=0&job=a&importance=zzz&hot=1", []int{1}, nil, query.ErrBadRequest},
+		{"a parameter twice", "dataset=d" + ix + "&seed=0&window=2&epoch=0&pos=0&seed=1", []int{1}, nil, query.ErrBadRequest},
+		// The reproduction: IDs repeated up to a million (a 4.4 MB body)
+		// made the gateway allocate the summed length of every repeat
+		// and die of it; refused before any allocation.
+		{"a million IDs, repeated", "dataset=d" + ix, slices.Repeat([]int{0, 1, 2, 3, 4, 5, 6, 7}, 125_000), nil, transport.ErrBadRequest},
 	}
 	for _, tt := range tests {
 		body := tt.body

@@ -1,8 +1,8 @@
 // Package stagetest wires the stages of a batch as the gateway does
 // (gateway.New), without HTTP: the catalog of datasets loaded from their
 // stores, the jobs stage (the resolver and the layout), the use table, a
-// chunk cache over the catalog's loader, the reader, the transform and
-// clip stage, the pack stage and the visit. A test of what a batch holds —
+// chunk cache over the catalog's loader, the reader and its preloads, the
+// transform and clip stage, the pack stage and the visit. A test of what a batch holds —
 // its samples, its clips, its sequences, what skip mode leaves out and
 // names — asks it with the query a client sends and reads the batch the
 // visit serves, real stages from the store up; the gateway's tests keep
@@ -34,6 +34,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/preload"
 	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/route"
@@ -142,9 +143,12 @@ func New(t testing.TB, cfg Config) *Stages {
 		MaxWait: time.Minute, Recycler: mem, Tasks: life.Group("chunkcache: loads, spills")})
 	mem.Watch(s.Cache)
 	stats := livestats.New(reg, cfg.CacheSize, nil, life.Group("livestats: optima"), cfg.Log)
+	// A batch's later parts loaded while its first is read, bounded as
+	// the gateway bounds them (its maxAhead).
+	ahead := preload.New(preload.Config{Group: life.Group("preload: loads"), Limit: stopper.NewLimit(64), Cache: s.Cache, Timeout: time.Minute})
 	s.Reader = reader.New(reader.Config{Cache: s.Cache, Loader: loader, Remote: rt, SkipDamaged: cfg.SkipDamaged,
 		MaxBytes: limits.MaxBatchBytes, Copies: mem.Copies(), Assemblers: 2, MaxWait: time.Minute,
-		Shared: sched.Shared, Tally: stats, Registry: reg, Log: cfg.Log})
+		Shared: sched.Shared, Preload: ahead, Tally: stats, Registry: reg, Log: cfg.Log})
 	s.Stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: workers, Buffers: mem.Copies(), Decodes: mem.Decodes(),
 		MaxBytes: limits.MaxBatchBytes, Group: life.Group("tensors: workers"), Registry: reg, Log: cfg.Log})
 	packer := sequences.New(sequences.Config{Workers: s.Stage, MaxBytes: limits.MaxBatchBytes, Registry: reg})
