@@ -126,11 +126,10 @@ type BucketsRow struct {
 	ImagesPerSec      float64 `json:"images_per_s"`
 	TrainerCPU        float64 `json:"trainer_cpu_s"`
 	TrainerMsPerImage float64 `json:"trainer_ms_per_image"`
-	// FirstStepCPU is the trainer's CPU to its first step (the workers'
-	// start and imports), SteadyMsPerImage its CPU an image after it.
-	FirstStepCPU      float64 `json:"first_step_cpu_s"`
-	SteadyMsPerImage  float64 `json:"steady_trainer_ms_per_image"`
-	GatewayCPU        float64 `json:"gateway_cpu_s"`
+	// WarmupCPU is the trainer's CPU over the unmeasured pass before (the
+	// persistent workers' start, their first epoch).
+	WarmupCPU         float64 `json:"warmup_trainer_cpu_s"`
+	GatewayCPU        float64 `json:"gateway_cpu_s"` // over both passes
 	GatewayMsPerImage float64 `json:"gateway_ms_per_image"`
 }
 
@@ -201,7 +200,7 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 		rep.Load = append(rep.Load, loadAverage())
 		for _, mode := range []string{"pil", "brand"} {
 			args := []string{mode, "--side", strconv.Itoa(cfg.Side), "--budget", strconv.FormatInt(cfg.Budget, 10),
-				"--workers", strconv.Itoa(cfg.Workers), "--epoch", strconv.Itoa(round + 1), "--seed", "7"}
+				"--workers", strconv.Itoa(cfg.Workers), "--epoch", strconv.Itoa(round + 1), "--seed", "7", "--warmup", "1"}
 			if mode == "pil" {
 				args = append(args, "--dir", src)
 			} else {
@@ -213,7 +212,7 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 				Steps      int     `json:"steps"`
 				Seconds    float64 `json:"seconds"`
 				CPUSeconds float64 `json:"cpu_seconds"`
-				First      float64 `json:"first_step_cpu_seconds"`
+				Warmup     float64 `json:"warmup_cpu_seconds"`
 			}
 			if err := py.run(ctx, &out, args...); err != nil {
 				return nil, err
@@ -225,13 +224,11 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 			n := float64(out.Images)
 			row := BucketsRow{Round: round, Mode: mode, Images: out.Images, Steps: out.Steps, Seconds: out.Seconds,
 				ImagesPerSec: n / out.Seconds, TrainerCPU: out.CPUSeconds, TrainerMsPerImage: 1e3 * out.CPUSeconds / n,
-				FirstStepCPU: out.First}
-			if n > float64(out.Steps) && out.Steps > 1 {
-				// Per image after the first step: the workers started.
-				row.SteadyMsPerImage = 1e3 * (out.CPUSeconds - out.First) / (n * float64(out.Steps-1) / float64(out.Steps))
-			}
+				WarmupCPU: out.Warmup}
 			if mode == "brand" {
-				row.GatewayCPU, row.GatewayMsPerImage = gw, 1e3*gw/n
+				// The gateway served the epoch twice: the warm-up pass and
+				// the measured one.
+				row.GatewayCPU, row.GatewayMsPerImage = gw, 1e3*gw/(2*n)
 			}
 			logf(cfg.Log, "round %d, %s: %d images in %d steps, %.1f images/s, trainer %.3f ms an image, gateway %.1f ms an image",
 				round, mode, out.Images, out.Steps, row.ImagesPerSec, row.TrainerMsPerImage, row.GatewayMsPerImage)
@@ -348,10 +345,10 @@ func (r *BucketsReport) WriteText(w io.Writer) error {
 	for _, m := range []string{"pil", "brand"} {
 		fmt.Fprintf(&sb, "| %s | %s |\n", map[string]string{"pil": "(1) PIL bucketing in DataLoader workers", "brand": "(2) brand.Buckets"}[m], spreadString(r.Summary[m], 3))
 	}
-	sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | images/s | s | trainer CPU s | of which to the first step | trainer ms an image | after the first step | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+	sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | images/s | s | trainer CPU s | trainer ms an image | the warm-up pass's trainer CPU s | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.1f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.ImagesPerSec,
-			row.Seconds, row.TrainerCPU, row.FirstStepCPU, row.TrainerMsPerImage, row.SteadyMsPerImage, row.GatewayCPU, row.GatewayMsPerImage)
+		fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.1f | %.2f | %.2f | %.3f | %.2f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.ImagesPerSec,
+			row.Seconds, row.TrainerCPU, row.TrainerMsPerImage, row.WarmupCPU, row.GatewayCPU, row.GatewayMsPerImage)
 	}
 	if e := r.Epoch; e != nil {
 		fmt.Fprintf(&sb, "\nEpoch 1 of the bucket job (/epoch/1): mean fill of the budget %.3f, %d images too small, %d without an image.\n\n| bucket | images | steps | batch size | dropped | fill |\n| --- | --: | --: | --: | --: | --: |\n", e.Fill, e.TooSmall, e.NoImage)
@@ -365,7 +362,7 @@ func (r *BucketsReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&sb, "\nAn epoch read at world %d held to the files (each file's bucket computed from its header with fractions by python/bench/buckets.py): %d files, %d fit a bucket, %d served once each in %d steps of %d buckets; %d steps of two shapes; %d images in another bucket; %d served unfit; a bucket's steps off its share by at most %.3f; mean fill %.3f; %d dropped, %d too small.\n",
 			c.World, c.Files, c.Fit, c.Served, c.Steps, c.BucketsUsed, c.Mixed, c.Wrong, c.ServedUnfit, c.MaxShareDev, c.MeanFill, c.Dropped, c.TooSmall)
 	}
-	fmt.Fprintf(&sb, "\nThe trainer's CPU is its process tree's (the workers, reaped, included) over the pass; the gateway's over the same pass, from /proc. Load average before each round: %s. %d CPUs.\n\nTargets:\n", joinFloats(r.Load, 1), r.Machine.CPUs)
+	fmt.Fprintf(&sb, "\nEach loader reads the epoch once unmeasured (its persistent workers started) and once measured; the trainer's CPU is its process tree's over the measured pass (its live workers' included), the gateway's over the same pass, from /proc. Load average before each round: %s. %d CPUs.\n\nTargets:\n", joinFloats(r.Load, 1), r.Machine.CPUs)
 	for _, t := range r.Targets {
 		fmt.Fprintf(&sb, "  %-4s %s: %.3f (want %s)\n", t.Status, t.Name, t.Ratio, t.Want)
 	}
