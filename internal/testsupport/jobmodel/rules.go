@@ -84,6 +84,8 @@ var rules = []Rule{
 	{A: "tokens", B: "buckets", Kind: Refuse},
 	{A: "clips", B: "buckets", Kind: Refuse},
 	{A: "buckets", B: "transform", Kind: Refuse},
+	{A: "buckets", B: "exclusion", Kind: Refuse},
+	{A: "buckets", B: "append", Kind: Refuse},
 	{A: "buckets", B: "locality", Kind: Downgrade, Drops: "locality"},
 	{A: "buckets", B: "balance-bytes", Kind: Refuse},
 	{A: "buckets", B: "balance-cost", Kind: Refuse},
