@@ -16,7 +16,8 @@ prints on stdout. Each mode is what a PyTorch user writes:
            orientation, resize to cover the bucket (bilinear) and crop at
            the centre to a uint8 ``(3, H, W)`` tensor; the DataLoader
            collates each step into one ``(B, 3, H, W)`` tensor.
-``brand``  ``brand.Buckets`` over the gateway, the same buckets and budget:
+``brand``  ``brand.Buckets`` over the gateway, the same buckets and budget,
+           read with its ``loader()`` (its workers' shared blocks reused):
            the trainer only receives each step's tensors.
 
 Figures: ``images``, ``steps``, ``seconds`` from the loader's start (its
@@ -173,7 +174,7 @@ def brand_mode(a: argparse.Namespace) -> Dict[str, Any]:
     preset = {1024: "sdxl", 768: "sdxl-768", 512: "sdxl-512"}[a.side]
     ds = brand.Buckets(a.url, a.dataset, buckets=preset, budget=a.budget, seed=a.seed)
     ds.set_epoch(a.epoch)
-    loader = DataLoader(ds, batch_size=None, num_workers=a.workers, persistent_workers=a.workers > 0)
+    loader = ds.loader(num_workers=a.workers, persistent_workers=a.workers > 0)
     return measure(lambda: (b.images for b in loader), a.warmup)
 
 

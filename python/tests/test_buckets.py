@@ -101,6 +101,30 @@ class TestBuckets(unittest.TestCase):
         self.assertLessEqual(seen, fit)
         self.assertGreater(len(seen), len(fit) // 2)
 
+    def test_loader_persistent_workers_follow_the_epoch(self):
+        """ds.loader()'s persistent workers read each iteration's epoch and
+        position, the steps it hands out are counted, and its steps are
+        those of the dataset read in this process."""
+        ds = self.dataset()
+        loader = ds.loader(num_workers=2, persistent_workers=True)
+        for epoch in (0, 1):
+            ds.set_epoch(epoch)
+            got = [(s.bucket, s.keys) for s in loader]
+            here = self.dataset()
+            here.set_epoch(epoch)
+            want = [(s.bucket, s.keys) for s in steps(here)]
+            self.assertEqual(got, want, f"epoch {epoch} through the loader's workers")
+            self.assertEqual(ds.state_dict()["legs"], [[1, len(want)]])
+        # A position restored mid-epoch: the rest of its images once (its
+        # steps planned anew from the images each bucket has left: at the
+        # same world size, the same batches, perhaps in another order).
+        ds.set_epoch(0)
+        full = [tuple(s.keys) for s in steps(self.dataset())]
+        state = {**ds.state_dict(), "epoch": 0, "legs": [[1, 3]]}
+        ds.load_state_dict(state)
+        rest = [tuple(s.keys) for s in loader]
+        self.assertEqual(sorted(rest), sorted(full[3:]))
+
     def test_refusals(self):
         with self.assertRaises(TypeError):
             brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, batch_size=4)

@@ -34,7 +34,7 @@ Its modules, each one job:
 """
 
 from ._batches import ClipBatch, SampleBatch, SequenceBatch, TensorBatch, WindowBatch
-from ._buckets import BucketBatch, Buckets
+from ._buckets import BucketBatch, BucketLoader, Buckets
 from ._clips import clip_tensors
 from ._dataset import BrandDataset, BrandSkipWarning, ddp_world
 from ._entries import Clips, LeRobot, Samples, Sequences, Tensors
@@ -42,13 +42,13 @@ from ._loader import BrandLoader
 from ._sequences import sequence_tensors
 from ._tensors import collate_tensors, npy_tensor
 
-__all__ = ["BucketBatch", "Buckets", "BrandDataset", "BrandLoader", "BrandSkipWarning", "ClipBatch", "Clips", "LeRobot", "SampleBatch",
+__all__ = ["BucketBatch", "BucketLoader", "Buckets", "BrandDataset", "BrandLoader", "BrandSkipWarning", "ClipBatch", "Clips", "LeRobot", "SampleBatch",
            "Samples", "SequenceBatch", "Sequences", "TensorBatch", "Tensors", "WindowBatch", "clip_tensors",
            "collate_tensors", "ddp_world", "npy_tensor", "sequence_tensors"]
 
 # Named where users import them from, as before the package was split: in
 # reprs, help() and pickles (a dataset sent to spawned workers).
-for _public in (BucketBatch, Buckets, BrandDataset, BrandLoader, BrandSkipWarning, ClipBatch, Clips, LeRobot, SampleBatch, Samples,
+for _public in (BucketBatch, BucketLoader, Buckets, BrandDataset, BrandLoader, BrandSkipWarning, ClipBatch, Clips, LeRobot, SampleBatch, Samples,
                 SequenceBatch, Sequences, TensorBatch, Tensors, WindowBatch, clip_tensors, collate_tensors, ddp_world,
                 npy_tensor, sequence_tensors):
     _public.__module__ = __name__

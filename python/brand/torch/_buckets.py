@@ -12,15 +12,17 @@ at each world size so far.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .._options import Options, check_rank
 from ..client import Batch, Client
 from ._dataset import ddp_world
+from ._shm import Blocks, Board, WorkerInit, worker_blocks, worker_iteration
 from ._tensors import npy_tensor
 
 _STATE_VERSION = 1
@@ -30,13 +32,21 @@ _STATE_VERSION = 1
 _ORDER = ("seed", "window", "dataset", "buckets", "budget", "budget_tokens", "vae", "patch", "max_upscale", "small")
 
 
+class BucketShape(NamedTuple):
+    """A bucket: every image of its steps is ``height`` × ``width``. A
+    NamedTuple, so that a DataLoader's conversion keeps it one."""
+
+    height: int
+    width: int
+
+
 class BucketBatch(NamedTuple):
     """A step of :class:`brand.Buckets`: ``B`` images of one bucket.
 
     Attributes:
         images: ``torch.uint8`` ``(B, 3, H, W)``: each image resized to
             cover the bucket, cropped to it at the centre, flipped as drawn.
-        bucket: the bucket, ``(H, W)``.
+        bucket: the bucket, ``(H, W)`` (a :class:`BucketShape`).
         original_sizes: ``int64`` ``(B, 2)``: each image's displayed
             ``(height, width)`` (SDXL's ``original_size``).
         crops: ``int64`` ``(B, 2)``: the crop's ``(top, left)`` in the
@@ -48,7 +58,7 @@ class BucketBatch(NamedTuple):
     """
 
     images: torch.Tensor
-    bucket: Tuple[int, int]
+    bucket: BucketShape
     original_sizes: torch.Tensor
     crops: torch.Tensor
     flips: torch.Tensor
@@ -56,17 +66,23 @@ class BucketBatch(NamedTuple):
     members: Dict[str, List[Any]]
 
 
-def _empty(shape: Tuple[int, int, int, int]) -> torch.Tensor:
-    """An uninitialised uint8 tensor of shape: in shared memory in a
-    DataLoader worker (its storage made there, not copied there when the
-    step is sent)."""
+def _empty(shape: Tuple[int, int, int, int], blocks: Optional[Blocks] = None) -> torch.Tensor:
+    """An uninitialised uint8 tensor of shape: in a worker of
+    :meth:`Buckets.loader`, in one of its shared blocks, reused from step
+    to step once the trainer lets go of a step (its pages mapped once);
+    in another DataLoader worker, in shared memory made for it (so that
+    it is not copied there when the step is sent); else private."""
     n = shape[0] * shape[1] * shape[2] * shape[3]
+    if blocks is not None:
+        t = blocks.take(n, shape)
+        if t is not None:
+            return t
     if get_worker_info() is None or not hasattr(torch.UntypedStorage, "_new_shared"):
         return torch.empty(shape, dtype=torch.uint8)
     return torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(n)).view(shape)
 
 
-def bucket_batch(b: Batch) -> BucketBatch:
+def bucket_batch(b: Batch, blocks: Optional[Blocks] = None) -> BucketBatch:
     """The :class:`BucketBatch` of a bucket job's batch as a
     :class:`brand.Client` decodes it."""
     name = b.transform or ""
@@ -78,7 +94,7 @@ def bucket_batch(b: Batch) -> BucketBatch:
     # reused) into the step's tensor: in a DataLoader worker, made in
     # shared memory, so that the trainer's process receives it without
     # another.
-    images = _empty((len(b), 3, h, w))
+    images = _empty((len(b), 3, h, w), blocks)
     members: Dict[str, List[Any]] = {}
     for i, s in enumerate(b):
         npy = [k for k in s if k.endswith("npy")]
@@ -91,7 +107,7 @@ def bucket_batch(b: Batch) -> BucketBatch:
     sizes = torch.tensor([[int(g[1]), int(g[0])] for g in geo], dtype=torch.int64).reshape(-1, 2)
     crops = torch.tensor([[int(g[3]), int(g[2])] for g in geo], dtype=torch.int64).reshape(-1, 2)
     flips = torch.tensor([g[4] == "1" for g in geo], dtype=torch.bool)
-    return BucketBatch(images, (h, w), sizes, crops, flips, [s["__key__"] for s in b], members)
+    return BucketBatch(images, BucketShape(h, w), sizes, crops, flips, [s["__key__"] for s in b], members)
 
 
 class Buckets(IterableDataset):
@@ -113,12 +129,22 @@ class Buckets(IterableDataset):
     ``len()`` is the steps of the current epoch this rank yields from
     where it stands; :meth:`state_dict` and :meth:`load_state_dict` save
     and restore the position at any world size and worker count.
+    :meth:`loader` is the DataLoader to read it with: its workers write
+    each step's images into shared blocks they reuse, it counts the steps
+    it hands out (``state_dict()`` needs no ``steps``), and its persistent
+    workers read the epoch and position of each iteration. A plain
+    ``DataLoader(ds, batch_size=None)`` works too, at more CPU a step
+    (each step's images in new shared memory), and its persistent workers
+    keep the epoch they started with.
 
     Example::
 
         ds = brand.Buckets("http://brand:8080", "photos", buckets="sdxl", budget=4 << 20)
-        for b in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=4):
-            latents = vae.encode(b.images.cuda().float() / 127.5 - 1)
+        loader = ds.loader(num_workers=2, persistent_workers=True)
+        for epoch in range(10):
+            ds.set_epoch(epoch)
+            for b in loader:
+                latents = vae.encode(b.images.cuda().float() / 127.5 - 1)
     """
 
     def __init__(self, url: str, dataset: Optional[str] = None, *, buckets: str = "sdxl",
@@ -171,13 +197,28 @@ class Buckets(IterableDataset):
     def __iter__(self) -> Iterator[BucketBatch]:
         info = get_worker_info()
         wid, k = (info.id, info.num_workers) if info is not None else (0, 1)
+        if info is not None:
+            st = worker_iteration()  # a persistent worker of loader(): this iteration's epoch and legs
+            if st is not None:
+                self.epoch, self._legs = st["epoch"], [tuple(x) for x in st["legs"]]
+        blocks = worker_blocks()
         with self._client() as c:
             steps = int(c.epoch_info(self.epoch)["batches"])
             for m in range(wid, steps, k):
-                b = bucket_batch(c.batch(self.epoch, m))
+                b = bucket_batch(c.batch(self.epoch, m), blocks)
                 if info is None:
                     self._done = m + 1
                 yield b
+
+    def loader(self, **kwargs: Any) -> "BucketLoader":
+        """A :class:`BucketLoader` over this dataset, taking
+        ``DataLoader``'s arguments (``num_workers``,
+        ``persistent_workers``, ``prefetch_factor``); ``batch_size`` is
+        ``None`` (a step is one bucket batch)."""
+        return BucketLoader(self, **kwargs)
+
+    def _iteration_state(self) -> Dict[str, Any]:
+        return {"epoch": self.epoch, "legs": [list(x) for x in self._legs]}
 
     # -- state ----------------------------------------------------------------
 
@@ -211,3 +252,66 @@ class Buckets(IterableDataset):
         self.epoch = int(state["epoch"])
         self._legs = [(int(w), int(s)) for w, s in state["legs"]]
         self._done = 0
+
+
+def _as_made(step: BucketBatch) -> BucketBatch:
+    """A step as its worker made it (a DataLoader's conversion would make
+    its tuples lists)."""
+    return step
+
+
+class BucketLoader(DataLoader):
+    """The ``DataLoader`` of :meth:`Buckets.loader`: a step is one bucket
+    batch; its workers write each step's images into shared blocks
+    (``_shm.Board``) that this process frees for reuse as the trainer lets
+    go of them, so that no step maps new memory; it counts the steps it
+    hands out for :meth:`Buckets.state_dict`; and persistent workers read
+    each iteration's epoch and legs as it begins."""
+
+    def __init__(self, dataset: Buckets, **kwargs: Any) -> None:
+        if kwargs.setdefault("batch_size", None) is not None:
+            raise ValueError("brand.Buckets.loader: a step is one bucket batch: batch_size must be None")
+        kwargs.setdefault("collate_fn", _as_made)
+        super().__init__(dataset, **kwargs)
+        self._board: Optional[Board] = None
+        self._board_iteration: Optional["weakref.ReferenceType[Any]"] = None
+
+    def __iter__(self) -> Iterator[BucketBatch]:  # type: ignore[override]
+        ds: Buckets = self.dataset  # type: ignore[assignment]
+        if self.num_workers == 0:
+            yield from super().__iter__()  # the dataset counts its own steps
+            return
+        ds._done = 0
+        board = self._board_for_iteration()
+        if board.header is not None:
+            board.header.write({"dataset": ds._iteration_state(), "held": board.held_slots()})
+        given = self.worker_init_fn
+        self.worker_init_fn = WorkerInit(board, given)
+        try:
+            steps = super().__iter__()
+        finally:
+            self.worker_init_fn = given
+        if board is self._board and not self.persistent_workers:
+            self._board_iteration = weakref.ref(steps)
+        for item in steps:
+            ds._done += 1
+            board.received(item)
+            yield item
+
+    def _board_for_iteration(self) -> Board:
+        """The board of an iteration about to start, as BrandLoader's: its
+        blocks kept from the iterations before unless an iteration still
+        running has it; with persistent workers, the one they started with."""
+        if self.persistent_workers:
+            if self._iterator is not None and self._board is not None:
+                return self._board
+            if self._board is None or not self._board.fits(self.num_workers, 4) or self._board.header is None:
+                self._board = Board(self.num_workers, 4, persistent=True)
+            self._board.begin()
+            return self._board
+        if self._board_iteration is not None and self._board_iteration() is not None:
+            return Board(self.num_workers, 4)
+        if self._board is None or not self._board.fits(self.num_workers, 4):
+            self._board = Board(self.num_workers, 4)
+        self._board.begin()
+        return self._board
