@@ -55,7 +55,7 @@ func (d *decoder) DecodeTexts(c int, src []byte, most int64, wo format.WriterOpt
 	if err != nil {
 		return nil, nil, d.damaged(&gs[0], "", err)
 	}
-	gs, long := d.withoutLong(gs, nil, read, ranges[len(ranges)-1].End(), most)
+	gs, long := d.columns.withoutLong(d.schema.leaves, gs, nil, read, ranges[len(ranges)-1].End(), most)
 	bound := d.spanBound(gs, nil)
 	for try := 0; ; try++ {
 		dst := make([]byte, bound)
@@ -119,7 +119,7 @@ func (d *decoder) DecodeUnread(c int, sel format.Selection, src, dst []byte, mos
 	for _, r := range ranges {
 		end = max(end, r.End())
 	}
-	gs, long := d.withoutLong(gs, sel, read, end, most)
+	gs, long := d.columns.withoutLong(d.schema.leaves, gs, sel, read, end, most)
 	unread := map[int]string{}
 	for _, lt := range long {
 		if _, ok := unread[lt.Sample]; !ok {
@@ -141,7 +141,10 @@ func (d *decoder) DecodeUnread(c int, sel format.Selection, src, dst []byte, mos
 // each column chunk holding one is written again without it
 // (rewriteLong) and added to read past the object's end (at), where its
 // row group's copy names it (the footer's own is left alone).
-func (d *decoder) withoutLong(gs []chunk, sel format.Selection, read *format.Read, at int64, most int64) ([]chunk, []format.LongText) {
+//
+// A method of the decoder's columns, given its schema's leaves: the
+// decoder has as many methods as it may.
+func (d columns) withoutLong(leaves []*node, gs []chunk, sel format.Selection, read *format.Read, at int64, most int64) ([]chunk, []format.LongText) {
 	var out []chunk                 // gs, copied at the first change
 	copied := make([]bool, len(gs)) // out[i].cols copied
 	streams := inflate.Streams{Keep: true}
@@ -156,7 +159,7 @@ func (d *decoder) withoutLong(gs []chunk, sel format.Selection, read *format.Rea
 			}
 			rows := map[int64]int64{}
 			for _, l := range f.leaves {
-				leaf, m := d.schema.leaves[l], &ch.cols[l]
+				leaf, m := leaves[l], &ch.cols[l]
 				if leaf.el.phys != tyBytes || m.bytesMax <= most {
 					continue
 				}
