@@ -144,7 +144,7 @@ func (d *decoder) DecodeUnread(c int, sel format.Selection, src, dst []byte, mos
 //
 // A method of the decoder's columns, given its schema's leaves: the
 // decoder has as many methods as it may.
-func (d columns) withoutLong(leaves []*node, gs []chunk, sel format.Selection, read *format.Read, at int64, most int64) ([]chunk, []format.LongText) {
+func (cs columns) withoutLong(leaves []*node, gs []chunk, sel format.Selection, read *format.Read, at int64, most int64) ([]chunk, []format.LongText) {
 	var out []chunk                 // gs, copied at the first change
 	copied := make([]bool, len(gs)) // out[i].cols copied
 	streams := inflate.Streams{Keep: true}
@@ -153,7 +153,7 @@ func (d columns) withoutLong(leaves []*node, gs []chunk, sel format.Selection, r
 	first := 0 // the row group's first sample in the chunk
 	for gi := range gs {
 		ch := &gs[gi]
-		for i, f := range d.fields {
+		for i, f := range cs.fields {
 			if !sel.Has(i) || f.ext != "txt" && f.ext != "json" {
 				continue
 			}
