@@ -70,16 +70,14 @@ def _empty(shape: Tuple[int, int, int, int], blocks: Optional[Blocks] = None) ->
     """An uninitialised uint8 tensor of shape: in a worker of
     :meth:`Buckets.loader`, in one of its shared blocks, reused from step
     to step once the trainer lets go of a step (its pages mapped once);
-    in another DataLoader worker, in shared memory made for it (so that
-    it is not copied there when the step is sent); else private."""
+    else private (a plain DataLoader's worker copies it into new shared
+    memory to send it)."""
     n = shape[0] * shape[1] * shape[2] * shape[3]
     if blocks is not None:
         t = blocks.take(n, shape)
         if t is not None:
             return t
-    if get_worker_info() is None or not hasattr(torch.UntypedStorage, "_new_shared"):
-        return torch.empty(shape, dtype=torch.uint8)
-    return torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(n)).view(shape)
+    return torch.empty(shape, dtype=torch.uint8)
 
 
 def bucket_batch(b: Batch, blocks: Optional[Blocks] = None) -> BucketBatch:
@@ -91,8 +89,8 @@ def bucket_batch(b: Batch, blocks: Optional[Blocks] = None) -> BucketBatch:
     if len(geo) != len(b):
         raise ValueError(f"brand.Buckets: {len(b)} samples, geometry of {len(geo)}")
     # One copy of each image, from the batch's buffer (the client's,
-    # reused) into the step's tensor: in a DataLoader worker, made in
-    # shared memory, so that the trainer's process receives it without
+    # reused) into the step's tensor: in a worker of Buckets.loader, a
+    # shared block, so that the trainer's process receives it without
     # another.
     images = _empty((len(b), 3, h, w), blocks)
     members: Dict[str, List[Any]] = {}
