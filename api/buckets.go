@@ -21,13 +21,14 @@ const (
 	ParamPatch        = "patch"         // the model's patch (default 2)
 	ParamMaxUpscale   = "max_upscale"   // the most an image is scaled up to cover its bucket (default 2)
 	ParamSmall        = "small"         // an image too small for its bucket, or none: skip (default) or fail
+	ParamCrop         = "crop"          // where an image is cropped to its bucket: center (default) or random
 	ParamFlip         = "flip"          // the probability an image is flipped left to right (default 0)
 	ParamResume       = "resume"        // the epoch's steps taken so far, WORLD:STEPS,... (bucket.ParseResume)
 )
 
 // BucketParams are the parameters of Job.Buckets, in the order Values
 // writes them.
-var BucketParams = []string{ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamMaxUpscale, ParamSmall, ParamFlip, ParamResume}
+var BucketParams = []string{ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamMaxUpscale, ParamSmall, ParamCrop, ParamFlip, ParamResume}
 
 // Defaults of a bucket job's parameters.
 const (
@@ -36,6 +37,8 @@ const (
 	DefaultPatch      = 2
 	SmallSkip         = "skip"
 	SmallFail         = "fail"
+	CropCenter        = "center"
+	CropRandom        = "random"
 )
 
 // Buckets is a bucket job's parameters; the zero value is no bucket job.
@@ -48,6 +51,7 @@ type Buckets struct {
 	VAE, Patch int
 	MaxUpscale float64
 	Small      string
+	Crop       string
 	Flip       float64
 	Resume     string
 }
@@ -95,6 +99,11 @@ func (b *Buckets) Set(name, v string) error {
 			return bad("skip or fail, got %q", v)
 		}
 		b.Small = v
+	case ParamCrop:
+		if v != CropCenter && v != CropRandom {
+			return bad("center or random, got %q", v)
+		}
+		b.Crop = v
 	case ParamFlip:
 		f, perr := strconv.ParseFloat(v, 64)
 		if perr != nil || !(f >= 0 && f <= 1) || math.IsNaN(f) {
@@ -142,6 +151,10 @@ func (b Buckets) Upscale() float64 {
 	return b.MaxUpscale
 }
 
+// RandomCrop reports whether an image is cropped to its bucket at
+// offsets drawn from its key (crop=random) rather than at the centre.
+func (b Buckets) RandomCrop() bool { return b.Crop == CropRandom }
+
 // Fails reports whether an image that fits no bucket fails the job
 // (small=fail) rather than being skipped.
 func (b Buckets) Fails() bool { return b.Small == SmallFail }
@@ -168,6 +181,9 @@ func (b Buckets) setValues(v url.Values) {
 	}
 	if b.Small != "" {
 		v.Set(ParamSmall, b.Small)
+	}
+	if b.Crop != "" {
+		v.Set(ParamCrop, b.Crop)
 	}
 	if b.Flip > 0 {
 		v.Set(ParamFlip, strconv.FormatFloat(b.Flip, 'g', -1, 64))

@@ -131,6 +131,29 @@ func TestBucketBatches(t *testing.T) {
 	if plan.BatchesPerEpoch != info.Batches {
 		t.Errorf("/plan's batches_per_epoch %d, /epoch/0's %d", plan.BatchesPerEpoch, info.Batches)
 	}
+	// crop=random: each image cut at its drawn box, which the geometry
+	// names, within the image resized to cover its bucket.
+	for m := range min(info.Batches, 4) {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&crop=random", base, m, bucketQuery))
+		name := resp.Header.Get(api.HeaderTransform)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(name, ":crop=random") {
+			t.Fatalf("crop=random, batch %d: %s %q %s", m, resp.Status, name, body)
+		}
+		spec, _ := transform.BucketSpec(name)
+		h, w := spec.Ops[0].Size.H, spec.Ops[0].Size.W
+		geo := strings.Split(resp.Header.Get(api.HeaderBucketGeometry), ";")
+		for i, smp := range readTar(t, body) {
+			if want := f.wantBucket(t, name, 5, 0, smp.key); string(smp.files["npy"]) != string(want) {
+				t.Fatalf("crop=random, batch %d sample %s: not the bucket pipeline's tensor", m, smp.key)
+			}
+			var gw, gh, left, top, flip int
+			fmt.Sscanf(geo[i], "%d,%d,%d,%d,%d", &gw, &gh, &left, &top, &flip)
+			nw, nh, _, _ := bucket.Crop(gw, gh, bucket.Shape{H: h, W: w})
+			if left < 0 || top < 0 || left+w > nw || top+h > nh {
+				t.Fatalf("crop=random, batch %d sample %s: geometry %q outside the %dx%d cover", m, smp.key, geo[i], nw, nh)
+			}
+		}
+	}
 	resp, body = get(t, base+"/epoch/0/batch/0?"+bucketQuery+"&batch_size=4")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "resume=WORLD:STEPS") {
 		t.Errorf("batch_size= beside buckets=: %s %s", resp.Status, body)

@@ -10,10 +10,15 @@ import (
 const bucketPrefix = "bucket:"
 
 // BucketName names the pipeline of a shape bucket of h×w whose images
-// are flipped with probability flip: "bucket:HxW" or "bucket:HxW:flip=P".
-// A server makes it on demand (BucketSpec); no configuration defines it.
-func BucketName(h, w int, flip float64) string {
+// are cropped at the centre, or at random offsets (random), and flipped
+// with probability flip: "bucket:HxW", then ":crop=random" and
+// ":flip=P" where they apply. A server makes it on demand (BucketSpec);
+// no configuration defines it.
+func BucketName(h, w int, random bool, flip float64) string {
 	n := bucketPrefix + strconv.Itoa(h) + "x" + strconv.Itoa(w)
+	if random {
+		n += ":crop=random"
+	}
 	if flip > 0 {
 		n += ":flip=" + strconv.FormatFloat(flip, 'g', -1, 64)
 	}
@@ -25,14 +30,16 @@ func IsBucketName(name string) bool { return strings.HasPrefix(name, bucketPrefi
 
 // BucketSpec is the pipeline a bucket name names: the image oriented by
 // its EXIF tag (as its size in the index is), resized to cover h×w with
-// its aspect kept (resize_cover), cropped to h×w at the centre, flipped
-// with the probability named, written as uint8 CHW.
+// its aspect kept (resize_cover), cropped to h×w at the centre
+// (center_crop) or at drawn offsets (random_crop), flipped with the
+// probability named, written as uint8 CHW.
 func BucketSpec(name string) (Spec, error) {
 	rest, ok := strings.CutPrefix(name, bucketPrefix)
 	if !ok {
 		return Spec{}, fmt.Errorf("%w %q: not a bucket pipeline", ErrUnknownPipeline, name)
 	}
 	size, flipPart, hasFlip := strings.Cut(rest, ":flip=")
+	size, random := strings.CutSuffix(size, ":crop=random")
 	hs, ws, ok := strings.Cut(size, "x")
 	h, err1 := strconv.Atoi(hs)
 	w, err2 := strconv.Atoi(ws)
@@ -40,7 +47,11 @@ func BucketSpec(name string) (Spec, error) {
 		return Spec{}, fmt.Errorf("%w %q: a bucket is HxW, sides 1..%d", ErrUnknownPipeline, name, maxSide)
 	}
 	sz := Size{H: h, W: w}
-	s := Spec{EXIF: ApplyEXIF, Ops: []Op{{Op: OpResizeCover, Size: sz}, {Op: OpCenterCrop, Size: sz}}}
+	crop := OpCenterCrop
+	if random {
+		crop = OpRandomCrop
+	}
+	s := Spec{EXIF: ApplyEXIF, Ops: []Op{{Op: OpResizeCover, Size: sz}, {Op: crop, Size: sz}}}
 	if hasFlip {
 		p, err := strconv.ParseFloat(flipPart, 64)
 		if err != nil || !(p > 0 && p <= 1) {
@@ -48,7 +59,7 @@ func BucketSpec(name string) (Spec, error) {
 		}
 		s.Ops = append(s.Ops, Op{Op: OpHFlip, P: &p})
 	}
-	if BucketName(h, w, flipOf(s)) != name {
+	if BucketName(h, w, random, flipOf(s)) != name {
 		return Spec{}, fmt.Errorf("%w %q: not as BucketName writes it", ErrUnknownPipeline, name)
 	}
 	return s, nil

@@ -83,6 +83,20 @@ func randomResizedCropBox(s *seeded.Stream, w, h int, scale, ratio [2]float64) (
 	return Rect{X: (w - cw) / 2, Y: (h - ch) / 2, W: cw, H: ch}, cropAttempts + 1
 }
 
+// randomCropBox draws RandomCrop's box of cw×ch on an image of w×h:
+// the top offset uniform over the h−ch+1 rows it fits, then the left
+// over the w−cw+1 columns, as torchvision's RandomCrop.get_params, with
+// the draws of docs/transform.md §4; an image smaller than the box is
+// cropped at the centre (center_crop's box, padded).
+func randomCropBox(s *seeded.Stream, w, h, cw, ch int) Rect {
+	if cw > w || ch > h {
+		return centerCropBox(w, h, cw, ch)
+	}
+	top := int(s.Bounded(uint64(h - ch + 1)))
+	left := int(s.Bounded(uint64(w - cw + 1)))
+	return Rect{X: left, Y: top, W: cw, H: ch}
+}
+
 // flipDraw is RandomHorizontalFlip's choice: flip when a unit draw is
 // below p, as torchvision's torch.rand(1) < p.
 func flipDraw(s *seeded.Stream, p float64) bool {

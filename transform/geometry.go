@@ -38,7 +38,8 @@ func (p *Pipeline) Geometry(w, h int, key Key) (*Geometry, error) {
 func (g *Geometry) Size() (w, h int) { return g.pl.outW, g.pl.outH }
 
 // GeometryDraws are a geometry's random choices, in operator order: each
-// random_resized_crop's box on its input and each hflip's choice.
+// random_resized_crop's or random_crop's box on its input and each
+// hflip's choice.
 type GeometryDraws struct {
 	Crops []Rect `json:"crops"`
 	Flips []bool `json:"flips"`

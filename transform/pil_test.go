@@ -193,7 +193,7 @@ func TestPillowBuckets(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, b := range buckets {
-			cases = append(cases, pillowCase{Image: path, Pipeline: BucketName(b[0], b[1], 0)})
+			cases = append(cases, pillowCase{Image: path, Pipeline: BucketName(b[0], b[1], false, 0)})
 		}
 	}
 	want := runPillow(t, python, cases)

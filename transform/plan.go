@@ -121,6 +121,11 @@ func (p *Pipeline) makePlan(w, h int, key Key) plan {
 			resizeTo(coverSize(w, h, op.Size.W, op.Size.H))
 		case OpCenterCrop:
 			cropTo(centerCropBox(w, h, op.Size.W, op.Size.H))
+		case OpRandomCrop:
+			s := key.stream(i)
+			box := randomCropBox(&s, w, h, op.Size.W, op.Size.H)
+			pl.crops = append(pl.crops, cropDraw{Box: box, Attempts: 1})
+			cropTo(box)
 		case OpRandomResizedCrop:
 			s := key.stream(i)
 			box, attempts := randomResizedCropBox(&s, w, h, *op.Scale, *op.Ratio)

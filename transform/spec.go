@@ -35,7 +35,13 @@ const (
 	// other to ⌊side·scale⌋ (as torchvision truncates Resize's longer
 	// side), computed in integers. With a center_crop of the same size
 	// after it, an image fills a shape bucket (package bucket).
-	OpResizeCover       = "resize_cover"
+	OpResizeCover = "resize_cover"
+	// OpRandomCrop keeps a box of [height, width] at offsets drawn from
+	// the sample's key, top then left, each uniform over the positions
+	// the box fits (torchvision's RandomCrop, without padding); an image
+	// smaller than the box is cropped at the centre, padded as
+	// center_crop pads.
+	OpRandomCrop        = "random_crop"
 	OpRandomResizedCrop = "random_resized_crop"
 	OpHFlip             = "hflip"
 )
@@ -55,6 +61,7 @@ const maxSide = 1 << 14
 //	{"op": "resize", "size": [336, 448]}              to 448 wide, 336 high, aspect not kept
 //	{"op": "resize_cover", "size": [896, 1152]}       aspect kept, the smallest size covering 896 high, 1152 wide
 //	{"op": "center_crop", "size": 224}                or "size": [h, w]
+//	{"op": "random_crop", "size": [896, 1152]}        a box of that size at drawn offsets
 //	{"op": "random_resized_crop", "size": 224, "scale": [0.08, 1], "ratio": [0.75, 1.3333333333333333]}
 //	{"op": "hflip", "p": 0.5}
 //
@@ -254,7 +261,7 @@ func (op Op) validate() (Op, error) {
 		if op.MaxSize != 0 && (op.MaxSize <= op.Size.H || op.MaxSize > maxSide) {
 			return op, fmt.Errorf("resize: max_size %d must exceed size %d and be at most %d", op.MaxSize, op.Size.H, maxSide)
 		}
-	case OpCenterCrop, OpResizeCover:
+	case OpCenterCrop, OpResizeCover, OpRandomCrop:
 		if err := only("size"); err != nil {
 			return op, err
 		}
@@ -298,7 +305,7 @@ func (op Op) validate() (Op, error) {
 		return op, errors.New(`no "op"`)
 	default:
 		return op, fmt.Errorf("unknown operator %q; the operators are %s", op.Op,
-			strings.Join([]string{OpResize, OpResizeCover, OpCenterCrop, OpRandomResizedCrop, OpHFlip}, ", "))
+			strings.Join([]string{OpResize, OpResizeCover, OpCenterCrop, OpRandomCrop, OpRandomResizedCrop, OpHFlip}, ", "))
 	}
 	return op, nil
 }

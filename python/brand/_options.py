@@ -375,6 +375,9 @@ class Job:
             default: such images, and samples without an image, are left
             out and counted in /epoch/N) or ``"fail"``.
         small: see ``max_upscale``.
+        crop: with ``buckets``: where an image is cropped to its bucket,
+            ``"center"`` (the default) or ``"random"`` (offsets drawn from
+            the sample's key).
         flip: with ``buckets``: the probability an image is flipped left to
             right, drawn from the sample's key (default 0).
         resume: with ``buckets``: the steps of the epoch taken so far, at
@@ -453,6 +456,7 @@ class Job:
     patch: Optional[int] = None
     max_upscale: Optional[float] = None
     small: Optional[str] = None
+    crop: Optional[str] = None
     flip: Optional[float] = None
     resume: Optional[str] = None
 
@@ -822,7 +826,7 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
             q[name] = str(v)
     if job.fps is not None:
         q["fps"] = _format_weight(float(job.fps))
-    for name in ("buckets", "budget", "budget_tokens", "vae", "patch", "small", "resume"):
+    for name in ("buckets", "budget", "budget_tokens", "vae", "patch", "small", "crop", "resume"):
         v = getattr(job, name)
         if v is not None:
             q[name] = str(v)

@@ -59,7 +59,7 @@ ROBOT = brand.Job(dataset="aloha", seed=3, batch_size=8, delta_timestamps={"obse
                   frames=[-2, 0])
 # Bucket jobs: a pixel budget with every option, and a latent-token one.
 BUCKETS = brand.Job(dataset="photos", seed=3, world=4, rank=1, buckets="sdxl", budget=4 << 20, max_upscale=1.5,
-                    small="fail", flip=0.5, resume="4:10,3:2")
+                    small="fail", crop="random", flip=0.5, resume="4:10,3:2")
 LATENT = brand.Job(dataset="photos", seed=3, buckets="512x512,384x640", budget_tokens=8192, vae=8, patch=2)
 
 
@@ -110,6 +110,7 @@ def field_changes():
         "patch": (brand.Job(buckets="sdxl", budget_tokens=9000), dict(patch=1)),
         "max_upscale": (brand.Job(buckets="sdxl", budget=1 << 22), dict(max_upscale=1.5)),
         "small": (brand.Job(buckets="sdxl", budget=1 << 22), dict(small="fail")),
+        "crop": (brand.Job(buckets="sdxl", budget=1 << 22), dict(crop="random")),
         "flip": (brand.Job(buckets="sdxl", budget=1 << 22), dict(flip=0.5)),
         "resume": (brand.Job(buckets="sdxl", budget=1 << 22), dict(resume="1:3")),
     }
@@ -751,7 +752,7 @@ class TestWire(unittest.TestCase):
                                            "importance", "transform", "columns", "seq", "pack", "pad", "eos", "vision",
                                            "clip", "stride", "fps", "step", "clip_start", "clip_layout",
                                            "delta_timestamps", "frames", "balance", "buckets", "budget",
-                                           "budget_tokens", "vae", "patch", "max_upscale", "small", "flip", "resume"})
+                                           "budget_tokens", "vae", "patch", "max_upscale", "small", "crop", "flip", "resume"})
 
 
 if __name__ == "__main__":

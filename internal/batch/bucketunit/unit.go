@@ -126,7 +126,7 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) e
 		b.Take[i].At = i
 	}
 	sh := p.shapes[st.Bucket]
-	name := transform.BucketName(sh.H, sh.W, b.Job.Buckets.Flip)
+	name := transform.BucketName(sh.H, sh.W, b.Job.Buckets.RandomCrop(), b.Job.Buckets.Flip)
 	pl, err := u.pipes.Pipeline(name)
 	if err != nil {
 		return err
@@ -142,8 +142,11 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) e
 func (u *Unit) AppendKey(s []byte, job api.Job) []byte {
 	bk := job.Buckets
 	s = fmt.Appendf(s, "|buckets=%s|%d|%d|%d|%d|%g|%s|%g|%s", bk.Shapes, bk.Pixels, bk.Tokens, bk.VAE, bk.Patch, bk.Upscale(), bk.Small, bk.Flip, bk.Resume)
+	if bk.RandomCrop() {
+		s = append(s, "|crop=random"...)
+	}
 	if shapes, err := bucket.Parse(bk.Shapes); err == nil {
-		if pl, err := u.pipes.Pipeline(transform.BucketName(shapes[0].H, shapes[0].W, bk.Flip)); err == nil {
+		if pl, err := u.pipes.Pipeline(transform.BucketName(shapes[0].H, shapes[0].W, bk.RandomCrop(), bk.Flip)); err == nil {
 			s = append(append(s, '|'), pl.Fingerprint()...)
 		}
 	}
@@ -192,16 +195,20 @@ func (c *Batch) Geometry(b *layout.Batch) string {
 		ds, id, _ := b.Sample(i)
 		w, h, _ := c.sizes.Of(ds, id)
 		flip := 0
+		_, _, left, top := bucket.Crop(max(w, 1), max(h, 1), c.Shape)
 		if w > 0 && h > 0 {
 			part := b.Parts[b.Take[i].Part]
 			key := transform.Key{Seed: transform.KeySeed(b.Job.Seed, ds.Name), Epoch: part.Epoch, Sample: uint64(id)}
 			if g, err := c.pipe.Geometry(w, h, key); err == nil {
-				if fl := g.Draws().Flips; len(fl) > 0 && fl[0] {
+				d := g.Draws()
+				if len(d.Flips) > 0 && d.Flips[0] {
 					flip = 1
+				}
+				if len(d.Crops) > 0 { // crop=random: the box drawn in the image resized to cover
+					left, top = d.Crops[0].X, d.Crops[0].Y
 				}
 			}
 		}
-		_, _, left, top := bucket.Crop(max(w, 1), max(h, 1), c.Shape)
 		if i > 0 {
 			sb.WriteByte(';')
 		}

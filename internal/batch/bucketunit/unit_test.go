@@ -111,7 +111,7 @@ func (f fixture) served(t *testing.T, epoch uint64, w int, resume string) (steps
 			case b.Job.Transform != shape:
 				t.Fatalf("step %d: rank %d's bucket %s, rank 0's %s", m, r, b.Job.Transform, shape)
 			}
-			if b.Job.Transform != transform.BucketName(c.Shape.H, c.Shape.W, 0) {
+			if b.Job.Transform != transform.BucketName(c.Shape.H, c.Shape.W, false, 0) {
 				t.Fatalf("step %d: pipeline %s for bucket %v", m, b.Job.Transform, c.Shape)
 			}
 			step = append(step, b.Parts[0].Samples.IDs...)
@@ -142,7 +142,7 @@ func TestEpochOnce(t *testing.T) {
 				seen[id] = true
 				sz := sizes[id]
 				b := shapes[bucket.Nearest(sz[0], sz[1], shapes)]
-				if got := transform.BucketName(b.H, b.W, 0); got != steps[m] {
+				if got := transform.BucketName(b.H, b.W, false, 0); got != steps[m] {
 					t.Fatalf("world %d step %d: sample %d (%dx%d) in %s, its nearest bucket is %s", w, m, id, sz[0], sz[1], steps[m], got)
 				}
 			}
@@ -160,7 +160,7 @@ func TestEpochOnce(t *testing.T) {
 		}
 		unserved := bi.TooSmall + bi.NoImage
 		for i, b := range bi.Buckets {
-			name := transform.BucketName(shapes[i].H, shapes[i].W, 0)
+			name := transform.BucketName(shapes[i].H, shapes[i].W, false, 0)
 			if served := b.Batches * b.BatchSize * w; served != perBucket[name] {
 				t.Errorf("world %d: /epoch says bucket %s serves %d, it served %d", w, b.Shape, served, perBucket[name])
 			}

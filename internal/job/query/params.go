@@ -323,6 +323,7 @@ var params = map[string]param{
 	api.ParamPatch:           bucketParam,
 	api.ParamMaxUpscale:      bucketParam,
 	api.ParamSmall:           bucketParam,
+	api.ParamCrop:            bucketParam,
 	api.ParamFlip:            bucketParam,
 	api.ParamResume:          bucketParam,
 	api.ParamClip:            clipParam,

@@ -112,7 +112,7 @@ func TestJobValuesParseBack(t *testing.T) {
 				{Key: "observation.images.top", Offsets: []float64{-0.1, 0}}, {Key: "action", Offsets: []float64{0, 0.02, 0.04}},
 				{Offsets: []float64{-2, 0}, InFrames: true}}}},
 		{Dataset: "photos", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 1, World: 4, Rank: 2},
-			Buckets: api.Buckets{Shapes: "sdxl", Pixels: 4 << 20, MaxUpscale: 1.5, Small: api.SmallFail, Flip: 0.5, Resume: "4:10,3:2"}},
+			Buckets: api.Buckets{Shapes: "sdxl", Pixels: 4 << 20, MaxUpscale: 1.5, Small: api.SmallFail, Crop: api.CropRandom, Flip: 0.5, Resume: "4:10,3:2"}},
 		{Dataset: "photos", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 1, World: 1},
 			Buckets: api.Buckets{Shapes: "512x512,384x640", Tokens: 8192, VAE: 8, Patch: 2}},
 	}

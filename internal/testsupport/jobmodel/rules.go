@@ -179,7 +179,7 @@ var Conds = []Cond{
 	// steps; it needs a budget; its parameters need it.
 	{Features: []string{"buckets"}, Given: [][2]string{{"batch_size", ""}, {"offset", ""}}},
 	{Features: []string{"buckets"}, Unless: [][2]string{{"budget", ""}, {"budget_tokens", ""}}},
-	{Given: [][2]string{{"budget", ""}, {"budget_tokens", ""}, {"vae", ""}, {"patch", ""}, {"max_upscale", ""}, {"small", ""}, {"flip", ""}, {"resume", ""}},
+	{Given: [][2]string{{"budget", ""}, {"budget_tokens", ""}, {"vae", ""}, {"patch", ""}, {"max_upscale", ""}, {"small", ""}, {"crop", ""}, {"flip", ""}, {"resume", ""}},
 		Unless: [][2]string{{"buckets", ""}}},
 }
 

@@ -30,6 +30,8 @@ _STATE_VERSION = 1
 # The job's fields a state must agree on to resume: they fix the epoch's
 # order and its buckets.
 _ORDER = ("seed", "window", "dataset", "buckets", "budget", "budget_tokens", "vae", "patch", "max_upscale", "small")
+# (crop and flip change an image's pixels, not the steps: a state resumes
+# a dataset of either.)
 
 
 class BucketShape(NamedTuple):
@@ -84,7 +86,7 @@ def bucket_batch(b: Batch, blocks: Optional[Blocks] = None) -> BucketBatch:
     """The :class:`BucketBatch` of a bucket job's batch as a
     :class:`brand.Client` decodes it."""
     name = b.transform or ""
-    h, w = (int(x) for x in name[len("bucket:"):].split(":")[0].split("x"))
+    h, w = (int(x) for x in name[len("bucket:"):].split(":")[0].split("x"))  # bucket:HxW[:crop=random][:flip=P]
     geo = [g.split(",") for g in (b.geometry or "").split(";") if g]
     if len(geo) != len(b):
         raise ValueError(f"brand.Buckets: {len(b)} samples, geometry of {len(geo)}")
@@ -120,7 +122,7 @@ class Buckets(IterableDataset):
             ``"HxW,HxW,..."``.
         budget: the pixels of a rank's batch; or ``budget_tokens`` (with
             ``vae``, ``patch``): its latent tokens.
-        max_upscale, small, flip, seed, **more: as :class:`brand.Job`'s
+        max_upscale, small, crop, flip, seed, **more: as :class:`brand.Job`'s
             fields (``world=``, ``rank=``, ``name=``, ``token=``,
             ``peers=``).
 

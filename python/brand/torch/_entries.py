@@ -42,7 +42,7 @@ _KIND_OF = {
     "clip": "Clips", "stride": "Clips", "fps": "Clips", "step": "Clips", "clip_start": "Clips",
     "delta_timestamps": "LeRobot", "frames": "LeRobot",
     "buckets": "Buckets", "budget": "Buckets", "budget_tokens": "Buckets", "vae": "Buckets", "patch": "Buckets",
-    "max_upscale": "Buckets", "small": "Buckets", "flip": "Buckets", "resume": "Buckets",
+    "max_upscale": "Buckets", "small": "Buckets", "crop": "Buckets", "flip": "Buckets", "resume": "Buckets",
 }
 # The Job fields an entry takes under a name of its own.
 _RENAMED = {"Sequences": {"seq": "seq_len"}, "Clips": {"clip": "clip_len", "clip_layout": "layout"},
