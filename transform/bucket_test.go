@@ -2,9 +2,11 @@ package transform
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/brandgw/brand/bucket"
 	"github.com/brandgw/brand/internal/gen/photos"
 )
 
@@ -103,5 +105,22 @@ func TestRandomCropBucket(t *testing.T) {
 	}
 	if len(lefts) < (cw-w+1)/2 {
 		t.Errorf("200 keys drew %d distinct left offsets of %d", len(lefts), cw-w+1)
+	}
+}
+
+// TestBucketCropIsThePipelines holds package bucket's Crop, which the
+// gateway's Brand-Bucket-Geometry reports, to the geometry the bucket
+// pipeline cuts: resize_cover's size and center_crop's offsets.
+func TestBucketCropIsThePipelines(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for range 20000 {
+		w, h := 1+r.IntN(5000), 1+r.IntN(5000)
+		s := bucket.Shape{H: 8 + r.IntN(2048), W: 8 + r.IntN(2048)}
+		nw, nh, left, top := bucket.Crop(w, h, s)
+		cw, ch := coverSize(w, h, s.W, s.H)
+		box := centerCropBox(cw, ch, s.W, s.H)
+		if nw != cw || nh != ch || left != box.X || top != box.Y {
+			t.Fatalf("%d×%d into %v: bucket.Crop %d×%d at (%d, %d), the pipeline %d×%d at (%d, %d)", w, h, s, nw, nh, left, top, cw, ch, box.X, box.Y)
+		}
 	}
 }
