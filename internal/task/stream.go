@@ -61,10 +61,11 @@ func batchOf(q []*pending) int {
 // segment the node holds, and the requests it groups into its next
 // segment. It is safe for concurrent use.
 type Stream struct {
-	job   string
-	st    Store
-	now   func() time.Time
-	nonce uint64
+	job     string
+	st      Store
+	now     func() time.Time
+	nonce   uint64
+	metrics *Metrics
 
 	mu       sync.Mutex // guards the below
 	plan     *Plan
@@ -86,7 +87,7 @@ type pending struct {
 }
 
 // openStream reads job's spec and log from st.
-func openStream(ctx context.Context, st Store, job string, now func() time.Time) (*Stream, error) {
+func openStream(ctx context.Context, st Store, job string, now func() time.Time, m *Metrics) (*Stream, error) {
 	b, err := readObject(ctx, st, specKey(job), 1<<16)
 	if errors.Is(err, s3backend.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no task job %q (PUT /tasks/%s makes one)", ErrUnknownJob, job, job)
@@ -104,7 +105,7 @@ func openStream(ctx context.Context, st Store, job string, now func() time.Time)
 	}
 	var nb [8]byte
 	_, _ = rand.Read(nb[:])
-	s := &Stream{job: job, st: st, now: now, nonce: binary.LittleEndian.Uint64(nb[:]), plan: NewPlan(spec)}
+	s := &Stream{job: job, st: st, now: now, metrics: m, nonce: binary.LittleEndian.Uint64(nb[:]), plan: NewPlan(spec)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.load(ctx); err != nil {
@@ -180,6 +181,7 @@ func (s *Stream) applyStored(b []byte) {
 	seg, err := decodeSegment(b)
 	if err != nil {
 		s.damaged++
+		s.metrics.damagedOne()
 		return
 	}
 	if seg.digest != s.plan.digest && s.diverged == 0 {
@@ -255,8 +257,10 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 		if err == nil {
 			s.segs++
 			s.bytes += int64(len(body))
+			s.metrics.wrote(len(body))
 			for i, pd := range batch {
 				pd.out = s.plan.Apply(recs[i])
+				s.metrics.outcome(pd.out)
 				close(pd.done)
 			}
 			return
@@ -269,6 +273,7 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 			fail(fmt.Errorf("%w: task job %s's log: 64 other segments were written while this node wrote one", ErrStore, s.job))
 			return
 		}
+		s.metrics.lost()
 		if err := s.catchUp(ctx); err != nil {
 			fail(err)
 			return
