@@ -70,6 +70,11 @@ type Config struct {
 	Datasets       []DatasetSpec
 	DefaultDataset string           // default: the first dataset
 	Backend        s3backend.Config // how to reach S3 for s3:// URLs
+	// StoreBudget paces the GETs and bytes every dataset's store reads
+	// through Backend's one pool of connections (s3backend.Pacer): the
+	// store's budget, split among a cluster's agreed members. Zero: no
+	// bound.
+	StoreBudget s3backend.Budget
 
 	CacheSize   int64  // bytes; default 4 GiB
 	CachePolicy string // PolicyNextUse (default) or PolicyLRU; "schedule", its old name, is read as PolicyNextUse
@@ -496,9 +501,17 @@ func New(cfg Config) (*Gateway, error) {
 	// connections: goroutines do not grow with the sources.
 	var closeIdle func()
 	cfg.Backend, closeIdle = cfg.Backend.SharedTransport()
+	var pacer *s3backend.Pacer
+	if cfg.StoreBudget != (s3backend.Budget{}) {
+		pacer = s3backend.NewPacer(cfg.StoreBudget, cfg.Backend.Transport)
+		cfg.Backend.Transport = pacer
+	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
 		tokens: newTokenSet(cfg.AuthTokens, cfg.Tokens), life: stopper.New(), closeIdle: closeIdle}
 	reg := cfg.Registry
+	if pacer != nil {
+		registerPacer(reg, pacer)
+	}
 	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -647,7 +660,7 @@ func New(cfg Config) (*Gateway, error) {
 			Sources: sources, Datasets: g.catalog.All, PrefetchWindows: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
-			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
+			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: follow(routing, pacer), FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Group: g.life.Group("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker

@@ -1,0 +1,237 @@
+package s3backend
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Budget is what a store takes from a gateway, or a cluster of them: GETs
+// (and HEADs) a second and bytes a second read, each 0 for no bound. S3
+// answers 503 SlowDown past about 5,500 GETs a second per prefix; other
+// stores answer 429 past their own limits, and every store bills
+// requests and bytes.
+type Budget struct {
+	GETs  float64
+	Bytes float64
+}
+
+// The pacer's rule, AIMD: a throttled answer (503, 429) halves the rate
+// in force at once, at most once per cutEvery (the answers of one burst
+// cut it once), never below minFactor of the node's share; each second
+// without one adds growStep of the share back, up to the whole share.
+const (
+	cutEvery  = 250 * time.Millisecond
+	minFactor = 1.0 / 64
+	growStep  = 1.0 / 16
+	// burstShare bounds a burst to a twentieth of a second's budget, so
+	// that no second sees more than 5 % over the rate in force.
+	burstShare = 0.05
+	// minByteBurst is the least byte burst: a request's bytes are waited
+	// for in pieces of at most the burst.
+	minByteBurst = 1 << 20
+)
+
+// Pacer is an http.RoundTripper that paces the GETs and HEADs of every
+// store sharing it (Config.Transport) under this node's share of a Budget,
+// and lowers its rate when the store says it is throttling. Requests of
+// other methods pass unpaced. A read that waits is slowed, never failed:
+// its context's deadline is the only bound.
+//
+// A cluster's nodes split the budget by the membership they agree on
+// (SetShare): no coordination beyond what the cluster already has, and
+// the total stays within the budget as long as each node paces its own.
+type Pacer struct {
+	budget Budget
+	next   http.RoundTripper
+	now    func() time.Time
+
+	mu      sync.Mutex
+	share   float64 // this node's part of the budget: 1/members
+	factor  float64 // the rate in force is budget × share × factor
+	changed time.Time
+	gets    *rate.Limiter // nil: no bound
+	bytes   *rate.Limiter
+	stats   PaceStats
+}
+
+// PaceStats are a Pacer's counts since it was made, and the rates in
+// force now.
+type PaceStats struct {
+	// Throttled counts answers 503 or 429; Cuts the halvings they made.
+	Throttled, Cuts int64
+	// Waits counts requests that waited for the budget, WaitSeconds
+	// their waits.
+	Waits       int64
+	WaitSeconds float64
+	// GETs and Bytes are the rates in force (0: no bound); Share the
+	// node's part of the budget.
+	GETs, Bytes, Share float64
+}
+
+// NewPacer paces requests through next (http.DefaultTransport if nil)
+// under budget, this node taking all of it until SetShare says otherwise.
+func NewPacer(budget Budget, next http.RoundTripper) *Pacer {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	p := &Pacer{budget: budget, next: next, now: time.Now, share: 1, factor: 1}
+	if budget.GETs > 0 {
+		p.gets = rate.NewLimiter(0, 1)
+	}
+	if budget.Bytes > 0 {
+		p.bytes = rate.NewLimiter(0, minByteBurst)
+	}
+	p.changed = p.now()
+	p.setLocked()
+	return p
+}
+
+// SetShare makes this node's part of the budget share (a cluster of n
+// agreed members: 1/n).
+func (p *Pacer) SetShare(share float64) {
+	if share <= 0 || share > 1 {
+		share = 1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.share = share
+	p.setLocked()
+}
+
+// Stats are the pacer's counts and rates now.
+func (p *Pacer) Stats() PaceStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.growLocked()
+	return p.stats
+}
+
+// setLocked sets the limiters to the rate in force.
+func (p *Pacer) setLocked() {
+	f := p.share * p.factor
+	p.stats.Share = p.share
+	if p.gets != nil {
+		r := p.budget.GETs * f
+		p.gets.SetLimit(rate.Limit(r))
+		p.gets.SetBurst(max(1, int(r*burstShare)))
+		p.stats.GETs = r
+	}
+	if p.bytes != nil {
+		r := p.budget.Bytes * f
+		p.bytes.SetLimit(rate.Limit(r))
+		p.bytes.SetBurst(max(minByteBurst, int(r*burstShare)))
+		p.stats.Bytes = r
+	}
+}
+
+// growLocked adds back growStep for each whole second since the last
+// change.
+func (p *Pacer) growLocked() {
+	if p.factor >= 1 {
+		return
+	}
+	at := p.now()
+	steps := int(at.Sub(p.changed) / time.Second)
+	if steps == 0 {
+		return
+	}
+	p.factor = min(1, p.factor+float64(steps)*growStep)
+	p.changed = p.changed.Add(time.Duration(steps) * time.Second)
+	p.setLocked()
+}
+
+// throttled is the store's answer that it throttles: the rate is halved.
+func (p *Pacer) throttled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.Throttled++
+	at := p.now()
+	if at.Sub(p.changed) < cutEvery && p.stats.Cuts > 0 && p.factor < 1 {
+		return
+	}
+	p.factor = max(minFactor, p.factor/2)
+	p.changed = at
+	p.stats.Cuts++
+	p.setLocked()
+}
+
+// wait waits for one request (get) and for n bytes.
+func (p *Pacer) wait(ctx context.Context, get bool, n int64) error {
+	p.mu.Lock()
+	p.growLocked()
+	gets, bytes := p.gets, p.bytes
+	p.mu.Unlock()
+	start := p.now()
+	if gets != nil && get {
+		if err := gets.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	if bytes != nil {
+		for n > 0 {
+			piece := min(n, int64(bytes.Burst()))
+			if err := bytes.WaitN(ctx, int(piece)); err != nil {
+				return err
+			}
+			n -= piece
+		}
+	}
+	if d := p.now().Sub(start); d > time.Millisecond {
+		p.mu.Lock()
+		p.stats.Waits++
+		p.stats.WaitSeconds += d.Seconds()
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// RoundTrip paces a GET or HEAD, then sends it; a 503 or 429 answer
+// lowers the rate (the store's client retries it, under the lowered rate).
+func (p *Pacer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		return p.next.RoundTrip(req)
+	}
+	n, ranged := rangeLength(req.Header.Get("Range"))
+	if err := p.wait(req.Context(), true, n); err != nil {
+		return nil, err
+	}
+	resp, err := p.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	switch resp.StatusCode {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		p.throttled()
+	case http.StatusOK:
+		if !ranged && req.Method == http.MethodGet && resp.ContentLength > 0 && p.bytes != nil {
+			// A whole object's size is known once it answers: its bytes
+			// are waited for before they are read.
+			if err := p.wait(req.Context(), false, resp.ContentLength); err != nil {
+				resp.Body.Close()
+				return nil, err
+			}
+		}
+	}
+	return resp, nil
+}
+
+// rangeLength is a "bytes=a-b" Range's length.
+func rangeLength(h string) (int64, bool) {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return 0, false
+	}
+	a, b, ok := strings.Cut(spec, "-")
+	lo, err1 := strconv.ParseInt(a, 10, 64)
+	hi, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || hi < lo {
+		return 0, false
+	}
+	return hi - lo + 1, true
+}
