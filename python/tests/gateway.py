@@ -1,13 +1,13 @@
 """A real `brand serve` over small generated datasets, shared by the tests.
 
 gateway() serves one dataset, "t"; mix_gateway() serves three of different
-sizes, for mixtures; tensor_gateway(mode) serves images for transform=
-(PNGs whose pixels the tests know, the decoding fixtures of
-transform/testdata, samples without images, and bad images), with the
-pipelines of TRANSFORM_CONFIG and --on-bad-image=mode. The binary comes
-from $BRAND_BIN, or is built from this repository with `go build`. A
-gateway starts on first use and stops when the process exits
-(servetest.py starts, waits for and stops them).
+sizes, for mixtures; task_gateway() serves 500 prompts, for task jobs;
+tensor_gateway(mode) serves images for transform= (PNGs whose pixels the
+tests know, the decoding fixtures of transform/testdata, samples without
+images, and bad images), with the pipelines of TRANSFORM_CONFIG and
+--on-bad-image=mode. The binary comes from $BRAND_BIN, or is built from
+this repository with `go build`. A gateway starts on first use and stops
+when the process exits (servetest.py starts, waits for and stops them).
 """
 
 from __future__ import annotations
@@ -266,6 +266,20 @@ def rank_at(peers: "list[str]", url: str) -> int:
     rank r of two lives on node r of the peers sorted as a cluster's
     membership sorts them (the clients sort a peer list the same way)."""
     return sorted(peers).index(url)
+
+
+#: task_gateway()'s dataset: 500 prompts (5 classes of 100), each sample
+#: a "txt" (its prompt, up to 400 random bytes) and a "cls".
+PROMPT_SPEC = Spec(5, 100, "16KiB", 400, ext="txt")
+
+
+@shared
+def task_gateway() -> Gateway:
+    """The shared gateway of "prompts" (PROMPT_SPEC), for task jobs
+    (docs/tasks.md), started on first use."""
+    return Gateway({"prompts": PROMPT_SPEC})
+
+
 @shared
 def bucket_gateway() -> Gateway:
     """The shared gateway of "img": 4 × 40 PNGs of random sizes (24 to 64
