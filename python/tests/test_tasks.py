@@ -403,7 +403,7 @@ N = 8  # answers a prompt
 B = 16  # prompts a step
 STEPS = 30  # steps the toy trainer reads
 K = 8  # prompts a lease asks for
-SPEC = dict(policy="curriculum", seed=11, ahead=2, ttl="60s", redraws=2, retire=2, history=4, band=[0.2, 0.8],
+SPEC = dict(policy="curriculum", seed=11, ahead=2, ttl="60s", redraws=2, retire=2, history=2, band=[0.2, 0.8],
             pass_score=0.5, temperature=0.1)
 
 
