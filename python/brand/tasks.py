@@ -365,7 +365,9 @@ class Generator:
             raise ValueError(f"brand: generator {name!r}: a name")
         self.job = job
         self.name = name
-        self._seen: set = set()  # the leases this object has handed out
+        # The leases this object has handed out and not answered whole:
+        # the open leases a lost lease's answer is not among.
+        self._seen: set = set()
 
     def __repr__(self) -> str:
         return f"Generator({self.job.job!r}, {self.name!r})"
@@ -466,7 +468,10 @@ class Generator:
             raise TypeError("brand: answer takes a list of results")
         body = {"results": [_result(r) for r in results]}
         try:
-            return self.job._json("POST", self.job._path("leases", lid, "feedback"), body)
+            got = self.job._json("POST", self.job._path("leases", lid, "feedback"), body)
+            if isinstance(lease, Lease) and set(lease.keys) <= {r["key"] for r in body["results"]}:
+                self._seen.discard(lid)  # closed: never an open lease again
+            return got
         except BrandError as e:
             if e.status == 409:
                 raise LeaseExpired.of(e) from None

@@ -592,7 +592,7 @@ class TestTaskRun(unittest.TestCase):
                 self.assertNotIn((p["pass"], p["key"]), counted)
                 counted.add((p["pass"], p["key"]))
 
-        # The leases the generators got are the log's, in its order.
+        # The leases the generators got are the log's, and only those.
         self.assertEqual({x["lease"]: (x["generator"], x["prompts"]) for x in leases}, toy.leases)
         order = {x["lease"]: i for i, x in enumerate(leases)}
         self.assertEqual(plan["leases"], len(leases))
