@@ -46,6 +46,7 @@ import (
 	"github.com/brandgw/brand/internal/server/memory"
 	"github.com/brandgw/brand/internal/server/scope"
 	"github.com/brandgw/brand/internal/server/stopper"
+	"github.com/brandgw/brand/internal/task"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/tokenize"
@@ -465,6 +466,7 @@ type Gateway struct {
 	// face and the peers ask it; Leave makes it refuse.
 	ready      *readiness
 	importance *importanceAPI
+	tasks      taskAPI
 	peers      *peerAPI
 	stats      *livestats.Stats
 
@@ -674,6 +676,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
+	g.tasks = taskAPI{book: task.NewBook(0, nil), catalog: g.catalog, jobs: g.jobs, reader: g.reader, out: g.out}
 	g.nodes = rt.Nodes
 	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers, cmp.Or(cfg.TransformCalibration, DefaultTransformCalibration)), g.feedback)
 	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout, mem: g.mem.Decodes()}

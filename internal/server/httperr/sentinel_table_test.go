@@ -46,6 +46,7 @@ import (
 	"github.com/brandgw/brand/internal/s3face/s3auth"
 	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/internal/server/reqbody"
+	"github.com/brandgw/brand/internal/task"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/seqpack"
@@ -171,6 +172,17 @@ var served = []sentinelCase{
 	{"internal/job/jobsched.ErrUnasked", jobsched.ErrUnasked, http.StatusServiceUnavailable, "member_unasked", false},
 	{"internal/job/jobsched.ErrUnknown", jobsched.ErrUnknown, http.StatusNotFound, "not_found", false},
 	{"internal/job/plans.ErrBusy", plans.ErrBusy, http.StatusServiceUnavailable, "plan_busy", false},
+	{"internal/task.ErrBadAnswer", task.ErrBadAnswer, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/task.ErrBadRequest", task.ErrBadRequest, http.StatusBadRequest, "bad_request", false},
+	{"internal/task.ErrBadSpec", task.ErrBadSpec, http.StatusBadRequest, "bad_request", false},
+	{"internal/task.ErrDone", task.ErrDone, http.StatusNotFound, "not_found", false},
+	{"internal/task.ErrExists", task.ErrExists, http.StatusConflict, "conflict", false},
+	{"internal/task.ErrLease", task.ErrLease, http.StatusConflict, "conflict", false},
+	{"internal/task.ErrNotFull", task.ErrNotFull, http.StatusServiceUnavailable, "task_step", false},
+	{"internal/task.ErrStore", task.ErrStore, http.StatusServiceUnavailable, "unavailable", true},
+	{"internal/task.ErrTooManyJobs", task.ErrTooManyJobs, http.StatusServiceUnavailable, "task_jobs", false},
+	{"internal/task.ErrUnknownJob", task.ErrUnknownJob, http.StatusNotFound, "not_found", false},
+	{"internal/task.ErrWindow", task.ErrWindow, http.StatusServiceUnavailable, "task_window", false},
 	{"internal/job/query.ErrBadRequest", query.ErrBadRequest, http.StatusBadRequest, "bad_request", false},
 	{"internal/job/query.ErrOutOfRange", query.ErrOutOfRange, http.StatusNotFound, "not_found", false},
 	{"internal/s3face/s3auth.ErrCredentials", s3auth.ErrCredentials, http.StatusInternalServerError, "internal", true},

@@ -1,0 +1,140 @@
+package api
+
+// The wire types of task streams (docs/tasks.md): what PUT /tasks/{job},
+// the leases, the feedback, the steps and the plan carry, shared by the
+// gateway and the Go client.
+
+// TaskLeaseRequest is POST /tasks/{job}/leases's body.
+type TaskLeaseRequest struct {
+	Generator string `json:"generator"`
+	Prompts   int    `json:"prompts"`
+}
+
+// TaskPrompt is a prompt of a lease: its key and ID in the dataset's
+// index, and the pass it is leased for.
+type TaskPrompt struct {
+	Key  string `json:"key"`
+	ID   int    `json:"id"`
+	Pass uint32 `json:"pass"`
+}
+
+// TaskLease is a lease: its ID, the generator it is held by, the step its
+// prompts are for, its deadline and its prompts (those not yet answered,
+// for a generator's open leases).
+type TaskLease struct {
+	Lease     string       `json:"lease"`
+	Generator string       `json:"generator"`
+	Step      uint64       `json:"step"`
+	Expires   string       `json:"expires"`
+	Prompts   []TaskPrompt `json:"prompts"`
+}
+
+// TaskLeases is GET /tasks/{job}/leases's answer.
+type TaskLeases struct {
+	Leases []TaskLease `json:"leases"`
+}
+
+// TaskResult is one prompt's answer: its group's scores, or its passes of
+// n; the policy version that answered it; and, optionally, whether it
+// counts (overriding the policy's verdict).
+type TaskResult struct {
+	Key     string    `json:"key"`
+	Scores  []float64 `json:"scores,omitempty"`
+	Passes  *int      `json:"passes,omitempty"`
+	N       int       `json:"n,omitempty"`
+	Version uint32    `json:"version"`
+	Counts  *bool     `json:"counts,omitempty"`
+}
+
+// TaskFeedback is POST /tasks/{job}/leases/{lease}/feedback's body.
+type TaskFeedback struct {
+	Results []TaskResult `json:"results"`
+}
+
+// TaskAnswered is what feedback did: results applied (not repeats), of
+// them counted, drawn again, rested and retired; repeats; and the steps
+// the counted ones fell in.
+type TaskAnswered struct {
+	Lease   string   `json:"lease"`
+	Applied int      `json:"applied"`
+	Counted int      `json:"counted"`
+	Redrawn int      `json:"redrawn"`
+	Rested  int      `json:"rested"`
+	Retired int      `json:"retired"`
+	Repeats int      `json:"repeats"`
+	Steps   []uint64 `json:"steps"`
+}
+
+// TaskCounted is a counted prompt of a step.
+type TaskCounted struct {
+	Key     string    `json:"key"`
+	ID      int       `json:"id"`
+	Lease   string    `json:"lease"`
+	Pass    uint32    `json:"pass"`
+	Version uint32    `json:"version"`
+	Scores  []float32 `json:"scores,omitempty"`
+	Passes  *int      `json:"passes,omitempty"`
+	N       int       `json:"n,omitempty"`
+}
+
+// TaskStep is GET /tasks/{job}/steps/{step}'s answer.
+type TaskStep struct {
+	Step    uint64        `json:"step"`
+	Prompts []TaskCounted `json:"prompts"`
+}
+
+// TaskTrainer is POST /tasks/{job}/trainer's body: the trainer consumed
+// the steps below Step.
+type TaskTrainer struct {
+	Step uint64 `json:"step"`
+}
+
+// TaskPlan is GET /tasks/{job}'s answer: where the job's plan stands, as
+// of the log's last segment this node holds.
+type TaskPlan struct {
+	Job     string `json:"job"`
+	Dataset string `json:"dataset"`
+	Index   string `json:"index"`
+	Spec    any    `json:"spec"`
+	Prompts int    `json:"prompts"`
+	// Pass is the pass being drawn; PassesDone those every prompt was
+	// served in.
+	Pass       uint32 `json:"pass"`
+	PassesDone uint32 `json:"passes_done"`
+	// Prompts by where they are: not yet drawn in the pass, leased,
+	// at the front of the plan (their lease expired), done with the pass,
+	// retired; and those a curriculum weighs 1 now.
+	Pending int `json:"pending"`
+	Leased  int `json:"leased"`
+	Front   int `json:"front"`
+	Waiting int `json:"waiting"`
+	Retired int `json:"retired"`
+	InBand  int `json:"in_band"`
+	// Answers: counted, drawn again, rested for a pass; prompts whose
+	// lease expired; feedback rows applied and repeated.
+	Counted      int   `json:"counted"`
+	Redrawn      int   `json:"redrawn"`
+	Rested       int   `json:"rested"`
+	Expired      int   `json:"expired"`
+	FeedbackRows int64 `json:"feedback_rows"`
+	Repeats      int64 `json:"repeats"`
+	// Leases made, and open now; full steps; the trainer's step.
+	Leases     uint64 `json:"leases"`
+	OpenLeases int    `json:"open_leases"`
+	StepsFull  uint64 `json:"steps_full"`
+	Trainer    uint64 `json:"trainer"`
+	// The log: segments, their bytes, those read as empty for a failed
+	// checksum; the digest of every decision.
+	Segments        uint64 `json:"segments"`
+	LogBytes        int64  `json:"log_bytes"`
+	DamagedSegments int    `json:"damaged_segments"`
+	Digest          string `json:"digest"`
+}
+
+// TaskReplayEnd ends GET /tasks/{job}/replay's lines.
+type TaskReplayEnd struct {
+	Digest   string `json:"digest"`
+	Equal    bool   `json:"equal"`
+	Segments uint64 `json:"segments"`
+	Diverged uint64 `json:"diverged,omitempty"`
+}

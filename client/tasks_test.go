@@ -1,0 +1,111 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/client"
+)
+
+// TestTasksThroughClient runs a task job through the Go client: two
+// generators lease, answer (a toy model whose passes move with its
+// version; a seventh of the prompts always pass whole, so dynamic
+// sampling draws them again, then rests them) and lease again, a trainer
+// consumes six steps, and the steps it read are the replay's.
+func TestTasksThroughClient(t *testing.T) {
+	srv, _ := appendingGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tk := client.NewTasks(srv.URL, "rl", client.TasksOptions{Dataset: "lines"})
+	if _, made, err := tk.Make(ctx, map[string]any{"step": 8, "ahead": 2, "redraws": 1, "policy": "curriculum"}); err != nil || !made {
+		t.Fatal(made, err)
+	}
+	const steps = 6
+	var version sync.Map // the trainer's step, the generators' model version
+	version.Store("v", uint32(0))
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			gen := fmt.Sprint("gen-", g)
+			for ctx.Err() == nil {
+				l, err := tk.Lease(ctx, gen, 5)
+				if ae, ok := errors.AsType[*client.APIError](err); ok && ae.StatusCode == http.StatusServiceUnavailable {
+					if ae.RetryAfter <= 0 {
+						t.Errorf("a 503 without Retry-After: %v", ae)
+					}
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Error(err)
+					}
+					return
+				}
+				v, _ := version.Load("v")
+				var rs []api.TaskResult
+				for _, p := range l.Prompts {
+					passes := 1 + (p.ID+int(v.(uint32)))%3 // some of 4: counts
+					if p.ID%7 == 0 {
+						passes = 4 // all: drawn again, then rested
+					}
+					rs = append(rs, api.TaskResult{Key: p.Key, Passes: &passes, N: 4, Version: v.(uint32)})
+				}
+				if _, err := tk.Answer(ctx, l.Lease, rs); err != nil && ctx.Err() == nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var read [][]string
+	for n := range uint64(steps) {
+		s, err := tk.WaitStep(ctx, n, 5*time.Millisecond)
+		if err != nil {
+			p, _ := tk.Plan(context.Background())
+			t.Fatalf("%v; plan %+v", err, p)
+		}
+		var keys []string
+		for _, p := range s.Prompts {
+			keys = append(keys, p.Key)
+		}
+		read = append(read, keys)
+		version.Store("v", uint32(n+1))
+		if err := tk.Trained(ctx, n+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	wg.Wait()
+	lines, err := tk.Replay(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed [][]string
+	var end api.TaskReplayEnd
+	for _, l := range lines {
+		var step struct {
+			Lease   string
+			Step    *uint64
+			Prompts []string
+		}
+		if json.Unmarshal(l, &step); step.Lease == "" && step.Prompts != nil && len(replayed) < steps {
+			replayed = append(replayed, step.Prompts)
+		}
+		_ = json.Unmarshal(l, &end)
+	}
+	if !end.Equal {
+		t.Fatalf("the replay's end: %+v", end)
+	}
+	if !slices.EqualFunc(read, replayed, slices.Equal) {
+		t.Fatalf("the trainer read %v, the replay made %v", read, replayed)
+	}
+}

@@ -1,0 +1,432 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-json-experiment/json"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
+	"github.com/brandgw/brand/internal/server/reqbody"
+	"github.com/brandgw/brand/internal/task"
+)
+
+// taskAPI serves task streams (docs/tasks.md) over package task's book of
+// the node's task jobs: the HTTP face alone, naming prompts by their keys
+// in the job's index version and reading their bytes through the one
+// path samples are read by.
+type taskAPI struct {
+	book    *task.Book
+	catalog *catalog.Catalog
+	jobs    *resolve.Resolver
+	reader  *reader.Reader
+	out     *respond.Writer
+}
+
+// maxTaskBodyBytes bounds a task request's body: a feedback of MaxLease
+// results of MaxScores scores is the largest.
+const maxTaskBodyBytes = 64 << 20
+
+// dataset is the dataset a task request names (dataset=, or the one the
+// gateway serves by default), as it is now.
+func (a taskAPI) dataset(r *http.Request) (string, *catalog.Dataset, error) {
+	raw := r.URL.RawQuery
+	if r.URL.Query().Has("generator") && chi.RouteContext(r.Context()).RoutePattern() == "/tasks/{job}/leases" {
+		// GET …/leases?generator=G names the generator beside the dataset.
+		v := r.URL.Query()
+		v.Del("generator")
+		raw = v.Encode()
+	}
+	q, err := query.Parse(raw, query.SampleParams, a.jobs.Defaults(), a.jobs.Limits())
+	if err != nil {
+		return "", nil, err
+	}
+	ds, err := a.jobs.Version(q.Job)
+	if err != nil {
+		return "", nil, err
+	}
+	return ds.Name, ds, nil
+}
+
+// fresh is stream, having read what other nodes wrote to the job's log:
+// for the reads that answer from the plan as it is.
+func (a taskAPI) fresh(r *http.Request) (*task.Stream, *catalog.Dataset, error) {
+	s, ds, err := a.stream(r)
+	if err == nil {
+		err = s.Refresh(r.Context())
+	}
+	return s, ds, err
+}
+
+// stream is the task job a request names, with the version of its
+// dataset it was made over.
+func (a taskAPI) stream(r *http.Request) (*task.Stream, *catalog.Dataset, error) {
+	job := chi.URLParam(r, "job")
+	if err := checkJobName(job); err != nil {
+		return nil, nil, err
+	}
+	name, ds, err := a.dataset(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := a.book.Open(r.Context(), ds.Store, name, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	if id := s.Spec().Index; id != ds.ID() {
+		if ds, err = a.catalog.Version(name, id); err != nil {
+			return nil, nil, fmt.Errorf("task job %s was made over index %s of dataset %s: %w", job, id, name, err)
+		}
+	}
+	return s, ds, nil
+}
+
+// handleMake serves PUT /tasks/{job}.
+func (a taskAPI) handleMake(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	job := chi.URLParam(r, "job")
+	var spec task.Spec
+	err := checkJobName(job)
+	if err == nil {
+		if err = reqbody.DecodeJSON(r.Body, &spec); err != nil {
+			err = fmt.Errorf("%w: the body is a task job's spec, a JSON object such as {\"step\": 64, \"policy\": \"curriculum\"} (docs/tasks.md): %w", query.ErrBadRequest, err)
+		}
+	}
+	var ds *catalog.Dataset
+	if err == nil {
+		_, ds, err = a.dataset(r)
+	}
+	var s *task.Stream
+	made := false
+	if err == nil {
+		spec.Dataset, spec.Index, spec.Prompts, spec.Made, spec.Tag = "", "", 0, 0, ""
+		s, made, err = a.book.Make(ctx, ds.Store, ds.Name, job, ds.ID(), ds.Index.NumSamples(), spec)
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	status := http.StatusOK
+	if made {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, taskPlan(job, s))
+}
+
+// handlePlan serves GET /tasks/{job}.
+func (a taskAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
+	s, _, err := a.fresh(r)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, taskPlan(chi.URLParam(r, "job"), s))
+}
+
+func taskPlan(job string, s *task.Stream) api.TaskPlan {
+	sp := s.Spec()
+	out := api.TaskPlan{Job: job, Dataset: sp.Dataset, Index: sp.Index, Spec: sp, Prompts: sp.Prompts}
+	s.View(func(p *task.Plan) {
+		c := p.Count()
+		out.Pass, out.PassesDone = c.Pass, c.PassesDone
+		out.Pending, out.Leased, out.Front, out.Waiting, out.Retired, out.InBand = c.Pending, c.Leased, c.Front, c.Waiting, c.Retired, c.InBand
+		out.Counted, out.Redrawn, out.Rested, out.Expired, out.FeedbackRows, out.Repeats = c.Counted, c.Redrawn, c.Rested, c.Expired, c.Rows, c.Repeats
+		out.Leases, out.OpenLeases, out.StepsFull, out.Trainer = p.Leases(), c.OpenLeases, p.StepsFull(), p.Trainer()
+		out.Digest = fmt.Sprintf("%016x", p.Digest())
+	})
+	out.Segments, out.LogBytes, out.DamagedSegments, _ = s.Log()
+	return out
+}
+
+// leaseOf is lease l on the wire.
+func leaseOf(p *task.Plan, ds *catalog.Dataset, l task.Lease) api.TaskLease {
+	out := api.TaskLease{Lease: p.LeaseName(l.ID), Generator: l.Gen, Step: l.Step,
+		Expires: p.Time(p.Deadline(l.ID)).UTC().Format(time.RFC3339Nano), Prompts: make([]api.TaskPrompt, len(l.Prompts))}
+	for i, q := range l.Prompts {
+		out.Prompts[i] = api.TaskPrompt{Key: ds.Index.SampleKey(int(q)), ID: int(q), Pass: l.Passes[i]}
+	}
+	return out
+}
+
+// handleLease serves POST /tasks/{job}/leases.
+func (a taskAPI) handleLease(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	s, ds, err := a.stream(r)
+	var req api.TaskLeaseRequest
+	if err == nil {
+		if err = reqbody.DecodeJSON(r.Body, &req); err != nil {
+			err = fmt.Errorf("%w: the body is {\"generator\": \"gen-1\", \"prompts\": 64}: %w", query.ErrBadRequest, err)
+		}
+	}
+	var l task.Lease
+	if err == nil {
+		l, err = s.Lease(ctx, req.Generator, req.Prompts)
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	var out api.TaskLease
+	s.View(func(p *task.Plan) { out = leaseOf(p, ds, l) })
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// handleOpen serves GET /tasks/{job}/leases?generator=G.
+func (a taskAPI) handleOpen(w http.ResponseWriter, r *http.Request) {
+	s, ds, err := a.fresh(r)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	gen := r.URL.Query().Get("generator")
+	out := api.TaskLeases{Leases: []api.TaskLease{}}
+	s.View(func(p *task.Plan) {
+		for _, l := range p.OpenOf(gen) {
+			out.Leases = append(out.Leases, leaseOf(p, ds, l))
+		}
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+// leaseIn is the number of the lease a request's path names.
+func leaseIn(r *http.Request, s *task.Stream) (uint64, error) {
+	return s.LeaseID(chi.URLParam(r, "lease"))
+}
+
+// handleSamples serves GET /tasks/{job}/leases/{lease}/samples: a tar of
+// the open lease's prompts not yet answered, as /samples/KEY serves one.
+func (a taskAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	s, ds, err := a.fresh(r)
+	var id uint64
+	if err == nil {
+		id, err = leaseIn(r, s)
+	}
+	var ids []int
+	if err == nil {
+		s.View(func(p *task.Plan) {
+			l, open := p.Open(id)
+			if !open {
+				err = fmt.Errorf("%w: lease %s is not open: its prompts were answered, or it expired", task.ErrLease, p.LeaseName(id))
+				return
+			}
+			for _, q := range l.Prompts {
+				ids = append(ids, int(q))
+			}
+		})
+	}
+	var smp layout.Samples
+	if err == nil {
+		smp, err = layout.NewSamples(ctx, ds, ids)
+	}
+	var res *reader.Result
+	if err == nil {
+		res, err = a.reader.Read(ctx, reader.Request{Samples: smp})
+		if err == nil && len(res.MissingPos) > 0 {
+			res.Release()
+			err = fmt.Errorf("%w: a prompt of lease %s is in a chunk damaged at rest", catalog.ErrCorrupt, chi.URLParam(r, "lease"))
+		}
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	defer res.Release()
+	n := res.Bytes + int64(len(chunkindex.EndOfArchive))
+	_, _ = a.out.Write(w, r, "application/x-tar", respond.Payload{Parts: append(res.Parts, chunkindex.EndOfArchive[:]), N: n, Relieve: res.Relieve})
+}
+
+// handleFeedback serves POST /tasks/{job}/leases/{lease}/feedback.
+func (a taskAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	s, ds, err := a.stream(r)
+	var id uint64
+	if err == nil {
+		id, err = leaseIn(r, s)
+	}
+	var fb api.TaskFeedback
+	if err == nil {
+		if err = reqbody.DecodeJSON(r.Body, &fb); err != nil {
+			err = fmt.Errorf("%w: the body is {\"results\": [{\"key\": K, \"scores\": [..]} or {\"key\": K, \"passes\": P, \"n\": N}, ...]}: %w", query.ErrBadRequest, err)
+		}
+	}
+	var rows []task.Row
+	if err == nil {
+		rows, err = taskRows(ctx, ds, fb.Results)
+	}
+	var ans task.Answer
+	if err == nil {
+		ans, err = s.Answer(ctx, id, rows)
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	out := api.TaskAnswered{Lease: chi.URLParam(r, "lease"), Applied: ans.Applied, Counted: ans.Counted, Redrawn: ans.Redrawn,
+		Rested: ans.Rested, Retired: ans.Retired, Repeats: ans.Repeats, Steps: ans.Steps}
+	if out.Steps == nil {
+		out.Steps = []uint64{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// taskRows are results as the plan's rows, their keys looked up in the
+// index: a key it does not hold is refused, naming it.
+func taskRows(ctx context.Context, ds *catalog.Dataset, results []api.TaskResult) ([]task.Row, error) {
+	if len(results) == 0 || len(results) > task.MaxLease {
+		return nil, fmt.Errorf("%w: %d results: 1 to %d", query.ErrBadRequest, len(results), task.MaxLease)
+	}
+	keys := make([]string, len(results))
+	for i, x := range results {
+		keys[i] = x.Key
+	}
+	ids, found, err := ds.Index.LookupMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]task.Row, len(results))
+	for i, x := range results {
+		if !found[i] {
+			return nil, fmt.Errorf("%w: no prompt with key %q in dataset %s", task.ErrBadAnswer, x.Key, ds.Name)
+		}
+		w := task.Row{Prompt: uint32(ids[i]), Version: x.Version}
+		switch {
+		case x.Scores != nil && x.Passes != nil:
+			return nil, fmt.Errorf("%w: %q: scores or passes, not both", task.ErrBadAnswer, x.Key)
+		case x.Scores != nil:
+			if len(x.Scores) > task.MaxScores {
+				return nil, fmt.Errorf("%w: %q: %d scores, at most %d", task.ErrBadAnswer, x.Key, len(x.Scores), task.MaxScores)
+			}
+			w.Scores = make([]float32, len(x.Scores))
+			for j, v := range x.Scores {
+				if !(v >= 0 && v <= 1) {
+					return nil, fmt.Errorf("%w: %q: score %v: each score is in [0, 1]", task.ErrBadAnswer, x.Key, v)
+				}
+				w.Scores[j] = float32(v)
+			}
+		case x.Passes != nil:
+			if *x.Passes < 0 || x.N < 1 || x.N > 65535 || *x.Passes > x.N {
+				return nil, fmt.Errorf("%w: %q: passes=%d of n=%d: 0 ≤ passes ≤ n, 1 ≤ n ≤ 65535", task.ErrBadAnswer, x.Key, *x.Passes, x.N)
+			}
+			w.Passes, w.N = uint16(*x.Passes), uint16(x.N)
+		default:
+			return nil, fmt.Errorf("%w: %q: give its group's scores, or passes of n", task.ErrBadAnswer, x.Key)
+		}
+		if x.Counts != nil {
+			w.Counts = 1
+			if *x.Counts {
+				w.Counts = 2
+			}
+		}
+		rows[i] = w
+	}
+	return rows, nil
+}
+
+// handleStep serves GET /tasks/{job}/steps/{step}.
+func (a taskAPI) handleStep(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	s, ds, err := a.stream(r)
+	var n uint64
+	if err == nil {
+		n, err = query.ParseNumber("step", chi.URLParam(r, "step"), 1<<62)
+	}
+	out := api.TaskStep{Step: n}
+	if err == nil {
+		err = s.Step(ctx, n, func(p *task.Plan, c []task.Counted) {
+			out.Prompts = make([]api.TaskCounted, len(c))
+			for i, x := range c {
+				o := api.TaskCounted{Key: ds.Index.SampleKey(int(x.Prompt)), ID: int(x.Prompt), Lease: p.LeaseName(x.Lease), Pass: x.Pass, Version: x.Version}
+				if o.Scores = p.Scores(x); o.Scores == nil {
+					ps := int(x.Passes)
+					o.Passes, o.N = &ps, int(x.N)
+				}
+				out.Prompts[i] = o
+			}
+		})
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleTrainer serves POST /tasks/{job}/trainer.
+func (a taskAPI) handleTrainer(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	s, _, err := a.stream(r)
+	var t api.TaskTrainer
+	if err == nil {
+		if err = reqbody.DecodeJSON(r.Body, &t); err != nil {
+			err = fmt.Errorf("%w: the body is {\"step\": S}: the trainer consumed the steps below S: %w", query.ErrBadRequest, err)
+		}
+	}
+	if err == nil {
+		err = s.Train(ctx, t.Step)
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	out := api.TaskTrainer{}
+	s.View(func(p *task.Plan) { out.Step = p.Trainer() })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleReplay serves GET /tasks/{job}/replay: the log replayed from the
+// store on a plan of its own, as JSON lines.
+func (a taskAPI) handleReplay(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	s, ds, err := a.stream(r)
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/jsonl")
+	line := func(v any) {
+		b, _ := json.Marshal(v)
+		_, _ = w.Write(append(b, '\n'))
+	}
+	type leaseLine struct {
+		Lease     string   `json:"lease"`
+		Generator string   `json:"generator"`
+		Step      uint64   `json:"step"`
+		Prompts   []string `json:"prompts"`
+	}
+	type stepLine struct {
+		Step    uint64   `json:"step"`
+		Prompts []string `json:"prompts"`
+	}
+	keys := func(n int, at func(int) uint32) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = ds.Index.SampleKey(int(at(i)))
+		}
+		return out
+	}
+	d, equal, segs, err := s.Replay(ctx,
+		func(p *task.Plan, l task.Lease) {
+			line(leaseLine{Lease: p.LeaseName(l.ID), Generator: l.Gen, Step: l.Step, Prompts: keys(len(l.Prompts), func(i int) uint32 { return l.Prompts[i] })})
+		},
+		func(p *task.Plan, n uint64, c []task.Counted) {
+			line(stepLine{Step: n, Prompts: keys(len(c), func(i int) uint32 { return c[i].Prompt })})
+		})
+	if err != nil {
+		// The lines written so far stand; the last says the replay failed.
+		line(api.Error{Error: err.Error(), Status: http.StatusServiceUnavailable})
+		return
+	}
+	_, _, _, diverged := s.Log()
+	line(api.TaskReplayEnd{Digest: fmt.Sprintf("%016x", d), Equal: equal, Segments: segs, Diverged: diverged})
+}

@@ -1,0 +1,139 @@
+package task
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/brandgw/brand/s3backend"
+)
+
+// MaxJobs is how many task jobs a node holds at once by default; a job
+// not asked for longest is let go (and read again from the store when
+// asked) to make room.
+const MaxJobs = 256
+
+// Book is a node's task jobs, each read from its dataset's store when
+// first asked for. It is safe for concurrent use.
+type Book struct {
+	now func() time.Time
+	max int
+
+	mu   sync.Mutex
+	jobs map[bookKey]*entry
+}
+
+type bookKey struct{ dataset, job string }
+
+type entry struct {
+	ready chan struct{}
+	s     *Stream
+	err   error
+	used  time.Time
+}
+
+// NewBook is a book of at most max jobs (MaxJobs if 0), telling time by
+// now (time.Now if nil).
+func NewBook(max int, now func() time.Time) *Book {
+	if max == 0 {
+		max = MaxJobs
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Book{now: now, max: max, jobs: map[bookKey]*entry{}}
+}
+
+// Make makes task job job over the dataset of st whose index is index
+// and holds prompts prompts, with spec's parameters; made is false when
+// the job was made before with the same ones (and is answered as it is),
+// and a job made with others is refused (ErrExists).
+func (b *Book) Make(ctx context.Context, st Store, dataset, job, index string, prompts int, spec Spec) (s *Stream, made bool, err error) {
+	asked := spec
+	spec = spec.WithDefaults()
+	spec.Dataset, spec.Index, spec.Prompts, spec.Made = dataset, index, prompts, b.now().UnixMilli()
+	spec.Tag = TagOf(job, index, spec.Made)
+	if err := spec.Check(); err != nil {
+		return nil, false, err
+	}
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return nil, false, err
+	}
+	_, err = st.PutIfAbsent(ctx, specKey(job), bytes.NewReader(body), int64(len(body)))
+	switch {
+	case errors.Is(err, s3backend.ErrExists):
+		s, err := b.Open(ctx, st, dataset, job)
+		if err != nil {
+			return nil, false, err
+		}
+		if old := s.Spec(); !old.SameAsked(asked) || old.Dataset != dataset {
+			return nil, false, fmt.Errorf("%w: task job %s exists over dataset %s with another spec (PUT the same spec, or name a new job)", ErrExists, job, old.Dataset)
+		}
+		return s, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("%w: storing task job %s's spec: %w", ErrStore, job, err)
+	}
+	s, err = b.Open(ctx, st, dataset, job)
+	return s, err == nil, err
+}
+
+// Open is task job job of dataset, read from st when this node does not
+// hold it.
+func (b *Book) Open(ctx context.Context, st Store, dataset, job string) (*Stream, error) {
+	k := bookKey{dataset, job}
+	b.mu.Lock()
+	e := b.jobs[k]
+	if e == nil {
+		if len(b.jobs) >= b.max && !b.evict() {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("%w: %d are held and being read", ErrTooManyJobs, len(b.jobs))
+		}
+		e = &entry{ready: make(chan struct{})}
+		b.jobs[k] = e
+		b.mu.Unlock()
+		e.s, e.err = openStream(ctx, st, job, b.now)
+		if e.err != nil {
+			b.mu.Lock()
+			delete(b.jobs, k)
+			b.mu.Unlock()
+		}
+		close(e.ready)
+		b.mu.Lock()
+	}
+	e.used = b.now()
+	b.mu.Unlock()
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return e.s, e.err
+}
+
+// evict lets go of the job not asked for longest, of those read: its
+// plan is read again from the store when next asked for.
+func (b *Book) evict() bool {
+	var oldest bookKey
+	var at time.Time
+	found := false
+	for k, e := range b.jobs {
+		select {
+		case <-e.ready:
+		default:
+			continue
+		}
+		if !found || e.used.Before(at) {
+			oldest, at, found = k, e.used, true
+		}
+	}
+	if found {
+		delete(b.jobs, oldest)
+	}
+	return found
+}

@@ -1,0 +1,55 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/brandgw/brand/internal/errkind"
+)
+
+// Errors, mapped to HTTP statuses by internal/server/httperr.
+var (
+	// ErrBadSpec: a spec out of its bounds (400).
+	ErrBadSpec = errkind.New(errkind.Invalid, "bad task spec")
+	// ErrBadRequest: a lease or feedback request out of its bounds (400).
+	ErrBadRequest = errkind.New(errkind.Invalid, "bad task request")
+	// ErrUnknownJob: no task job of the name (404).
+	ErrUnknownJob = errkind.New(errkind.NotFound, "no such task job")
+	// ErrExists: a job of the name with another spec (409).
+	ErrExists = errkind.New(errkind.Conflict, "task job exists with another spec")
+	// ErrLease: a lease that expired, or was never the job's (409).
+	ErrLease = errkind.New(errkind.Conflict, "lease not held")
+	// ErrBadAnswer: feedback naming prompts the lease does not hold, or
+	// scores out of range (422).
+	ErrBadAnswer = errkind.New(errkind.Unprocessable, "bad answer")
+	// ErrWindow: nothing to lease now: the window ahead of the trainer
+	// is full, or every prompt is leased (503, retry).
+	ErrWindow = errkind.Named(errkind.Busy, "task_window", "nothing to lease now")
+	// ErrNotFull: a step not yet full (503, retry).
+	ErrNotFull = errkind.Named(errkind.Busy, "task_step", "step not full")
+	// ErrDone: every prompt is retired (404).
+	ErrDone = errkind.New(errkind.NotFound, "every prompt retired")
+	// ErrStore: the store did not take or give the log (503).
+	ErrStore = errkind.New(errkind.Unavailable, "task log unavailable")
+	// ErrTooManyJobs: the node holds its most task jobs (503).
+	ErrTooManyJobs = errkind.Named(errkind.Busy, "task_jobs", "too many task jobs on this node")
+)
+
+// ExpiredError is a lease's expiry: feedback after its deadline.
+type ExpiredError struct {
+	Lease    string
+	Deadline time.Time
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("lease %s expired at %s: its unanswered prompts went back to the front of the plan", e.Lease, e.Deadline.UTC().Format(time.RFC3339Nano))
+}
+
+func (e *ExpiredError) Unwrap() error { return ErrLease }
+
+// IsExpired reports whether err is a lease's expiry.
+func IsExpired(err error) bool {
+	_, ok := errors.AsType[*ExpiredError](err)
+	return ok
+}

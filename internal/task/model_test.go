@@ -1,0 +1,238 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/s3backend"
+)
+
+// TestModel draws task jobs — random policies, step sizes, windows,
+// dynamic sampling, retirement and revisits — and runs each over three
+// nodes of one store with random leases, answers (partial, repeated,
+// late), trainer steps, time passing and nodes killed (a node's book
+// dropped: it reads the job again from the store). An independent
+// account of the leases checks that no prompt is leased while another
+// lease holds it and that every late answer, and only those, is refused;
+// at the end every node's plan, and a replay of the log, made the same
+// decisions, the replay's leases are the ones served, every step holds
+// exactly its step's prompts, each prompt counts at most once a pass, and
+// every prompt is in exactly one place. BRAND_TASK_MODEL_SEED runs one
+// seed; BRAND_TASK_MODEL_SEEDS sets how many are drawn (default 24).
+func TestModel(t *testing.T) {
+	n := 12
+	if v, err := strconv.Atoi(os.Getenv("BRAND_TASK_MODEL_SEEDS")); err == nil {
+		n = v
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = uint64(i + 1)
+	}
+	if v, err := strconv.ParseUint(os.Getenv("BRAND_TASK_MODEL_SEED"), 10, 64); err == nil {
+		seeds = []uint64{v}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { runModel(t, seed) })
+	}
+}
+
+// modelLease is the account's lease: its prompts, deadline and answers.
+type modelLease struct {
+	prompts  []uint32
+	deadline time.Time
+	answered map[uint32]bool
+}
+
+func runModel(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 0x7461736b))
+	policy := []string{"uniform", "curriculum", "importance"}[rng.IntN(3)]
+	spec := Spec{Seed: rng.Uint64(), Step: 1 + rng.IntN(8), Ahead: 1 + rng.IntN(4), Policy: policy,
+		Redraws: rng.IntN(3), TTL: Duration(time.Duration(1+rng.IntN(3)) * time.Second)}
+	if policy == "curriculum" {
+		spec.Retire = rng.IntN(4)
+		spec.Revisit = []float64{0, 0.3}[rng.IntN(2)]
+	}
+	prompts := 5 + rng.IntN(80)
+	t.Logf("%d prompts, spec %+v", prompts, spec)
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.UnixMilli(1.8e12)
+	now := func() time.Time { return clock }
+	books := make([]*Book, 3)
+	for i := range books {
+		books[i] = NewBook(0, now)
+	}
+	if _, _, err := books[0].Make(ctx, st, "d", "job", "ix", prompts, spec); err != nil {
+		t.Fatal(err)
+	}
+	node := func() *Stream {
+		s, err := books[rng.IntN(len(books))].Open(ctx, st, "d", "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ttl := time.Duration(spec.TTL)
+	leases := map[uint64]*modelLease{}
+	// answers is what each prompt's answers say: a model whose passes
+	// depend on the prompt and how often it was answered.
+	asked := map[uint32]int{}
+	answer := func(q uint32) Row {
+		asked[q]++
+		switch (int(q) + asked[q]) % 4 {
+		case 0:
+			return Row{Prompt: q, Passes: 4, N: 4, Version: uint32(asked[q])}
+		case 1:
+			return Row{Prompt: q, Scores: []float32{0, 0, 0}}
+		}
+		return Row{Prompt: q, Passes: uint16(1 + int(q)%3), N: 4}
+	}
+	for op := 0; op < 400; op++ {
+		switch r := rng.IntN(100); {
+		case r < 40:
+			s := node()
+			l, err := s.Lease(ctx, fmt.Sprint("g", rng.IntN(4)), 1+rng.IntN(6))
+			if errors.Is(err, ErrWindow) || errors.Is(err, ErrDone) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := s.plan.Time(l.T)
+			for id, ml := range leases {
+				if !at.Before(ml.deadline) {
+					continue // expired by this lease's time
+				}
+				for _, q := range l.Prompts {
+					if slices.Contains(ml.prompts, q) && !ml.answered[q] {
+						t.Fatalf("op %d: lease %d got prompt %d, which lease %d holds until %v", op, l.ID, q, id, ml.deadline)
+					}
+				}
+			}
+			if leases[l.ID] != nil {
+				t.Fatalf("op %d: lease %d made twice", op, l.ID)
+			}
+			leases[l.ID] = &modelLease{prompts: l.Prompts, deadline: at.Add(ttl), answered: map[uint32]bool{}}
+		case r < 75:
+			if len(leases) == 0 {
+				continue
+			}
+			ids := make([]uint64, 0, len(leases))
+			for id := range leases {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			id := ids[rng.IntN(len(ids))]
+			ml := leases[id]
+			var rows []Row
+			for _, q := range ml.prompts {
+				if rng.IntN(3) > 0 {
+					rows = append(rows, answer(q))
+				}
+			}
+			if len(rows) == 0 {
+				continue
+			}
+			_, err := node().Answer(ctx, id, rows)
+			late := !clock.Before(ml.deadline)
+			unanswered := false
+			for _, w := range rows {
+				unanswered = unanswered || !ml.answered[w.Prompt]
+			}
+			switch {
+			case late && unanswered && !IsExpired(err):
+				t.Fatalf("op %d: an answer to lease %d at %v, after its deadline %v: %v, want an expiry", op, id, clock, ml.deadline, err)
+			case !late && err != nil:
+				t.Fatalf("op %d: an answer to lease %d before its deadline: %v", op, id, err)
+			case !late:
+				for _, w := range rows {
+					ml.answered[w.Prompt] = true
+				}
+			}
+		case r < 85:
+			s := node()
+			var full uint64
+			s.View(func(p *Plan) { full = p.StepsFull() })
+			if err := s.Train(ctx, full); err != nil {
+				t.Fatal(err)
+			}
+		case r < 95:
+			// In quarters of a second, so that answers and leases fall
+			// on deadlines exactly.
+			clock = clock.Add(time.Duration(rng.IntN(int(ttl/(250*time.Millisecond))+1)) * 250 * time.Millisecond)
+		default:
+			books[rng.IntN(len(books))] = NewBook(0, now)
+		}
+	}
+
+	// Every node, and a replay, made the same decisions; the replay's
+	// leases are those served.
+	var digest uint64
+	for i, b := range books {
+		s, err := b.Open(ctx, st, "d", "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		counted := map[[2]uint32]int{}
+		d, equal, _, err := s.Replay(ctx,
+			func(p *Plan, l Lease) {
+				ml := leases[l.ID]
+				if ml == nil || !slices.Equal(ml.prompts, l.Prompts) {
+					t.Errorf("the replay's lease %d holds %v; served %v", l.ID, l.Prompts, ml)
+				}
+			},
+			func(p *Plan, n uint64, c []Counted) {
+				if len(c) != spec.Step {
+					t.Errorf("step %d holds %d prompts, want %d", n, len(c), spec.Step)
+				}
+				for _, x := range c {
+					if counted[[2]uint32{x.Prompt, x.Pass}]++; counted[[2]uint32{x.Prompt, x.Pass}] > 1 {
+						t.Errorf("prompt %d counted twice in pass %d", x.Prompt, x.Pass)
+					}
+				}
+			})
+		if err != nil || !equal {
+			t.Fatalf("node %d: replay equal %v, %v", i, equal, err)
+		}
+		if _, _, _, diverged := s.Log(); diverged != 0 {
+			t.Fatalf("node %d: segment %d was written after other decisions", i, diverged)
+		}
+		if i > 0 && d != digest {
+			t.Fatalf("node %d's plan differs from node 0's", i)
+		}
+		digest = d
+		s.View(func(p *Plan) {
+			c := p.Count()
+			if sum := c.Pending + c.Leased + c.Front + c.Waiting + c.Retired; sum != prompts {
+				t.Fatalf("node %d: %+v places %d prompts of %d", i, c, sum, prompts)
+			}
+			if c.Leased != p.leased {
+				t.Fatalf("node %d: %d prompts leased, the plan counts %d", i, c.Leased, p.leased)
+			}
+			if front := len(p.front) - p.fhead; c.Front != front {
+				t.Fatalf("node %d: %d prompts at the front, its queue holds %d", i, c.Front, front)
+			}
+			for q, w := range p.tree.w {
+				if (w > 0) != (p.prompts[q].where == inPool) {
+					t.Fatalf("node %d: prompt %d weighs %d in the pass, and is in place %d", i, q, w, p.prompts[q].where)
+				}
+			}
+			if next := len(p.next); c.Waiting != next {
+				t.Fatalf("node %d: %d prompts wait for the next pass, its list holds %d", i, c.Waiting, next)
+			}
+		})
+	}
+}

@@ -1,0 +1,345 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/s3backend"
+)
+
+func spec(n, step int, mods ...func(*Spec)) Spec {
+	s := Spec{Step: step, Prompts: n, Tag: "t", Made: 1e12}
+	for _, m := range mods {
+		m(&s)
+	}
+	return s.WithDefaults()
+}
+
+// sim drives a plan as generators and a trainer would, recording every
+// record, and checks each pass's accounting as it goes.
+type sim struct {
+	t       *testing.T
+	p       *Plan
+	recs    []Record
+	clock   uint64
+	counted map[[2]uint32]int // (prompt, pass) → counts
+}
+
+func newSim(t *testing.T, s Spec) *sim {
+	return &sim{t: t, p: NewPlan(s), counted: map[[2]uint32]int{}}
+}
+
+func (m *sim) apply(r Record) Outcome {
+	r.T = m.clock
+	m.recs = append(m.recs, r)
+	full := m.p.StepsFull()
+	out := m.p.Apply(r)
+	for n := full; n < m.p.StepsFull(); n++ {
+		c, _ := m.p.Step(n)
+		for _, x := range c {
+			m.counted[[2]uint32{x.Prompt, x.Pass}]++
+		}
+	}
+	return out
+}
+
+func (m *sim) lease(k int) *Lease {
+	return m.apply(Record{Kind: recLease, Gen: "g", K: uint32(k)}).Lease
+}
+
+// answer answers every prompt of l with passes given by f.
+func (m *sim) answer(l *Lease, f func(q uint32) (passes, n uint16)) Answer {
+	var rows []Row
+	for _, q := range l.Prompts {
+		ps, n := f(q)
+		rows = append(rows, Row{Prompt: q, Passes: ps, N: n})
+	}
+	out := m.apply(Record{Kind: recFeedback, Lease: l.ID, Rows: rows})
+	if out.Err != nil {
+		m.t.Fatalf("answering lease %d: %v", l.ID, out.Err)
+	}
+	return *out.Answer
+}
+
+func (m *sim) train() {
+	m.apply(Record{Kind: recTrainer, Step: m.p.StepsFull()})
+}
+
+// replayed is the digest of the recorded run replayed on a new plan.
+func (m *sim) replayed() uint64 {
+	p := NewPlan(m.p.spec)
+	for _, r := range m.recs {
+		p.Apply(r)
+	}
+	return p.Digest()
+}
+
+func TestUniformPassesCountEachPromptOnce(t *testing.T) {
+	m := newSim(t, spec(103, 10, func(s *Spec) { s.Ahead = 3 }))
+	for range 2000 {
+		l := m.lease(7)
+		if l == nil {
+			m.train()
+			continue
+		}
+		m.answer(l, func(q uint32) (uint16, uint16) { return uint16(q % 5), 4 + uint16(q%3) })
+		if m.p.Window() == 0 {
+			m.train()
+		}
+	}
+	c := m.p.Count()
+	if c.PassesDone < 5 {
+		t.Fatalf("%d passes done, want at least 5", c.PassesDone)
+	}
+	for q := range uint32(103) {
+		for pass := range c.PassesDone {
+			if n := m.counted[[2]uint32{q, pass}]; n != 1 {
+				t.Fatalf("prompt %d counted %d times in pass %d, want 1", q, n, pass)
+			}
+		}
+	}
+	if m.replayed() != m.p.Digest() {
+		t.Fatal("a replay of the records decided otherwise")
+	}
+}
+
+func TestWindowHoldsGeneratorsAheadOfTheTrainer(t *testing.T) {
+	m := newSim(t, spec(1000, 8, func(s *Spec) { s.Ahead = 2 }))
+	var got int
+	for range 10 {
+		if l := m.lease(5); l != nil {
+			got += len(l.Prompts)
+		}
+	}
+	if got != 16 {
+		t.Fatalf("leased %d prompts with the trainer at step 0 and ahead=2 of 8, want 16", got)
+	}
+	out := m.apply(Record{Kind: recLease, Gen: "g", K: 1})
+	if !errors.Is(out.Err, ErrWindow) {
+		t.Fatalf("a lease past the window: %v, want ErrWindow", out.Err)
+	}
+}
+
+func TestDynamicSamplingRedrawsThenRests(t *testing.T) {
+	// Prompts below 20 always pass whole (no variance): each is drawn
+	// again twice a pass, then rested; the others count at once.
+	m := newSim(t, spec(60, 4, func(s *Spec) { s.Redraws = 2; s.Ahead = 1000 }))
+	for {
+		l := m.lease(1)
+		if l == nil {
+			break
+		}
+		m.answer(l, func(q uint32) (uint16, uint16) {
+			if q < 20 {
+				return 8, 8
+			}
+			return 3, 8
+		})
+		if m.p.Count().PassesDone >= 1 {
+			break
+		}
+	}
+	c := m.p.Count()
+	if c.Redrawn != 40 || c.Rested != 20 {
+		t.Fatalf("redrawn %d, rested %d; want 40 and 20 (20 flat prompts, 2 redraws each)", c.Redrawn, c.Rested)
+	}
+	if got := m.p.CountedSoFar(); got != 40 {
+		t.Fatalf("%d counted in the pass, want the 40 with variance", got)
+	}
+	if m.p.StepsFull() != 10 {
+		t.Fatalf("%d full steps, want 10 of exactly 4", m.p.StepsFull())
+	}
+}
+
+func TestExpiredPromptsGoToTheFront(t *testing.T) {
+	m := newSim(t, spec(50, 5, func(s *Spec) { s.TTL = Duration(time.Second); s.Ahead = 100 }))
+	a := m.lease(4)
+	b := m.lease(3)
+	m.answer(b, func(uint32) (uint16, uint16) { return 1, 2 })
+	m.clock += 999
+	if m.p.Apply(Record{Kind: recTick, T: m.clock}); m.p.Count().Expired != 0 {
+		t.Fatal("a lease expired before its TTL")
+	}
+	m.clock += 1
+	c := m.lease(6)
+	if fmt.Sprint(c.Prompts[:4]) != fmt.Sprint(a.Prompts) {
+		t.Fatalf("the lease after an expiry got %v first, want the expired lease's %v", c.Prompts[:4], a.Prompts)
+	}
+	out := m.apply(Record{Kind: recFeedback, Lease: a.ID, Rows: []Row{{Prompt: a.Prompts[0], Passes: 1, N: 2}}})
+	if !IsExpired(out.Err) {
+		t.Fatalf("an answer after the deadline: %v, want an expiry", out.Err)
+	}
+	// A repeat of an answered lease changes nothing.
+	d := m.p.Digest()
+	out = m.apply(Record{Kind: recFeedback, Lease: b.ID, Rows: []Row{{Prompt: b.Prompts[0], Passes: 2, N: 2}}})
+	if out.Err != nil || out.Answer.Repeats != 1 || m.p.Digest() != d {
+		t.Fatalf("a repeat: %+v %v, digest moved: %v", out.Answer, out.Err, m.p.Digest() != d)
+	}
+}
+
+func TestCurriculumRetiresAndRevisits(t *testing.T) {
+	m := newSim(t, spec(40, 4, func(s *Spec) {
+		s.Policy, s.Retire, s.Revisit, s.Ahead = "curriculum", 2, 0.1, 1000
+	}))
+	// Even prompts are always solved; odd ones never.
+	for range 400 {
+		l := m.lease(8)
+		if l == nil {
+			break
+		}
+		m.answer(l, func(q uint32) (uint16, uint16) { return 4 * uint16(1-q%2), 4 })
+	}
+	c := m.p.Count()
+	if c.Retired < 14 || c.Retired > 20 {
+		t.Fatalf("%d retired, want most of the 20 always-solved prompts (some are being revisited)", c.Retired)
+	}
+	for q := uint32(1); q < 40; q += 2 {
+		if m.p.Retired(q) {
+			t.Fatalf("prompt %d, never solved, is retired", q)
+		}
+	}
+	// An always-failing prompt's rate 0 is below the band: weighed less.
+	if m.p.InBand(1) || !m.p.InBand(0) && !m.p.Retired(0) {
+		t.Fatal("band membership")
+	}
+}
+
+func TestSegmentsRoundTripAndDamage(t *testing.T) {
+	recs := []Record{
+		{Kind: recLease, T: 5, Gen: "gen-1", K: 64},
+		{Kind: recFeedback, T: 6, Lease: 3, Rows: []Row{{Prompt: 9, Version: 4, Counts: 2, Scores: []float32{0, 0.5, 1}}, {Prompt: 1 << 20, Passes: 3, N: 8}}},
+		{Kind: recTrainer, T: 7, Step: 12},
+		{Kind: recTick, T: 8},
+	}
+	b := encodeSegment(1, 2, recs)
+	s, err := decodeSegment(b)
+	if err != nil || fmt.Sprint(s.recs) != fmt.Sprint(recs) || s.nonce != 1 || s.digest != 2 {
+		t.Fatalf("round trip: %v %v", s, err)
+	}
+	for _, cut := range []int{0, 10, len(b) - 1} {
+		if _, err := decodeSegment(b[:cut]); !errors.Is(err, errDamaged) {
+			t.Fatalf("a segment torn at %d bytes: %v", cut, err)
+		}
+	}
+	b[20] ^= 1
+	if _, err := decodeSegment(b); !errors.Is(err, errDamaged) {
+		t.Fatalf("a flipped bit: %v", err)
+	}
+	// Sizes: a feedback row of passes, and one of four scores.
+	one := len(encodeSegment(0, 0, []Record{{Kind: recFeedback, T: 1 << 30, Lease: 1 << 20, Rows: make([]Row, 1)}}))
+	two := len(encodeSegment(0, 0, []Record{{Kind: recFeedback, T: 1 << 30, Lease: 1 << 20, Rows: []Row{{Prompt: 999999, Version: 9999, N: 8}, {Prompt: 999999, Version: 9999, Scores: make([]float32, 4)}}}}))
+	if row := two - one; row > 64+16 {
+		t.Fatalf("a row of passes and one of 4 scores take %d bytes", row)
+	}
+}
+
+func TestCheckRefusesBadAnswers(t *testing.T) {
+	for _, w := range []Row{
+		{Passes: 3, N: 2}, {N: 0}, {Scores: []float32{}}, {Scores: []float32{float32(math.NaN())}},
+		{Scores: []float32{1.5}}, {Scores: []float32{-0.1}}, {Scores: []float32{float32(math.Inf(1))}},
+	} {
+		if err := checkRow(w); !errors.Is(err, ErrBadAnswer) {
+			t.Errorf("%+v: %v, want ErrBadAnswer", w, err)
+		}
+	}
+}
+
+// TestNodesShareOnePlan runs two nodes' streams of one job over one store,
+// leasing and answering at once: no prompt is leased to two at once, every
+// step is full, and both nodes and a replay hold the same decisions.
+func TestNodesShareOnePlan(t *testing.T) {
+	ctx := context.Background()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.UnixMilli(2e12)
+	var cmu sync.Mutex
+	now := func() time.Time { cmu.Lock(); defer cmu.Unlock(); clock = clock.Add(time.Millisecond); return clock }
+	books := []*Book{NewBook(0, now), NewBook(0, now)}
+	if _, made, err := books[0].Make(ctx, st, "d", "rl", "ix", 500, Spec{Step: 16, Ahead: 4, Redraws: 1, Seed: 3}); err != nil || !made {
+		t.Fatal(made, err)
+	}
+	if _, made, err := books[1].Make(ctx, st, "d", "rl", "ix", 500, Spec{Step: 16, Ahead: 4, Redraws: 1, Seed: 3}); err != nil || made {
+		t.Fatalf("the same spec again: made %v, %v", made, err)
+	}
+	if _, _, err := books[1].Make(ctx, st, "d", "rl", "ix", 500, Spec{Step: 8}); !errors.Is(err, ErrExists) {
+		t.Fatalf("another spec: %v", err)
+	}
+	var hmu sync.Mutex
+	holder := map[uint32]string{}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			s, err := books[g%2].Open(ctx, st, "d", "rl")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			name := fmt.Sprint("g", g)
+			for range 40 {
+				l, err := s.Lease(ctx, name, 8)
+				if errors.Is(err, ErrWindow) {
+					s.Train(ctx, 1<<62)
+					full := uint64(0)
+					s.View(func(p *Plan) { full = p.StepsFull() })
+					if err := s.Train(ctx, full); err != nil {
+						t.Error(err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				hmu.Lock()
+				for _, q := range l.Prompts {
+					if h, ok := holder[q]; ok {
+						t.Errorf("prompt %d leased to %s while %s holds it", q, name, h)
+					}
+					holder[q] = name
+				}
+				hmu.Unlock()
+				rows := make([]Row, len(l.Prompts))
+				for i, q := range l.Prompts {
+					rows[i] = Row{Prompt: q, Passes: uint16(q % 3), N: 2}
+				}
+				hmu.Lock()
+				for _, q := range l.Prompts {
+					delete(holder, q)
+				}
+				hmu.Unlock()
+				if _, err := s.Answer(ctx, l.ID, rows); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var digests []uint64
+	for _, b := range books {
+		s, _ := b.Open(ctx, st, "d", "rl")
+		if err := s.refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, equal, segs, err := s.Replay(ctx, nil, nil)
+		if err != nil || !equal {
+			t.Fatalf("replay: equal %v, %v", equal, err)
+		}
+		_, _, _, diverged := s.Log()
+		if diverged != 0 {
+			t.Fatalf("segment %d was written after other decisions", diverged)
+		}
+		digests = append(digests, d)
+		t.Logf("%d segments", segs)
+	}
+	if digests[0] != digests[1] {
+		t.Fatal("the nodes' plans differ")
+	}
+}

@@ -1,0 +1,500 @@
+package task
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/brandgw/brand/s3backend"
+)
+
+// Store is what a task job needs of its dataset's store (s3backend.Store).
+type Store interface {
+	Stat(ctx context.Context, key string) (s3backend.ObjectInfo, error)
+	ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error
+	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error)
+	List(ctx context.Context, prefix string) ([]s3backend.ObjectInfo, error)
+}
+
+// Prefix is the folder of job's task log in its dataset's store.
+func Prefix(job string) string { return "_brand/jobs/" + job + "/tasks/" }
+
+func specKey(job string) string { return Prefix(job) + "spec" }
+
+func segmentKey(job string, i uint64) string { return fmt.Sprintf("%slog/%016d", Prefix(job), i) }
+
+// maxSegmentBytes bounds a segment as stored and as read.
+const maxSegmentBytes = 64 << 20
+
+// maxRecords bounds the requests one segment groups.
+const maxRecords = 4096
+
+// Stream is one task job on one node: its plan, as of the log's last
+// segment the node holds, and the requests it groups into its next
+// segment. It is safe for concurrent use.
+type Stream struct {
+	job   string
+	st    Store
+	now   func() time.Time
+	nonce uint64
+
+	mu       sync.Mutex // guards the below
+	plan     *Plan
+	segs     uint64 // segments applied
+	bytes    int64
+	damaged  int
+	diverged uint64 // the first segment written after other decisions than this node's, if any
+
+	qmu   sync.Mutex // guards queue and busy
+	queue []*pending
+	busy  bool
+}
+
+type pending struct {
+	rec  Record
+	out  Outcome
+	err  error
+	done chan struct{}
+}
+
+// openStream reads job's spec and log from st.
+func openStream(ctx context.Context, st Store, job string, now func() time.Time) (*Stream, error) {
+	b, err := readObject(ctx, st, specKey(job), 1<<16)
+	if errors.Is(err, s3backend.ErrNotFound) {
+		return nil, fmt.Errorf("%w: no task job %q (PUT /tasks/%s makes one)", ErrUnknownJob, job, job)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading task job %s's spec: %w", ErrStore, job, err)
+	}
+	var spec Spec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return nil, fmt.Errorf("task job %s's spec is damaged in the store: %v", job, err)
+	}
+	spec = spec.WithDefaults()
+	if err := spec.Check(); err != nil {
+		return nil, fmt.Errorf("task job %s's spec in the store: %w", job, err)
+	}
+	var nb [8]byte
+	_, _ = rand.Read(nb[:])
+	s := &Stream{job: job, st: st, now: now, nonce: binary.LittleEndian.Uint64(nb[:]), plan: NewPlan(spec)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// load reads the segments the store lists, eight at once, and applies
+// them in order, then any written since.
+func (s *Stream) load(ctx context.Context) error {
+	infos, err := s.st.List(ctx, Prefix(s.job)+"log/")
+	if err != nil {
+		return fmt.Errorf("%w: listing task job %s's log: %w", ErrStore, s.job, err)
+	}
+	var n uint64
+	for _, in := range infos {
+		i, err := strconv.ParseUint(strings.TrimPrefix(in.Key, Prefix(s.job)+"log/"), 10, 64)
+		if err != nil || i != n+1 {
+			break // a gap: read on one by one from it
+		}
+		n = i
+	}
+	for from := uint64(1); from <= n; from += 256 {
+		to := min(n, from+255)
+		bodies := make([][]byte, to-from+1)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(8)
+		for i := from; i <= to; i++ {
+			g.Go(func() (err error) {
+				bodies[i-from], err = readObject(gctx, s.st, segmentKey(s.job, i), maxSegmentBytes)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
+		}
+		for _, b := range bodies {
+			s.applyStored(b)
+		}
+	}
+	return s.catchUp(ctx)
+}
+
+// catchUp applies the segments written after the last this node holds.
+func (s *Stream) catchUp(ctx context.Context) error {
+	for {
+		b, err := readObject(ctx, s.st, segmentKey(s.job, s.segs+1), maxSegmentBytes)
+		if errors.Is(err, s3backend.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
+		}
+		s.applyStored(b)
+	}
+}
+
+// applyStored applies a segment read from the store: one that fails its
+// checksum is empty, on every node alike.
+func (s *Stream) applyStored(b []byte) {
+	s.segs++
+	s.bytes += int64(len(b))
+	seg, err := decodeSegment(b)
+	if err != nil {
+		s.damaged++
+		return
+	}
+	if seg.digest != s.plan.digest && s.diverged == 0 {
+		s.diverged = s.segs
+	}
+	for _, r := range seg.recs {
+		s.plan.Apply(r)
+	}
+}
+
+// submit writes rec in this node's next segment, with the requests that
+// arrived meanwhile, and answers its outcome once the segment is stored.
+func (s *Stream) submit(ctx context.Context, rec Record) (Outcome, error) {
+	pd := &pending{rec: rec, done: make(chan struct{})}
+	s.qmu.Lock()
+	s.queue = append(s.queue, pd)
+	lead := !s.busy
+	s.busy = true
+	s.qmu.Unlock()
+	if lead {
+		// The leader writes for everyone queued, until none are: its
+		// request's own cancellation does not fail theirs.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		for {
+			s.qmu.Lock()
+			batch := s.queue[:min(len(s.queue), maxRecords)]
+			s.queue = s.queue[len(batch):]
+			if len(batch) == 0 {
+				s.busy = false
+				s.qmu.Unlock()
+				break
+			}
+			s.qmu.Unlock()
+			s.commit(wctx, batch)
+		}
+		cancel()
+	}
+	select {
+	case <-pd.done:
+		return pd.out, pd.err
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
+}
+
+// commit writes batch as the log's next segment: of nodes writing at
+// once one wins; a loser applies the winner's segment and writes after it.
+func (s *Stream) commit(ctx context.Context, batch []*pending) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fail := func(err error) {
+		for _, pd := range batch {
+			pd.err = err
+			close(pd.done)
+		}
+	}
+	recs := make([]Record, len(batch))
+	for attempt := 0; ; attempt++ {
+		t := max(s.plan.Clock(), s.clockNow())
+		for i, pd := range batch {
+			recs[i] = pd.rec
+			recs[i].T = t
+		}
+		body := encodeSegment(s.nonce, s.plan.Digest(), recs)
+		key := segmentKey(s.job, s.segs+1)
+		_, err := s.st.PutIfAbsent(ctx, key, bytes.NewReader(body), int64(len(body)))
+		if errors.Is(err, s3backend.ErrExists) {
+			// A retry may have found its own segment.
+			if got, rerr := readObject(ctx, s.st, key, maxSegmentBytes); rerr == nil && bytes.Equal(got, body) {
+				err = nil
+			}
+		}
+		if err == nil {
+			s.segs++
+			s.bytes += int64(len(body))
+			for i, pd := range batch {
+				pd.out = s.plan.Apply(recs[i])
+				close(pd.done)
+			}
+			return
+		}
+		if !errors.Is(err, s3backend.ErrExists) {
+			fail(fmt.Errorf("%w: writing task job %s's log: %w", ErrStore, s.job, err))
+			return
+		}
+		if attempt == 64 {
+			fail(fmt.Errorf("%w: task job %s's log: 64 other segments were written while this node wrote one", ErrStore, s.job))
+			return
+		}
+		if err := s.catchUp(ctx); err != nil {
+			fail(err)
+			return
+		}
+	}
+}
+
+// clockNow is now in the plan's time: ms since the job was made.
+func (s *Stream) clockNow() uint64 {
+	return uint64(max(0, s.now().UnixMilli()-s.plan.spec.Made))
+}
+
+// Refresh applies the segments other nodes wrote since this node's last:
+// what a read that must see every node's requests asks first.
+func (s *Stream) Refresh(ctx context.Context) error { return s.refresh(ctx) }
+
+// refresh applies the segments other nodes wrote.
+func (s *Stream) refresh(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.catchUp(ctx)
+}
+
+// View calls f with the plan, as of the last segment this node holds,
+// under the stream's lock: f must not keep it.
+func (s *Stream) View(f func(p *Plan)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s.plan)
+}
+
+// Spec is the job's spec.
+func (s *Stream) Spec() Spec { return s.plan.spec }
+
+// Lease leases up to k prompts to generator gen.
+func (s *Stream) Lease(ctx context.Context, gen string, k int) (Lease, error) {
+	switch {
+	case gen == "" || len(gen) > MaxGenName || strings.ContainsFunc(gen, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		return Lease{}, fmt.Errorf("%w: generator=%q: a name of 1 to %d printable bytes", ErrBadRequest, gen, MaxGenName)
+	case k < 1 || k > s.plan.spec.MaxLease:
+		return Lease{}, fmt.Errorf("%w: prompts=%d: a lease takes 1 to %d (the job's max_lease)", ErrBadRequest, k, s.plan.spec.MaxLease)
+	}
+	// Nothing is written for a lease that would get nothing: asked
+	// again of the store first, as another node may have moved the plan.
+	for try := 0; ; try++ {
+		s.mu.Lock()
+		ok := s.plan.Leasable(max(s.plan.Clock(), s.clockNow()))
+		var err error
+		if !ok && try == 1 {
+			err = s.plan.nothingToLease()
+		}
+		s.mu.Unlock()
+		if ok {
+			break
+		}
+		if err != nil {
+			return Lease{}, err
+		}
+		if err := s.refresh(ctx); err != nil {
+			return Lease{}, err
+		}
+	}
+	out, err := s.submit(ctx, Record{Kind: recLease, Gen: gen, K: uint32(k)})
+	if err == nil {
+		err = out.Err
+	}
+	if err != nil {
+		return Lease{}, err
+	}
+	return *out.Lease, nil
+}
+
+// LeaseID is the number of the lease of this job named name.
+func (s *Stream) LeaseID(name string) (uint64, error) {
+	tag, num, ok := strings.Cut(name, "-")
+	id, err := strconv.ParseUint(num, 10, 64)
+	if !ok || err != nil || id == 0 {
+		return 0, fmt.Errorf("%w: %q is not a lease ID (TAG-N)", ErrBadRequest, name)
+	}
+	if tag != s.plan.spec.Tag {
+		return 0, fmt.Errorf("%w: lease %s is not of task job %s (its leases are %s-N)", ErrLease, name, s.job, s.plan.spec.Tag)
+	}
+	return id, nil
+}
+
+// Answer applies a lease's answers. An answer to an answered prompt is a
+// repeat, and changes nothing; answers to a lease that expired are
+// refused (an *ExpiredError).
+func (s *Stream) Answer(ctx context.Context, id uint64, rows []Row) (Answer, error) {
+	if len(rows) == 0 || len(rows) > MaxLease {
+		return Answer{}, fmt.Errorf("%w: %d results: 1 to %d", ErrBadRequest, len(rows), MaxLease)
+	}
+	for _, w := range rows {
+		if len(w.Scores) > MaxScores {
+			return Answer{}, fmt.Errorf("%w: prompt %d: %d scores, at most %d", ErrBadAnswer, w.Prompt, len(w.Scores), MaxScores)
+		}
+		if err := checkRow(w); err != nil {
+			return Answer{}, err
+		}
+	}
+	for try := 0; ; try++ {
+		s.mu.Lock()
+		var err error
+		known := id <= s.plan.Leases()
+		if known {
+			if _, open := s.plan.Holds(id, 0); !open {
+				// Closed: the plan says how, without a write.
+				out := s.plan.answer(Record{Lease: id, Rows: rows})
+				s.mu.Unlock()
+				if out.Err != nil {
+					return Answer{}, out.Err
+				}
+				return *out.Answer, nil
+			}
+			for _, w := range rows {
+				if h, _ := s.plan.Holds(id, w.Prompt); !h {
+					err = fmt.Errorf("%w: prompt %d is not in lease %s", ErrBadAnswer, w.Prompt, s.plan.LeaseName(id))
+					break
+				}
+			}
+		} else if try == 1 {
+			err = fmt.Errorf("%w: no lease %s of task job %s", ErrLease, s.plan.LeaseName(id), s.job)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return Answer{}, err
+		}
+		if known {
+			break
+		}
+		if err := s.refresh(ctx); err != nil {
+			return Answer{}, err
+		}
+	}
+	out, err := s.submit(ctx, Record{Kind: recFeedback, Lease: id, Rows: rows})
+	if err == nil {
+		err = out.Err
+	}
+	if err != nil {
+		return Answer{}, err
+	}
+	return *out.Answer, nil
+}
+
+// Train records that the trainer consumed the steps below step.
+func (s *Stream) Train(ctx context.Context, step uint64) error {
+	for try := 0; ; try++ {
+		s.mu.Lock()
+		held, full := s.plan.Trainer(), s.plan.StepsFull()
+		s.mu.Unlock()
+		switch {
+		case step <= held:
+			return nil
+		case step <= full:
+		case try == 1:
+			return fmt.Errorf("%w: step=%d: the trainer consumes full steps, and %d are full", ErrBadRequest, step, full)
+		default:
+			if err := s.refresh(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		break
+	}
+	out, err := s.submit(ctx, Record{Kind: recTrainer, Step: step})
+	if err == nil {
+		err = out.Err
+	}
+	return err
+}
+
+// Step calls f with step n's counted answers, and the plan to name them
+// by, once it is full; ErrNotFull while it is not.
+func (s *Stream) Step(ctx context.Context, n uint64, f func(p *Plan, c []Counted)) error {
+	for try := 0; ; try++ {
+		s.mu.Lock()
+		c, ok := s.plan.Step(n)
+		if ok {
+			f(s.plan, c)
+			s.mu.Unlock()
+			return nil
+		}
+		so, b := s.plan.CountedSoFar(), s.plan.spec.Step
+		s.mu.Unlock()
+		if try == 1 {
+			have := max(0, so-int(n)*b)
+			return fmt.Errorf("%w: step %d of task job %s has %d of its %d prompts counted", ErrNotFull, n, s.job, min(have, b), b)
+		}
+		if err := s.refresh(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// Log is where the job's log stands on this node: segments, bytes, those
+// read as empty, and the first segment whose writer had decided
+// otherwise than this node (0: none).
+func (s *Stream) Log() (segments uint64, bytes int64, damaged int, diverged uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.segs, s.bytes, s.damaged, s.diverged
+}
+
+// Replay replays the log from the store on a plan of its own, from
+// nothing, up to the last segment this node holds, calling lease for
+// each lease made and step for each step as it fills; it answers the
+// replay's digest, and whether this node's plan made the same decisions.
+func (s *Stream) Replay(ctx context.Context, lease func(p *Plan, l Lease), step func(p *Plan, n uint64, c []Counted)) (digest uint64, equal bool, segs uint64, err error) {
+	s.mu.Lock()
+	if err := s.catchUp(ctx); err != nil {
+		s.mu.Unlock()
+		return 0, false, 0, err
+	}
+	segs, live := s.segs, s.plan.Digest()
+	s.mu.Unlock()
+	p := NewPlan(s.plan.spec)
+	for i := uint64(1); i <= segs; i++ {
+		b, err := readObject(ctx, s.st, segmentKey(s.job, i), maxSegmentBytes)
+		if err != nil {
+			return 0, false, 0, fmt.Errorf("%w: reading task job %s's segment %d: %w", ErrStore, s.job, i, err)
+		}
+		seg, derr := decodeSegment(b)
+		if derr != nil {
+			continue
+		}
+		for _, r := range seg.recs {
+			full := p.StepsFull()
+			out := p.Apply(r)
+			if out.Lease != nil && lease != nil {
+				lease(p, *out.Lease)
+			}
+			for n := full; n < p.StepsFull() && step != nil; n++ {
+				c, _ := p.Step(n)
+				step(p, n, c)
+			}
+		}
+	}
+	return p.Digest(), p.Digest() == live, segs, nil
+}
+
+// readObject reads object key of st, of at most limit bytes.
+func readObject(ctx context.Context, st Store, key string, limit int64) ([]byte, error) {
+	info, err := st.Stat(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if info.Size > limit {
+		return nil, fmt.Errorf("%s holds %d bytes; at most %d", key, info.Size, limit)
+	}
+	p := make([]byte, info.Size)
+	if err := st.ReadRange(ctx, key, info.ETag, 0, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
