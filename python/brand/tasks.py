@@ -88,6 +88,9 @@ __all__ = [
 #: nothing; polling faster than 20 times a second would only load the node.
 MIN_POLL = 0.05
 MAX_POLL = 0.5
+#: How often a trainer waiting for a step asks the plan whether the run is
+#: over (every prompt retired, so that no step fills again), in seconds.
+DONE_EVERY = 2.0
 
 
 class TaskRefused(BrandError):
@@ -111,8 +114,10 @@ class LeaseExpired(TaskRefused):
 
 
 class TasksDone(BrandError):
-    """Every prompt of the task job is retired (410): there is nothing left
-    to lease, now or later."""
+    """Every prompt of the task job is retired, and none is revisited
+    (``revisit`` 0): there is nothing left to lease, now or later. The
+    gateway answers a lease 404 then, which the plan (every prompt
+    retired) tells from a job that does not exist."""
 
 
 class StepTimeout(BrandError, TimeoutError):
@@ -218,6 +223,14 @@ def _ttl(v: Any) -> Any:
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return f"{int(round(v * 1000))}ms"
     return v
+
+
+def _all_retired(plan: Mapping[str, Any]) -> bool:
+    """Whether ``plan`` (``GET /tasks/{job}``) has retired every prompt for
+    good: none may be revisited."""
+    spec = plan.get("spec") or {}
+    return (int(plan.get("prompts", 0)) > 0 and int(plan.get("retired", 0)) >= int(plan["prompts"])
+            and not spec.get("revisit"))
 
 
 def _pause(waits: int, retry_after: Optional[float]) -> float:
@@ -344,6 +357,21 @@ class TaskJob:
         raw = bytes(self._send("GET", self._path("replay")))
         return [json.loads(line) for line in raw.splitlines() if line.strip()]
 
+    def _done(self, e: BrandError) -> bool:
+        """Whether ``e``, a lease's or a step's refusal, says every prompt
+        is retired: a 404 the plan confirms (every prompt retired,
+        ``revisit`` 0), since a 404 also answers a job that does not
+        exist; or a 410, which the first drafts of docs/tasks.md named."""
+        if e.status == 410:
+            return True
+        if e.status != 404:
+            return False
+        try:
+            plan = self.plan()
+        except BrandError:
+            return False
+        return _all_retired(plan)
+
     def generator(self, name: str) -> "Generator":
         """The generator ``name``: one a generating process, the same name
         again after a restart (its open leases are under it)."""
@@ -384,7 +412,8 @@ class Generator:
         holds prompts or ``wait`` seconds have passed (then ``None``).
 
         Raises:
-            TasksDone: every prompt is retired (410).
+            TasksDone: every prompt is retired for good (a 404 that the
+                plan confirms).
             BrandConnectionError: no answer, and no open lease of this
                 generator that this object has not handed out already (the
                 one whose answer was lost).
@@ -399,7 +428,7 @@ class Generator:
                 doc = self.job._json("POST", self.job._path("leases"), {"generator": self.name, "prompts": k},
                                      once=True)
             except BrandError as e:
-                if e.status == 410:
+                if self.job._done(e):
                     raise TasksDone(e.message, e.status) from None
                 if e.status is None:
                     lost = self._lost()
@@ -498,7 +527,9 @@ class Trainer:
     are consumed (``POST /tasks/{job}/trainer``), which moves the window
     the generators lease within: a trainer that holds a step holds the
     generators ``ahead`` steps past it, no further. The iterator ends when
-    the gateway says every prompt is retired (410).
+    every prompt is retired for good and the steps full end before the one
+    it reads (the plan is asked every :data:`DONE_EVERY` seconds of a
+    wait).
 
     The steps are the log's: a trainer resumed from :meth:`state_dict`, on
     any node, reads the same steps again, exactly.
@@ -521,18 +552,25 @@ class Trainer:
     def __next__(self) -> Step:
         s = self._next
         self._tell(s)
-        deadline = time.monotonic() + self.wait
+        start = time.monotonic()
+        deadline = start + self.wait
+        checked = start  # when the plan was last asked whether the run is over
         waits = 0
         while True:
             try:
                 doc = self.job._json("GET", self.job._path("steps", str(s)), once=True)
                 break
             except BrandError as e:
-                if e.status == 410:
+                if e.status in (404, 410) and self.job._done(e):
                     raise StopIteration from None
                 if e.status not in (None, 502, 503, 504):
                     raise
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                if e.status == 503 and now - checked >= DONE_EVERY:
+                    checked = now
+                    if self._over(s):
+                        raise StopIteration from None
+                left = deadline - now
                 if left <= 0:
                     raise StepTimeout(f"brand: step {s} of task job {self.job.job!r} not full after {self.wait:g} s: "
                                       f"{e.message}", e.status) from e
@@ -540,6 +578,15 @@ class Trainer:
                 waits += 1
         self._next = s + 1
         return Step(int(doc.get("step", s)), list(doc.get("prompts") or ()))
+
+    def _over(self, s: int) -> bool:
+        """Whether step ``s`` will never fill: every prompt is retired for
+        good and the steps full end before it."""
+        try:
+            plan = self.job.plan()
+        except BrandError:
+            return False
+        return _all_retired(plan) and int(plan.get("steps_full", 0)) <= s
 
     def next(self) -> Step:
         """The next full step (:meth:`__next__`)."""

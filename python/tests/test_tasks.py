@@ -28,6 +28,7 @@ import tarfile
 import threading
 import time
 import unittest
+import unittest.mock
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -177,15 +178,40 @@ class TestLease(FakeCase):
         self.assertTrue(all(g >= tasks.MIN_POLL - 0.01 for g in gaps), gaps)
         self.assertTrue(all(g <= tasks.MAX_POLL + 0.2 for g in gaps), gaps)
 
-    def test_410_is_tasks_done(self):
-        srv, job = self.fake(lambda *a: error(410, "every prompt is retired"))
+    def test_every_prompt_retired_is_tasks_done(self):
+        """A lease's 404 with every prompt retired (the plan says so) ends
+        the generator's loop; not asked again."""
+        def answer(method, path, q, body):
+            if method == "GET":
+                return 200, {}, {"job": "rl", "prompts": 500, "retired": 500, "spec": {"step": 4, "revisit": 0}}
+            return error(404, "every prompt retired: all 500 prompts of the job are retired")
+
+        srv, job = self.fake(answer)
         with self.assertRaises(tasks.TasksDone) as cm:
             job.generator("g").lease(4, wait=5)
         self.assertIsInstance(cm.exception, brand.BrandError)
         self.assertIs(brand.TasksDone, tasks.TasksDone)
-        self.assertEqual(cm.exception.status, 410)
-        self.assertEqual(cm.exception.message, "every prompt is retired")
-        self.assertEqual(len(srv.requests), 1)  # not asked again
+        self.assertEqual(cm.exception.status, 404)
+        self.assertIn("every prompt retired", cm.exception.message)
+        self.assertEqual([r[1:3] for r in srv.requests], [("POST", "/tasks/rl/leases"), ("GET", "/tasks/rl")])
+
+    def test_410_is_tasks_done(self):
+        srv, job = self.fake(lambda *a: error(410, "every prompt is retired"))
+        with self.assertRaises(tasks.TasksDone):
+            job.generator("g").lease(4, wait=5)
+        self.assertEqual(len(srv.requests), 1)
+
+    def test_a_job_that_does_not_exist_is_not_done(self):
+        """A 404 is also a job that does not exist (or, with revisits,
+        prompts that may come back): not TasksDone."""
+        for plan in (error(404, "no such task job"),
+                     (200, {}, {"prompts": 5, "retired": 5, "spec": {"revisit": 0.1}}),
+                     (200, {}, {"prompts": 5, "retired": 4, "spec": {}})):
+            srv, job = self.fake(lambda m, *a: plan if m == "GET" else error(404, "no such task job"))
+            with self.assertRaises(brand.BrandError) as cm:
+                job.generator("g").lease(4, wait=5)
+            self.assertNotIsInstance(cm.exception, tasks.TasksDone)
+            self.assertEqual(cm.exception.status, 404)
 
     def test_lost_answer_found_among_open_leases(self):
         """A lease is not asked twice blindly: one whose answer was lost
@@ -386,15 +412,27 @@ class TestTrainer(FakeCase):
         self.assertEqual(tr.step, 1)  # still the step to read
 
     def test_ends_when_every_prompt_is_retired(self):
+        """A step that will never fill (every prompt retired for good, the
+        steps full end before it) ends the iteration; the plan is asked
+        every DONE_EVERY seconds of the wait, no more."""
         def answer(method, path, q, body):
             if path.endswith("/steps/0"):
                 return 200, {}, {"step": 0, "prompts": []}
             if path.endswith("/trainer"):
                 return 200, {}, {}
-            return error(410, "every prompt is retired")
+            if path == "/tasks/rl":
+                over = len(srv.paths()) > 8
+                return 200, {}, {"prompts": 5, "retired": 5 if over else 4, "steps_full": 1, "spec": {}}
+            return error(503, "step 1 not full", **{"Retry-After": "1"})
 
         srv, job = self.fake(answer)
-        self.assertEqual([s.step for s in job.trainer(wait=5)], [0])
+        with unittest.mock.patch.object(tasks, "DONE_EVERY", 0.3):
+            t0 = time.monotonic()
+            self.assertEqual([s.step for s in job.trainer(wait=5)], [0])
+        self.assertLess(time.monotonic() - t0, 3)
+        asked = srv.paths().count("/tasks/rl")
+        self.assertGreaterEqual(asked, 2)
+        self.assertLessEqual(asked, srv.paths().count("/tasks/rl/steps/1") // 2 + 1)
 
 
 # -- a real gateway ---------------------------------------------------------
@@ -656,6 +694,42 @@ class TestTaskRun(unittest.TestCase):
         self.assertEqual([s.step for s in before + after], list(range(5)))
         for s in before + after:
             self.assertEqual(len(s.prompts), 8)
+
+    def test_every_prompt_retired_ends_the_run(self):
+        """A model that solves every prompt at once (retire=1): each is
+        retired at its first answer; then a lease raises TasksDone and the
+        trainer's iteration ends after the last full step."""
+        job = self.job("py-tasks-done")
+        job.make(16, policy="curriculum", retire=1, ahead=4)
+        gen = job.generator("g")
+        ended = []
+
+        def generate():
+            try:
+                while True:
+                    lease = gen.lease(64, wait=30)
+                    if lease is None:
+                        ended.append("no lease in 30 s")
+                        return
+                    gen.answer(lease, [tasks.Result(p.key, passes=4, n=4, version=0) for p in lease.prompts])
+            except tasks.TasksDone as e:
+                ended.append(e)
+            except BaseException as e:  # noqa: BLE001  (reported by the test)
+                ended.append(e)
+
+        t = threading.Thread(target=generate, daemon=True)
+        t.start()
+        t0 = time.monotonic()
+        steps = [s.step for s in job.trainer(wait=30)]
+        self.assertLess(time.monotonic() - t0, 30)
+        t.join(30)
+        self.assertEqual(len(ended), 1)
+        self.assertIsInstance(ended[0], tasks.TasksDone)
+        self.assertEqual(ended[0].status, 404)
+        plan = job.plan()
+        self.assertEqual(plan["retired"], 500)
+        self.assertEqual(steps, list(range(plan["steps_full"])))
+        self.assertEqual(plan["counted"] // 16, plan["steps_full"])
 
     def test_open_leases_and_expiry(self):
         """A killed generator's lease is its open lease after a restart,
