@@ -55,6 +55,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 import urllib.parse
@@ -182,6 +183,10 @@ class Result:
         d: Dict[str, Any] = {"key": self.key}
         if self.scores is not None:
             d["scores"] = [float(s) for s in self.scores]
+            if not all(math.isfinite(s) for s in d["scores"]):
+                # JSON has no NaN: the gateway would refuse the whole body
+                # as unreadable, without naming the prompt.
+                raise ValueError(f"brand: result for {self.key!r}: a score that is not a number: {self.scores!r}")
         else:
             if self.n is None:
                 raise ValueError(f"brand: result for {self.key!r}: passes without n")
@@ -300,7 +305,7 @@ class TaskJob:
               params: Optional[Mapping[str, str]] = None) -> Any:
         """The answer to ``method path`` (``body`` sent as JSON): its body's
         bytes. ``once``: a single attempt (a lease, a poll)."""
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else json.dumps(body, allow_nan=False).encode()
         s = self._once if once else self._session
         a = s.send(self._router, method, path, params if params is not None else self._params(), data,
                    None if data is None else "application/json")

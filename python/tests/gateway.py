@@ -97,11 +97,12 @@ class Gateway(Fixture):
 
 
 class ServeCluster:
-    """n `brand serve` processes over the shared gateway's store, each given
-    the same --peers list: a real cluster on loopback. Ready when every node
-    sees every other up and answers /readyz (its datasets loaded)."""
+    """n `brand serve` processes over the shared gateway's store (its first
+    dataset's, served as ``dataset``), each given the same --peers list: a
+    real cluster on loopback. Ready when every node sees every other up
+    and answers /readyz (its datasets loaded)."""
 
-    def __init__(self, gw: Gateway, n: int) -> None:
+    def __init__(self, gw: Gateway, n: int, dataset: str = "t") -> None:
         self.procs: list = []
         self.logs: list = []
         # In URL order, as a cluster's membership sorts its members: node k
@@ -114,7 +115,7 @@ class ServeCluster:
                 log = open(os.path.join(gw.tmp, f"cluster-{port}.log"), "wb")
                 self.logs.append(log)
                 self.procs.append(subprocess.Popen(
-                    [gw.binary, "serve", "--dataset", "t=" + store, "--listen", f"127.0.0.1:{port}",
+                    [gw.binary, "serve", "--dataset", f"{dataset}={store}", "--listen", f"127.0.0.1:{port}",
                      "--cache-size", "8MiB", "--cache-prefault=false", "--window", "2",
                      "--peers", ",".join(self.urls), "--self", str(k),
                      "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s"],

@@ -268,7 +268,8 @@ class TestAnswer(FakeCase):
     def test_results_that_cannot_be_sent(self):
         srv, job = self.fake(lambda *a: (200, {}, {}))
         gen = job.generator("g")
-        for bad in (tasks.Result("p"), tasks.Result("p", scores=[1], passes=1, n=1), tasks.Result("p", passes=1)):
+        for bad in (tasks.Result("p"), tasks.Result("p", scores=[1], passes=1, n=1), tasks.Result("p", passes=1),
+                    tasks.Result("p", scores=[1, float("nan")]), {"key": "p", "scores": [float("inf")]}):
             with self.assertRaises(ValueError):
                 gen.answer("L1", [bad])
         with self.assertRaises(TypeError):
@@ -507,11 +508,11 @@ class Toy:
         self.answers = []  # (lease, [result], the gateway's answer)
         self.errors = []
 
-    def generate(self, name, scores):
+    def generate(self, name, scores, job=None):
         """A generator's loop: lease, read, answer, until told to stop or
         every prompt is retired. ``scores``: answers as scores (else as
-        passes of N)."""
-        gen = self.job.generator(name)
+        passes of N). ``job``: through another node's TaskJob."""
+        gen = (job or self.job).generator(name)
         try:
             while not self.stop.is_set():
                 try:
@@ -541,9 +542,11 @@ class Toy:
         except BaseException as e:  # noqa: BLE001  (reported by the test)
             self.errors.append((name, e))
 
-    def run(self, generators, steps, trainer):
-        threads = [threading.Thread(target=self.generate, args=(f"gen-{g}", g == 0), daemon=True)
-                   for g in range(generators)]
+    def run(self, generators, steps, trainer, jobs=None):
+        """The generators (generator g through ``jobs[g]``, if given) and
+        the trainer until it has read ``steps`` steps; those steps."""
+        threads = [threading.Thread(target=self.generate, args=(f"gen-{g}", g == 0, jobs[g] if jobs else None),
+                                    daemon=True) for g in range(generators)]
         for t in threads:
             t.start()
         seen = []
@@ -669,6 +672,36 @@ class TestTaskRun(unittest.TestCase):
             if isinstance(plan.get(field), list):
                 self.assertEqual(set(plan[field]), model.retired)
         self.assertEqual(sum(a[2]["retired"] for a in toy.answers), len(model.retired))
+
+    def test_a_cluster_shares_one_account(self):
+        """Three nodes over one store: a generator on each, the trainer
+        on the last. The trainer's steps and the generators' leases are
+        every node's replay, and every node replays the same log to the
+        same digest, equal to its own plan's."""
+        from gateway import ServeCluster  # noqa: PLC0415
+
+        cluster = ServeCluster(self.gw, 3, dataset="prompts")
+        self.addCleanup(cluster.stop)
+        jobs = [tasks.TaskJob(u, "py-tasks-cluster", dataset="prompts", timeout=30) for u in cluster.urls]
+        for j in jobs:
+            self.addCleanup(j.close)
+        made = jobs[0].make(B, **SPEC)
+        self.assertEqual(jobs[1].make(B, **SPEC)["spec"], made["spec"])  # another node knows the job
+        toy = Toy(jobs[0])
+        seen = toy.run(3, 12, jobs[2].trainer(wait=60), jobs=jobs)
+        self.assertEqual(toy.errors, [])
+        self.assertEqual([s.step for s in seen], list(range(12)))
+        for s in seen:
+            self.assertEqual(len(s.prompts), B)
+        replays = [j.replay() for j in jobs]
+        for r in replays:
+            self.assertTrue(r[-1]["equal"], r[-1])
+            self.assertEqual(r[:-1], replays[0][:-1])
+            self.assertEqual(r[-1]["digest"], replays[0][-1]["digest"])
+        leases, steps, _ = split(replays[0])
+        self.assertEqual([x["prompts"] for x in steps[:12]], [[p["key"] for p in s.prompts] for s in seen])
+        self.assertEqual({x["lease"]: (x["generator"], x["prompts"]) for x in leases}, toy.leases)
+        self.assertEqual(len({toy.leases[x["lease"]][0] for x in leases}), 3)  # every node leased
 
     def test_resumed_trainer_reads_the_same_steps(self):
         job = self.job("py-tasks-resume")
