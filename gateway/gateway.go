@@ -676,7 +676,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
-	g.tasks = taskAPI{book: task.NewBook(0, nil), catalog: g.catalog, jobs: g.jobs, reader: g.reader, out: g.out}
+	g.tasks = taskAPI{book: task.NewBookCounted(0, nil, task.NewMetrics(g.registry)), catalog: g.catalog, jobs: g.jobs, reader: g.reader, out: g.out}
 	g.nodes = rt.Nodes
 	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers, cmp.Or(cfg.TransformCalibration, DefaultTransformCalibration)), g.feedback)
 	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout, mem: g.mem.Decodes()}

@@ -135,6 +135,9 @@ func TestTaskEndpoints(t *testing.T) {
 	if plan.Segments != segs+1 {
 		t.Fatalf("refused requests wrote %d segments", plan.Segments-segs-1)
 	}
+	if got := metric(t, a.URL, "brand_task_segments_written_total") + metric(t, b.URL, "brand_task_segments_written_total"); got != float64(plan.Segments) {
+		t.Fatalf("the nodes count %v segments written, the log holds %d", got, plan.Segments)
+	}
 
 	// A generator that leases and never answers: its lease expires and
 	// its prompts go to the front; a late answer is refused, naming the
@@ -183,8 +186,8 @@ func TestTaskEndpoints(t *testing.T) {
 	lease(b.URL, "g7", 1)
 	for _, srv := range []string{a.URL, b.URL} {
 		decode(call(srv, "GET", "/tasks/rl", nil, http.StatusOK), &plan)
-		if plan.DamagedSegments != 1 {
-			t.Fatalf("%s read %d damaged segments, want 1", srv, plan.DamagedSegments)
+		if plan.DamagedSegments != 1 || metric(t, srv, "brand_task_segments_damaged_total") != 1 {
+			t.Fatalf("%s read %d damaged segments (metric %v), want 1", srv, plan.DamagedSegments, metric(t, srv, "brand_task_segments_damaged_total"))
 		}
 	}
 

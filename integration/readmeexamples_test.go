@@ -364,6 +364,18 @@ func TestReadmeExamples(t *testing.T) {
 		}
 	})
 
+	t.Run("task streams", func(t *testing.T) {
+		sh := sectionBlocks(blocks, "Post-training: task streams", "sh")
+		if len(sh) != 1 {
+			t.Fatalf("Post-training: task streams: %d shell blocks, want one", len(sh))
+		}
+		out := runShellBlock(t, sh[0], t.TempDir(), addr)
+		keys := regexp.MustCompile(`(?m)^n\d+/img_\d+$`).FindAllString(out, -1)
+		if len(keys) != 8 || strings.Join(keys[:4], " ") != strings.Join(keys[4:], " ") || !strings.Contains(out, `{"counted":4,"steps":[0]}`) {
+			t.Errorf("the task stream's lease and step 0 listed %v, want the same 4 keys twice and 4 counted:\n%s", keys, out)
+		}
+	})
+
 	t.Run("mixing datasets", func(t *testing.T) {
 		// web and code, 300 and 150 photos, in a local store.
 		store := t.TempDir()

@@ -21,8 +21,9 @@ const MaxJobs = 256
 // Book is a node's task jobs, each read from its dataset's store when
 // first asked for. It is safe for concurrent use.
 type Book struct {
-	now func() time.Time
-	max int
+	now     func() time.Time
+	max     int
+	metrics *Metrics
 
 	mu   sync.Mutex
 	jobs map[bookKey]*entry
@@ -39,14 +40,17 @@ type entry struct {
 
 // NewBook is a book of at most max jobs (MaxJobs if 0), telling time by
 // now (time.Now if nil).
-func NewBook(max int, now func() time.Time) *Book {
+func NewBook(max int, now func() time.Time) *Book { return NewBookCounted(max, now, nil) }
+
+// NewBookCounted is NewBook counting in m.
+func NewBookCounted(max int, now func() time.Time, m *Metrics) *Book {
 	if max == 0 {
 		max = MaxJobs
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Book{now: now, max: max, jobs: map[bookKey]*entry{}}
+	return &Book{now: now, max: max, metrics: m, jobs: map[bookKey]*entry{}}
 }
 
 // Make makes task job job over the dataset of st whose index is index
@@ -97,7 +101,7 @@ func (b *Book) Open(ctx context.Context, st Store, dataset, job string) (*Stream
 		e = &entry{ready: make(chan struct{})}
 		b.jobs[k] = e
 		b.mu.Unlock()
-		e.s, e.err = openStream(ctx, st, job, b.now)
+		e.s, e.err = openStream(ctx, st, job, b.now, b.metrics)
 		if e.err != nil {
 			b.mu.Lock()
 			delete(b.jobs, k)

@@ -468,18 +468,25 @@ func (p *Plan) pushFront(q uint32) {
 
 func (p *Plan) poolAdd(q uint32) {
 	p.prompts[q].where = inPool
-	p.tree.set(int(q), fixedWeight(p.pol.weight(p.rates(q))))
+	p.tree.set(int(q), fixedWeight(p.weight(q)))
 }
 
-// rates is prompt q's history, oldest first.
-func (p *Plan) rates(q uint32) []float32 {
+// weight is the policy's weight of prompt q now.
+func (p *Plan) weight(q uint32) float64 {
+	var buf [MaxHistory]float32
+	return p.pol.weight(p.rates(q, buf[:0]))
+}
+
+// rates is prompt q's history, oldest first, in buf's array when it
+// wraps.
+func (p *Plan) rates(q uint32, buf []float32) []float32 {
 	pr := p.prompts[q]
 	k := p.spec.History
 	h := p.hist[int(q)*k : int(q)*k+k]
 	if int(pr.hn) < k {
 		return h[:pr.hn]
 	}
-	return append(append([]float32(nil), h[pr.hat:]...), h[:pr.hat]...)
+	return append(append(buf, h[pr.hat:]...), h[:pr.hat]...)
 }
 
 // mix folds a decision into the digest.
@@ -613,7 +620,7 @@ func (p *Plan) Count() Counts {
 		case inRetired:
 			c.Retired++
 		}
-		if p.pol.weight(p.rates(uint32(q))) == 1 {
+		if p.weight(uint32(q)) == 1 {
 			c.InBand++
 		}
 		if p.prompts[q].where != inRetired {
@@ -628,7 +635,7 @@ func (p *Plan) Count() Counts {
 
 // InBand reports whether the policy weighs prompt q 1 now, and Retired
 // whether it is retired.
-func (p *Plan) InBand(q uint32) bool  { return p.pol.weight(p.rates(q)) == 1 }
+func (p *Plan) InBand(q uint32) bool  { return p.weight(q) == 1 }
 func (p *Plan) Retired(q uint32) bool { return p.prompts[q].where == inRetired }
 
 // fenwick is a Fenwick tree of integer weights: sums are exact, so every

@@ -43,6 +43,15 @@ type Row struct {
 	Scores    []float32
 }
 
+// size is about r's bytes in a segment, at most.
+func (r Record) size() int {
+	n := 32 + len(r.Gen)
+	for _, w := range r.Rows {
+		n += 24 + 4*len(w.Scores)
+	}
+	return n
+}
+
 // segment layout: magic, the writer's nonce, the digest of the decisions
 // before it, the number of records, the records, a CRC-32C of all before.
 var magic = [4]byte{'B', 'T', 'S', '1'}

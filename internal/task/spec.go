@@ -10,20 +10,23 @@ import (
 
 // Bounds of a spec and of requests.
 const (
-	MaxStep     = 1 << 16 // prompts a step
-	MaxAhead    = 1 << 10 // steps a generator may run ahead
-	MaxWindow   = 1 << 22 // prompts leased and not answered, at most
-	MaxLease    = 1 << 14 // prompts a lease
-	MaxTTL      = 24 * time.Hour
-	MinTTL      = 100 * time.Millisecond
-	MaxScores   = 1 << 10 // scores an answer
-	MaxHistory  = 64
-	MaxRetire   = 1 << 15
-	MaxRedraws  = 1 << 10
-	MaxPrompts  = 1 << 31
-	MaxGenName  = 128
-	DefaultTTL  = time.Minute
-	DefaultStep = 0 // step is required
+	MaxStep   = 1 << 16 // prompts a step
+	MaxAhead  = 1 << 10 // steps a generator may run ahead
+	MaxWindow = 1 << 22 // prompts leased and not answered, at most
+	MaxLease  = 1 << 14 // prompts a lease
+	MaxTTL    = 24 * time.Hour
+	MinTTL    = 100 * time.Millisecond
+	MaxScores = 1 << 10 // scores an answer
+	// MaxAnswerScores bounds the scores of one feedback request, so
+	// that a segment stays a few MiB.
+	MaxAnswerScores = 1 << 20
+	MaxHistory      = 64
+	MaxRetire       = 1 << 15
+	MaxRedraws      = 1 << 10
+	MaxPrompts      = 1 << 31
+	MaxGenName      = 128
+	DefaultTTL      = time.Minute
+	DefaultStep     = 0 // step is required
 )
 
 // Spec is a task job's parameters, fixed when it is made (docs/tasks.md

@@ -37,17 +37,35 @@ func segmentKey(job string, i uint64) string { return fmt.Sprintf("%slog/%016d",
 // maxSegmentBytes bounds a segment as stored and as read.
 const maxSegmentBytes = 64 << 20
 
-// maxRecords bounds the requests one segment groups.
-const maxRecords = 4096
+// maxRecords bounds the requests one segment groups, and
+// maxBatchBytes about the bytes (a record's own may be more).
+const (
+	maxRecords    = 4096
+	maxBatchBytes = 8 << 20
+)
+
+// batchOf is how many of the first requests queued one segment takes:
+// at least one, at most maxRecords, and no more than about maxBatchBytes.
+func batchOf(q []*pending) int {
+	size := 0
+	for i, pd := range q {
+		if i == maxRecords || (i > 0 && size+pd.rec.size() > maxBatchBytes) {
+			return i
+		}
+		size += pd.rec.size()
+	}
+	return len(q)
+}
 
 // Stream is one task job on one node: its plan, as of the log's last
 // segment the node holds, and the requests it groups into its next
 // segment. It is safe for concurrent use.
 type Stream struct {
-	job   string
-	st    Store
-	now   func() time.Time
-	nonce uint64
+	job     string
+	st      Store
+	now     func() time.Time
+	nonce   uint64
+	metrics *Metrics
 
 	mu       sync.Mutex // guards the below
 	plan     *Plan
@@ -69,7 +87,7 @@ type pending struct {
 }
 
 // openStream reads job's spec and log from st.
-func openStream(ctx context.Context, st Store, job string, now func() time.Time) (*Stream, error) {
+func openStream(ctx context.Context, st Store, job string, now func() time.Time, m *Metrics) (*Stream, error) {
 	b, err := readObject(ctx, st, specKey(job), 1<<16)
 	if errors.Is(err, s3backend.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no task job %q (PUT /tasks/%s makes one)", ErrUnknownJob, job, job)
@@ -87,7 +105,7 @@ func openStream(ctx context.Context, st Store, job string, now func() time.Time)
 	}
 	var nb [8]byte
 	_, _ = rand.Read(nb[:])
-	s := &Stream{job: job, st: st, now: now, nonce: binary.LittleEndian.Uint64(nb[:]), plan: NewPlan(spec)}
+	s := &Stream{job: job, st: st, now: now, metrics: m, nonce: binary.LittleEndian.Uint64(nb[:]), plan: NewPlan(spec)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.load(ctx); err != nil {
@@ -111,25 +129,34 @@ func (s *Stream) load(ctx context.Context) error {
 		}
 		n = i
 	}
-	for from := uint64(1); from <= n; from += 256 {
-		to := min(n, from+255)
-		bodies := make([][]byte, to-from+1)
+	if err := readSegments(ctx, s.st, s.job, 1, n, s.applyStored); err != nil {
+		return err
+	}
+	return s.catchUp(ctx)
+}
+
+// readSegments reads job's segments from to to (both included) from st,
+// eight at once, and hands each to f in order.
+func readSegments(ctx context.Context, st Store, job string, from, to uint64, f func([]byte)) error {
+	for lo := from; lo <= to; lo += 256 {
+		hi := min(to, lo+255)
+		bodies := make([][]byte, hi-lo+1)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(8)
-		for i := from; i <= to; i++ {
+		for i := lo; i <= hi; i++ {
 			g.Go(func() (err error) {
-				bodies[i-from], err = readObject(gctx, s.st, segmentKey(s.job, i), maxSegmentBytes)
+				bodies[i-lo], err = readObject(gctx, st, segmentKey(job, i), maxSegmentBytes)
 				return err
 			})
 		}
 		if err := g.Wait(); err != nil {
-			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
+			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, job, err)
 		}
 		for _, b := range bodies {
-			s.applyStored(b)
+			f(b)
 		}
 	}
-	return s.catchUp(ctx)
+	return nil
 }
 
 // catchUp applies the segments written after the last this node holds.
@@ -154,6 +181,7 @@ func (s *Stream) applyStored(b []byte) {
 	seg, err := decodeSegment(b)
 	if err != nil {
 		s.damaged++
+		s.metrics.damagedOne()
 		return
 	}
 	if seg.digest != s.plan.digest && s.diverged == 0 {
@@ -179,7 +207,7 @@ func (s *Stream) submit(ctx context.Context, rec Record) (Outcome, error) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		for {
 			s.qmu.Lock()
-			batch := s.queue[:min(len(s.queue), maxRecords)]
+			batch := s.queue[:batchOf(s.queue)]
 			s.queue = s.queue[len(batch):]
 			if len(batch) == 0 {
 				s.busy = false
@@ -229,8 +257,10 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 		if err == nil {
 			s.segs++
 			s.bytes += int64(len(body))
+			s.metrics.wrote(len(body))
 			for i, pd := range batch {
 				pd.out = s.plan.Apply(recs[i])
+				s.metrics.outcome(pd.out)
 				close(pd.done)
 			}
 			return
@@ -243,6 +273,7 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 			fail(fmt.Errorf("%w: task job %s's log: 64 other segments were written while this node wrote one", ErrStore, s.job))
 			return
 		}
+		s.metrics.lost()
 		if err := s.catchUp(ctx); err != nil {
 			fail(err)
 			return
@@ -335,7 +366,11 @@ func (s *Stream) Answer(ctx context.Context, id uint64, rows []Row) (Answer, err
 	if len(rows) == 0 || len(rows) > MaxLease {
 		return Answer{}, fmt.Errorf("%w: %d results: 1 to %d", ErrBadRequest, len(rows), MaxLease)
 	}
+	scores := 0
 	for _, w := range rows {
+		if scores += len(w.Scores); scores > MaxAnswerScores {
+			return Answer{}, fmt.Errorf("%w: more than %d scores in one request: send a lease's answers in parts", ErrBadRequest, MaxAnswerScores)
+		}
 		if len(w.Scores) > MaxScores {
 			return Answer{}, fmt.Errorf("%w: prompt %d: %d scores, at most %d", ErrBadAnswer, w.Prompt, len(w.Scores), MaxScores)
 		}
@@ -459,14 +494,10 @@ func (s *Stream) Replay(ctx context.Context, lease func(p *Plan, l Lease), step 
 	segs, live := s.segs, s.plan.Digest()
 	s.mu.Unlock()
 	p := NewPlan(s.plan.spec)
-	for i := uint64(1); i <= segs; i++ {
-		b, err := readObject(ctx, s.st, segmentKey(s.job, i), maxSegmentBytes)
-		if err != nil {
-			return 0, false, 0, fmt.Errorf("%w: reading task job %s's segment %d: %w", ErrStore, s.job, i, err)
-		}
+	err = readSegments(ctx, s.st, s.job, 1, segs, func(b []byte) {
 		seg, derr := decodeSegment(b)
 		if derr != nil {
-			continue
+			return
 		}
 		for _, r := range seg.recs {
 			full := p.StepsFull()
@@ -479,6 +510,9 @@ func (s *Stream) Replay(ctx context.Context, lease func(p *Plan, l Lease), step 
 				step(p, n, c)
 			}
 		}
+	})
+	if err != nil {
+		return 0, false, 0, err
 	}
 	return p.Digest(), p.Digest() == live, segs, nil
 }
