@@ -13,6 +13,8 @@ read, the :class:`Connection` to the gateways; :func:`decode_tar`;
 :func:`format_mix` for a mixture of datasets) uses only the standard
 library. :mod:`brand.edits` changes a named job while it trains (its
 exclusion list, append record, stored schedule, importance feedback).
+:mod:`brand.tasks` reads a task job (docs/tasks.md): prompts leased to
+generators, their rewards fed back, the trainer's steps.
 :mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
 ``torch.utils.data.IterableDataset`` for DataLoader and DDP training, which
 takes the same options.
@@ -28,7 +30,8 @@ from ._version import __version__
 from ._http import EditRefused
 from .client import (Batch, BrandConnectionError, BrandError, Client, IndexChangedError, MembersUnknownError,
                      ScheduleConflictError)
-from . import edits
+from . import edits, tasks
+from .tasks import LeaseExpired, TaskJob, TaskRefused, TasksDone
 
 __all__ = [
     "Batch",
@@ -40,16 +43,21 @@ __all__ = [
     "Importance",
     "IndexChangedError",
     "Job",
+    "LeaseExpired",
     "MembersUnknownError",
     "Options",
     "ScheduleConflictError",
     "TarError",
+    "TaskJob",
+    "TaskRefused",
+    "TasksDone",
     "clip_arrays",
     "decode_tar",
     "edits",
     "format_mix",
     "sequence_arrays",
     "split_key",
+    "tasks",
     "tune_malloc",
     "__version__",
 ]

@@ -1,13 +1,13 @@
 """A real `brand serve` over small generated datasets, shared by the tests.
 
 gateway() serves one dataset, "t"; mix_gateway() serves three of different
-sizes, for mixtures; tensor_gateway(mode) serves images for transform=
-(PNGs whose pixels the tests know, the decoding fixtures of
-transform/testdata, samples without images, and bad images), with the
-pipelines of TRANSFORM_CONFIG and --on-bad-image=mode. The binary comes
-from $BRAND_BIN, or is built from this repository with `go build`. A
-gateway starts on first use and stops when the process exits
-(servetest.py starts, waits for and stops them).
+sizes, for mixtures; task_gateway() serves 500 prompts, for task jobs;
+tensor_gateway(mode) serves images for transform= (PNGs whose pixels the
+tests know, the decoding fixtures of transform/testdata, samples without
+images, and bad images), with the pipelines of TRANSFORM_CONFIG and
+--on-bad-image=mode. The binary comes from $BRAND_BIN, or is built from
+this repository with `go build`. A gateway starts on first use and stops
+when the process exits (servetest.py starts, waits for and stops them).
 """
 
 from __future__ import annotations
@@ -97,11 +97,12 @@ class Gateway(Fixture):
 
 
 class ServeCluster:
-    """n `brand serve` processes over the shared gateway's store, each given
-    the same --peers list: a real cluster on loopback. Ready when every node
-    sees every other up and answers /readyz (its datasets loaded)."""
+    """n `brand serve` processes over the shared gateway's store (its first
+    dataset's, served as ``dataset``), each given the same --peers list: a
+    real cluster on loopback. Ready when every node sees every other up
+    and answers /readyz (its datasets loaded)."""
 
-    def __init__(self, gw: Gateway, n: int) -> None:
+    def __init__(self, gw: Gateway, n: int, dataset: str = "t") -> None:
         self.procs: list = []
         self.logs: list = []
         # In URL order, as a cluster's membership sorts its members: node k
@@ -114,7 +115,7 @@ class ServeCluster:
                 log = open(os.path.join(gw.tmp, f"cluster-{port}.log"), "wb")
                 self.logs.append(log)
                 self.procs.append(subprocess.Popen(
-                    [gw.binary, "serve", "--dataset", "t=" + store, "--listen", f"127.0.0.1:{port}",
+                    [gw.binary, "serve", "--dataset", f"{dataset}={store}", "--listen", f"127.0.0.1:{port}",
                      "--cache-size", "8MiB", "--cache-prefault=false", "--window", "2",
                      "--peers", ",".join(self.urls), "--self", str(k),
                      "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s"],
@@ -266,6 +267,20 @@ def rank_at(peers: "list[str]", url: str) -> int:
     rank r of two lives on node r of the peers sorted as a cluster's
     membership sorts them (the clients sort a peer list the same way)."""
     return sorted(peers).index(url)
+
+
+#: task_gateway()'s dataset: 500 prompts (5 classes of 100), each sample
+#: a "txt" (its prompt, up to 400 random bytes) and a "cls".
+PROMPT_SPEC = Spec(5, 100, "16KiB", 400, ext="txt")
+
+
+@shared
+def task_gateway() -> Gateway:
+    """The shared gateway of "prompts" (PROMPT_SPEC), for task jobs
+    (docs/tasks.md), started on first use."""
+    return Gateway({"prompts": PROMPT_SPEC})
+
+
 @shared
 def bucket_gateway() -> Gateway:
     """The shared gateway of "img": 4 × 40 PNGs of random sizes (24 to 64
