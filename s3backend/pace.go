@@ -21,16 +21,19 @@ type Budget struct {
 	Bytes float64
 }
 
-// The pacer's rule, AIMD: a throttled answer (503, 429) halves the rate
-// in force at once, at most once per cutEvery (the answers of one burst
-// cut it once), never below minFactor of the node's share; each second
-// without one adds growStep of the share back, up to the whole share.
+// The pacer's rule, AIMD: a throttled answer (503, 429) multiplies the
+// rate in force by cutTo at once (CUBIC's β), at most once per cutEvery
+// (the answers of one burst cut it once), never below minFactor of the
+// node's share; each second without one adds growStep of the share back,
+// up to the whole share.
 const (
 	cutEvery  = 250 * time.Millisecond
+	cutTo     = 0.7
 	minFactor = 1.0 / 64
-	growStep  = 1.0 / 16
-	// burstShare bounds a burst to a twentieth of a second's budget, so
-	// that no second sees more than 5 % over the rate in force.
+	growStep  = 1.0 / 10
+	// burstShare is the part of a second's budget a burst may take: the
+	// rate is the rest, so that no whole second sees more than the
+	// budget.
 	burstShare = 0.05
 	// minByteBurst is the least byte burst: a request's bytes are waited
 	// for in pieces of at most the burst.
@@ -118,14 +121,16 @@ func (p *Pacer) setLocked() {
 	p.stats.Share = p.share
 	if p.gets != nil {
 		r := p.budget.GETs * f
-		p.gets.SetLimit(rate.Limit(r))
-		p.gets.SetBurst(max(1, int(r*burstShare)))
+		burst := max(1, int(r*burstShare))
+		p.gets.SetLimit(rate.Limit(max(r-float64(burst), r/2)))
+		p.gets.SetBurst(burst)
 		p.stats.GETs = r
 	}
 	if p.bytes != nil {
 		r := p.budget.Bytes * f
-		p.bytes.SetLimit(rate.Limit(r))
-		p.bytes.SetBurst(max(minByteBurst, int(r*burstShare)))
+		burst := max(minByteBurst, int(r*burstShare))
+		p.bytes.SetLimit(rate.Limit(max(r-float64(burst), r/2)))
+		p.bytes.SetBurst(burst)
 		p.stats.Bytes = r
 	}
 }
@@ -155,7 +160,7 @@ func (p *Pacer) throttled() {
 	if at.Sub(p.changed) < cutEvery && p.stats.Cuts > 0 && p.factor < 1 {
 		return
 	}
-	p.factor = max(minFactor, p.factor/2)
+	p.factor = max(minFactor, p.factor*cutTo)
 	p.changed = at
 	p.stats.Cuts++
 	p.setLocked()
@@ -192,7 +197,9 @@ func (p *Pacer) wait(ctx context.Context, get bool, n int64) error {
 }
 
 // RoundTrip paces a GET or HEAD, then sends it; a 503 or 429 answer
-// lowers the rate (the store's client retries it, under the lowered rate).
+// lowers the rate (the store's client retries it, under the lowered
+// rate). The rate in force is the budget's share less a burst of 5 % of
+// it, so that no whole second sees more than the budget.
 func (p *Pacer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		return p.next.RoundTrip(req)
