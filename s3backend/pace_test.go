@@ -2,8 +2,8 @@ package s3backend
 
 import (
 	"context"
-	"math"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
