@@ -48,6 +48,7 @@ var endpoints = []endpoint{
 	{"GET", "/epoch/{epoch}/batch/{batch}", dataPort, scope.Read, jobInQuery | inQuery},
 	{"GET", "/epoch/{epoch}/batch/{batch}/manifest", dataPort, scope.Read, jobInQuery | inQuery},
 	{"GET", "/samples/*", dataPort, scope.Read, inQuery},
+	{"POST", "/prewarm", dataPort, scope.Read, jobInQuery | inQuery},
 	{"GET", "/cluster", dataPort, scope.Read, 0},
 	{"GET", "/jobs/{job}/schedule", dataPort, scope.Read, jobInPath},
 	{"GET", "/jobs/{job}/exclude", dataPort, scope.Read, jobInPath | inQuery},

@@ -64,6 +64,7 @@ func TestScopesOfEveryEndpoint(t *testing.T) {
 		{false, "HEAD", "/epoch/{epoch}/batch/{batch}", "/epoch/0/batch/0?dataset=web-a", "", read},
 		{false, "GET", "/epoch/{epoch}/batch/{batch}/manifest", "/epoch/0/batch/0/manifest", "", read},
 		{false, "GET", "/samples/*", "/samples/no/such", "", read},
+		{false, "POST", "/prewarm", "/prewarm?dataset=web-a&job=teamA-1&steps=1", "", read},
 		{false, "GET", "/cluster", "/cluster", "", read},
 		{false, "GET", "/jobs/{job}/schedule", "/jobs/teamA-1/schedule", "", read},
 		{false, "GET", "/jobs/{job}/exclude", "/jobs/teamA-1/exclude", "", read},

@@ -26,6 +26,7 @@ func program() *cli.Program {
 		{Name: "index", Summary: "index a dataset where it is, without rewriting it: " + formatNames(), Run: runIndex},
 		{Name: "inspect", Summary: "print a dataset's summary; --verify checks every chunk", Run: runInspect},
 		{Name: "plan", Summary: "simulate a job's cache behaviour and report the optimum", Run: runPlan},
+		{Name: "prewarm", Summary: "read a job's first steps into a gateway's caches before it starts; exit 0 once warm", Run: runPrewarm},
 		{Name: "healthcheck", Summary: "exit 0 if a URL (a gateway's /readyz) answers 200: for container healthchecks", Run: runHealthcheck},
 		{Name: "version", Summary: "print the version and the JPEG and video decoders this build has", Run: func(_ context.Context, env *cli.Env, args []string) error {
 			fs := flag.NewFlagSet("version", flag.ContinueOnError)
