@@ -67,6 +67,13 @@ type Stream struct {
 	nonce   uint64
 	metrics *Metrics
 
+	// wmu is held by whoever changes the plan — a segment written, or
+	// those of other nodes applied — across its store requests; mu by
+	// anyone reading or changing the plan, only while it does. So reads
+	// never wait for the store.
+	wmu         sync.Mutex
+	lastRefresh time.Time // guarded by wmu
+
 	mu       sync.Mutex // guards the below
 	plan     *Plan
 	segs     uint64 // segments applied
@@ -106,8 +113,8 @@ func openStream(ctx context.Context, st Store, job string, now func() time.Time,
 	var nb [8]byte
 	_, _ = rand.Read(nb[:])
 	s := &Stream{job: job, st: st, now: now, metrics: m, nonce: binary.LittleEndian.Uint64(nb[:]), plan: NewPlan(spec)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	if err := s.load(ctx); err != nil {
 		return nil, err
 	}
@@ -129,7 +136,7 @@ func (s *Stream) load(ctx context.Context) error {
 		}
 		n = i
 	}
-	if err := readSegments(ctx, s.st, s.job, 1, n, s.applyStored); err != nil {
+	if err := readSegments(ctx, s.st, s.job, 1, n, s.applyLocked); err != nil {
 		return err
 	}
 	return s.catchUp(ctx)
@@ -159,7 +166,8 @@ func readSegments(ctx context.Context, st Store, job string, from, to uint64, f 
 	return nil
 }
 
-// catchUp applies the segments written after the last this node holds.
+// catchUp applies the segments written after the last this node holds;
+// s.wmu is held.
 func (s *Stream) catchUp(ctx context.Context) error {
 	for {
 		b, err := readObject(ctx, s.st, segmentKey(s.job, s.segs+1), maxSegmentBytes)
@@ -169,8 +177,15 @@ func (s *Stream) catchUp(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
 		}
-		s.applyStored(b)
+		s.applyLocked(b)
 	}
+}
+
+// applyLocked is applyStored under s.mu.
+func (s *Stream) applyLocked(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applyStored(b)
 }
 
 // applyStored applies a segment read from the store: one that fails its
@@ -230,8 +245,8 @@ func (s *Stream) submit(ctx context.Context, rec Record) (Outcome, error) {
 // commit writes batch as the log's next segment: of nodes writing at
 // once one wins; a loser applies the winner's segment and writes after it.
 func (s *Stream) commit(ctx context.Context, batch []*pending) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	fail := func(err error) {
 		for _, pd := range batch {
 			pd.err = err
@@ -255,12 +270,16 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 			}
 		}
 		if err == nil {
+			s.mu.Lock()
 			s.segs++
 			s.bytes += int64(len(body))
 			s.metrics.wrote(len(body))
 			for i, pd := range batch {
 				pd.out = s.plan.Apply(recs[i])
 				s.metrics.outcome(pd.out)
+			}
+			s.mu.Unlock()
+			for _, pd := range batch {
 				close(pd.done)
 			}
 			return
@@ -292,8 +311,26 @@ func (s *Stream) Refresh(ctx context.Context) error { return s.refresh(ctx) }
 
 // refresh applies the segments other nodes wrote.
 func (s *Stream) refresh(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.lastRefresh = s.now()
+	return s.catchUp(ctx)
+}
+
+// pollEvery bounds how often a lease the window refuses asks the store
+// for newer segments: at most one question each pollEvery a job and
+// node, however many generators ask (each is told to lease again). A
+// step's reader asks each time: it must see a step another node filled.
+const pollEvery = 10 * time.Millisecond
+
+// poll is refresh for a poll: at most once every pollEvery.
+func (s *Stream) poll(ctx context.Context) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if at := s.now(); at.Sub(s.lastRefresh) < pollEvery && !s.lastRefresh.IsZero() {
+		return nil
+	}
+	s.lastRefresh = s.now()
 	return s.catchUp(ctx)
 }
 
@@ -332,7 +369,7 @@ func (s *Stream) Lease(ctx context.Context, gen string, k int) (Lease, error) {
 		if err != nil {
 			return Lease{}, err
 		}
-		if err := s.refresh(ctx); err != nil {
+		if err := s.poll(ctx); err != nil {
 			return Lease{}, err
 		}
 	}
@@ -486,13 +523,15 @@ func (s *Stream) Log() (segments uint64, bytes int64, damaged int, diverged uint
 // each lease made and step for each step as it fills; it answers the
 // replay's digest, and whether this node's plan made the same decisions.
 func (s *Stream) Replay(ctx context.Context, lease func(p *Plan, l Lease), step func(p *Plan, n uint64, c []Counted)) (digest uint64, equal bool, segs uint64, err error) {
-	s.mu.Lock()
+	s.wmu.Lock()
 	if err := s.catchUp(ctx); err != nil {
-		s.mu.Unlock()
+		s.wmu.Unlock()
 		return 0, false, 0, err
 	}
+	s.mu.Lock()
 	segs, live := s.segs, s.plan.Digest()
 	s.mu.Unlock()
+	s.wmu.Unlock()
 	p := NewPlan(s.plan.spec)
 	err = readSegments(ctx, s.st, s.job, 1, segs, func(b []byte) {
 		seg, derr := decodeSegment(b)
