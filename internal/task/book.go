@@ -24,6 +24,8 @@ type Book struct {
 	now     func() time.Time
 	max     int
 	metrics *Metrics
+	// snapEvery is SnapshotEvery, or a test's.
+	snapEvery uint64
 
 	mu   sync.Mutex
 	jobs map[bookKey]*entry
@@ -101,7 +103,7 @@ func (b *Book) Open(ctx context.Context, st Store, dataset, job string) (*Stream
 		e = &entry{ready: make(chan struct{})}
 		b.jobs[k] = e
 		b.mu.Unlock()
-		e.s, e.err = openStream(ctx, st, job, b.now, b.metrics)
+		e.s, e.err = openStream(ctx, st, job, b.now, b.metrics, b.snapEvery)
 		if e.err != nil {
 			b.mu.Lock()
 			delete(b.jobs, k)

@@ -30,6 +30,9 @@ var (
 	ErrNotFull = errkind.Named(errkind.Busy, "task_step", "step not full")
 	// ErrDone: every prompt is retired (404).
 	ErrDone = errkind.New(errkind.NotFound, "every prompt retired")
+	// ErrForgotten: a step more than the job's keep= steps behind the
+	// trainer, no longer held (404; the replay has it).
+	ErrForgotten = errkind.New(errkind.NotFound, "step forgotten")
 	// ErrStore: the store did not take or give the log (503).
 	ErrStore = errkind.New(errkind.Unavailable, "task log unavailable")
 	// ErrTooManyJobs: the node holds its most task jobs (503).

@@ -8,6 +8,7 @@ type Metrics struct {
 	leases, leased, rows, repeats prometheus.Counter
 	segments, races, damaged      prometheus.Counter
 	segmentBytes                  prometheus.Counter
+	snapshots, snapshotFailures   prometheus.Counter
 }
 
 // NewMetrics registers a node's task metrics with reg.
@@ -16,16 +17,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
 	m := &Metrics{
-		leases:       c("brand_task_leases_total", "Leases this node made (docs/tasks.md)."),
-		leased:       c("brand_task_prompts_leased_total", "Prompts in the leases this node made."),
-		rows:         c("brand_task_feedback_rows_total", "Answers this node applied for its requests (repeats not counted)."),
-		repeats:      c("brand_task_feedback_repeats_total", "Answers to prompts already answered: changed nothing."),
-		segments:     c("brand_task_segments_written_total", "Segments this node wrote to task logs."),
-		segmentBytes: c("brand_task_segment_bytes_total", "Bytes of the segments this node wrote."),
-		races:        c("brand_task_segment_races_total", "Segments another node wrote first: this node applied the winner's and wrote after it."),
-		damaged:      c("brand_task_segments_damaged_total", "Segments read that failed their checksum, read as empty."),
+		leases:           c("brand_task_leases_total", "Leases this node made (docs/tasks.md)."),
+		leased:           c("brand_task_prompts_leased_total", "Prompts in the leases this node made."),
+		rows:             c("brand_task_feedback_rows_total", "Answers this node applied for its requests (repeats not counted)."),
+		repeats:          c("brand_task_feedback_repeats_total", "Answers to prompts already answered: changed nothing."),
+		segments:         c("brand_task_segments_written_total", "Segments this node wrote to task logs."),
+		segmentBytes:     c("brand_task_segment_bytes_total", "Bytes of the segments this node wrote."),
+		races:            c("brand_task_segment_races_total", "Segments another node wrote first: this node applied the winner's and wrote after it."),
+		damaged:          c("brand_task_segments_damaged_total", "Segments read that failed their checksum, read as empty."),
+		snapshots:        c("brand_task_snapshots_total", "Snapshots of task plans this node wrote (every 1,024 segments of a log)."),
+		snapshotFailures: c("brand_task_snapshot_failures_total", "Snapshots of task plans this node failed to write (the log holds everything: a load reads more segments)."),
 	}
-	reg.MustRegister(m.leases, m.leased, m.rows, m.repeats, m.segments, m.segmentBytes, m.races, m.damaged)
+	reg.MustRegister(m.leases, m.leased, m.rows, m.repeats, m.segments, m.segmentBytes, m.races, m.damaged, m.snapshots, m.snapshotFailures)
 	return m
 }
 
@@ -61,5 +64,17 @@ func (m *Metrics) outcome(o Outcome) {
 	if o.Answer != nil {
 		m.rows.Add(float64(o.Answer.Applied))
 		m.repeats.Add(float64(o.Answer.Repeats))
+	}
+}
+
+func (m *Metrics) snapshotWritten() {
+	if m != nil {
+		m.snapshots.Inc()
+	}
+}
+
+func (m *Metrics) snapshotFailed() {
+	if m != nil {
+		m.snapshotFailures.Inc()
 	}
 }

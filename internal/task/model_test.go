@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // dynamic sampling, retirement and revisits — and runs each over three
 // nodes of one store with random leases, answers (partial, repeated,
 // late), trainer steps, time passing and nodes killed (a node's book
-// dropped: it reads the job again from the store). An independent
+// dropped: it reads the job again from the store, from a snapshot
+// written every few segments, some of them damaged). An independent
 // account of the leases checks that no prompt is leased while another
 // lease holds it and that every late answer, and only those, is refused;
 // at the end every node's plan, and a replay of the log, made the same
@@ -68,9 +70,16 @@ func runModel(t *testing.T, seed uint64) {
 	}
 	clock := time.UnixMilli(1.8e12)
 	now := func() time.Time { return clock }
+	// Snapshots every few segments, so that a node killed reads one back.
+	every := uint64(2 + rng.IntN(6))
+	newBook := func() *Book {
+		b := NewBook(0, now)
+		b.snapEvery = every
+		return b
+	}
 	books := make([]*Book, 3)
 	for i := range books {
-		books[i] = NewBook(0, now)
+		books[i] = newBook()
 	}
 	if _, _, err := books[0].Make(ctx, st, "d", "job", "ix", prompts, spec); err != nil {
 		t.Fatal(err)
@@ -170,8 +179,22 @@ func runModel(t *testing.T, seed uint64) {
 			// In quarters of a second, so that answers and leases fall
 			// on deadlines exactly.
 			clock = clock.Add(time.Duration(rng.IntN(int(ttl/(250*time.Millisecond))+1)) * 250 * time.Millisecond)
+		case r < 98:
+			books[rng.IntN(len(books))] = newBook()
 		default:
-			books[rng.IntN(len(books))] = NewBook(0, now)
+			// A snapshot torn or damaged in the store: the next load
+			// falls back to an older one, or to the log.
+			infos, _ := st.List(ctx, Prefix("job")+"snap/")
+			if len(infos) > 0 {
+				k := infos[rng.IntN(len(infos))].Key
+				if err := st.Delete(ctx, k); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.Put(ctx, k, strings.NewReader("BTP1 torn"), 9); err != nil {
+					t.Fatal(err)
+				}
+			}
+			books[rng.IntN(len(books))] = newBook()
 		}
 	}
 

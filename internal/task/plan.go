@@ -62,7 +62,8 @@ type Counted struct {
 	Prompt, Pass, Version uint32
 	Lease                 uint64
 	Passes, N             uint16
-	scoreAt, scoreN       uint32
+	scoreN                uint32
+	scoreAt               uint64 // in all the scores counted, forgotten ones included
 }
 
 // Plan is a task job's plan: the state every decision is made from, a
@@ -90,8 +91,12 @@ type Plan struct {
 	leased  int // prompts leased, not answered
 	trainer uint64
 
-	counted []Counted
-	scores  []float32
+	// counted are the counted answers from the cbase-th on, scores their
+	// scores from the sbase-th: the steps the trainer left far behind
+	// are forgotten (spec.Keep).
+	counted      []Counted
+	scores       []float32
+	cbase, sbase uint64
 
 	stats struct {
 		redrawn, rested, expired int
@@ -157,6 +162,7 @@ func (p *Plan) Apply(r Record) Outcome {
 		return p.answer(r)
 	case recTrainer:
 		p.trainer = max(p.trainer, min(r.Step, p.StepsFull()))
+		p.forget()
 	}
 	return Outcome{}
 }
@@ -201,7 +207,7 @@ func (p *Plan) expire() {
 // Window is how many prompts may be leased now: up to the trainer's step
 // plus ahead steps, beyond those counted and those leased.
 func (p *Plan) Window() int {
-	allowed := int64(p.trainer+uint64(p.spec.Ahead))*int64(p.spec.Step) - int64(len(p.counted)) - int64(p.leased)
+	allowed := int64(p.trainer+uint64(p.spec.Ahead))*int64(p.spec.Step) - int64(p.total()) - int64(p.leased)
 	return int(max(0, min(allowed, MaxWindow)))
 }
 
@@ -213,7 +219,7 @@ func (p *Plan) lease(r Record) Outcome {
 		return Outcome{Err: p.nothingToLease()}
 	}
 	id := uint64(len(p.status)) + 1
-	l := &openLease{gen: r.Gen, t: p.clock, step: uint64(len(p.counted)+p.leased) / uint64(p.spec.Step)}
+	l := &openLease{gen: r.Gen, t: p.clock, step: (p.total() + uint64(p.leased)) / uint64(p.spec.Step)}
 	for len(l.prompts) < k && p.fhead < len(p.front) {
 		q := p.front[p.fhead]
 		p.fhead++
@@ -411,11 +417,11 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 	case counts:
 		c := Counted{Prompt: w.Prompt, Pass: pass, Version: w.Version, Lease: lease, Passes: uint16(passes), N: uint16(n)}
 		if w.Scores != nil {
-			c.scoreAt, c.scoreN = uint32(len(p.scores)), uint32(len(w.Scores))
+			c.scoreAt, c.scoreN = p.sbase+uint64(len(p.scores)), uint32(len(w.Scores))
 			p.scores = append(p.scores, w.Scores...)
 		}
 		p.counted = append(p.counted, c)
-		s := uint64(len(p.counted)-1) / uint64(p.spec.Step)
+		s := (p.total() - 1) / uint64(p.spec.Step)
 		if len(a.Steps) == 0 || a.Steps[len(a.Steps)-1] != s {
 			a.Steps = append(a.Steps, s)
 		}
@@ -496,7 +502,35 @@ func (p *Plan) mix(v uint64) { p.digest = seeded.Mix64(p.digest ^ v) }
 func (p *Plan) Digest() uint64 { return p.digest }
 
 // StepsFull is the number of full steps.
-func (p *Plan) StepsFull() uint64 { return uint64(len(p.counted)) / uint64(p.spec.Step) }
+func (p *Plan) StepsFull() uint64 { return p.total() / uint64(p.spec.Step) }
+
+// total is the number of answers counted, forgotten ones included.
+func (p *Plan) total() uint64 { return p.cbase + uint64(len(p.counted)) }
+
+// forget drops the counted answers of the steps more than spec.Keep
+// behind the trainer, in pieces of at least a quarter of what is kept.
+func (p *Plan) forget() {
+	b := uint64(p.spec.Step)
+	keep := uint64(p.spec.Keep)
+	if p.trainer <= keep {
+		return
+	}
+	from := (p.trainer - keep) * b
+	if from <= p.cbase || from-p.cbase < max(keep*b/4, 1) {
+		return
+	}
+	drop := from - p.cbase
+	last := p.counted[drop-1]
+	if send := last.scoreAt + uint64(last.scoreN); send > p.sbase {
+		p.scores = append(p.scores[:0:0], p.scores[send-p.sbase:]...)
+		p.sbase = send
+	}
+	p.counted = append(p.counted[:0:0], p.counted[drop:]...)
+	p.cbase = from
+}
+
+// Forgotten reports whether step s is full and forgotten.
+func (p *Plan) Forgotten(s uint64) bool { return s < p.StepsFull() && s*uint64(p.spec.Step) < p.cbase }
 
 // Trainer is the trainer's step.
 func (p *Plan) Trainer() uint64 { return p.trainer }
@@ -507,18 +541,21 @@ func (p *Plan) Step(s uint64) ([]Counted, bool) {
 	if s >= p.StepsFull() {
 		return nil, false
 	}
-	return p.counted[s*b : s*b+b], true
+	if s*b < p.cbase {
+		return nil, false
+	}
+	return p.counted[s*b-p.cbase : s*b-p.cbase+b], true
 }
 
 // CountedSoFar is the number of counted answers.
-func (p *Plan) CountedSoFar() int { return len(p.counted) }
+func (p *Plan) CountedSoFar() int { return int(p.total()) }
 
 // Scores are a counted answer's scores (nil for one given as passes).
 func (p *Plan) Scores(c Counted) []float32 {
 	if c.scoreN == 0 {
 		return nil
 	}
-	return p.scores[c.scoreAt : c.scoreAt+c.scoreN]
+	return p.scores[c.scoreAt-p.sbase : c.scoreAt-p.sbase+uint64(c.scoreN)]
 }
 
 // LeaseName is lease id's name: the job's tag and its number.
@@ -605,7 +642,7 @@ type Counts struct {
 
 // Count counts the plan's prompts by where they are: O(prompts).
 func (p *Plan) Count() Counts {
-	c := Counts{Pass: p.cur, PassesDone: math.MaxUint32, Counted: len(p.counted), Redrawn: p.stats.redrawn,
+	c := Counts{Pass: p.cur, PassesDone: math.MaxUint32, Counted: int(p.total()), Redrawn: p.stats.redrawn,
 		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, OpenLeases: len(p.open)}
 	for q := range p.prompts {
 		switch p.prompts[q].where {

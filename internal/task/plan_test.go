@@ -343,3 +343,51 @@ func TestNodesShareOnePlan(t *testing.T) {
 		t.Fatal("the nodes' plans differ")
 	}
 }
+
+// TestForgetKeepsTheDecisions: a plan that keeps two steps behind its
+// trainer forgets the older ones, in pieces, and decides as one that
+// keeps them all: the same digest, the same steps where both hold them.
+func TestForgetKeepsTheDecisions(t *testing.T) {
+	run := func(keep int) *sim {
+		m := newSim(t, spec(50, 4, func(s *Spec) { s.Keep = keep; s.Ahead = 2 }))
+		for range 600 {
+			l := m.lease(3)
+			if l == nil {
+				m.train()
+				continue
+			}
+			var rows []Row
+			for i, q := range l.Prompts {
+				rows = append(rows, Row{Prompt: q, Scores: []float32{float32(i % 2), 0.5}})
+			}
+			m.apply(Record{Kind: recFeedback, Lease: l.ID, Rows: rows})
+		}
+		return m
+	}
+	few, all := run(2), run(MaxKeep)
+	if few.p.Digest() != all.p.Digest() {
+		t.Fatal("forgetting steps changed a decision")
+	}
+	if few.p.cbase == 0 || len(few.p.counted) > 4*2*2+8 {
+		t.Fatalf("kept %d counted answers from %d", len(few.p.counted), few.p.cbase)
+	}
+	full := few.p.StepsFull()
+	for s := range full {
+		c, ok := few.p.Step(s)
+		if ok != !few.p.Forgotten(s) {
+			t.Fatalf("step %d: held %v, forgotten %v", s, ok, few.p.Forgotten(s))
+		}
+		if !ok {
+			continue
+		}
+		d, _ := all.p.Step(s)
+		for i := range c {
+			if c[i] != d[i] || fmt.Sprint(few.p.Scores(c[i])) != fmt.Sprint(all.p.Scores(d[i])) {
+				t.Fatalf("step %d differs where both hold it", s)
+			}
+		}
+	}
+	if few.p.Forgotten(full - 1) {
+		t.Fatal("the last step is forgotten")
+	}
+}

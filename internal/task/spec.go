@@ -26,6 +26,8 @@ const (
 	MaxPrompts      = 1 << 31
 	MaxGenName      = 128
 	DefaultTTL      = time.Minute
+	DefaultKeep     = 4096
+	MaxKeep         = 1 << 20
 	DefaultStep     = 0 // step is required
 )
 
@@ -46,6 +48,10 @@ type Spec struct {
 	Retire      int         `json:"retire,omitempty"`
 	Revisit     float64     `json:"revisit,omitempty"`
 	MaxLease    int         `json:"max_lease,omitempty"`
+	// Keep is how many steps behind the trainer's are kept to be read
+	// again (a trainer resumed from an older checkpoint); older ones are
+	// in the log, and its replay.
+	Keep int `json:"keep,omitempty"`
 
 	// Set when the job is made: the dataset, its index version and
 	// prompts, the time (Unix milliseconds) and the job's tag, which
@@ -97,6 +103,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.MaxLease == 0 {
 		s.MaxLease = 1024
 	}
+	if s.Keep == 0 {
+		s.Keep = DefaultKeep
+	}
 	return s
 }
 
@@ -133,6 +142,8 @@ func (s Spec) Check() error {
 		return bad("retire=%d: 0 (never) to %d solves", s.Retire, MaxRetire)
 	case !finite(s.Revisit) || s.Revisit < 0 || s.Revisit > 1:
 		return bad("revisit=%v: in [0, 1]", s.Revisit)
+	case s.Keep < 1 || s.Keep > MaxKeep:
+		return bad("keep=%d: 1 to %d steps", s.Keep, MaxKeep)
 	case s.MaxLease < 1 || s.MaxLease > MaxLease:
 		return bad("max_lease=%d: 1 to %d prompts", s.MaxLease, MaxLease)
 	case s.Prompts < 0 || int64(s.Prompts) > MaxPrompts:
@@ -149,7 +160,7 @@ func (s Spec) SameAsked(o Spec) bool {
 	return a.Seed == b.Seed && a.Step == b.Step && a.Policy == b.Policy && a.Ahead == b.Ahead &&
 		a.TTL == b.TTL && a.Redraws == b.Redraws && *a.PassScore == *b.PassScore && a.History == b.History &&
 		*a.Band == *b.Band && *a.Temperature == *b.Temperature && a.Retire == b.Retire && a.Revisit == b.Revisit &&
-		a.MaxLease == b.MaxLease
+		a.MaxLease == b.MaxLease && a.Keep == b.Keep
 }
 
 // TagOf is the tag of a job named job made at made (Unix ms) over index:

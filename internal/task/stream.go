@@ -66,6 +66,8 @@ type Stream struct {
 	now     func() time.Time
 	nonce   uint64
 	metrics *Metrics
+	// snapEvery is SnapshotEvery, or a test's.
+	snapEvery uint64
 
 	// wmu is held by whoever changes the plan — a segment written, or
 	// those of other nodes applied — across its store requests; mu by
@@ -94,7 +96,7 @@ type pending struct {
 }
 
 // openStream reads job's spec and log from st.
-func openStream(ctx context.Context, st Store, job string, now func() time.Time, m *Metrics) (*Stream, error) {
+func openStream(ctx context.Context, st Store, job string, now func() time.Time, m *Metrics, snapEvery uint64) (*Stream, error) {
 	b, err := readObject(ctx, st, specKey(job), 1<<16)
 	if errors.Is(err, s3backend.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no task job %q (PUT /tasks/%s makes one)", ErrUnknownJob, job, job)
@@ -112,7 +114,7 @@ func openStream(ctx context.Context, st Store, job string, now func() time.Time,
 	}
 	var nb [8]byte
 	_, _ = rand.Read(nb[:])
-	s := &Stream{job: job, st: st, now: now, metrics: m, nonce: binary.LittleEndian.Uint64(nb[:]), plan: NewPlan(spec)}
+	s := &Stream{job: job, st: st, now: now, metrics: m, snapEvery: snapEvery, nonce: binary.LittleEndian.Uint64(nb[:]), plan: NewPlan(spec)}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := s.load(ctx); err != nil {
@@ -121,22 +123,27 @@ func openStream(ctx context.Context, st Store, job string, now func() time.Time,
 	return s, nil
 }
 
-// load reads the segments the store lists, eight at once, and applies
-// them in order, then any written since.
+// load restores the newest snapshot, reads the segments the store lists
+// after it, eight at once, and applies them in order, then any written
+// since.
 func (s *Stream) load(ctx context.Context) error {
-	infos, err := s.st.List(ctx, Prefix(s.job)+"log/")
+	from := s.loadSnapshot(ctx)
+	infos, err := s.st.List(ctx, fmt.Sprintf("%slog/", Prefix(s.job)))
 	if err != nil {
 		return fmt.Errorf("%w: listing task job %s's log: %w", ErrStore, s.job, err)
 	}
-	var n uint64
+	n := from
 	for _, in := range infos {
 		i, err := strconv.ParseUint(strings.TrimPrefix(in.Key, Prefix(s.job)+"log/"), 10, 64)
-		if err != nil || i != n+1 {
+		if err != nil || i <= from {
+			continue
+		}
+		if i != n+1 {
 			break // a gap: read on one by one from it
 		}
 		n = i
 	}
-	if err := readSegments(ctx, s.st, s.job, 1, n, s.applyLocked); err != nil {
+	if err := readSegments(ctx, s.st, s.job, from+1, n, s.applyLocked); err != nil {
 		return err
 	}
 	return s.catchUp(ctx)
@@ -282,6 +289,7 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 			for _, pd := range batch {
 				close(pd.done)
 			}
+			s.writeSnapshot(ctx)
 			return
 		}
 		if !errors.Is(err, s3backend.ErrExists) {
@@ -498,6 +506,11 @@ func (s *Stream) Step(ctx context.Context, n uint64, f func(p *Plan, c []Counted
 			return nil
 		}
 		so, b := s.plan.CountedSoFar(), s.plan.spec.Step
+		if s.plan.Forgotten(n) {
+			keep, trainer := s.plan.spec.Keep, s.plan.Trainer()
+			s.mu.Unlock()
+			return fmt.Errorf("%w: step %d of task job %s is more than keep=%d steps behind the trainer's %d; GET /tasks/%s/replay has it", ErrForgotten, n, s.job, keep, trainer, s.job)
+		}
 		s.mu.Unlock()
 		if try == 1 {
 			have := max(0, so-int(n)*b)

@@ -177,6 +177,7 @@ var served = []sentinelCase{
 	{"internal/task.ErrBadSpec", task.ErrBadSpec, http.StatusBadRequest, "bad_request", false},
 	{"internal/task.ErrDone", task.ErrDone, http.StatusNotFound, "not_found", false},
 	{"internal/task.ErrExists", task.ErrExists, http.StatusConflict, "conflict", false},
+	{"internal/task.ErrForgotten", task.ErrForgotten, http.StatusNotFound, "not_found", false},
 	{"internal/task.ErrLease", task.ErrLease, http.StatusConflict, "conflict", false},
 	{"internal/task.ErrNotFull", task.ErrNotFull, http.StatusServiceUnavailable, "task_step", false},
 	{"internal/task.ErrStore", task.ErrStore, http.StatusServiceUnavailable, "unavailable", true},
