@@ -108,6 +108,9 @@ type PlanDataset struct {
 	// chunk of a dataset served in place: its store extent with the
 	// fields read); nil when they are Sizes (tar chunks, read whole).
 	StoreSizes []int64
+	// GETs is each chunk's requests a load sends to the store; nil when
+	// not known (a dataset served in place reads ranges by field).
+	GETs []int32
 }
 
 // PlanTrace is a demand the gateway computed itself (a clip job's, whose
@@ -172,4 +175,16 @@ type ClipPlanEpoch struct {
 	FramesDecoded     int64   `json:"frames_decoded"`
 	DecodeCPUSeconds  float64 `json:"decode_cpu_seconds"`
 	DecodeCPUPerClip  float64 `json:"decode_cpu_per_clip_ms"`
+}
+
+// Prices are a store's prices, for the bill a plan reports (the store's
+// GETs and bytes read, and the bytes crossing a cluster's nodes): per
+// 1,000 GET requests, per GiB read out of the store, per GiB sent from
+// node to node; zero prices bill nothing. S3 Standard's published prices
+// in us-east-1 are the documented example (docs/http-api.md "GET /plan").
+type Prices struct {
+	GETsPer1000     float64 `json:"gets_per_1000"`
+	PerGiB          float64 `json:"per_gib"`
+	CrossNodePerGiB float64 `json:"cross_node_per_gib"`
+	Currency        string  `json:"currency,omitempty"`
 }

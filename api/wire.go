@@ -325,6 +325,9 @@ type Error struct {
 // PlanOptions are GET /plan's parameters beside the job's: the cache to
 // simulate and the rates that decide whether the trainer would stall.
 type PlanOptions struct {
+	// Prices bill the plan's store reads (the plan's bill); the
+	// gateway's (--price-per-1000-gets, …).
+	Prices             Prices
 	CacheBytes         int64   // cache_size; the gateway's own when 0
 	DiskCacheBytes     int64   // disk_cache_size: a disk tier below the cache (each node's); 0 means none
 	Epochs             int     // epochs, 2..20; default 3

@@ -75,6 +75,9 @@ type Config struct {
 	// store's budget, split among a cluster's agreed members. Zero: no
 	// bound.
 	StoreBudget s3backend.Budget
+	// StorePrices bill a plan's store reads (GET /plan's bill); zero
+	// bills nothing.
+	StorePrices api.Prices
 
 	CacheSize   int64  // bytes; default 4 GiB
 	CachePolicy string // PolicyNextUse (default) or PolicyLRU; "schedule", its old name, is read as PolicyNextUse

@@ -34,7 +34,7 @@ func TestPlanHTTP(t *testing.T) {
 	_, none := start(t, f.store, func(c *gateway.Config) { c.Planner = nil })
 	cache := f.index.TotalBytes() / 4
 	// start's defaults: seed 42, window 2, batch size 8; world 1.
-	want, err := planner.MakePlan(context.Background(), planner.PlanInput{Dataset: planner.DatasetOf(f.index),
+	want, err := planner.MakePlan(context.Background(), planner.PlanInput{Dataset: planner.WithGETs(planner.DatasetOf(f.index), f.store.Requests),
 		Job: planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: 8, World: 1}, Epochs: 3}, CacheBytes: cache, DiskCacheBytes: disk,
 		BackendBytesPerSec: 1 << 30, PrefetchWindows: gateway.DefaultPrefetchWindows})
 	if err != nil {

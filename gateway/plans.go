@@ -30,7 +30,7 @@ func newPlans(cfg Config, j *resolve.Resolver, nodes func() int, costs *pipeline
 	return plans.New(plans.Config{Planner: cfg.Planner, Jobs: j, Snapshots: snaps, Epochs: j.Orders(), Costs: costs,
 		Clips: j.Orders(), DecodeCost: costs.frameCost,
 		Defaults: j.Defaults(), Limits: j.Limits(), Nodes: nodes,
-		Options: api.PlanOptions{CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: plans.DefaultEpochs,
+		Options: api.PlanOptions{Prices: cfg.StorePrices, CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: plans.DefaultEpochs,
 			BackendBytesPerSec: 1 << 30, PrefetchWindows: cfg.PrefetchWindows},
 		Members: func(ctx context.Context) *gcluster.Membership {
 			ms, _ := j.Members(ctx, "")

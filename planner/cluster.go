@@ -20,6 +20,9 @@ const MaxNodes = api.MaxPlanNodes
 type ClusterInput struct {
 	Dataset Dataset
 	Job     Job
+	// Prices bill the nodes' store reads and the bytes crossing nodes
+	// (ClusterPlan.Bill).
+	Prices api.Prices
 	// IndexKey is cluster.IndexKey of the index's ID. Chunk ownership, and
 	// with it every figure below, depends on it, so a prediction for a
 	// live cluster must use the served index's.
@@ -96,6 +99,9 @@ type ClusterPlan struct {
 	MaxOwnedBytes int64 `json:"max_owned_bytes"`
 
 	Epochs []ClusterEpoch `json:"epochs"`
+	// Bill is what the nodes' store reads and the bytes crossing nodes
+	// cost (a gateway's cluster plan).
+	Bill *Bill `json:"bill,omitempty"`
 
 	// Importance is, for one node, the same job read by importance from
 	// one snapshot (ClusterInput.Importance): the single gateway's
@@ -132,6 +138,8 @@ type ClusterEpoch struct {
 	// are the misses read from the store, and DiskBytes those read from
 	// the nodes' disks, absent (0) from the JSON when none are.
 	StoreBytes        int64 `json:"store_bytes"`
+	StoreReads        int   `json:"store_reads"`
+	StoreGETs         int64 `json:"store_gets,omitempty"`
 	MaxNodeStoreBytes int64 `json:"max_node_store_bytes"`
 	DiskBytes         int64 `json:"disk_bytes,omitempty"`
 	Accesses          int   `json:"accesses"` // chunk accesses, all nodes
@@ -305,19 +313,26 @@ func clusterPlan(m *meter, in ClusterInput, s *schedule, l *layout, walk func(vi
 		if l.store != nil {
 			store = l.store[k]
 		}
-		res, err := newSimulator(w.traces[k], l.sizes[k], store, m).runTiers(in.NodeCacheBytes, in.NodeDiskCacheBytes, Belady)
+		var gets []int32
+		if l.gets != nil {
+			gets = l.gets[k]
+		}
+		res, err := newSimulator(w.traces[k], l.sizes[k], store, m).withGets(gets).runTiers(in.NodeCacheBytes, in.NodeDiskCacheBytes, Belady)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range res.Epochs {
 			e := &p.Epochs[r.Epoch-in.Job.FirstEpoch]
 			e.StoreBytes += r.BackendBytes
+			e.StoreReads += r.StoreReads
+			e.StoreGETs += r.StoreGETs
 			e.MaxNodeStoreBytes = max(e.MaxNodeStoreBytes, r.BackendBytes)
 			e.DiskBytes += r.DiskBytes
 			e.Accesses += r.Accesses
 			e.Hits += r.Hits
 		}
 	}
+	p.Bill = clusterBill(p.Epochs, in.Prices)
 	return p, nil
 }
 
@@ -331,6 +346,7 @@ type layout struct {
 	local []int32 // local[c]: chunk c's number among its owner's chunks
 	sizes [][]int64
 	store [][]int64
+	gets  [][]int32
 }
 
 func newLayout(d Dataset, key uint64, ids []uint64) *layout {
@@ -361,11 +377,17 @@ func layoutOf(d Dataset, owner []int, nodes int) *layout {
 	if d.StoreSizes != nil {
 		l.store = make([][]int64, nodes)
 	}
+	if d.GETs != nil {
+		l.gets = make([][]int32, nodes)
+	}
 	for c, k := range l.owner {
 		l.local[c] = int32(len(l.sizes[k]))
 		l.sizes[k] = append(l.sizes[k], d.ChunkSizes[c])
 		if l.store != nil {
 			l.store[k] = append(l.store[k], d.StoreSizes[c])
+		}
+		if l.gets != nil {
+			l.gets[k] = append(l.gets[k], d.GETs[c])
 		}
 	}
 	return l

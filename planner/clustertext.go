@@ -70,6 +70,7 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "the job's assignment\t%s\n", p.Assignment)
 	}
 	tw.Flush()
+	p.Bill.writeText(&b)
 
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

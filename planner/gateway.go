@@ -78,6 +78,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
+			Prices:             o.Prices,
 			Budget:             b,
 		}
 		if snap != nil {
@@ -104,6 +105,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,
+		Prices:             o.Prices,
 		Budget:             b,
 	}
 	if snap != nil {

@@ -41,6 +41,17 @@ func DatasetInPlace(ix *chunkindex.Index, dec format.Decoder, sel format.Selecti
 }
 
 // datasetOfPlan is the dataset a gateway describes (api.PlanDataset).
+// WithGETs is d whose chunks are each read whole by one request of
+// requests (a store's Requests: s3backend.S3's parts, one for a local
+// file): what a plan counts each load's GETs by (Dataset.GETs).
+func WithGETs(d Dataset, requests func(n int64) int) Dataset {
+	d.GETs = make([]int32, len(d.ChunkSizes))
+	for c, size := range d.stores() {
+		d.GETs[c] = int32(requests(size))
+	}
+	return d
+}
+
 func datasetOfPlan(pd api.PlanDataset) Dataset {
-	return Dataset{ChunkSizes: pd.Sizes, Counts: pd.Counts, StoreSizes: pd.StoreSizes}
+	return Dataset{ChunkSizes: pd.Sizes, Counts: pd.Counts, StoreSizes: pd.StoreSizes, GETs: pd.GETs}
 }

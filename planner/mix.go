@@ -185,8 +185,10 @@ func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
 	weights, sizes := make([]uint64, k), make([]int, k)
 	var merged Dataset
 	stored := false // some component has store sizes: the merge has them too
+	gets := true    // every component's loads are counted in GETs: the merge's are
 	for _, c := range m.Components {
 		stored = stored || c.Dataset.StoreSizes != nil
+		gets = gets && c.Dataset.GETs != nil
 	}
 	for i, c := range m.Components {
 		if c.Name == "" {
@@ -205,6 +207,9 @@ func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
 		merged.Counts = append(merged.Counts, c.Dataset.Counts...)
 		if stored {
 			merged.StoreSizes = append(merged.StoreSizes, c.Dataset.stores()...)
+		}
+		if gets {
+			merged.GETs = append(merged.GETs, c.Dataset.GETs...)
 		}
 		weights[i], sizes[i] = c.Weight, s.n
 	}
@@ -708,7 +713,7 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 		p.EpochStoreBytes = int64(math.Round(ms.readBytes(true) * float64(s.servedSamples()) / float64(s.n)))
 	}
 	p.ColdEpochStalls = p.coldStalls()
-	sim := newSimulator(trace, s.d.ChunkSizes, s.d.StoreSizes, m)
+	sim := newSimulator(trace, s.d.ChunkSizes, s.d.StoreSizes, m).withGets(s.d.GETs)
 	sim.byComponent(ms.first)
 	if tags != nil {
 		sim.byPhase(tags.accesses(trace), len(tags.from))
@@ -720,6 +725,7 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 	if err := p.simulate(m, in, sim, s.d); err != nil {
 		return nil, err
 	}
+	p.Bill = gatewayBill(p.Optimal, in.Prices)
 	return p, nil
 }
 

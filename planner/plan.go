@@ -38,6 +38,9 @@ type PlanInput struct {
 	// mode.
 	Mix *Mix
 
+	// Prices bill the plan's store reads (Plan.Bill).
+	Prices api.Prices
+
 	// Budget bounds the plan's work; zero is no bound.
 	Budget Budget
 }
@@ -130,6 +133,9 @@ type Plan struct {
 
 	// Transform is the answer for a pipeline (PlanTransform), when asked.
 	Transform *TransformPlan `json:"transform,omitempty"`
+
+	// Bill is what the store reads of Optimal cost (a gateway's plan).
+	Bill *Bill `json:"bill,omitempty"`
 }
 
 // MakePlan simulates in.Job on in.Dataset and reports what in.CacheBytes
@@ -230,9 +236,10 @@ func makePlan(m *meter, in PlanInput) (*Plan, error) {
 		return nil, err
 	}
 
-	if err := p.simulate(m, in, newSimulator(trace, in.Dataset.ChunkSizes, in.Dataset.StoreSizes, m), in.Dataset); err != nil {
+	if err := p.simulate(m, in, newSimulator(trace, in.Dataset.ChunkSizes, in.Dataset.StoreSizes, m).withGets(in.Dataset.GETs), in.Dataset); err != nil {
 		return nil, err
 	}
+	p.Bill = gatewayBill(p.Optimal, in.Prices)
 	if in.Importance != nil {
 		if p.Importance, err = planImportance(m, s, in.Importance, in.CacheBytes, in.DiskCacheBytes); err != nil {
 			return nil, err

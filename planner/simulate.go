@@ -86,6 +86,11 @@ type EpochResult struct {
 	HitRatio     float64 `json:"hit_ratio"`
 	BackendBytes int64   `json:"backend_bytes"`
 	DiskBytes    int64   `json:"disk_bytes,omitempty"`
+	// StoreReads are the chunk loads from the store (the misses not read
+	// from a disk), StoreGETs the GETs they take (Dataset.GETs; absent
+	// where the dataset does not say).
+	StoreReads int   `json:"store_reads"`
+	StoreGETs  int64 `json:"store_gets,omitempty"`
 }
 
 // Result is what a cache of CacheBytes under Policy does with a trace: per
@@ -104,6 +109,8 @@ type Result struct {
 	HitRatio       float64       `json:"hit_ratio"`
 	BackendBytes   int64         `json:"backend_bytes"`
 	DiskBytes      int64         `json:"disk_bytes,omitempty"`
+	StoreReads     int           `json:"store_reads"`
+	StoreGETs      int64         `json:"store_gets,omitempty"`
 	Jobs           []JobResult   `json:"jobs,omitempty"`
 	// Components is a mixture's figures per component (a trace of a
 	// mixture's chunks: Plan.Mix), absent otherwise.
@@ -191,6 +198,8 @@ type simulator struct {
 	// the disk sizes[c].
 	sizes []int64
 	store []int64
+	// gets, if not nil, are the GETs a load of each chunk takes.
+	gets  []int32
 	slots []slotKey  // distinct (job, epoch) pairs, ascending
 	runs  []epochRun // maximal runs of accesses of one epoch of one job
 	next  []int      // next[i]: index of the next access to trace[i].Chunk, or never
@@ -241,6 +250,15 @@ type epochRun struct {
 
 // never is the next use of a chunk that is not used again: further than any.
 const never = int(^uint(0) >> 1)
+
+// withGets makes s count the GETs of each load, gets[c] for chunk c
+// (nil: none counted).
+func (s *simulator) withGets(gets []int32) *simulator {
+	if len(gets) == len(s.sizes) {
+		s.gets = gets
+	}
+	return s
+}
 
 // newSimulator returns the simulator of trace over chunks of sizes bytes
 // in the cache, each read from the store at store bytes (nil: sizes),
@@ -443,6 +461,10 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) (Re
 						er.BackendBytes += s.store[c]
 						ce.BackendBytes += s.store[c]
 						ph.BackendBytes += s.store[c]
+						er.StoreReads++
+						if s.gets != nil {
+							er.StoreGETs += int64(s.gets[c])
+						}
 						d.offer(i, c)
 					}
 					pinned[i-start] = cc.admit(c)
@@ -539,6 +561,8 @@ func (s *simulator) result(p Policy, cacheBytes int64, slots []EpochResult) Resu
 		sum.Hits += er.Hits
 		sum.BackendBytes += er.BackendBytes
 		sum.DiskBytes += er.DiskBytes
+		sum.StoreReads += er.StoreReads
+		sum.StoreGETs += er.StoreGETs
 	}
 	for i := range res.Epochs {
 		er := &res.Epochs[i]
@@ -547,6 +571,8 @@ func (s *simulator) result(p Policy, cacheBytes int64, slots []EpochResult) Resu
 		res.Accesses += er.Accesses
 		res.BackendBytes += er.BackendBytes
 		res.DiskBytes += er.DiskBytes
+		res.StoreReads += er.StoreReads
+		res.StoreGETs += er.StoreGETs
 	}
 	res.HitRatio = ratio(res.Hits, res.Accesses)
 	if len(jobs) > 1 {

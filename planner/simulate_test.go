@@ -151,8 +151,8 @@ func TestSimulateEpochOrder(t *testing.T) {
 	r := Simulate(tr, equalSizes(3, 1), 10, LRU)
 	want := []EpochResult{
 		{Epoch: 2, Accesses: 2, Hits: 2, HitRatio: 1, BackendBytes: 0},
-		{Epoch: 5, Accesses: 3, Hits: 1, HitRatio: 1.0 / 3, BackendBytes: 2},
-		{Epoch: 9, Accesses: 1, Hits: 0, HitRatio: 0, BackendBytes: 1},
+		{Epoch: 5, Accesses: 3, Hits: 1, HitRatio: 1.0 / 3, BackendBytes: 2, StoreReads: 2},
+		{Epoch: 9, Accesses: 1, Hits: 0, HitRatio: 0, BackendBytes: 1, StoreReads: 1},
 	}
 	if !slices.Equal(r.Epochs, want) {
 		t.Errorf("Epochs = %+v, want %+v", r.Epochs, want)

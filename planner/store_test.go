@@ -213,6 +213,17 @@ func storeFigures(v any, zero bool) []int64 {
 			tier(dp.Aware)
 		}
 	}
+	bill := func(b *Bill) {
+		if b == nil {
+			return
+		}
+		for i := range b.Epochs {
+			f(&b.Epochs[i].Bytes)
+			ff(&b.Epochs[i].Cost)
+		}
+		f(&b.Total.Bytes)
+		ff(&b.Total.Cost)
+	}
 	mix := func(mp *MixPlan) {
 		if mp == nil {
 			return
@@ -234,6 +245,7 @@ func storeFigures(v any, zero bool) []int64 {
 		}
 		result(&p.LRU)
 		result(&p.Optimal)
+		bill(p.Bill)
 		disk(p.Disk)
 		if ip := p.Importance; ip != nil {
 			for i := range ip.ReadBytes {
@@ -247,6 +259,7 @@ func storeFigures(v any, zero bool) []int64 {
 	case *ClusterPlan:
 		f(&p.DatasetStoreBytes)
 		mix(p.Mix)
+		bill(p.Bill)
 		for i := range p.Epochs {
 			f(&p.Epochs[i].StoreBytes)
 			if zero {

@@ -59,6 +59,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 	if p.Transform != nil {
 		p.Transform.writeText(&b)
 	}
+	p.Bill.writeText(&b)
 
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

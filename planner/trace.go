@@ -35,6 +35,10 @@ type Dataset struct {
 	ChunkSizes []int64 `json:"chunk_sizes"`
 	Counts     []int   `json:"counts"`
 	StoreSizes []int64 `json:"store_sizes,omitempty"`
+	// GETs are the store requests a load of each chunk takes (a chunk
+	// read whole in parts: s3backend.Parts of its size), nil where they
+	// are not known (a dataset served in place reads ranges by field).
+	GETs []int32 `json:"gets,omitempty"`
 }
 
 // stores returns each chunk's bytes read from the store: StoreSizes, or

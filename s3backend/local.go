@@ -103,6 +103,14 @@ func notFound(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG)
 }
 
+// Requests is how many reads a ReadRange of n bytes makes: one.
+func (l *Local) Requests(n int64) int {
+	if n <= 0 {
+		return 0
+	}
+	return 1
+}
+
 // ReadRange fills p from the file at off. The etag, if any, is checked
 // against the opened file, so the bytes read are from the version checked.
 func (l *Local) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {

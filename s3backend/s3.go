@@ -249,6 +249,16 @@ func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, pr
 // store less (the cold epoch's store CPU over the proxy's whole-object
 // GETs fell from +0.066 to +0.017 s/GB, measured at c08b904). One part is shorter than 3/2 of
 // partSize; several are each 3/4 to 5/4 of it.
+// Requests is how many GETs a ReadRange of n bytes sends: what a plan
+// counts a chunk's load as (internal/job/plans.Data).
+func (s *S3) Requests(n int64) int {
+	if n <= 0 {
+		return 0
+	}
+	c, _ := parts(n, s.partSize)
+	return c
+}
+
 func parts(n, partSize int64) (count int, partLen int64) {
 	c := max(1, (n+partSize/2)/partSize)
 	return int(c), (n + c - 1) / c

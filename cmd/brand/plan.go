@@ -84,6 +84,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		shared              sharedJobFlags
 		tf                  planTransform
 		columns, clip       string
+		prices              cli.PriceFlags
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.Var(&srcs, "src", "dataset URL: s3://bucket/prefix, file:///dir or a directory; with --mix, one per component, as name=URL or a URL named after its last path element")
@@ -109,6 +110,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&clip, "clip", "", "plan a clip job of a video or LeRobot dataset: its clip parameters as a request gives them (e.g. 'clip=16&stride=2', or 'delta_timestamps=...&frames=...'), planned as a gateway serving the dataset plans GET /plan?clip=...: the GOPs its clips cover, the store bytes for --cache-size, the decode")
 	fs.Var(&shared, "shared-job", "plan several jobs sharing the cache, one per flag: SPEC is comma-separated key=value pairs of "+
 		"name, seed, window, batch_size, world, epochs, first_epoch, drop_last, speed, start; a key not given takes this command's flag (speed 1, start 0)")
+	prices.Register(fs)
 	cl.register(fs)
 	tf.register(fs)
 	imp.register(fs)
@@ -223,6 +225,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 			Nodes:              cl.nodes,
 			NodeCacheBytes:     int64(cache),
 			NodeDiskCacheBytes: int64(disk),
+			Prices:             prices.Prices(),
 		})
 		if err != nil {
 			return err
@@ -245,6 +248,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		ConsumeBytesPerSec: float64(consume),
 		PrefetchWindows:    pf,
 		Importance:         impMode,
+		Prices:             prices.Prices(),
 	}
 	plan, err := planner.MakePlan(ctx, in)
 	if err != nil {
@@ -393,7 +397,12 @@ func planData(ctx context.Context, store s3backend.Store, ix *chunkindex.Index, 
 			return planner.Dataset{}, fmt.Errorf("--columns %s: the dataset is tar chunks, whose samples are served whole; --columns selects fields of a dataset served in place",
 				strings.Join(columns, ","))
 		}
-		return planner.DatasetOf(ix), nil
+		d := planner.DatasetOf(ix)
+		// Its chunks are read whole, in the store's parts: a load's GETs.
+		if r, ok := store.(interface{ Requests(n int64) int }); ok {
+			d = planner.WithGETs(d, r.Requests)
+		}
+		return d, nil
 	}
 	dec, err := openFormat(ctx, store, ix, formats())
 	if err != nil {

@@ -73,7 +73,7 @@ func planDataset(t *testing.T) (string, planner.Dataset, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir, planner.DatasetOf(ix), cluster.IndexKey(ix.ID())
+	return dir, planner.WithGETs(planner.DatasetOf(ix), store.Requests), cluster.IndexKey(ix.ID())
 }
 
 // `brand plan --nodes` prints the planner's cluster prediction for the

@@ -190,7 +190,7 @@ func TestPlanImportanceCommandAndEndpoint(t *testing.T) {
 	snap := f.snapshot(t)
 	const cache = 256 << 10
 	in := planner.PlanInput{
-		Dataset:            planner.DatasetOf(f.index),
+		Dataset:            planner.WithGETs(planner.DatasetOf(f.index), f.store.Requests),
 		Job:                planner.Job{Params: shuffle.Params{Seed: 3, Window: 4, BatchSize: 16, World: 1}, FirstEpoch: 1, Epochs: 3},
 		CacheBytes:         cache,
 		BackendBytesPerSec: 1 << 30,

@@ -47,7 +47,7 @@ func planMixDatasets(t *testing.T) (web, code string, mix planner.Mix) {
 			t.Fatal(err)
 		}
 		mix.Components = append(mix.Components, planner.MixComponent{Name: c.name, Weight: c.weight,
-			Dataset: planner.DatasetOf(ix), IndexKey: cluster.IndexKey(ix.ID())})
+			Dataset: planner.WithGETs(planner.DatasetOf(ix), store.Requests), IndexKey: cluster.IndexKey(ix.ID())})
 	}
 	return web, code, mix
 }

@@ -55,6 +55,7 @@ type serveFlags struct {
 	maxTextBytes    cli.ByteSize
 	storeGETs       float64
 	storeBytes      cli.ByteSize
+	prices          cli.PriceFlags
 	onDamagedChunk  string
 	transforms      transformFlags
 	indexPoll       time.Duration
@@ -104,6 +105,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	f.maxTextBytes = gateway.DefaultMaxTextBytes
 	fs.Var(&f.maxTextBytes, "max-text-bytes", "longest text value of a sample served in place (Parquet): a chunk holding a longer one is decoded without it, never holding it in memory, and a batch of its sample is refused with 422 naming it (skipped with --on-damaged-chunk skip); 0: no bound")
 	fs.Float64Var(&f.storeGETs, "store-gets-per-sec", 0, "the store's budget of GETs a second, split among a cluster's agreed members: reads are paced under it, and a 503 or 429 from the store halves this node's rate at once (then a sixteenth comes back each quiet second); 0: no bound")
+	f.prices.Register(fs)
 	fs.Var(&f.storeBytes, "store-bytes-per-sec", "the store's budget of bytes read a second, split and paced as --store-gets-per-sec (e.g. 2GiB); 0: no bound")
 	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C (served in place: its indexed checksums, or its decode) is read again before it is declared damaged")
 	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged or lost (its object no longer in the store) at rest, or a clip job's video that does not decode: fail (502; 422 for the decode) or skip (serve the batch without its samples or clips, named in Brand-Missing-* headers, a clip job's counted in /stats)")
@@ -272,6 +274,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		DefaultDataset:      f.defaultDataset,
 		Backend:             backend,
 		StoreBudget:         s3backend.Budget{GETs: f.storeGETs, Bytes: float64(f.storeBytes)},
+		StorePrices:         f.prices.Prices(),
 		CacheSize:           int64(f.cacheSize),
 		DiskCache:           gateway.DiskCacheConfig{Dirs: f.diskDirs(), Size: int64(f.diskCacheSize)},
 		IndexTablesCache:    int64(f.indexTables),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -70,4 +71,28 @@ func (f *S3Flags) Config() s3backend.Config {
 		cfg.PartSize = int64(f.partSize)
 	}
 	return cfg
+}
+
+// PriceFlags are a store's prices, for a plan's bill (api.Prices):
+// `brand serve`'s (GET /plan) and `brand plan`'s.
+type PriceFlags struct {
+	GETs, GiB, CrossGiB float64
+	Currency            string
+}
+
+// Register adds the price flags to fs.
+func (p *PriceFlags) Register(fs *flag.FlagSet) {
+	fs.Float64Var(&p.GETs, "price-per-1000-gets", 0, "the store's price of 1,000 GET requests, for a plan's bill (S3 Standard in us-east-1: 0.0004)")
+	fs.Float64Var(&p.GiB, "price-per-gib", 0, "the price of a GiB read out of the store, for a plan's bill (S3 to the internet: 0.09; within its region: 0)")
+	fs.Float64Var(&p.CrossGiB, "price-cross-node-per-gib", 0, "the price of a GiB sent from node to node, for a cluster plan's bill (across AWS availability zones: 0.02, 0.01 each way)")
+	fs.StringVar(&p.Currency, "price-currency", "USD", "the prices' currency, as the bill names it")
+}
+
+// Prices are the flags' prices; none (and no currency) when every price
+// is zero.
+func (p PriceFlags) Prices() api.Prices {
+	if p.GETs == 0 && p.GiB == 0 && p.CrossGiB == 0 {
+		return api.Prices{}
+	}
+	return api.Prices{GETsPer1000: p.GETs, PerGiB: p.GiB, CrossNodePerGiB: p.CrossGiB, Currency: p.Currency}
 }

@@ -169,6 +169,14 @@ func Data(ds *catalog.Dataset) api.PlanDataset {
 	if differ {
 		d.StoreSizes = store
 	}
+	// A chunk read whole is read in the store's parts; one read in place
+	// is its fields' ranges, not counted.
+	if r, ok := ds.Store.(interface{ Requests(n int64) int }); ok && ds.InPlace == nil {
+		d.GETs = make([]int32, n)
+		for c := range n {
+			d.GETs[c] = int32(r.Requests(store[c]))
+		}
+	}
 	return d
 }
 
