@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cluster/transport"
 )
@@ -66,7 +67,26 @@ func TestJSONBodiesEndThere(t *testing.T) {
 			web = d.Index
 		}
 	}
+	// Task jobs whose lease and answer bodies the cases send.
+	for _, job := range []string{"tl", "tf"} {
+		if resp, b := do(t, http.MethodPut, base+"/tasks/"+job+"?dataset=web", []byte(`{"step": 4}`)); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT task job %s: %d %s", job, resp.StatusCode, b)
+		}
+	}
+	resp, b = do(t, http.MethodPost, base+"/tasks/tf/leases?dataset=web", []byte(`{"generator": "g", "prompts": 1}`))
+	var lease api.TaskLease
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &lease) != nil {
+		t.Fatalf("a lease of tf: %d %s", resp.StatusCode, b)
+	}
 	routes := []jsonRoute{
+		{"PUT", "/tasks/{job}", "/tasks/tj?dataset=web", `{"step": 4}`, http.StatusCreated,
+			"/tasks/tj?dataset=web", http.StatusNotFound, "no task job"},
+		{"POST", "/tasks/{job}/leases", "/tasks/tl/leases?dataset=web", `{"generator": "g", "prompts": 1}`, http.StatusCreated,
+			"/tasks/tl?dataset=web", http.StatusOK, `"leases": 0,`},
+		{"POST", "/tasks/{job}/leases/{lease}/feedback", "/tasks/tf/leases/" + lease.Lease + "/feedback?dataset=web",
+			`{"results": [{"key": "` + lease.Prompts[0].Key + `", "passes": 1, "n": 2}]}`, http.StatusOK,
+			"/tasks/tf?dataset=web", http.StatusOK, `"feedback_rows": 0,`},
+		{"POST", "/tasks/{job}/trainer", "/tasks/tf/trainer?dataset=web", `{"step": 0}`, http.StatusOK, "", 0, ""},
 		{"PUT", "/jobs/{job}/schedule", "/jobs/first/schedule", first, http.StatusCreated,
 			"/jobs/first/schedule", http.StatusNotFound, "no stored schedule"},
 		{"POST", "/jobs/{job}/schedule", "/jobs/edited/schedule",
@@ -86,8 +106,8 @@ func TestJSONBodiesEndThere(t *testing.T) {
 		if method != http.MethodPost && method != http.MethodPut {
 			return nil
 		}
-		if route == "/importance/{job}/seal" || route == transport.FeedbackPath+"{job}" || slices.Contains(notJSON, route) {
-			return nil // a seal, and a seal's settlement, take no body
+		if route == "/importance/{job}/seal" || route == transport.FeedbackPath+"{job}" || route == "/prewarm" || slices.Contains(notJSON, route) {
+			return nil // a seal, a seal's settlement and a prewarm take no body
 		}
 		if !slices.ContainsFunc(routes, func(r jsonRoute) bool { return r.method == method && r.pattern == route }) {
 			t.Errorf("%s %s takes a body and has no case here", method, route)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
 )
 
 // maxPrewarmSteps bounds the steps one prewarm reads.
@@ -23,7 +24,14 @@ const maxPrewarmSteps = 4096
 // prewarmParallel is how many ranks' batches a prewarm reads at once.
 const prewarmParallel = 8
 
-// handlePrewarm serves POST /prewarm?JOB[&epoch=E][&steps=K]: it reads
+// prewarmAPI serves POST /prewarm over the gateway's own routes (next):
+// a prewarm reads a job's batches as its ranks would.
+type prewarmAPI struct {
+	jobs *resolve.Resolver
+	next http.Handler
+}
+
+// handle serves POST /prewarm?JOB[&epoch=E][&steps=K]: it reads
 // the job's first K steps of epoch E (every rank's batch of each) into
 // the caches — on a cluster, each chunk into its owner's — before the
 // job starts, as the job's own requests would read them, and answers a
@@ -32,7 +40,7 @@ const prewarmParallel = 8
 // batches' bytes are read and dropped: what stays is the chunks cached,
 // and the job's stream known to the use table, so that its next chunks
 // are prefetched and its first ones kept for it.
-func (g *Gateway) handlePrewarm(w http.ResponseWriter, r *http.Request) {
+func (a prewarmAPI) handle(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := r.URL.Query()
 	epoch, steps := 0, 0
@@ -53,13 +61,13 @@ func (g *Gateway) handlePrewarm(w http.ResponseWriter, r *http.Request) {
 	v.Del("steps")
 	var q query.Query
 	if err == nil {
-		q, err = query.Parse(v.Encode(), query.JobParams, g.jobs.Defaults(), g.jobs.Limits())
+		q, err = query.Parse(v.Encode(), query.JobParams, a.jobs.Defaults(), a.jobs.Limits())
 	}
 	var info api.EpochInfo
 	if err == nil {
-		j, jerr := g.jobs.Epoch(ctx, v.Encode(), strconv.Itoa(epoch), "")
+		j, jerr := a.jobs.Epoch(ctx, v.Encode(), strconv.Itoa(epoch), "")
 		if err = jerr; err == nil {
-			info, err = g.jobs.Orders().Info(j.Source, j.Query.Job, j.Epoch)
+			info, err = a.jobs.Orders().Info(j.Source, j.Query.Job, j.Epoch)
 		}
 	}
 	if err != nil {
@@ -69,7 +77,7 @@ func (g *Gateway) handlePrewarm(w http.ResponseWriter, r *http.Request) {
 	world := max(q.Job.World, 1)
 	perRank := info.Batches // each rank's batches of the epoch
 	if steps == 0 {
-		steps = g.firstWindowSteps(q, world)
+		steps = a.firstWindowSteps(q, world)
 	}
 	steps = min(steps, perRank)
 	w.Header().Set("Content-Type", "application/jsonl")
@@ -85,7 +93,7 @@ func (g *Gateway) handlePrewarm(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	p := api.PrewarmProgress{Of: steps}
 	for s := range steps {
-		n, bytes, status, msg := g.prewarmStep(ctx, r, v, epoch, s, world)
+		n, bytes, status, msg := a.step(ctx, r, v, epoch, s, world)
 		p.Steps, p.Batches, p.Bytes = s+1, p.Batches+n, p.Bytes+bytes
 		if msg != "" {
 			p.Error, p.Status = msg, status
@@ -100,8 +108,8 @@ func (g *Gateway) handlePrewarm(w http.ResponseWriter, r *http.Request) {
 
 // firstWindowSteps is about the steps that read a job's first window of
 // chunks: the window's samples over a global batch.
-func (g *Gateway) firstWindowSteps(q query.Query, world int) int {
-	ds, err := g.jobs.Version(q.Job)
+func (a prewarmAPI) firstWindowSteps(q query.Query, world int) int {
+	ds, err := a.jobs.Version(q.Job)
 	if err != nil || ds.Index.NumChunks() == 0 {
 		return 1
 	}
@@ -110,9 +118,9 @@ func (g *Gateway) firstWindowSteps(q query.Query, world int) int {
 	return max(1, int(math.Ceil(float64(max(q.Job.Window, 1))*perChunk/global)))
 }
 
-// prewarmStep reads every rank's batch s of the epoch through the
+// step reads every rank's batch s of the epoch through the
 // gateway's own routes (with the asker's credentials), dropping the bytes.
-func (g *Gateway) prewarmStep(ctx context.Context, r *http.Request, v url.Values, epoch, s, world int) (n int, bytes int64, status int, msg string) {
+func (a prewarmAPI) step(ctx context.Context, r *http.Request, v url.Values, epoch, s, world int) (n int, bytes int64, status int, msg string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, prewarmParallel)
@@ -135,7 +143,7 @@ func (g *Gateway) prewarmStep(ctx context.Context, r *http.Request, v url.Values
 			req.Header.Set("Authorization", r.Header.Get("Authorization"))
 			req.RemoteAddr = r.RemoteAddr
 			rec := &dropWriter{header: http.Header{}}
-			g.handler.ServeHTTP(rec, req)
+			a.next.ServeHTTP(rec, req)
 			mu.Lock()
 			defer mu.Unlock()
 			n++

@@ -56,7 +56,7 @@ func (g *Gateway) routes() http.Handler {
 			r.Get("/jobs/{job}/exclude", editAPI{g.jobs.Edits(), g.catalog}.handleExcludeGet)
 			r.Get("/jobs/{job}/append", editAPI{g.jobs.Edits(), g.catalog}.handleAppendGet)
 			r.Get("/jobs/{job}/edits", editAPI{g.jobs.Edits(), g.catalog}.handleEditsGet)
-			r.Post("/prewarm", g.handlePrewarm)
+			r.Post("/prewarm", prewarmAPI{jobs: g.jobs, next: g}.handle)
 			r.Get("/tasks/{job}", g.tasks.handlePlan)
 			r.Get("/tasks/{job}/leases", g.tasks.handleOpen)
 			r.Get("/tasks/{job}/leases/{lease}/samples", g.tasks.handleSamples)

@@ -141,7 +141,7 @@ func taskPlan(job string, s *task.Stream) api.TaskPlan {
 		out.Pass, out.PassesDone = c.Pass, c.PassesDone
 		out.Pending, out.Leased, out.Front, out.Waiting, out.Retired, out.InBand = c.Pending, c.Leased, c.Front, c.Waiting, c.Retired, c.InBand
 		out.Counted, out.Redrawn, out.Rested, out.Expired, out.FeedbackRows, out.Repeats = c.Counted, c.Redrawn, c.Rested, c.Expired, c.Rows, c.Repeats
-		out.Leases, out.OpenLeases, out.StepsFull, out.Trainer = p.Leases(), c.OpenLeases, p.StepsFull(), p.Trainer()
+		out.Leases, out.OpenLeases, out.StepsFull, out.Trainer = p.Leases().Made(), c.OpenLeases, p.Steps().Full(), p.Trainer()
 		out.Digest = fmt.Sprintf("%016x", p.Digest())
 	})
 	out.Segments, out.LogBytes, out.DamagedSegments, _ = s.Log()
@@ -151,7 +151,7 @@ func taskPlan(job string, s *task.Stream) api.TaskPlan {
 // leaseOf is lease l on the wire.
 func leaseOf(p *task.Plan, ds *catalog.Dataset, l task.Lease) api.TaskLease {
 	out := api.TaskLease{Lease: p.LeaseName(l.ID), Generator: l.Gen, Step: l.Step,
-		Expires: p.Time(p.Deadline(l.ID)).UTC().Format(time.RFC3339Nano), Prompts: make([]api.TaskPrompt, len(l.Prompts))}
+		Expires: p.Time(p.Leases().Deadline(l.ID)).UTC().Format(time.RFC3339Nano), Prompts: make([]api.TaskPrompt, len(l.Prompts))}
 	for i, q := range l.Prompts {
 		out.Prompts[i] = api.TaskPrompt{Key: ds.Index.SampleKey(int(q)), ID: int(q), Pass: l.Passes[i]}
 	}
@@ -191,7 +191,7 @@ func (a taskAPI) handleOpen(w http.ResponseWriter, r *http.Request) {
 	gen := r.URL.Query().Get("generator")
 	out := api.TaskLeases{Leases: []api.TaskLease{}}
 	s.View(func(p *task.Plan) {
-		for _, l := range p.OpenOf(gen) {
+		for _, l := range p.Leases().OpenOf(gen) {
 			out.Leases = append(out.Leases, leaseOf(p, ds, l))
 		}
 	})
@@ -215,7 +215,7 @@ func (a taskAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	var ids []int
 	if err == nil {
 		s.View(func(p *task.Plan) {
-			l, open := p.Open(id)
+			l, open := p.Leases().Open(id)
 			if !open {
 				err = fmt.Errorf("%w: lease %s is not open: its prompts were answered, or it expired", task.ErrLease, p.LeaseName(id))
 				return
@@ -347,7 +347,7 @@ func (a taskAPI) handleStep(w http.ResponseWriter, r *http.Request) {
 			out.Prompts = make([]api.TaskCounted, len(c))
 			for i, x := range c {
 				o := api.TaskCounted{Key: ds.Index.SampleKey(int(x.Prompt)), ID: int(x.Prompt), Lease: p.LeaseName(x.Lease), Pass: x.Pass, Version: x.Version}
-				if o.Scores = p.Scores(x); o.Scores == nil {
+				if o.Scores = p.Steps().Scores(x); o.Scores == nil {
 					ps := int(x.Passes)
 					o.Passes, o.N = &ps, int(x.N)
 				}

@@ -76,7 +76,7 @@ func benchRun(tb testing.TB, s Spec, rows int) (p *Plan, recs []Record) {
 			leases = append(leases, out.Lease)
 		}
 		if len(leases) == 0 {
-			tb.Fatalf("nothing to lease at step %d: %v", p.StepsFull(), p.nothingToLease())
+			tb.Fatalf("nothing to lease at step %d: %v", p.Steps().Full(), p.nothingToLease())
 		}
 		for _, l := range leases {
 			var rs []Row
@@ -88,7 +88,7 @@ func benchRun(tb testing.TB, s Spec, rows int) (p *Plan, recs []Record) {
 			}
 			applied += len(rs)
 		}
-		if full := p.StepsFull(); full > p.Trainer() {
+		if full := p.Steps().Full(); full > p.Trainer() {
 			apply(Record{Kind: recTrainer, Step: full})
 		}
 	}
@@ -148,7 +148,7 @@ func BenchmarkLeaseAnswer(b *testing.B) {
 	for b.Loop() {
 		out := p.Apply(Record{Kind: recLease, T: clock, Gen: "g", K: benchLease})
 		if out.Err != nil {
-			p.Apply(Record{Kind: recTrainer, T: clock, Step: p.StepsFull()})
+			p.Apply(Record{Kind: recTrainer, T: clock, Step: p.Steps().Full()})
 			continue
 		}
 		rows = rows[:0]
@@ -239,7 +239,7 @@ func BenchmarkStreamLeaseAnswer(b *testing.B) {
 		l, err := str.Lease(ctx, "g", benchLease)
 		if err != nil {
 			var full uint64
-			str.View(func(p *Plan) { full = p.StepsFull() })
+			str.View(func(p *Plan) { full = p.Steps().Full() })
 			if err := str.Train(ctx, full); err != nil {
 				b.Fatal(err)
 			}

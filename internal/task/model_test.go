@@ -171,7 +171,7 @@ func runModel(t *testing.T, seed uint64) {
 		case r < 85:
 			s := node()
 			var full uint64
-			s.View(func(p *Plan) { full = p.StepsFull() })
+			s.View(func(p *Plan) { full = p.Steps().Full() })
 			if err := s.Train(ctx, full); err != nil {
 				t.Fatal(err)
 			}
@@ -242,8 +242,8 @@ func runModel(t *testing.T, seed uint64) {
 			if sum := c.Pending + c.Leased + c.Front + c.Waiting + c.Retired; sum != prompts {
 				t.Fatalf("node %d: %+v places %d prompts of %d", i, c, sum, prompts)
 			}
-			if c.Leased != p.leased {
-				t.Fatalf("node %d: %d prompts leased, the plan counts %d", i, c.Leased, p.leased)
+			if c.Leased != p.leases.leased {
+				t.Fatalf("node %d: %d prompts leased, the plan counts %d", i, c.Leased, p.leases.leased)
 			}
 			if front := len(p.front) - p.fhead; c.Front != front {
 				t.Fatalf("node %d: %d prompts at the front, its queue holds %d", i, c.Front, front)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"slices"
 	"time"
 
 	"github.com/brandgw/brand/internal/seeded"
@@ -83,20 +82,9 @@ type Plan struct {
 	retired []uint32 // in the order retired; revisits keep this order
 
 	clock   uint64
-	status  []uint8  // by lease number − 1
-	made    []uint64 // each lease's time
-	open    map[uint64]*openLease
-	openQ   []uint64
-	ohead   int
-	leased  int // prompts leased, not answered
+	leases  LeaseBook
 	trainer uint64
-
-	// counted are the counted answers from the cbase-th on, scores their
-	// scores from the sbase-th: the steps the trainer left far behind
-	// are forgotten (spec.Keep).
-	counted      []Counted
-	scores       []float32
-	cbase, sbase uint64
+	steps   StepLog
 
 	stats struct {
 		redrawn, rested, expired int
@@ -110,8 +98,8 @@ type Plan struct {
 func NewPlan(spec Spec) *Plan {
 	spec = spec.WithDefaults()
 	n := spec.Prompts
-	p := &Plan{spec: spec, pol: policies[spec.Policy](spec), ttl: uint64(time.Duration(spec.TTL).Milliseconds()),
-		prompts: make([]prompt, n), hist: make([]float32, n*spec.History), open: map[uint64]*openLease{}}
+	p := &Plan{spec: spec, pol: policies[spec.Policy](spec), leases: newLeaseBook(uint64(time.Duration(spec.TTL).Milliseconds())),
+		steps: StepLog{b: uint64(spec.Step)}, prompts: make([]prompt, n), hist: make([]float32, n*spec.History)}
 	w := make([]uint64, n)
 	for i := range w {
 		w[i] = fixedWeight(p.pol.weight(nil))
@@ -161,8 +149,8 @@ func (p *Plan) Apply(r Record) Outcome {
 	case recFeedback:
 		return p.answer(r)
 	case recTrainer:
-		p.trainer = max(p.trainer, min(r.Step, p.StepsFull()))
-		p.forget()
+		p.trainer = max(p.trainer, min(r.Step, p.steps.Full()))
+		p.steps.forget(p.trainer, uint64(p.spec.Keep))
 	}
 	return Outcome{}
 }
@@ -173,41 +161,19 @@ func (p *Plan) Clock() uint64 { return p.clock }
 
 // expire ends the leases whose deadline has passed: their unanswered
 // prompts go to the front of the plan, in the order of the leases and of
-// each one's prompts. Leases are made in time order with one TTL, so
-// their deadlines come in their numbers' order.
+// each one's prompts.
 func (p *Plan) expire() {
-	for p.ohead < len(p.openQ) {
-		id := p.openQ[p.ohead]
-		l := p.open[id]
-		if l == nil {
-			p.ohead++
-			continue
-		}
-		if l.t+p.ttl > p.clock {
-			break
-		}
-		for i, q := range l.prompts {
-			if !l.done[i] {
-				p.pushFront(q)
-				p.leased--
-				p.stats.expired++
-				p.mix(uint64(q) | 1<<40)
-			}
-		}
-		delete(p.open, id)
-		p.status[id-1] = leaseExpired
-		p.ohead++
-	}
-	if p.ohead > 1024 && p.ohead*2 > len(p.openQ) {
-		p.openQ = append(p.openQ[:0], p.openQ[p.ohead:]...)
-		p.ohead = 0
-	}
+	p.leases.expire(p.clock, func(q uint32) {
+		p.pushFront(q)
+		p.stats.expired++
+		p.mix(uint64(q) | 1<<40)
+	})
 }
 
 // Window is how many prompts may be leased now: up to the trainer's step
 // plus ahead steps, beyond those counted and those leased.
 func (p *Plan) Window() int {
-	allowed := int64(p.trainer+uint64(p.spec.Ahead))*int64(p.spec.Step) - int64(p.total()) - int64(p.leased)
+	allowed := int64(p.trainer+uint64(p.spec.Ahead))*int64(p.spec.Step) - int64(p.steps.Total()) - int64(p.leases.leased)
 	return int(max(0, min(allowed, MaxWindow)))
 }
 
@@ -218,8 +184,8 @@ func (p *Plan) lease(r Record) Outcome {
 	if k == 0 {
 		return Outcome{Err: p.nothingToLease()}
 	}
-	id := uint64(len(p.status)) + 1
-	l := &openLease{gen: r.Gen, t: p.clock, step: (p.total() + uint64(p.leased)) / uint64(p.spec.Step)}
+	id := p.leases.Made() + 1
+	l := &openLease{gen: r.Gen, t: p.clock, step: (p.steps.Total() + uint64(p.leases.leased)) / uint64(p.spec.Step)}
 	for len(l.prompts) < k && p.fhead < len(p.front) {
 		q := p.front[p.fhead]
 		p.fhead++
@@ -247,8 +213,6 @@ func (p *Plan) lease(r Record) Outcome {
 	if len(l.prompts) == 0 {
 		return Outcome{Err: p.nothingToLease()}
 	}
-	p.status = append(p.status, leaseOpen)
-	p.made = append(p.made, p.clock)
 	l.passes = make([]uint32, len(l.prompts))
 	l.done = make([]bool, len(l.prompts))
 	l.left = len(l.prompts)
@@ -258,9 +222,7 @@ func (p *Plan) lease(r Record) Outcome {
 		l.passes[i] = p.prompts[q].served
 		p.mix(uint64(q))
 	}
-	p.leased += len(l.prompts)
-	p.open[id] = l
-	p.openQ = append(p.openQ, id)
+	p.leases.add(l, p.clock)
 	return Outcome{Lease: &Lease{ID: id, Gen: l.gen, Step: l.step, T: l.t, Prompts: l.prompts, Passes: l.passes}}
 }
 
@@ -273,7 +235,7 @@ func (p *Plan) nothingToLease() error {
 			ErrWindow, p.spec.Ahead, p.trainer)
 	}
 	return fmt.Errorf("%w: every prompt that is not retired is leased or answered for this pass (%d leased); lease again when answers come back or leases expire",
-		ErrWindow, p.leased)
+		ErrWindow, p.leases.leased)
 }
 
 // advance starts the next pass, with the prompts done with this one that
@@ -281,7 +243,7 @@ func (p *Plan) nothingToLease() error {
 // whether the pass has prompts to draw; it starts none while this pass
 // has prompts waiting elsewhere and none to start it with.
 func (p *Plan) advance() bool {
-	revisits := p.spec.Revisit > 0 && len(p.retired) > 0 && p.leased == 0 && p.fhead == len(p.front)
+	revisits := p.spec.Revisit > 0 && len(p.retired) > 0 && p.leases.leased == 0 && p.fhead == len(p.front)
 	if len(p.next) == 0 && !revisits {
 		return false
 	}
@@ -312,13 +274,13 @@ func (p *Plan) advance() bool {
 
 // answer applies a lease's feedback.
 func (p *Plan) answer(r Record) Outcome {
-	if r.Lease == 0 || r.Lease > uint64(len(p.status)) {
+	if r.Lease == 0 || r.Lease > p.leases.Made() {
 		return Outcome{Err: fmt.Errorf("%w: no lease %s of this job", ErrLease, p.LeaseName(r.Lease))}
 	}
-	l := p.open[r.Lease]
+	l := p.leases.open[r.Lease]
 	if l == nil {
-		if p.status[r.Lease-1] == leaseExpired {
-			return Outcome{Err: &ExpiredError{Lease: p.LeaseName(r.Lease), Deadline: p.Time(p.made[r.Lease-1] + p.ttl)}}
+		if p.leases.status[r.Lease-1] == leaseExpired {
+			return Outcome{Err: &ExpiredError{Lease: p.LeaseName(r.Lease), Deadline: p.Time(p.leases.Deadline(r.Lease))}}
 		}
 		return Outcome{Answer: &Answer{Repeats: len(r.Rows)}}
 	}
@@ -342,16 +304,10 @@ func (p *Plan) answer(r Record) Outcome {
 			p.stats.repeats++
 			continue
 		}
-		l.done[i] = true
-		l.left--
-		p.leased--
+		p.leases.answered(r.Lease, l, i)
 		a.Applied++
 		p.stats.rows++
 		p.resolve(w, l.passes[i], r.Lease, a)
-	}
-	if l.left == 0 {
-		delete(p.open, r.Lease)
-		p.status[r.Lease-1] = leaseAnswered
 	}
 	return Outcome{Answer: a}
 }
@@ -415,13 +371,7 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 	verdict := uint64(0)
 	switch {
 	case counts:
-		c := Counted{Prompt: w.Prompt, Pass: pass, Version: w.Version, Lease: lease, Passes: uint16(passes), N: uint16(n)}
-		if w.Scores != nil {
-			c.scoreAt, c.scoreN = p.sbase+uint64(len(p.scores)), uint32(len(w.Scores))
-			p.scores = append(p.scores, w.Scores...)
-		}
-		p.counted = append(p.counted, c)
-		s := (p.total() - 1) / uint64(p.spec.Step)
+		s := p.steps.add(Counted{Prompt: w.Prompt, Pass: pass, Version: w.Version, Lease: lease, Passes: uint16(passes), N: uint16(n)}, w.Scores)
 		if len(a.Steps) == 0 || a.Steps[len(a.Steps)-1] != s {
 			a.Steps = append(a.Steps, s)
 		}
@@ -501,62 +451,14 @@ func (p *Plan) mix(v uint64) { p.digest = seeded.Mix64(p.digest ^ v) }
 // Digest is the digest of every decision made so far.
 func (p *Plan) Digest() uint64 { return p.digest }
 
-// StepsFull is the number of full steps.
-func (p *Plan) StepsFull() uint64 { return p.total() / uint64(p.spec.Step) }
+// Steps are the plan's counted answers, step by step.
+func (p *Plan) Steps() *StepLog { return &p.steps }
 
-// total is the number of answers counted, forgotten ones included.
-func (p *Plan) total() uint64 { return p.cbase + uint64(len(p.counted)) }
-
-// forget drops the counted answers of the steps more than spec.Keep
-// behind the trainer, in pieces of at least a quarter of what is kept.
-func (p *Plan) forget() {
-	b := uint64(p.spec.Step)
-	keep := uint64(p.spec.Keep)
-	if p.trainer <= keep {
-		return
-	}
-	from := (p.trainer - keep) * b
-	if from <= p.cbase || from-p.cbase < max(keep*b/4, 1) {
-		return
-	}
-	drop := from - p.cbase
-	last := p.counted[drop-1]
-	if send := last.scoreAt + uint64(last.scoreN); send > p.sbase {
-		p.scores = append(p.scores[:0:0], p.scores[send-p.sbase:]...)
-		p.sbase = send
-	}
-	p.counted = append(p.counted[:0:0], p.counted[drop:]...)
-	p.cbase = from
-}
-
-// Forgotten reports whether step s is full and forgotten.
-func (p *Plan) Forgotten(s uint64) bool { return s < p.StepsFull() && s*uint64(p.spec.Step) < p.cbase }
+// Leases are the plan's leases.
+func (p *Plan) Leases() *LeaseBook { return &p.leases }
 
 // Trainer is the trainer's step.
 func (p *Plan) Trainer() uint64 { return p.trainer }
-
-// Step is step s's counted answers, and false while it is not full.
-func (p *Plan) Step(s uint64) ([]Counted, bool) {
-	b := uint64(p.spec.Step)
-	if s >= p.StepsFull() {
-		return nil, false
-	}
-	if s*b < p.cbase {
-		return nil, false
-	}
-	return p.counted[s*b-p.cbase : s*b-p.cbase+b], true
-}
-
-// CountedSoFar is the number of counted answers.
-func (p *Plan) CountedSoFar() int { return int(p.total()) }
-
-// Scores are a counted answer's scores (nil for one given as passes).
-func (p *Plan) Scores(c Counted) []float32 {
-	if c.scoreN == 0 {
-		return nil
-	}
-	return p.scores[c.scoreAt-p.sbase : c.scoreAt-p.sbase+uint64(c.scoreN)]
-}
 
 // LeaseName is lease id's name: the job's tag and its number.
 func (p *Plan) LeaseName(id uint64) string { return fmt.Sprintf("%s-%d", p.spec.Tag, id) }
@@ -564,71 +466,16 @@ func (p *Plan) LeaseName(id uint64) string { return fmt.Sprintf("%s-%d", p.spec.
 // Time is a plan time as a wall time.
 func (p *Plan) Time(t uint64) time.Time { return time.UnixMilli(p.spec.Made + int64(t)) }
 
-// Deadline is when lease id expires (ms since the job was made).
-func (p *Plan) Deadline(id uint64) uint64 { return p.made[id-1] + p.ttl }
-
-// Leases is the number of leases made.
-func (p *Plan) Leases() uint64 { return uint64(len(p.status)) }
-
-// Open is an open lease's prompts not yet answered, with their passes,
-// and false for a lease that is not open.
-func (p *Plan) Open(id uint64) (Lease, bool) {
-	l := p.open[id]
-	if l == nil {
-		return Lease{}, false
-	}
-	out := Lease{ID: id, Gen: l.gen, Step: l.step, T: l.t}
-	for i, q := range l.prompts {
-		if !l.done[i] {
-			out.Prompts = append(out.Prompts, q)
-			out.Passes = append(out.Passes, l.passes[i])
-		}
-	}
-	return out, true
-}
-
-// OpenOf is generator gen's open leases, first made first.
-func (p *Plan) OpenOf(gen string) []Lease {
-	var out []Lease
-	for _, id := range p.openQ[p.ohead:] {
-		if l := p.open[id]; l != nil && l.gen == gen {
-			o, _ := p.Open(id)
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// Holds reports whether open lease id holds prompt q unanswered, and
-// whether the lease is open at all.
-func (p *Plan) Holds(id uint64, q uint32) (holds, open bool) {
-	l := p.open[id]
-	if l == nil {
-		return false, false
-	}
-	return slices.Contains(l.prompts, q), true
-}
-
-// ExpiresBy reports whether a record at t would expire a lease.
-func (p *Plan) ExpiresBy(t uint64) bool {
-	for _, id := range p.openQ[p.ohead:] {
-		if l := p.open[id]; l != nil {
-			return l.t+p.ttl <= t
-		}
-	}
-	return false
-}
-
 // Leasable reports whether a lease now (at t) could be given prompts.
 func (p *Plan) Leasable(t uint64) bool {
-	if p.ExpiresBy(t) {
+	if p.leases.ExpiresBy(t) {
 		return true
 	}
 	if p.Window() == 0 {
 		return false
 	}
 	return p.fhead < len(p.front) || p.tree.sum > 0 || len(p.next) > 0 ||
-		(p.spec.Revisit > 0 && len(p.retired) > 0 && p.leased == 0)
+		(p.spec.Revisit > 0 && len(p.retired) > 0 && p.leases.leased == 0)
 }
 
 // Counts is where the plan's prompts are, and its answers.
@@ -642,8 +489,8 @@ type Counts struct {
 
 // Count counts the plan's prompts by where they are: O(prompts).
 func (p *Plan) Count() Counts {
-	c := Counts{Pass: p.cur, PassesDone: math.MaxUint32, Counted: int(p.total()), Redrawn: p.stats.redrawn,
-		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, OpenLeases: len(p.open)}
+	c := Counts{Pass: p.cur, PassesDone: math.MaxUint32, Counted: int(p.steps.Total()), Redrawn: p.stats.redrawn,
+		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, OpenLeases: p.leases.OpenCount()}
 	for q := range p.prompts {
 		switch p.prompts[q].where {
 		case inPool:

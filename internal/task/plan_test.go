@@ -37,10 +37,10 @@ func newSim(t *testing.T, s Spec) *sim {
 func (m *sim) apply(r Record) Outcome {
 	r.T = m.clock
 	m.recs = append(m.recs, r)
-	full := m.p.StepsFull()
+	full := m.p.Steps().Full()
 	out := m.p.Apply(r)
-	for n := full; n < m.p.StepsFull(); n++ {
-		c, _ := m.p.Step(n)
+	for n := full; n < m.p.Steps().Full(); n++ {
+		c, _ := m.p.Steps().Step(n)
 		for _, x := range c {
 			m.counted[[2]uint32{x.Prompt, x.Pass}]++
 		}
@@ -67,7 +67,7 @@ func (m *sim) answer(l *Lease, f func(q uint32) (passes, n uint16)) Answer {
 }
 
 func (m *sim) train() {
-	m.apply(Record{Kind: recTrainer, Step: m.p.StepsFull()})
+	m.apply(Record{Kind: recTrainer, Step: m.p.Steps().Full()})
 }
 
 // replayed is the digest of the recorded run replayed on a new plan.
@@ -148,11 +148,11 @@ func TestDynamicSamplingRedrawsThenRests(t *testing.T) {
 	if c.Redrawn != 40 || c.Rested != 20 {
 		t.Fatalf("redrawn %d, rested %d; want 40 and 20 (20 flat prompts, 2 redraws each)", c.Redrawn, c.Rested)
 	}
-	if got := m.p.CountedSoFar(); got != 40 {
+	if got := int(m.p.Steps().Total()); got != 40 {
 		t.Fatalf("%d counted in the pass, want the 40 with variance", got)
 	}
-	if m.p.StepsFull() != 10 {
-		t.Fatalf("%d full steps, want 10 of exactly 4", m.p.StepsFull())
+	if m.p.Steps().Full() != 10 {
+		t.Fatalf("%d full steps, want 10 of exactly 4", m.p.Steps().Full())
 	}
 }
 
@@ -287,7 +287,7 @@ func TestNodesShareOnePlan(t *testing.T) {
 				if errors.Is(err, ErrWindow) {
 					s.Train(ctx, 1<<62)
 					full := uint64(0)
-					s.View(func(p *Plan) { full = p.StepsFull() })
+					s.View(func(p *Plan) { full = p.Steps().Full() })
 					if err := s.Train(ctx, full); err != nil {
 						t.Error(err)
 					}
@@ -368,26 +368,26 @@ func TestForgetKeepsTheDecisions(t *testing.T) {
 	if few.p.Digest() != all.p.Digest() {
 		t.Fatal("forgetting steps changed a decision")
 	}
-	if few.p.cbase == 0 || len(few.p.counted) > 4*2*2+8 {
-		t.Fatalf("kept %d counted answers from %d", len(few.p.counted), few.p.cbase)
+	if few.p.steps.cbase == 0 || len(few.p.steps.counted) > 4*2*2+8 {
+		t.Fatalf("kept %d counted answers from %d", len(few.p.steps.counted), few.p.steps.cbase)
 	}
-	full := few.p.StepsFull()
+	full := few.p.Steps().Full()
 	for s := range full {
-		c, ok := few.p.Step(s)
-		if ok != !few.p.Forgotten(s) {
-			t.Fatalf("step %d: held %v, forgotten %v", s, ok, few.p.Forgotten(s))
+		c, ok := few.p.Steps().Step(s)
+		if ok != !few.p.Steps().Forgotten(s) {
+			t.Fatalf("step %d: held %v, forgotten %v", s, ok, few.p.Steps().Forgotten(s))
 		}
 		if !ok {
 			continue
 		}
-		d, _ := all.p.Step(s)
+		d, _ := all.p.Steps().Step(s)
 		for i := range c {
-			if c[i] != d[i] || fmt.Sprint(few.p.Scores(c[i])) != fmt.Sprint(all.p.Scores(d[i])) {
+			if c[i] != d[i] || fmt.Sprint(few.p.Steps().Scores(c[i])) != fmt.Sprint(all.p.Steps().Scores(d[i])) {
 				t.Fatalf("step %d differs where both hold it", s)
 			}
 		}
 	}
-	if few.p.Forgotten(full - 1) {
+	if few.p.Steps().Forgotten(full - 1) {
 		t.Fatal("the last step is forgotten")
 	}
 }

@@ -78,20 +78,20 @@ type snapCounted struct {
 func (s *Stream) encodeSnapshot() ([]byte, error) {
 	p := s.plan
 	sn := snapshot{Segs: s.segs, Diverged: s.diverged, Bytes: s.bytes, Damaged: s.damaged, Hist: p.hist, Cur: p.cur,
-		Front: p.front[p.fhead:], Next: p.next, Retired: p.retired, Clock: p.clock, Status: p.status, Made: p.made,
-		Leased: p.leased, Trainer: p.trainer, Scores: p.scores, CBase: p.cbase, SBase: p.sbase,
+		Front: p.front[p.fhead:], Next: p.next, Retired: p.retired, Clock: p.clock, Status: p.leases.status, Made: p.leases.made,
+		Leased: p.leases.leased, Trainer: p.trainer, Scores: p.steps.scores, CBase: p.steps.cbase, SBase: p.steps.sbase,
 		Redrawn: p.stats.redrawn, Rested: p.stats.rested, Exp: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, Digest: p.digest}
 	sn.Prompts = make([]snapPrompt, len(p.prompts))
 	for i, pr := range p.prompts {
 		sn.Prompts[i] = snapPrompt{Served: pr.served, Redraws: pr.redraws, Solves: pr.solves, Where: pr.where, HN: pr.hn, HAt: pr.hat, Revisit: pr.revisit}
 	}
-	for _, id := range p.openQ[p.ohead:] {
-		if l := p.open[id]; l != nil {
+	for _, id := range p.leases.openQ[p.leases.ohead:] {
+		if l := p.leases.open[id]; l != nil {
 			sn.Open = append(sn.Open, snapLease{ID: id, T: l.t, Step: l.step, Gen: l.gen, Prompts: l.prompts, Passes: l.passes, Done: l.done, Left: l.left})
 		}
 	}
-	sn.Counted = make([]snapCounted, len(p.counted))
-	for i, c := range p.counted {
+	sn.Counted = make([]snapCounted, len(p.steps.counted))
+	for i, c := range p.steps.counted {
 		sn.Counted[i] = snapCounted{Prompt: c.Prompt, Pass: c.Pass, Version: c.Version, ScoreN: c.scoreN, Lease: c.Lease, ScoreAt: c.scoreAt, Passes: c.Passes, N: c.N}
 	}
 	var buf bytes.Buffer
@@ -119,19 +119,19 @@ func (s *Stream) restore(b []byte) error {
 		p.prompts[i] = prompt{served: x.Served, redraws: x.Redraws, solves: x.Solves, where: x.Where, hn: x.HN, hat: x.HAt, revisit: x.Revisit}
 	}
 	p.hist, p.cur, p.front, p.next, p.retired = sn.Hist, sn.Cur, sn.Front, sn.Next, sn.Retired
-	p.clock, p.status, p.made, p.leased, p.trainer = sn.Clock, sn.Status, sn.Made, sn.Leased, sn.Trainer
-	p.scores, p.cbase, p.sbase, p.digest = sn.Scores, sn.CBase, sn.SBase, sn.Digest
+	p.clock, p.leases.status, p.leases.made, p.leases.leased, p.trainer = sn.Clock, sn.Status, sn.Made, sn.Leased, sn.Trainer
+	p.steps.scores, p.steps.cbase, p.steps.sbase, p.digest = sn.Scores, sn.CBase, sn.SBase, sn.Digest
 	p.stats.redrawn, p.stats.rested, p.stats.expired, p.stats.rows, p.stats.repeats = sn.Redrawn, sn.Rested, sn.Exp, sn.Rows, sn.Repeats
 	for _, l := range sn.Open {
-		if l.ID == 0 || l.ID > uint64(len(p.status)) || len(l.Passes) != len(l.Prompts) || len(l.Done) != len(l.Prompts) {
+		if l.ID == 0 || l.ID > p.leases.Made() || len(l.Passes) != len(l.Prompts) || len(l.Done) != len(l.Prompts) {
 			return fmt.Errorf("%w: lease %d", errDamaged, l.ID)
 		}
-		p.open[l.ID] = &openLease{gen: l.Gen, t: l.T, step: l.Step, prompts: l.Prompts, passes: l.Passes, done: l.Done, left: l.Left}
-		p.openQ = append(p.openQ, l.ID)
+		p.leases.open[l.ID] = &openLease{gen: l.Gen, t: l.T, step: l.Step, prompts: l.Prompts, passes: l.Passes, done: l.Done, left: l.Left}
+		p.leases.openQ = append(p.leases.openQ, l.ID)
 	}
-	p.counted = make([]Counted, len(sn.Counted))
+	p.steps.counted = make([]Counted, len(sn.Counted))
 	for i, c := range sn.Counted {
-		p.counted[i] = Counted{Prompt: c.Prompt, Pass: c.Pass, Version: c.Version, scoreN: c.ScoreN, Lease: c.Lease, scoreAt: c.ScoreAt, Passes: c.Passes, N: c.N}
+		p.steps.counted[i] = Counted{Prompt: c.Prompt, Pass: c.Pass, Version: c.Version, scoreN: c.ScoreN, Lease: c.Lease, scoreAt: c.ScoreAt, Passes: c.Passes, N: c.N}
 	}
 	// The pass's weights are the policy's of each prompt in it now: a
 	// prompt's history changes only while it is leased.

@@ -426,9 +426,9 @@ func (s *Stream) Answer(ctx context.Context, id uint64, rows []Row) (Answer, err
 	for try := 0; ; try++ {
 		s.mu.Lock()
 		var err error
-		known := id <= s.plan.Leases()
+		known := id <= s.plan.Leases().Made()
 		if known {
-			if _, open := s.plan.Holds(id, 0); !open {
+			if _, open := s.plan.Leases().Holds(id, 0); !open {
 				// Closed: the plan says how, without a write.
 				out := s.plan.answer(Record{Lease: id, Rows: rows})
 				s.mu.Unlock()
@@ -438,7 +438,7 @@ func (s *Stream) Answer(ctx context.Context, id uint64, rows []Row) (Answer, err
 				return *out.Answer, nil
 			}
 			for _, w := range rows {
-				if h, _ := s.plan.Holds(id, w.Prompt); !h {
+				if h, _ := s.plan.Leases().Holds(id, w.Prompt); !h {
 					err = fmt.Errorf("%w: prompt %d is not in lease %s", ErrBadAnswer, w.Prompt, s.plan.LeaseName(id))
 					break
 				}
@@ -471,7 +471,7 @@ func (s *Stream) Answer(ctx context.Context, id uint64, rows []Row) (Answer, err
 func (s *Stream) Train(ctx context.Context, step uint64) error {
 	for try := 0; ; try++ {
 		s.mu.Lock()
-		held, full := s.plan.Trainer(), s.plan.StepsFull()
+		held, full := s.plan.Trainer(), s.plan.Steps().Full()
 		s.mu.Unlock()
 		switch {
 		case step <= held:
@@ -499,14 +499,14 @@ func (s *Stream) Train(ctx context.Context, step uint64) error {
 func (s *Stream) Step(ctx context.Context, n uint64, f func(p *Plan, c []Counted)) error {
 	for try := 0; ; try++ {
 		s.mu.Lock()
-		c, ok := s.plan.Step(n)
+		c, ok := s.plan.Steps().Step(n)
 		if ok {
 			f(s.plan, c)
 			s.mu.Unlock()
 			return nil
 		}
-		so, b := s.plan.CountedSoFar(), s.plan.spec.Step
-		if s.plan.Forgotten(n) {
+		so, b := int(s.plan.Steps().Total()), s.plan.spec.Step
+		if s.plan.Steps().Forgotten(n) {
 			keep, trainer := s.plan.spec.Keep, s.plan.Trainer()
 			s.mu.Unlock()
 			return fmt.Errorf("%w: step %d of task job %s is more than keep=%d steps behind the trainer's %d; GET /tasks/%s/replay has it", ErrForgotten, n, s.job, keep, trainer, s.job)
@@ -552,13 +552,13 @@ func (s *Stream) Replay(ctx context.Context, lease func(p *Plan, l Lease), step 
 			return
 		}
 		for _, r := range seg.recs {
-			full := p.StepsFull()
+			full := p.Steps().Full()
 			out := p.Apply(r)
 			if out.Lease != nil && lease != nil {
 				lease(p, *out.Lease)
 			}
-			for n := full; n < p.StepsFull() && step != nil; n++ {
-				c, _ := p.Step(n)
+			for n := full; n < p.Steps().Full() && step != nil; n++ {
+				c, _ := p.Steps().Step(n)
 				step(p, n, c)
 			}
 		}
