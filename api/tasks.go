@@ -118,6 +118,10 @@ type TaskPlan struct {
 	Expired      int   `json:"expired"`
 	FeedbackRows int64 `json:"feedback_rows"`
 	Repeats      int64 `json:"repeats"`
+	// LastPassCounted are the answers counted in the last pass that
+	// ended (-1 before one ends); 0 says the job is starved: every prompt
+	// left gives a flat group or is retired, and no step fills.
+	LastPassCounted int `json:"last_pass_counted"`
 	// Leases made, and open now; full steps; the trainer's step.
 	Leases     uint64 `json:"leases"`
 	OpenLeases int    `json:"open_leases"`

@@ -141,6 +141,7 @@ func taskPlan(job string, s *task.Stream) api.TaskPlan {
 		out.Pass, out.PassesDone = c.Pass, c.PassesDone
 		out.Pending, out.Leased, out.Front, out.Waiting, out.Retired, out.InBand = c.Pending, c.Leased, c.Front, c.Waiting, c.Retired, c.InBand
 		out.Counted, out.Redrawn, out.Rested, out.Expired, out.FeedbackRows, out.Repeats = c.Counted, c.Redrawn, c.Rested, c.Expired, c.Rows, c.Repeats
+		out.LastPassCounted = c.LastPassCounted
 		out.Leases, out.OpenLeases, out.StepsFull, out.Trainer = p.Leases().Made(), c.OpenLeases, p.Steps().Full(), p.Trainer()
 		out.Digest = fmt.Sprintf("%016x", p.Digest())
 	})

@@ -89,6 +89,9 @@ type Plan struct {
 	stats struct {
 		redrawn, rested, expired int
 		rows, repeats            int64
+		// passCounted are the answers counted since the current pass
+		// began, lastPass those of the pass before (-1: none ended).
+		passCounted, lastPass int
 	}
 	digest uint64
 }
@@ -106,6 +109,7 @@ func NewPlan(spec Spec) *Plan {
 	}
 	p.tree = newFenwick(w)
 	p.digest = seeded.Mix64(0x7461736b64696765 ^ spec.Seed)
+	p.stats.lastPass = -1
 	return p
 }
 
@@ -226,6 +230,19 @@ func (p *Plan) lease(r Record) Outcome {
 	return Outcome{Lease: &Lease{ID: id, Gen: l.gen, Step: l.step, T: l.t, Prompts: l.prompts, Passes: l.passes}}
 }
 
+// Starved reports whether the last pass that ended counted nothing:
+// every prompt left gives a flat group (dynamic sampling rests it) or is
+// retired, and no step fills.
+func (p *Plan) Starved() bool { return p.stats.lastPass == 0 }
+
+// starvedHint is what a refusal adds when the plan is starved.
+func (p *Plan) starvedHint() string {
+	if !p.Starved() {
+		return ""
+	}
+	return fmt.Sprintf("; pass %d counted no prompt: every prompt left gave a flat group (redraws=%d rests it) or is retired — retire what the model solves (curriculum retire=), or lower redraws", p.cur-1, p.spec.Redraws)
+}
+
 func (p *Plan) nothingToLease() error {
 	if len(p.retired) == len(p.prompts) && p.spec.Revisit == 0 {
 		return fmt.Errorf("%w: all %d prompts of the job are retired", ErrDone, len(p.prompts))
@@ -248,6 +265,7 @@ func (p *Plan) advance() bool {
 		return false
 	}
 	p.cur++
+	p.stats.lastPass, p.stats.passCounted = p.stats.passCounted, 0
 	for _, q := range p.next {
 		if pr := &p.prompts[q]; pr.where == inNext && pr.served == p.cur {
 			p.poolAdd(q)
@@ -376,6 +394,7 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 			a.Steps = append(a.Steps, s)
 		}
 		a.Counted++
+		p.stats.passCounted++
 		pr.served++
 		pr.redraws = 0
 	case int(pr.redraws) < p.spec.Redraws:
@@ -483,14 +502,17 @@ type Counts struct {
 	Pass, PassesDone                                 uint32
 	Pending, Leased, Front, Waiting, Retired, InBand int
 	Counted, Redrawn, Rested, Expired                int
-	Rows, Repeats                                    int64
-	OpenLeases                                       int
+	// LastPassCounted are the answers counted in the last pass that
+	// ended (counted from its start to the next's), -1 before one ends.
+	LastPassCounted int
+	Rows, Repeats   int64
+	OpenLeases      int
 }
 
 // Count counts the plan's prompts by where they are: O(prompts).
 func (p *Plan) Count() Counts {
 	c := Counts{Pass: p.cur, PassesDone: math.MaxUint32, Counted: int(p.steps.Total()), Redrawn: p.stats.redrawn,
-		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, OpenLeases: p.leases.OpenCount()}
+		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, LastPassCounted: p.stats.lastPass, OpenLeases: p.leases.OpenCount()}
 	for q := range p.prompts {
 		switch p.prompts[q].where {
 		case inPool:

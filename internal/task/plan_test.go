@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -389,5 +390,35 @@ func TestForgetKeepsTheDecisions(t *testing.T) {
 	}
 	if few.p.Steps().Forgotten(full - 1) {
 		t.Fatal("the last step is forgotten")
+	}
+}
+
+// TestStarvedSaysSo: a job whose every answer is flat under dynamic
+// sampling serves passes and fills no step; once a pass ends having
+// counted nothing, the plan says so, and a step's refusal tells why.
+func TestStarvedSaysSo(t *testing.T) {
+	m := newSim(t, spec(10, 4, func(s *Spec) { s.Redraws = 1; s.Ahead = 100 }))
+	if c := m.p.Count(); c.LastPassCounted != -1 || m.p.Starved() {
+		t.Fatalf("before a pass ends: %+v", c)
+	}
+	for range 40 {
+		if l := m.lease(5); l != nil {
+			m.answer(l, func(uint32) (uint16, uint16) { return 4, 4 })
+		}
+	}
+	if c := m.p.Count(); c.LastPassCounted != 0 || !m.p.Starved() || m.p.Steps().Full() != 0 {
+		t.Fatalf("after flat passes: %+v, starved %v", c, m.p.Starved())
+	}
+	if h := m.p.starvedHint(); !strings.Contains(h, "counted no prompt") || !strings.Contains(h, "redraws=1") {
+		t.Fatalf("the hint: %q", h)
+	}
+	// One pass that counts ends the starvation's report.
+	for range 20 {
+		if l := m.lease(5); l != nil {
+			m.answer(l, func(uint32) (uint16, uint16) { return 2, 4 })
+		}
+	}
+	if m.p.Starved() {
+		t.Fatalf("after passes that count: %+v", m.p.Count())
 	}
 }

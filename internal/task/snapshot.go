@@ -32,25 +32,26 @@ func snapshotKey(job string, segs uint64) string {
 
 // snapshot is a plan and its stream's counts, as gob encodes them.
 type snapshot struct {
-	Segs, Diverged       uint64
-	Bytes                int64
-	Damaged              int
-	Prompts              []snapPrompt
-	Hist                 []float32
-	Cur                  uint32
-	Front, Next, Retired []uint32
-	Clock                uint64
-	Status               []uint8
-	Made                 []uint64
-	Open                 []snapLease
-	Leased               int
-	Trainer              uint64
-	Counted              []snapCounted
-	Scores               []float32
-	CBase, SBase         uint64
-	Redrawn, Rested, Exp int
-	Rows, Repeats        int64
-	Digest               uint64
+	Segs, Diverged        uint64
+	Bytes                 int64
+	Damaged               int
+	Prompts               []snapPrompt
+	Hist                  []float32
+	Cur                   uint32
+	Front, Next, Retired  []uint32
+	Clock                 uint64
+	Status                []uint8
+	Made                  []uint64
+	Open                  []snapLease
+	Leased                int
+	Trainer               uint64
+	Counted               []snapCounted
+	Scores                []float32
+	CBase, SBase          uint64
+	Redrawn, Rested, Exp  int
+	PassCounted, LastPass int
+	Rows, Repeats         int64
+	Digest                uint64
 }
 
 type snapPrompt struct {
@@ -80,7 +81,8 @@ func (s *Stream) encodeSnapshot() ([]byte, error) {
 	sn := snapshot{Segs: s.segs, Diverged: s.diverged, Bytes: s.bytes, Damaged: s.damaged, Hist: p.hist, Cur: p.cur,
 		Front: p.front[p.fhead:], Next: p.next, Retired: p.retired, Clock: p.clock, Status: p.leases.status, Made: p.leases.made,
 		Leased: p.leases.leased, Trainer: p.trainer, Scores: p.steps.scores, CBase: p.steps.cbase, SBase: p.steps.sbase,
-		Redrawn: p.stats.redrawn, Rested: p.stats.rested, Exp: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, Digest: p.digest}
+		Redrawn: p.stats.redrawn, Rested: p.stats.rested, Exp: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, Digest: p.digest,
+		PassCounted: p.stats.passCounted, LastPass: p.stats.lastPass}
 	sn.Prompts = make([]snapPrompt, len(p.prompts))
 	for i, pr := range p.prompts {
 		sn.Prompts[i] = snapPrompt{Served: pr.served, Redraws: pr.redraws, Solves: pr.solves, Where: pr.where, HN: pr.hn, HAt: pr.hat, Revisit: pr.revisit}
@@ -122,6 +124,7 @@ func (s *Stream) restore(b []byte) error {
 	p.clock, p.leases.status, p.leases.made, p.leases.leased, p.trainer = sn.Clock, sn.Status, sn.Made, sn.Leased, sn.Trainer
 	p.steps.scores, p.steps.cbase, p.steps.sbase, p.digest = sn.Scores, sn.CBase, sn.SBase, sn.Digest
 	p.stats.redrawn, p.stats.rested, p.stats.expired, p.stats.rows, p.stats.repeats = sn.Redrawn, sn.Rested, sn.Exp, sn.Rows, sn.Repeats
+	p.stats.passCounted, p.stats.lastPass = sn.PassCounted, sn.LastPass
 	for _, l := range sn.Open {
 		if l.ID == 0 || l.ID > p.leases.Made() || len(l.Passes) != len(l.Prompts) || len(l.Done) != len(l.Prompts) {
 			return fmt.Errorf("%w: lease %d", errDamaged, l.ID)

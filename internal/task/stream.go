@@ -505,7 +505,7 @@ func (s *Stream) Step(ctx context.Context, n uint64, f func(p *Plan, c []Counted
 			s.mu.Unlock()
 			return nil
 		}
-		so, b := int(s.plan.Steps().Total()), s.plan.spec.Step
+		so, b, hint := int(s.plan.Steps().Total()), s.plan.spec.Step, s.plan.starvedHint()
 		if s.plan.Steps().Forgotten(n) {
 			keep, trainer := s.plan.spec.Keep, s.plan.Trainer()
 			s.mu.Unlock()
@@ -514,7 +514,7 @@ func (s *Stream) Step(ctx context.Context, n uint64, f func(p *Plan, c []Counted
 		s.mu.Unlock()
 		if try == 1 {
 			have := max(0, so-int(n)*b)
-			return fmt.Errorf("%w: step %d of task job %s has %d of its %d prompts counted", ErrNotFull, n, s.job, min(have, b), b)
+			return fmt.Errorf("%w: step %d of task job %s has %d of its %d prompts counted%s", ErrNotFull, n, s.job, min(have, b), b, hint)
 		}
 		if err := s.refresh(ctx); err != nil {
 			return err
