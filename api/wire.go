@@ -327,7 +327,11 @@ type Error struct {
 type PlanOptions struct {
 	// Prices bill the plan's store reads (the plan's bill); the
 	// gateway's (--price-per-1000-gets, …).
-	Prices             Prices
+	Prices Prices
+	// MemberIDs are the members' IDs of the cluster planned, when it is
+	// the gateway's own (cluster.Membership.IDs): its chunks are owned as
+	// the live cluster's are. Nil: nodes= planned positions.
+	MemberIDs          []uint64
 	CacheBytes         int64   // cache_size; the gateway's own when 0
 	DiskCacheBytes     int64   // disk_cache_size: a disk tier below the cache (each node's); 0 means none
 	Epochs             int     // epochs, 2..20; default 3

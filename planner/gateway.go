@@ -76,6 +76,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Edit: editOf(o.Edit)},
 			IndexKey:           key,
 			Nodes:              o.Nodes,
+			MemberIDs:          o.MemberIDs,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
 			Prices:             o.Prices,

@@ -297,6 +297,10 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 			return m.cfg.Planner.Resize(ctx, Data(ds), q.Job, q.Plan, from)
 		})
 	}
+	if ms := m.cfg.Members(ctx); ms != nil && ms.Len() == q.Plan.Nodes {
+		// The cluster's own: its chunks owned as its members own them.
+		q.Plan.MemberIDs = ms.IDs()
+	}
 	var snap *importance.Snapshot // nil: the uniform shuffle only
 	if imp := q.Job.Importance; imp.On() && imp.Version != "" {
 		if snap, err = m.cfg.Snapshots.Snapshot(ctx, ds, imp.Job, imp.Version); err != nil {

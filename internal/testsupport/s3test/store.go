@@ -75,6 +75,15 @@ func Wrap(st s3backend.Store) *Store {
 	return &Store{Store: st, inflight: map[string]int{}, total: Tally{}, since: Tally{}}
 }
 
+// Requests is the wrapped store's requests a read of n bytes makes (0
+// when it does not say): a plan counts a chunk's load by it.
+func (s *Store) Requests(n int64) int {
+	if r, ok := s.Store.(interface{ Requests(n int64) int }); ok {
+		return r.Requests(n)
+	}
+	return 0
+}
+
 // Total is what the store saw since it was wrapped.
 func (s *Store) Total() Tally {
 	s.mu.Lock()
