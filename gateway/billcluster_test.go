@@ -13,18 +13,15 @@ import (
 
 // TestClusterBill: a cluster's /plan bills its own members — their
 // chunks owned as the live cluster owns them — and the chunk loads its
-// nodes then make reading three epochs (every rank from its home, no
-// prefetch) are the bill's with the whole dataset cached across the
-// nodes. With each node's cache a third of the dataset the two are
-// logged, not held to 1 %: the nodes loaded 53–65 chunks where the bill
-// said 50–52 in the runs when this was written (the ports, and so the
-// owners, change from run to run) — the planner's Belady on each node's
-// demand against the nodes' next-use eviction under six ranks' batches
-// pinned at once, on 48 chunks: a gap the issue leaves open.
+// nodes then make reading three epochs (every rank from its home, step
+// by step, no prefetch) are the bill's, within 1 %, with each node's
+// cache a third of the dataset and with the whole dataset cached across
+// the nodes. (Read rank by rank instead, a whole epoch each, the nodes
+// loaded up to 25 % more than the bill: not the order the plan is of.)
 func TestClusterBill(t *testing.T) {
 	f := newFixture(t, 48, 8)
 	const nodes, world, batch = 3, 6, 8
-	for i, cache := range []int64{f.index.TotalBytes()/nodes + 3*f.index.TotalBytes()/48, f.index.TotalBytes() / 3} {
+	for _, cache := range []int64{f.index.TotalBytes()/nodes + 3*f.index.TotalBytes()/48, f.index.TotalBytes() / 3} {
 		t.Run(fmt.Sprint("node cache=", cache), func(t *testing.T) {
 			cl := startCluster(t, f, nodes, nil, func(c *gateway.Config) { c.CacheSize = cache })
 			waitMembers(t, cl, membershipOf(t, cl).Version())
@@ -36,15 +33,22 @@ func TestClusterBill(t *testing.T) {
 			}
 			before := clusterReads(cl)
 			batches := plan.Epochs[0].Batches
+			// Step by step, every rank's batch of a step before the next
+			// step's, as a job's ranks read (and as the plan orders them).
 			for e := range 3 {
-				for r := range world {
-					readRank(t, cl[cluster.Home(r, world, nodes)].srv.URL, fmt.Sprintf("%s&rank=%d", q, r), e, batches)
+				for m := range batches {
+					for r := range world {
+						url := fmt.Sprintf("%s/epoch/%d/batch/%d?%s&rank=%d", cl[cluster.Home(r, world, nodes)].srv.URL, e, m, q, r)
+						if resp, body := get(t, url); resp.StatusCode != 200 {
+							t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
+						}
+					}
 				}
 			}
 			got, want := clusterReads(cl)-before, plan.Bill.Total.StoreReads
 			t.Logf("3 epochs on %d nodes: %d chunk loads, the bill %d (%d GETs, %d bytes, %d across nodes)",
 				nodes, got, want, plan.Bill.Total.GETs, plan.Bill.Total.Bytes, plan.Bill.Total.CrossNodeBytes)
-			if off := math.Abs(float64(got-want)) / float64(want); i == 0 && off > 0.01 {
+			if off := math.Abs(float64(got-want)) / float64(want); off > 0.01 {
 				t.Errorf("the nodes loaded %d chunks, the bill says %d: %.1f %% off", got, want, 100*off)
 			}
 			if plan.Bill.Total.GETs != int64(want) {
