@@ -19,9 +19,9 @@ import (
 // the nodes. (Read rank by rank instead, a whole epoch each, the nodes
 // loaded up to 25 % more than the bill: not the order the plan is of.)
 func TestClusterBill(t *testing.T) {
-	f := newFixture(t, 48, 8)
+	f := newFixture(t, 160, 4) // 160 chunks: one load is under 1 % of an epoch's
 	const nodes, world, batch = 3, 6, 8
-	for _, cache := range []int64{f.index.TotalBytes()/nodes + 3*f.index.TotalBytes()/48, f.index.TotalBytes() / 3} {
+	for _, cache := range []int64{f.index.TotalBytes()/nodes + 8*f.index.TotalBytes()/160, f.index.TotalBytes() / 3} {
 		t.Run(fmt.Sprint("node cache=", cache), func(t *testing.T) {
 			cl := startCluster(t, f, nodes, nil, func(c *gateway.Config) { c.CacheSize = cache })
 			waitMembers(t, cl, membershipOf(t, cl).Version())
