@@ -30,6 +30,12 @@ struct brand_cut_ctx {
 	struct jpeg_compress_struct d;
 	int d_created;
 	struct brand_cut_dest dest;
+	struct jpeg_source_mgr src;
+	struct jpeg_progress_mgr progress;
+	// stop_rows, when positive, is the iMCU rows (as the decoder counts
+	// them) after which a one-scan JPEG's entropy decoding stops.
+	JDIMENSION stop_rows;
+	int stopped;
 };
 
 static void brand_cut_error_exit(j_common_ptr c) {
@@ -45,6 +51,51 @@ static void brand_cut_emit_message(j_common_ptr c, int level) {
 	if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
 		x->truncated = 1;
 		(*c->err->format_message)(c, x->msg);
+	}
+}
+
+static const JOCTET brand_cut_eoi[2] = {0xFF, JPEG_EOI};
+
+static void brand_cut_init_src(j_decompress_ptr c) { (void)c; }
+
+// brand_cut_fill is asked for bytes past the end of the source: a
+// truncated JPEG (warned, which makes it an error) unless the cut
+// stopped reading on purpose. Either way it ends the data with an EOI.
+static boolean brand_cut_fill(j_decompress_ptr c) {
+	struct brand_cut_ctx *x = (struct brand_cut_ctx *)c->err;
+	if (!x->stopped) {
+		WARNMS(c, JWRN_JPEG_EOF);
+	}
+	c->src->next_input_byte = brand_cut_eoi;
+	c->src->bytes_in_buffer = 2;
+	return TRUE;
+}
+
+static void brand_cut_skip(j_decompress_ptr c, long n) {
+	struct jpeg_source_mgr *s = c->src;
+	if (n <= 0) {
+		return;
+	}
+	while (n > (long)s->bytes_in_buffer) {
+		n -= (long)s->bytes_in_buffer;
+		(void)(*s->fill_input_buffer)(c);
+	}
+	s->next_input_byte += n;
+	s->bytes_in_buffer -= n;
+}
+
+static void brand_cut_term_src(j_decompress_ptr c) { (void)c; }
+
+// brand_cut_progress runs before each iMCU row jpeg_read_coefficients
+// decodes: once the rows the cut reads are in, the source ends (an EOI
+// where the scan's data goes on), so that libjpeg pads the rows below
+// with nothing instead of decoding them.
+static void brand_cut_progress(j_common_ptr common) {
+	j_decompress_ptr c = (j_decompress_ptr)common;
+	struct brand_cut_ctx *x = (struct brand_cut_ctx *)c->err;
+	if (x->stop_rows > 0 && !x->stopped && c->input_iMCU_row >= x->stop_rows) {
+		x->stopped = 1;
+		c->src->bytes_in_buffer = 0;
 	}
 }
 
@@ -90,7 +141,14 @@ static int brand_cut(const unsigned char *src, unsigned long n, int x, int y, in
 		goto done;
 	}
 	jpeg_create_decompress(&c->s);
-	jpeg_mem_src(&c->s, src, n);
+	c->src.init_source = brand_cut_init_src;
+	c->src.fill_input_buffer = brand_cut_fill;
+	c->src.skip_input_data = brand_cut_skip;
+	c->src.resync_to_restart = jpeg_resync_to_restart;
+	c->src.term_source = brand_cut_term_src;
+	c->src.next_input_byte = src;
+	c->src.bytes_in_buffer = n;
+	c->s.src = &c->src;
 	jpeg_read_header(&c->s, TRUE);
 	struct jpeg_decompress_struct *s = &c->s;
 	int gray = s->jpeg_color_space == JCS_GRAYSCALE && s->num_components == 1;
@@ -119,8 +177,17 @@ static int brand_cut(const unsigned char *src, unsigned long n, int x, int y, in
 	int x0 = x - x % iw, y0 = y - y % ih;
 	JDIMENSION cw = x + w - x0, ch = y + h - y0;
 	JDIMENSION wi = (cw + iw - 1) / iw, hi = (ch + ih - 1) / ih;
+	// A JPEG of one scan holding every component is decoded down to the
+	// last iMCU row the cut reads, no further; a progressive or
+	// multi-scan one needs every scan.
+	if (!s->progressive_mode && s->comps_in_scan == s->num_components) {
+		c->stop_rows = (y + h + 8 * s->max_v_samp_factor - 1) / (8 * s->max_v_samp_factor);
+		c->progress.progress_monitor = brand_cut_progress;
+		s->progress = &c->progress;
+	}
 	jvirt_barray_ptr *scoef = jpeg_read_coefficients(s);
 	if (c->truncated) {
+		strcpy(msg, c->msg);
 		goto done;
 	}
 

@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/jpeg"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/internal/gen/photos"
@@ -143,4 +144,19 @@ func grayJPEG(t testing.TB, data []byte) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// TestCropJPEGBuild: a build with libjpeg cuts; the pure-Go build cuts
+// nothing (NotCut, for the caller to use Apply), says which build does,
+// and hands dst back.
+func TestCropJPEGBuild(t *testing.T) {
+	turbo := DefaultJPEGDecoder().Name() != "go"
+	_, _, _, err := CropJPEG(readFixture(t, "photo.jpg"), 3, 5, 20, 20)
+	if turbo && err != nil || !turbo && (!NotCut(err) || !strings.Contains(err.Error(), "brand_turbojpeg")) {
+		t.Errorf("CropJPEG in the %s build: %v", DefaultJPEGDecoder().Name(), err)
+	}
+	c, err := mustGet(t, mustSet(t, `{}`, Options{}), ImagenetTrain).GPUCrop([]byte("kept"), readFixture(t, "photo.jpg"), Key{})
+	if turbo && (err != nil || string(c.JPEG[:4]) != "kept") || !turbo && (!NotCut(err) || string(c.JPEG) != "kept") {
+		t.Errorf("GPUCrop in the %s build: %v, dst %q", DefaultJPEGDecoder().Name(), err, c.JPEG[:min(len(c.JPEG), 8)])
+	}
 }
