@@ -33,7 +33,7 @@ func NotCut(err error) bool { return errors.Is(err, errNotCut) }
 // Decoded by libjpeg, the cut image's pixels are the source's in that
 // region, except within a pixel of its edges inside the source where the
 // chroma is subsampled (libjpeg's fancy upsampling reads the chroma
-// beyond; docs/transform.md §11). A box outside the image is ErrDecode;
+// beyond; docs/transform.md §13). A box outside the image is ErrDecode;
 // YCbCr and grayscale JPEGs of 8-bit samples are cut, anything else
 // (PNG, CMYK, YCCK, RGB-coded, 12-bit) is refused with an error for
 // which NotCut is true, as is every image in a build without the
