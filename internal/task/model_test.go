@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -107,6 +108,12 @@ func runModel(t *testing.T, seed uint64) {
 		return Row{Prompt: q, Passes: uint16(1 + int(q)%3), N: 4}
 	}
 	for op := 0; op < 400; op++ {
+		// The kept counts are a recount's, after every operation.
+		node().View(func(p *Plan) {
+			if got, want := p.Count(), recount(p); got != want {
+				t.Fatalf("op %d: the plan's counts %+v, a recount %+v", op, got, want)
+			}
+		})
 		switch r := rng.IntN(100); {
 		case r < 40:
 			s := node()
@@ -258,4 +265,34 @@ func runModel(t *testing.T, seed uint64) {
 			}
 		})
 	}
+}
+
+// recount counts p's prompts one by one, as the kept counts must.
+func recount(p *Plan) Counts {
+	c := p.Count()
+	c.Pending, c.Leased, c.Front, c.Waiting, c.Retired, c.InBand, c.PassesDone = 0, 0, 0, 0, 0, 0, math.MaxUint32
+	for q := range p.prompts {
+		switch p.prompts[q].where {
+		case inPool:
+			c.Pending++
+		case inLease:
+			c.Leased++
+		case inFront:
+			c.Front++
+		case inNext:
+			c.Waiting++
+		case inRetired:
+			c.Retired++
+		}
+		if p.InBand(uint32(q)) {
+			c.InBand++
+		}
+		if p.prompts[q].where != inRetired {
+			c.PassesDone = min(c.PassesDone, p.prompts[q].served)
+		}
+	}
+	if c.PassesDone == math.MaxUint32 {
+		c.PassesDone = p.cur
+	}
+	return c
 }

@@ -82,6 +82,7 @@ type Plan struct {
 	retired []uint32 // in the order retired; revisits keep this order
 
 	clock   uint64
+	tally   tally
 	leases  LeaseBook
 	trainer uint64
 	steps   StepLog
@@ -108,6 +109,7 @@ func NewPlan(spec Spec) *Plan {
 		w[i] = fixedWeight(p.pol.weight(nil))
 	}
 	p.tree = newFenwick(w)
+	p.tally = newTally(n, n) // no answer yet: every policy weighs 1
 	p.digest = seeded.Mix64(0x7461736b64696765 ^ spec.Seed)
 	p.stats.lastPass = -1
 	return p
@@ -222,7 +224,7 @@ func (p *Plan) lease(r Record) Outcome {
 	l.left = len(l.prompts)
 	p.mix(id)
 	for i, q := range l.prompts {
-		p.prompts[q].where = inLease
+		p.tally.set(&p.prompts[q].where, inLease)
 		l.passes[i] = p.prompts[q].served
 		p.mix(uint64(q))
 	}
@@ -280,6 +282,7 @@ func (p *Plan) advance() bool {
 			if float64(s1) < limit {
 				pr := &p.prompts[q]
 				pr.revisit, pr.served = true, p.cur
+				p.tally.enter(p.cur)
 				p.poolAdd(q)
 				continue
 			}
@@ -372,9 +375,11 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 	pr := &p.prompts[w.Prompt]
 	passes, n, flat := Tally(w, *p.spec.PassScore)
 	k := p.spec.History
+	wasBand := p.weight(w.Prompt) == 1
 	p.hist[int(w.Prompt)*k+int(pr.hat)] = float32(float64(passes) / float64(n))
 	pr.hat = uint8((int(pr.hat) + 1) % k)
 	pr.hn = uint8(min(int(pr.hn)+1, k))
+	p.tally.band(wasBand, p.weight(w.Prompt) == 1)
 	switch {
 	case passes == n:
 		pr.solves = uint16(min(int(pr.solves)+1, math.MaxUint16))
@@ -395,6 +400,7 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 		}
 		a.Counted++
 		p.stats.passCounted++
+		p.tally.serve(pr.served, pr.served+1)
 		pr.served++
 		pr.redraws = 0
 	case int(pr.redraws) < p.spec.Redraws:
@@ -403,6 +409,7 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 		p.stats.redrawn++
 		verdict = 1
 	default:
+		p.tally.serve(pr.served, pr.served+1)
 		pr.served++
 		pr.redraws = 0
 		a.Rested++
@@ -410,7 +417,8 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 		verdict = 2
 	}
 	if p.pol.retires(int(pr.solves)) {
-		pr.where = inRetired
+		p.tally.leave(pr.served)
+		p.tally.set(&pr.where, inRetired)
 		p.retired = append(p.retired, w.Prompt)
 		a.Retired++
 		verdict |= 4
@@ -431,18 +439,18 @@ func (p *Plan) place(q uint32) {
 	case pr.served == p.cur:
 		p.poolAdd(q)
 	default:
-		pr.where = inNext
+		p.tally.set(&pr.where, inNext)
 		p.next = append(p.next, q)
 	}
 }
 
 func (p *Plan) pushFront(q uint32) {
-	p.prompts[q].where = inFront
+	p.tally.set(&p.prompts[q].where, inFront)
 	p.front = append(p.front, q)
 }
 
 func (p *Plan) poolAdd(q uint32) {
-	p.prompts[q].where = inPool
+	p.tally.set(&p.prompts[q].where, inPool)
 	p.tree.set(int(q), fixedWeight(p.weight(q)))
 }
 
@@ -509,34 +517,13 @@ type Counts struct {
 	OpenLeases      int
 }
 
-// Count counts the plan's prompts by where they are: O(prompts).
+// Count is where the plan's prompts are, and its answers, as kept (tally).
 func (p *Plan) Count() Counts {
-	c := Counts{Pass: p.cur, PassesDone: math.MaxUint32, Counted: int(p.steps.Total()), Redrawn: p.stats.redrawn,
-		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, LastPassCounted: p.stats.lastPass, OpenLeases: p.leases.OpenCount()}
-	for q := range p.prompts {
-		switch p.prompts[q].where {
-		case inPool:
-			c.Pending++
-		case inLease:
-			c.Leased++
-		case inFront:
-			c.Front++
-		case inNext:
-			c.Waiting++
-		case inRetired:
-			c.Retired++
-		}
-		if p.weight(uint32(q)) == 1 {
-			c.InBand++
-		}
-		if p.prompts[q].where != inRetired {
-			c.PassesDone = min(c.PassesDone, p.prompts[q].served)
-		}
-	}
-	if c.PassesDone == math.MaxUint32 {
-		c.PassesDone = p.cur
-	}
-	return c
+	t := &p.tally
+	return Counts{Pass: p.cur, PassesDone: t.passesDone(p.cur), Counted: int(p.steps.Total()), Redrawn: p.stats.redrawn,
+		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, LastPassCounted: p.stats.lastPass,
+		OpenLeases: p.leases.OpenCount(), Pending: t.where[inPool], Leased: t.where[inLease], Front: t.where[inFront],
+		Waiting: t.where[inNext], Retired: t.where[inRetired], InBand: t.inBand}
 }
 
 // InBand reports whether the policy weighs prompt q 1 now, and Retired
