@@ -232,14 +232,11 @@ func (p *Plan) lease(r Record) Outcome {
 	return Outcome{Lease: &Lease{ID: id, Gen: l.gen, Step: l.step, T: l.t, Prompts: l.prompts, Passes: l.passes}}
 }
 
-// Starved reports whether the last pass that ended counted nothing:
-// every prompt left gives a flat group (dynamic sampling rests it) or is
-// retired, and no step fills.
-func (p *Plan) Starved() bool { return p.stats.lastPass == 0 }
-
-// starvedHint is what a refusal adds when the plan is starved.
+// starvedHint is what a refusal adds when the last pass that ended
+// counted nothing: every prompt left gives a flat group (dynamic sampling
+// rests it) or is retired, and no step fills.
 func (p *Plan) starvedHint() string {
-	if !p.Starved() {
+	if p.stats.lastPass != 0 {
 		return ""
 	}
 	return fmt.Sprintf("; pass %d counted no prompt: every prompt left gave a flat group (redraws=%d rests it) or is retired — retire what the model solves (curriculum retire=), or lower redraws", p.cur-1, p.spec.Redraws)

@@ -145,7 +145,7 @@ func (s *Stream) restore(b []byte) error {
 		}
 	}
 	p.tree = newFenwick(w)
-	p.tally = tallyOf(p)
+	p.tally = tallyOf(p.prompts, p.InBand)
 	s.plan = p
 	s.segs, s.diverged, s.bytes, s.damaged = sn.Segs, sn.Diverged, sn.Bytes, sn.Damaged
 	return nil

@@ -67,13 +67,14 @@ func (t *tally) passesDone(cur uint32) uint32 {
 	return t.lo
 }
 
-// tallyOf counts p's prompts afresh: a plan restored from a snapshot.
-func tallyOf(p *Plan) tally {
+// tallyOf counts prompts afresh, inBand saying whether the policy weighs
+// prompt q 1: a plan restored from a snapshot.
+func tallyOf(prompts []prompt, inBand func(q uint32) bool) tally {
 	t := tally{}
-	for q := range p.prompts {
-		pr := &p.prompts[q]
+	for q := range prompts {
+		pr := &prompts[q]
 		t.where[pr.where]++
-		if p.weight(uint32(q)) == 1 {
+		if inBand(uint32(q)) {
 			t.inBand++
 		}
 		if pr.where != inRetired {
