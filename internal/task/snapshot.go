@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -163,7 +164,7 @@ func (s *Stream) loadSnapshot(ctx context.Context) uint64 {
 		if err != nil {
 			continue
 		}
-		b, err := readObject(ctx, s.st, infos[i].Key, 1<<34)
+		b, err := editproto.ReadObject(ctx, s.st, infos[i].Key, 1<<34)
 		if err != nil {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -97,7 +98,7 @@ type pending struct {
 
 // openStream reads job's spec and log from st.
 func openStream(ctx context.Context, st Store, job string, now func() time.Time, m *Metrics, snapEvery uint64) (*Stream, error) {
-	b, err := readObject(ctx, st, specKey(job), 1<<16)
+	b, err := editproto.ReadObject(ctx, st, specKey(job), 1<<16)
 	if errors.Is(err, s3backend.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no task job %q (PUT /tasks/%s makes one)", ErrUnknownJob, job, job)
 	}
@@ -159,7 +160,7 @@ func readSegments(ctx context.Context, st Store, job string, from, to uint64, f 
 		g.SetLimit(8)
 		for i := lo; i <= hi; i++ {
 			g.Go(func() (err error) {
-				bodies[i-lo], err = readObject(gctx, st, segmentKey(job, i), maxSegmentBytes)
+				bodies[i-lo], err = editproto.ReadObject(gctx, st, segmentKey(job, i), maxSegmentBytes)
 				return err
 			})
 		}
@@ -177,7 +178,7 @@ func readSegments(ctx context.Context, st Store, job string, from, to uint64, f 
 // s.wmu is held.
 func (s *Stream) catchUp(ctx context.Context) error {
 	for {
-		b, err := readObject(ctx, s.st, segmentKey(s.job, s.segs+1), maxSegmentBytes)
+		b, err := editproto.ReadObject(ctx, s.st, segmentKey(s.job, s.segs+1), maxSegmentBytes)
 		if errors.Is(err, s3backend.ErrNotFound) {
 			return nil
 		}
@@ -272,7 +273,7 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 		_, err := s.st.PutIfAbsent(ctx, key, bytes.NewReader(body), int64(len(body)))
 		if errors.Is(err, s3backend.ErrExists) {
 			// A retry may have found its own segment.
-			if got, rerr := readObject(ctx, s.st, key, maxSegmentBytes); rerr == nil && bytes.Equal(got, body) {
+			if got, rerr := editproto.ReadObject(ctx, s.st, key, maxSegmentBytes); rerr == nil && bytes.Equal(got, body) {
 				err = nil
 			}
 		}
@@ -567,20 +568,4 @@ func (s *Stream) Replay(ctx context.Context, lease func(p *Plan, l Lease), step 
 		return 0, false, 0, err
 	}
 	return p.Digest(), p.Digest() == live, segs, nil
-}
-
-// readObject reads object key of st, of at most limit bytes.
-func readObject(ctx context.Context, st Store, key string, limit int64) ([]byte, error) {
-	info, err := st.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if info.Size > limit {
-		return nil, fmt.Errorf("%s holds %d bytes; at most %d", key, info.Size, limit)
-	}
-	p := make([]byte, info.Size)
-	if err := st.ReadRange(ctx, key, info.ETag, 0, p); err != nil {
-		return nil, err
-	}
-	return p, nil
 }

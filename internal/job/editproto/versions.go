@@ -218,8 +218,14 @@ func (c Versions) Extended(ctx context.Context, st Store, job, version string) b
 	return err == nil
 }
 
+// Reader is what ReadObject needs of a store.
+type Reader interface {
+	Stat(ctx context.Context, key string) (s3backend.ObjectInfo, error)
+	ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error
+}
+
 // ReadObject reads the object key of st, of at most limit bytes.
-func ReadObject(ctx context.Context, st Store, key string, limit int64) ([]byte, error) {
+func ReadObject(ctx context.Context, st Reader, key string, limit int64) ([]byte, error) {
 	info, err := st.Stat(ctx, key)
 	if err != nil {
 		return nil, err
