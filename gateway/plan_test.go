@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
@@ -208,4 +209,28 @@ func planOf(t *testing.T, base, query string) *planner.Plan {
 		t.Fatalf("/plan?%s: %d %s", query, resp.StatusCode, body)
 	}
 	return &p
+}
+
+// epochStats waits until g has computed the optimal hit ratio of
+// wantOptimal epochs and returns its figures by epoch.
+func epochStats(t *testing.T, g *gateway.Gateway, wantOptimal int) map[uint64]api.EpochStat {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := map[uint64]api.EpochStat{}
+		n := 0
+		for _, s := range g.EpochStats() {
+			out[s.Epoch] = s
+			if s.Optimal != nil {
+				n++
+			}
+		}
+		if n >= wantOptimal {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("optimal hit ratio computed for %d epochs, want %d: %+v", n, wantOptimal, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
