@@ -88,6 +88,7 @@ type Stages struct {
 	Reader   *reader.Reader
 	Stage    *tensorize.Stage
 	Batches  *visit.Batches
+	Stats    *livestats.Stats // what /stats says of the jobs and epochs served
 	Registry *prometheus.Registry
 }
 
@@ -143,6 +144,7 @@ func New(t testing.TB, cfg Config) *Stages {
 		MaxWait: time.Minute, Recycler: mem, Tasks: life.Group("chunkcache: loads, spills")})
 	mem.Watch(s.Cache)
 	stats := livestats.New(reg, cfg.CacheSize, nil, life.Group("livestats: optima"), cfg.Log)
+	s.Stats = stats
 	// A batch's later parts loaded while its first is read, bounded as
 	// the gateway bounds them (its maxAhead).
 	ahead := preload.New(preload.Config{Group: life.Group("preload: loads"), Limit: stopper.NewLimit(64), Cache: s.Cache, Timeout: time.Minute})
