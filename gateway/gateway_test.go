@@ -219,32 +219,6 @@ func TestManifestAndInfoEndpoints(t *testing.T) {
 	}
 }
 
-func TestNotReadyUntilLoaded(t *testing.T) {
-	f := newFixture(t, 1, 2)
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", Store: f.store}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	for _, p := range []string{"/readyz", "/epoch/0/batch/0", "/datasets"} {
-		req, _ := http.NewRequest(http.MethodGet, p, nil)
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, req)
-		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
-			t.Fatalf("%s before load: %d (Retry-After %q), want 503 with Retry-After", p, w.Code, w.Header().Get("Retry-After"))
-		}
-	}
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodGet, "/readyz", nil)
-	w := httptest.NewRecorder()
-	g.ServeHTTP(w, req)
-	if w.Code != 200 {
-		t.Fatalf("/readyz after load: %d", w.Code)
-	}
-}
-
 func TestMissingIndexFailsLoad(t *testing.T) {
 	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", URL: t.TempDir()}}})
 	if err != nil {
