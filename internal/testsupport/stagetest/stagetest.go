@@ -77,6 +77,9 @@ type Config struct {
 	// Log hears the stages' log lines (a reader's damaged chunk, a
 	// skipped clip); the zero value logs nothing.
 	Log zerolog.Logger
+	// Optimum computes the live statistics' optimal hit ratios, as the
+	// gateway's planner does (planner.ForGateway); nil: none.
+	Optimum livestats.Optimizer
 }
 
 // Stages are the wired stages of one node; Close, registered with the
@@ -143,7 +146,7 @@ func New(t testing.TB, cfg Config) *Stages {
 	s.Cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: loader, Policy: usetable.NewPolicy(sched.Snapshot, sched.Ticks),
 		MaxWait: time.Minute, Recycler: mem, Tasks: life.Group("chunkcache: loads, spills")})
 	mem.Watch(s.Cache)
-	stats := livestats.New(reg, cfg.CacheSize, nil, life.Group("livestats: optima"), cfg.Log)
+	stats := livestats.New(reg, cfg.CacheSize, cfg.Optimum, life.Group("livestats: optima"), cfg.Log)
 	s.Stats = stats
 	// A batch's later parts loaded while its first is read, bounded as
 	// the gateway bounds them (its maxAhead).
