@@ -37,7 +37,7 @@ func TestEditUnaskedWithinTheProbeBound(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	cl := startClusterWrapped(t, f, 3, nil, wrap, nil)
+	cl := startClusterWrapped(t, f, 3, wrap, nil)
 	paused.Store(true)
 	body := []byte(`{"from_step": 3, "keys": ["class0/sample00000"]}`)
 	start := time.Now()

@@ -15,6 +15,9 @@ import (
 	"github.com/brandgw/brand/gateway"
 )
 
+// TestErrors: a request the gateway cannot serve is answered with the
+// status that says why and a JSON error naming it. (A method not served,
+// 405 with Allow, is TestMethods'.)
 func TestErrors(t *testing.T) {
 	f := newFixture(t, 4, 10) // 40 samples; batch 8 -> 5 batches
 	_, srv := start(t, f.store, nil)
@@ -70,16 +73,6 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
-	t.Run("method not allowed", func(t *testing.T) {
-		resp, err := http.Post(srv.URL+"/epoch/0/batch/0", "text/plain", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusMethodNotAllowed {
-			t.Fatalf("status %d, want 405", resp.StatusCode)
-		}
-	})
 }
 
 func TestBatchIsDeterministicAcrossGateways(t *testing.T) {
