@@ -5,26 +5,17 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
 )
 
-// post sends body to url and returns the response and its body.
+// post sends body to url as contentType and returns the response and
+// its body.
 func post(t *testing.T, url, contentType string, body []byte) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := http.Post(url, contentType, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return do(t, http.MethodPost, url, body, "Content-Type", contentType)
 }
 
 // binaryFeedback encodes (ID, loss) records.
