@@ -15,39 +15,30 @@ import (
 )
 
 // tarSet is a tar dataset on a local store, packed as the gateway's
-// tests pack theirs: sample id's key prefix+"classC/sampleNNNNN" (C =
-// id%3), its members cls and jpg, the jpg of 300 to 2,700 bytes, or of
-// about size bytes if size is not 0; with the source bytes of every
-// sample, to compare a batch against.
+// tests pack theirs (catalogtest.PackClasses), with the source bytes of
+// every sample, to compare a batch against.
 type tarSet struct {
 	spec    stagetest.Spec
 	store   *s3backend.Local
 	index   *chunkindex.Index
-	content map[string]map[string][]byte // key -> ext -> bytes
+	content catalogtest.Members
 }
 
-// packTar packs dataset name as a tarSet of chunks × perChunk samples.
+// packTar packs dataset name as a tarSet of chunks × perChunk samples,
+// its keys starting with prefix, its images of about size bytes if size
+// is not 0.
 func packTar(t *testing.T, name, prefix string, chunks, perChunk, size int) *tarSet {
 	t.Helper()
 	st, err := s3backend.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := &tarSet{spec: stagetest.Spec{Name: name, URL: "file:///" + name, Store: st}, store: st, content: map[string]map[string][]byte{}}
 	counts := make([]int, chunks)
 	for c := range counts {
 		counts[c] = perChunk
 	}
-	set.index = catalogtest.Pack(t, st, counts, func(id, c int) (string, []catalogtest.File) {
-		reps := 100 + (id*37)%900
-		if size > 0 {
-			reps = size/3 + id%7
-		}
-		key := fmt.Sprintf("%sclass%d/sample%05d", prefix, id%3, id)
-		img, cls := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, reps), []byte(fmt.Sprint(prefix, id%3))
-		set.content[key] = map[string][]byte{"cls": cls, "jpg": img}
-		return key, []catalogtest.File{{Ext: "cls", Data: cls}, {Ext: "jpg", Data: img}}
-	})
+	set := &tarSet{spec: stagetest.Spec{Name: name, URL: "file:///" + name, Store: st}, store: st}
+	set.index, set.content = catalogtest.PackClasses(t, st, prefix, counts, size)
 	return set
 }
 
