@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,42 +106,6 @@ func TestBatchIsDeterministicAcrossGateways(t *testing.T) {
 	r2, _ := get(t, a.URL+"/epoch/0/batch/0?seed=2")
 	if r1.Header.Get("ETag") == r2.Header.Get("ETag") {
 		t.Fatal("different seeds share an ETag")
-	}
-}
-
-// A batch goes out by two paths: over a plain TCP connection the samples are
-// gathered into writev calls, anywhere else (here a recorder) they are
-// coalesced into buffers. Both must give the same bytes, and the first must
-// leave the connection fit for the next request.
-func TestBatchWritePathsAgree(t *testing.T) {
-	f := newFixture(t, 6, 40)
-	g, srv := start(t, f.store, nil)
-	hc := &http.Client{Transport: &http.Transport{}}
-	defer hc.CloseIdleConnections()
-	var reused []bool
-	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
-	for m, path := range []string{"/epoch/0/batch/0?batch_size=100", "/epoch/0/batch/1?batch_size=100", "/epoch/2/batch/0?batch_size=7"} {
-		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, srv.URL+path, nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || int64(len(body)) != resp.ContentLength {
-			t.Fatalf("%s: %s, %d bytes of %d, %v", path, resp.Status, len(body), resp.ContentLength, err)
-		}
-		rec := httptest.NewRecorder()
-		g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		if rec.Code != http.StatusOK || !bytes.Equal(rec.Body.Bytes(), body) {
-			t.Fatalf("%s: %d bytes over TCP, %d (status %d) to a recorder, equal %t", path, len(body), rec.Body.Len(), rec.Code, bytes.Equal(rec.Body.Bytes(), body))
-		}
-		if got := readTar(t, body); len(got) == 0 {
-			t.Fatalf("%s: no samples", path)
-		}
-		if m > 0 && !reused[m] {
-			t.Errorf("%s: a new connection; the last batch left its connection unusable", path)
-		}
 	}
 }
 
