@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -170,18 +169,6 @@ func TestManifestAndInfoEndpoints(t *testing.T) {
 		if !strings.Contains(string(body), name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
-	}
-}
-
-func TestMissingIndexFailsLoad(t *testing.T) {
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", URL: t.TempDir()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	err = g.Load(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "brand pack") {
-		t.Fatalf("got %v, want an error pointing at brand pack", err)
 	}
 }
 
