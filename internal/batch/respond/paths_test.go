@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestWritePathsAgree: a body goes out by two paths: over a plain TCP
@@ -65,6 +66,41 @@ func TestWritePathsAgree(t *testing.T) {
 		}
 		if m > 0 && !reused[m] {
 			t.Errorf("%s: a new connection; the last body left its connection unusable", path)
+		}
+	}
+}
+
+// TestWriteDeadlineDoesNotOutliveItsResponse: a body's write deadline is
+// set on the connection; the next request on the same keep-alive
+// connection, after the deadline has passed, is still answered, whether
+// its body is written by a Writer or by its handler alone.
+func TestWriteDeadlineDoesNotOutliveItsResponse(t *testing.T) {
+	wr := New(Config{WriteTimeout: 50 * time.Millisecond, MinWriteRate: 1 << 40})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/plain" {
+			_, _ = io.WriteString(w, "answered by the handler")
+			return
+		}
+		part := bytes.Repeat([]byte("x"), 4096)
+		if _, err := wr.Write(w, r, "application/x-tar", Payload{Parts: net.Buffers{part, part}, N: 2 * 4096}); err != nil {
+			t.Errorf("%s: %v", r.URL, err)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	for i, path := range []string{"/body", "/plain", "/body", "/plain"} {
+		if i > 0 {
+			time.Sleep(150 * time.Millisecond) // past the last body's deadline
+		}
+		resp, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatalf("request %d, %s, on the kept-alive connection: %v", i, path, err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("request %d, %s: %d, %v", i, path, resp.StatusCode, err)
 		}
 	}
 }
