@@ -258,6 +258,9 @@ import (
 	"unsafe"
 )
 
+// canCut: this build cuts JPEGs with libjpeg's coefficient API.
+const canCut = true
+
 // cutJPEG is CropJPEG with libjpeg, appending the cut JPEG to dst;
 // optimize computes Huffman tables for the cut image (a second pass over
 // its coefficients) instead of the standard ones.
