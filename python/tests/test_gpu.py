@@ -78,6 +78,22 @@ class GPUTensorsTest(unittest.TestCase):
             self.assertTrue(torch.equal(g.images, d.images))
             self.assertTrue(torch.equal(g.labels, d.labels))
 
+    def test_resume(self):
+        # A loader stopped after two steps: its state resumes at the third.
+        def make():
+            return brand.GPUTensors(self.gw.url, "photos", batch_size=B, seed=SEED, device="cpu")
+
+        whole = [b.keys for b in make().loader(num_workers=0)]
+        ds = make()
+        it = iter(ds.loader(num_workers=0))
+        first = [next(it).keys for _ in range(2)]
+        state = ds.state_dict()
+        del it
+        again = make()
+        again.load_state_dict(state)
+        rest = [b.keys for b in again.loader(num_workers=0)]
+        self.assertEqual(first + rest, whole)
+
     def test_members(self):
         c = brand.Client(self.gw.url, dataset="photos", seed=SEED, batch_size=B, transform="imagenet-train-gpu")
         self.addCleanup(c.close)

@@ -180,11 +180,15 @@ class GPUTensors(BrandDataset):
     def __iter__(self) -> Iterator[Any]:
         # A worker hands its steps on cut; the trainer's process finishes
         # them (here, or in the loader when workers read).
+        steps = super().__iter__()
         if get_worker_info() is not None:
-            yield from super().__iter__()
+            yield from steps
             return
-        for step in super().__iter__():
-            yield finish(step, self.device)
+        try:
+            for step in steps:
+                yield finish(step, self.device)
+        finally:
+            steps.close()  # the iteration's end, counted now, not when collected
 
     def loader(self, **kwargs: Any) -> "BrandLoader":
         """A :class:`BrandLoader` whose steps are finished in the
@@ -198,8 +202,12 @@ class _FinishingLoader(BrandLoader):
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         device = getattr(self.dataset, "device", None)
-        for step in super().__iter__():
-            yield finish(step, device)
+        steps = super().__iter__()
+        try:
+            for step in steps:
+                yield finish(step, device)
+        finally:
+            steps.close()
 
 
 class Sequences(BrandDataset):

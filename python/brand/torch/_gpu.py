@@ -145,7 +145,7 @@ def decode(jpegs: List[torch.Tensor], device: torch.device) -> List[torch.Tensor
     if device.type == "cuda" and _batched_cuda():
         try:
             return list(decode_jpeg(jpegs, mode=ImageReadMode.RGB, device=device))
-        except TypeError:  # a torchvision that takes one tensor at a time
+        except (TypeError, RuntimeError):  # a torchvision that takes one tensor at a time (a bad JPEG fails below)
             return [decode_jpeg(j, mode=ImageReadMode.RGB, device=device) for j in jpegs]
     out = [decode_jpeg(j, mode=ImageReadMode.RGB) for j in jpegs]
     return out if device.type == "cpu" else [t.to(device, non_blocking=True) for t in out]
