@@ -347,7 +347,7 @@ turbojpeg_build() {
 	# The GPU path's wiring, which only a build that cuts JPEGs serves
 	# (transform=imagenet-train-gpu): the stage's members and the
 	# gateway's batches.
-	go test -count=1 -tags brand_turbojpeg -run '^(TestApplyCutsForGPU|TestCutOverTheTensorsRoom)$' ./internal/batch/tensorize/ || return
+	go test -count=1 -tags brand_turbojpeg -run '^(TestApplyCutsForGPU|TestCutOverTheTensorsRoom|TestCutBytesServed)$' ./internal/batch/tensorize/ || return
 	go test -count=1 -tags brand_turbojpeg -run '^(TestGPUCutBatches|TestTransformStatuses)$' ./gateway/ || return
 	# Without the race detector too: what they check is the build's
 	# decoder named at start and in its help, and the race build of
