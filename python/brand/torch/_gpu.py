@@ -172,13 +172,18 @@ def finish(step: Union[CutBatch, TensorBatch], device: Any = None) -> TensorBatc
     images = decode([step.data[offs[i]:offs[i + 1]] for i in which], dev)
     h, w = step.size
     out = torch.empty((n, 3, h, w), dtype=torch.uint8, device=dev)
-    boxes, flips = step.boxes.tolist(), step.flips.tolist()
+    boxes = step.boxes.tolist()
     for i, img in zip(which, images):
         x, y, bw, bh = boxes[i]
         crop = img[:, y:y + bh, x:x + bw]
         if (bh, bw) != (h, w):
             crop = resize(crop, [h, w], interpolation=InterpolationMode.BILINEAR, antialias=True)
-        out[i] = crop.flip(-1) if flips[i] else crop
+        out[i] = crop
+    # Mirrored in one call (a tensor's flip is False: the gateway's own).
+    flipped = step.flips.nonzero().flatten()
+    if flipped.numel():
+        flipped = flipped.to(dev)
+        out[flipped] = out[flipped].flip(-1)
     for i, t in step.tensors.items():
         out[i] = t.to(dev)
     return TensorBatch(out, step.labels, step.keys, step.fields)
