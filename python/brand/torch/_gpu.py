@@ -82,8 +82,8 @@ def cut_batch(samples: List[Dict[str, Any]]) -> CutBatch:
         raise ValueError("brand.GPUTensors: an empty step")
     n = len(samples)
     offsets = [0] * (n + 1)
-    boxes = torch.zeros((n, 4), dtype=torch.int32)
-    flips = torch.zeros((n,), dtype=torch.bool)
+    boxes = [[0, 0, 0, 0] for _ in range(n)]
+    flips = [False] * n
     tensors: Dict[int, torch.Tensor] = {}
     size: Optional[Tuple[int, int]] = None
     cuts: List[Any] = []
@@ -91,7 +91,7 @@ def cut_batch(samples: List[Dict[str, Any]]) -> CutBatch:
         cut = s.get("cut")
         if cut is not None:
             b = _box(s["cut.json"])
-            boxes[i] = torch.tensor(b["box"], dtype=torch.int32)
+            boxes[i] = [int(v) for v in b["box"]]
             flips[i] = bool(b["flip"])
             got = (int(b["size"][0]), int(b["size"][1]))
             cuts.append(cut)
@@ -124,7 +124,8 @@ def cut_batch(samples: List[Dict[str, Any]]) -> CutBatch:
     own = ("cut", "cut.json", "npy", "__key__", "cls")
     fields = {k: [s.get(k) for s in samples] for k in samples[0] if k not in own}
     assert size is not None
-    return CutBatch(data, torch.tensor(offsets, dtype=torch.int64), boxes, flips, size, tensors, labels,
+    return CutBatch(data, torch.tensor(offsets, dtype=torch.int64), torch.tensor(boxes, dtype=torch.int32),
+                    torch.tensor(flips, dtype=torch.bool), size, tensors, labels,
                     [s.get("__key__", "") for s in samples], fields)
 
 
