@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	"image/jpeg"
 	"image/png"
 	"maps"
 	"net/http"
@@ -275,9 +274,9 @@ func TestTransformStatuses(t *testing.T) {
 
 // TestGPUCutBatches: transform=imagenet-train-gpu, in a build that cuts,
 // serves each JPEG as its cut (….cut, a JPEG) and what is left to do
-// (….cut.json), the box and flip imagenet-train's for the sample's key,
-// the labels as stored; the pure-Go build answers 400 naming the build
-// tag (transform.ErrNeedsTurboJPEG). (The members, the fallback to tensors and the
+// (….cut.json, to 224×224), the labels as stored; the pure-Go build
+// answers 400 naming the build tag (transform.ErrNeedsTurboJPEG). (The
+// boxes and flips, imagenet-train's; the fallback to tensors and the
 // room: internal/batch/tensorize's TestApplyCutsForGPU.)
 func TestGPUCutBatches(t *testing.T) {
 	f := newImageFixture(t, 2, 8, smallPhotos(t))
@@ -292,40 +291,17 @@ func TestGPUCutBatches(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderTransform) != transform.ImagenetTrainGPU {
 		t.Fatalf("%s %.300s", resp.Status, body)
 	}
-	set, err := transform.NewSet(transform.Config{}, transform.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	train, err := set.Get(transform.ImagenetTrain)
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := tensorsOf(t, body)
 	if len(got) != 8 {
 		t.Fatalf("%d samples", len(got))
 	}
 	for key, files := range got {
 		var box struct {
-			Box  [4]int `json:"box"`
-			Flip bool   `json:"flip"`
 			Size [2]int `json:"size"`
 		}
-		if err := json.Unmarshal(files["cut.json"], &box); err != nil {
-			t.Fatalf("%s: members %v: %v", key, slices.Sorted(maps.Keys(files)), err)
-		}
-		cut, err := jpeg.DecodeConfig(bytes.NewReader(files["cut"]))
-		src, err2 := jpeg.DecodeConfig(bytes.NewReader(f.images[key]))
-		if err != nil || err2 != nil {
-			t.Fatalf("%s: %v, %v", key, err, err2)
-		}
-		g, err := train.Geometry(src.Width, src.Height, transform.SampleKey(7, "test", 1, uint64(f.ids[key])))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := g.Draws()
-		if c := d.Crops[0]; box.Box[2] != c.W || box.Box[3] != c.H || box.Flip != d.Flips[0] ||
-			cut.Width != box.Box[0]+c.W || cut.Height != box.Box[1]+c.H || string(files["cls"]) != fmt.Sprint(f.ids[key]%3) {
-			t.Errorf("%s: box %+v, a %d×%d cut, cls %q; imagenet-train's box %+v, flip %v", key, box, cut.Width, cut.Height, files["cls"], c, d.Flips[0])
+		if err := json.Unmarshal(files["cut.json"], &box); err != nil || box.Size != [2]int{224, 224} ||
+			!bytes.HasPrefix(files["cut"], []byte{0xff, 0xd8, 0xff}) || string(files["cls"]) != fmt.Sprint(f.ids[key]%3) {
+			t.Errorf("%s: members %v, box %s, %v", key, slices.Sorted(maps.Keys(files)), files["cut.json"], err)
 		}
 	}
 }
