@@ -209,7 +209,7 @@ type Tracker struct {
 	view     atomic.Pointer[view]
 	// listedByAll is what the list follower was last told.
 	listedByAll bool
-	history  *lru.Cache[string, *cluster.Membership] // versions seen, by version
+	history     *lru.Cache[string, *cluster.Membership] // versions seen, by version
 
 	// part runs the polls and warm-ups; ctx is its context.
 	part *stopper.Group
