@@ -40,13 +40,15 @@ type Front struct {
 	second int64
 	counts Counts
 	bySec  map[int64]int // GETs answered (not throttled) by second
+	byPath map[string]Counts
 }
 
-// Counts are a front's requests: GETs and HEADs seen, those throttled,
-// bytes answered, and requests of other methods.
+// Counts are a front's requests: GETs and HEADs seen (Heads of them
+// HEADs), those throttled, bytes answered (a body's: a HEAD answers
+// none), and requests of other methods.
 type Counts struct {
-	Gets, Throttled, Other int64
-	Bytes                  int64
+	Gets, Heads, Throttled, Other int64
+	Bytes                         int64
 }
 
 // Start starts a front over the S3 server at target (http://host:port).
@@ -61,15 +63,21 @@ func Start(target string, cfg Config) (*Front, error) {
 	if cfg.Depth == 0 {
 		cfg.Depth = 1
 	}
-	f := &Front{cfg: cfg, window: map[string]int{}, bySec: map[int64]int{}}
+	f := &Front{cfg: cfg, window: map[string]int{}, bySec: map[int64]int{}, byPath: map[string]Counts{}}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(u)
 			r.Out.Host = r.In.Host // the signature names the front's host
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			if resp.Request.Method == http.MethodHead {
+				return nil
+			}
 			f.mu.Lock()
 			f.counts.Bytes += max(0, resp.ContentLength)
+			c := f.byPath[resp.Request.URL.Path]
+			c.Bytes += max(0, resp.ContentLength)
+			f.byPath[resp.Request.URL.Path] = c
 			f.mu.Unlock()
 			return nil
 		},
@@ -82,7 +90,7 @@ func Start(target string, cfg Config) (*Front, error) {
 			proxy.ServeHTTP(w, r)
 			return
 		}
-		if !f.admit(prefixOf(r.URL.Path, cfg.Depth)) {
+		if !f.admit(r.URL.Path, prefixOf(r.URL.Path, cfg.Depth), r.Method == http.MethodHead) {
 			f.refuse(w, r)
 			return
 		}
@@ -99,7 +107,7 @@ func prefixOf(path string, depth int) string {
 }
 
 // admit counts a GET, and reports whether it is within the rate.
-func (f *Front) admit(prefix string) bool {
+func (f *Front) admit(path, prefix string, head bool) bool {
 	now := time.Now().Unix()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -107,8 +115,16 @@ func (f *Front) admit(prefix string) bool {
 		f.second, f.window = now, map[string]int{}
 	}
 	f.counts.Gets++
+	c := f.byPath[path]
+	c.Gets++
+	if head {
+		f.counts.Heads++
+		c.Heads++
+	}
+	defer func() { f.byPath[path] = c }()
 	if f.cfg.Rate > 0 && f.window[prefix] >= f.cfg.Rate {
 		f.counts.Throttled++
+		c.Throttled++
 		return false
 	}
 	f.window[prefix]++
@@ -135,6 +151,18 @@ func (f *Front) Counts() Counts {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.counts
+}
+
+// ByPath are the front's GETs and HEADs, those throttled and the bytes
+// answered, by the request's path (/bucket/key).
+func (f *Front) ByPath() map[string]Counts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]Counts, len(f.byPath))
+	for p, c := range f.byPath {
+		out[p] = c
+	}
+	return out
 }
 
 // PerSecond are the GETs answered in each whole second seen, by Unix
