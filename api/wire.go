@@ -551,11 +551,15 @@ type JobStat struct {
 	// Accesses, Loads and HitRatio are as in EpochStat, over all its
 	// epochs; BackendBytes (from the store) and DiskBytes (from the disk
 	// tier) include chunks prefetched for it.
-	Accesses     int64   `json:"chunk_accesses"`
-	Loads        int64   `json:"chunk_loads"`
-	BackendBytes int64   `json:"backend_bytes"`
-	DiskBytes    int64   `json:"disk_bytes,omitempty"`
-	HitRatio     float64 `json:"hit_ratio"`
+	Accesses     int64 `json:"chunk_accesses"`
+	Loads        int64 `json:"chunk_loads"`
+	BackendBytes int64 `json:"backend_bytes"`
+	DiskBytes    int64 `json:"disk_bytes,omitempty"`
+	// StoreGETs are the requests its loads from the store sent (a chunk
+	// read whole in the store's parts), as a plan's bill counts them
+	// (api.BillFigures.GETs); absent for a dataset served in place.
+	StoreGETs int64   `json:"store_gets,omitempty"`
+	HitRatio  float64 `json:"hit_ratio"`
 	// WaitSeconds is how long its batches waited for their samples in
 	// all: for the job's turn when the jobs' windows did not fit in the
 	// cache together, for room in the cache, for chunks to load.
@@ -590,7 +594,10 @@ type EpochStat struct {
 	BackendBytes int64  `json:"backend_bytes"`
 	// DiskBytes are the bytes of chunk loads the disk tier served (not
 	// in BackendBytes, which are the store's); absent without one.
-	DiskBytes int64    `json:"disk_bytes,omitempty"`
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
+	// StoreGETs are the requests the epoch's loads from the store sent,
+	// as JobStat's.
+	StoreGETs int64    `json:"store_gets,omitempty"`
 	HitRatio  float64  `json:"hit_ratio"`
 	Optimal   *float64 `json:"optimal_hit_ratio,omitempty"`
 	// Complete says batches of the epoch have carried all its samples.

@@ -38,7 +38,7 @@ func TestPlanBill(t *testing.T) {
 			if share == 1 {
 				cache += p.chunk // the working set's slack
 			}
-			_, url := startGateway(t, gateway.Config{
+			g, url := startGateway(t, gateway.Config{
 				Datasets:    []gateway.DatasetSpec{{Name: "synthetic", URL: p.url}},
 				Backend:     backend,
 				CacheSize:   cache,
@@ -81,6 +81,16 @@ func TestPlanBill(t *testing.T) {
 			}
 			if off := math.Abs(float64(bytes-b.Bytes)) / float64(b.Bytes); off > 0.01 {
 				t.Errorf("the store sent %d bytes, the plan %d: %.1f %% off", bytes, b.Bytes, 100*off)
+			}
+			// The live figures a user compares the bill with: the job's
+			// in /stats (and brand_job_store_gets_total).
+			var liveGETs, liveBytes int64
+			for _, j := range g.JobStats() {
+				liveGETs += j.StoreGETs
+				liveBytes += j.BackendBytes
+			}
+			if chunkGETs := gets - (got.Heads - before.Heads); liveGETs != chunkGETs || liveBytes != bytes {
+				t.Errorf("/stats says the job sent %d GETs for %d bytes; the store saw %d GETs and sent %d bytes", liveGETs, liveBytes, chunkGETs, bytes)
 			}
 			want := float64(b.GETs)/1000*prices.GETsPer1000 + float64(b.Bytes)/(1<<30)*prices.PerGiB
 			if math.Abs(b.Cost-want) > 1e-6 {

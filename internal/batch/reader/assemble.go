@@ -162,6 +162,7 @@ func (r *Reader) assembleGroup(ctx context.Context, sub layout.Samples, from, to
 			res.DiskBytes += req.Size
 		} else {
 			res.StoreBytes += sub.DS.StoreSize(sub.Chunks[from])
+			res.StoreGETs += int64(sub.DS.StoreGETs(sub.Chunks[from]))
 		}
 		return copyOut(from, buf)
 	}
@@ -198,6 +199,7 @@ func (r *Reader) assembleGroup(ctx context.Context, sub layout.Samples, from, to
 		res.DiskBytes += db
 		for i := range lease.StoreLoads(0, len(slots)) {
 			res.StoreBytes += sub.DS.StoreSize(sub.Chunks[slots[i]])
+			res.StoreGETs += int64(sub.DS.StoreGETs(sub.Chunks[slots[i]]))
 		}
 		defer lease.Release()
 		for i, s := range slots {

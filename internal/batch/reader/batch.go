@@ -16,7 +16,8 @@ import (
 // cache, DiskBytes of those from the disk tier, the rest from the store;
 // StoreBytes is what the loads from the store read from it — their
 // chunks' store sizes (catalog.Dataset.StoreSize), which for a dataset
-// served in place are their store extents, not the decoded bytes.
+// served in place are their store extents, not the decoded bytes, and
+// StoreGETs the requests they sent (catalog.Dataset.StoreGETs).
 type Figures struct {
 	Samples     int
 	Chunks      []int
@@ -24,6 +25,7 @@ type Figures struct {
 	LoadedBytes int64
 	DiskBytes   int64
 	StoreBytes  int64
+	StoreGETs   int64
 }
 
 // ReadBatch reads a batch — of one dataset, or a mixture's several parts
@@ -132,7 +134,7 @@ func (r *Reader) readTogether(ctx context.Context, b *layout.Batch) (*Result, er
 	res.PerPart = make([]Figures, len(parts))
 	for p, part := range parts {
 		res.PerPart[p] = Figures{Samples: len(b.Parts[p].Samples.IDs), Chunks: part.Chunks, Loads: part.Loads,
-			LoadedBytes: part.LoadedBytes, DiskBytes: part.DiskBytes, StoreBytes: part.StoreBytes}
+			LoadedBytes: part.LoadedBytes, DiskBytes: part.DiskBytes, StoreBytes: part.StoreBytes, StoreGETs: part.StoreGETs}
 	}
 	return res, nil
 }
@@ -168,6 +170,7 @@ func (r *Reader) readInTurn(ctx context.Context, b *layout.Batch) (*Result, erro
 		out.LoadedBytes += f.LoadedBytes
 		out.DiskBytes += f.DiskBytes
 		out.StoreBytes += f.StoreBytes
+		out.StoreGETs += f.StoreGETs
 		d := make([][]byte, len(part.Samples.IDs))
 		j, m := 0, 0
 		for i := range d {

@@ -345,7 +345,7 @@ func (r *Reader) readLocal(ctx context.Context, s layout.Samples, pos []int, dat
 		res.Chunks = sub.Chunks
 		res.Loads, res.LoadedBytes = lease.Loaded()
 		_, res.DiskBytes = lease.Below()
-		res.StoreBytes = storeBytes(lease, 0, sub)
+		res.StoreBytes, res.StoreGETs = storeBytes(lease, 0, sub)
 		deferred := sub.DS.Index.Deferred()
 		for j, in := range sub.Info {
 			data[pos[j]] = sampleBytes(lease.Bytes(sub.Slot[j]), in, deferred)
@@ -518,17 +518,18 @@ func subset(s layout.Samples, pos []int) layout.Samples {
 	return s.Pick(pos)
 }
 
-// requests are the cache requests of s's chunks.
 // storeBytes is what the store loads of lease read for requests(s),
-// requests [from, from+len(s.Chunks)) of it: their chunks' store sizes.
-func storeBytes(lease *chunkcache.Lease, from int, s layout.Samples) int64 {
-	var n int64
+// requests [from, from+len(s.Chunks)) of it: their chunks' store sizes,
+// and the requests they sent.
+func storeBytes(lease *chunkcache.Lease, from int, s layout.Samples) (n, gets int64) {
 	for i := range lease.StoreLoads(from, from+len(s.Chunks)) {
 		n += s.DS.StoreSize(s.Chunks[i-from])
+		gets += int64(s.DS.StoreGETs(s.Chunks[i-from]))
 	}
-	return n
+	return n, gets
 }
 
+// requests are the cache requests of s's chunks.
 func requests(s layout.Samples) []chunkcache.Request {
 	reqs := make([]chunkcache.Request, len(s.Chunks))
 	for i, c := range s.Chunks {

@@ -27,6 +27,7 @@ type Part struct {
 	LoadedBytes int64
 	DiskBytes   int64
 	StoreBytes  int64
+	StoreGETs   int64
 }
 
 // ReadTogether reads several requests' samples — a mixture batch's parts,
@@ -98,7 +99,7 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 			bytes += p.Bytes
 		}
 		p.Loads, p.LoadedBytes, _, p.DiskBytes = lease.LoadedIn(base[k], base[k+1])
-		p.StoreBytes = storeBytes(lease, base[k], s)
+		p.StoreBytes, p.StoreGETs = storeBytes(lease, base[k], s)
 	}
 	if bytes > r.maxBytes {
 		lease.Release()
@@ -109,6 +110,7 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 	_, res.DiskBytes = lease.Below()
 	for _, p := range parts {
 		res.StoreBytes += p.StoreBytes
+		res.StoreGETs += p.StoreGETs
 	}
 	r.remote.Delivered(bytes, 0)
 	return res, parts, nil

@@ -317,7 +317,7 @@ func (v *Batches) count(b *layout.Batch, res *reader.Result, wait time.Duration)
 		for i, part := range b.Parts {
 			f := res.PerPart[i]
 			parts[i] = livestats.PartServed{Stream: part.Stream, Comp: part.Comp, Samples: f.Samples, Chunks: f.Chunks,
-				Loads: f.Loads, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes}
+				Loads: f.Loads, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes, StoreGETs: f.StoreGETs}
 		}
 		v.stats.Batch(livestats.Served{Stream: livestats.MixJob(b), Epoch: b.Epoch, EpochSamples: b.EpochSamples,
 			Samples: b.End - b.Start, Wait: wait, Mix: b.Mix, Parts: parts})
@@ -328,7 +328,7 @@ func (v *Batches) count(b *layout.Batch, res *reader.Result, wait time.Duration)
 		n := part.EpochLen
 		v.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: n,
 			Samples: f.Samples, Chunks: f.Chunks, Loads: f.Loads, LoadedBytes: f.LoadedBytes, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes,
-			Wait: wait})
+			StoreGETs: f.StoreGETs, Wait: wait})
 	}
 }
 

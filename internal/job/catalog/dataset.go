@@ -222,6 +222,18 @@ func (d *Dataset) StoreSize(c int) int64 {
 	return format.Concat(ranges)
 }
 
+// StoreGETs is how many requests a load of chunk c from the store sends:
+// a chunk read whole is read in the store's parts (s3backend.S3.Requests;
+// one for a local file), what a plan's bill counts (planner.Dataset.GETs).
+// A chunk read in place is its fields' ranges, not counted: 0.
+func (d *Dataset) StoreGETs(c int) int {
+	r, ok := d.Store.(interface{ Requests(n int64) int })
+	if !ok || d.InPlace != nil {
+		return 0
+	}
+	return r.Requests(d.StoreSize(c))
+}
+
 // ChunkRequest is what the cache needs to load chunk c.
 func (d *Dataset) ChunkRequest(c int) chunkcache.Request {
 	return chunkcache.Request{Key: d.ChunkKey(c), Size: d.ChunkSize(c), Alloc: d.MaxChunk, Reuse: d.reuse}

@@ -118,8 +118,8 @@ type Stats struct {
 	hitRatio *prometheus.GaugeVec
 	bytes    *prometheus.GaugeVec
 
-	jobBytes, jobStall *prometheus.CounterVec
-	jobBatches         *prometheus.CounterVec
+	jobBytes, jobGets, jobStall *prometheus.CounterVec
+	jobBatches                  *prometheus.CounterVec
 
 	clock func() time.Time // time.Now; a test's
 
@@ -180,10 +180,11 @@ type jobStats struct {
 	batches, samples int64
 	accesses, loads  int64
 	bytes, disk      int64 // loaded from the store; from the disk tier
+	gets             int64 // the store's requests for those loads
 	wait             time.Duration
 	// Its series of the job metrics, resolved once: looking a series up
 	// by its labels costs more than the rest of a batch's accounting.
-	batchesC, stallC, bytesC prometheus.Counter
+	batchesC, stallC, bytesC, getsC prometheus.Counter
 }
 
 // tracedBatch is a batch's demand: its chunks are of ds, or for a
@@ -223,6 +224,7 @@ type epochCount struct {
 	served          int // samples of the epoch served so far
 	accesses, loads int64
 	bytes, disk     int64            // loaded from the store; from the disk tier
+	gets            int64            // the store's requests for those loads
 	prefetched      map[chunkID]bool // chunks read ahead for the epoch, not yet used by it
 	optimal         *float64
 	computedAt      int64 // accesses when the optimum was computed
@@ -254,6 +256,10 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *sto
 			Name: "brand_job_backend_bytes_total",
 			Help: "Per job (16 kept, as /stats jobs): bytes of chunks read from the store for it, by demand or prefetch.",
 		}, jobLabels),
+		jobGets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brand_job_store_gets_total",
+			Help: "Per job (16 kept, as /stats jobs): requests its chunk loads sent the store (a chunk read whole in the store's parts), by demand or prefetch: what /plan's bill counts as gets.",
+		}, jobLabels),
 		jobStall: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brand_job_wait_seconds_total",
 			Help: "Per job (16 kept, as /stats jobs): time its batches waited for their samples — for a turn, for room in the cache, for chunks to load — in all.",
@@ -264,7 +270,7 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *sto
 		}, jobLabels),
 		traceBatches: statsTraceBatches, jobs: map[layout.Stream]*jobStats{}, byID: map[int]*jobStats{}, comps: map[layout.Stream]layout.Stream{}, wake: make(chan struct{}, 1),
 	}
-	reg.MustRegister(s.hitRatio, s.bytes, s.jobBytes, s.jobStall, s.jobBatches)
+	reg.MustRegister(s.hitRatio, s.bytes, s.jobBytes, s.jobGets, s.jobStall, s.jobBatches)
 	s.mix = newMixtures(reg)
 	s.part = stopper.Own(part, "livestats: optima")
 	s.ctx = s.part.Context()
@@ -333,6 +339,7 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 			}
 			l := s.jobs[oldest].labels
 			s.jobBytes.Delete(l)
+			s.jobGets.Delete(l)
 			s.jobStall.Delete(l)
 			s.jobBatches.Delete(l)
 			delete(s.byID, s.jobs[oldest].id)
@@ -352,7 +359,7 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 		}
 		l := jobLabelsOf(dataset, index, js)
 		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, dataset: dataset, index: index, datasets: datasets, labels: l, kept: true,
-			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l)}
+			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l), getsC: s.jobGets.With(l)}
 		s.jobs[js] = j
 		s.byID[j.id] = j
 	}
@@ -392,7 +399,7 @@ func (s *Stats) reresolveLocked(l prometheus.Labels) {
 		if !maps.Equal(o.labels, l) {
 			continue
 		}
-		o.batchesC, o.stallC, o.bytesC = s.jobBatches.With(l), s.jobStall.With(l), s.jobBytes.With(l)
+		o.batchesC, o.stallC, o.bytesC, o.getsC = s.jobBatches.With(l), s.jobStall.With(l), s.jobBytes.With(l), s.jobGets.With(l)
 		for _, c := range o.epochs {
 			c.bytesG, c.liveG = nil, nil
 		}
@@ -450,6 +457,7 @@ type Served struct {
 	LoadedBytes int64
 	DiskBytes   int64
 	StoreBytes  int64
+	StoreGETs   int64
 	// Wait is how long the batch waited for its samples: for its job's
 	// turn, for room in the cache, for its chunks to load.
 	Wait time.Duration
@@ -471,6 +479,7 @@ type PartServed struct {
 	Loads      int
 	DiskBytes  int64
 	StoreBytes int64
+	StoreGETs  int64
 }
 
 // Follow registers a batch's streams before its prefetch starts, so that
@@ -510,7 +519,7 @@ func (s *Stats) Batch(b Served) {
 			s.mix.add(b.Mix, p.Stream, p.Comp, p.Samples, p.StoreBytes, p.DiskBytes)
 		}
 	} else {
-		parts = []PartServed{{Stream: b.Stream, Samples: b.Samples, Chunks: b.Chunks, Loads: b.Loads, DiskBytes: b.DiskBytes, StoreBytes: b.StoreBytes}}
+		parts = []PartServed{{Stream: b.Stream, Samples: b.Samples, Chunks: b.Chunks, Loads: b.Loads, DiskBytes: b.DiskBytes, StoreBytes: b.StoreBytes, StoreGETs: b.StoreGETs}}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -593,10 +602,13 @@ func (s *Stats) partLocked(j *jobStats, c *epochCount, p PartServed) int {
 	}
 	c.bytes += p.StoreBytes
 	c.disk += p.DiskBytes
+	c.gets += p.StoreGETs
 	j.bytes += p.StoreBytes
 	j.disk += p.DiskBytes
+	j.gets += p.StoreGETs
 	if j.kept {
 		j.bytesC.Add(float64(p.StoreBytes))
+		j.getsC.Add(float64(p.StoreGETs))
 	}
 	return min(loads, len(p.Chunks))
 }
@@ -639,9 +651,9 @@ func (s *Stats) trimLocked() {
 // against the epoch of its last batch followed.
 func (s *Stats) Prefetched(js layout.Stream, epoch uint64, chunk int, bytes int64, disk bool) {
 	ds := js.DS
-	store, below := ds.StoreSize(chunk), int64(0)
+	store, below, gets := ds.StoreSize(chunk), int64(0), int64(ds.StoreGETs(chunk))
 	if disk {
-		store, below = 0, bytes
+		store, below, gets = 0, bytes, 0
 	}
 	s.mix.prefetched(js, store+below, disk)
 	s.mu.Lock()
@@ -663,8 +675,10 @@ func (s *Stats) Prefetched(js layout.Stream, epoch uint64, chunk int, bytes int6
 	}
 	j.bytes += store
 	j.disk += below
+	j.gets += gets
 	if j.kept {
 		j.bytesC.Add(float64(store))
+		j.getsC.Add(float64(gets))
 	}
 	if c == nil {
 		return
@@ -675,6 +689,7 @@ func (s *Stats) Prefetched(js layout.Stream, epoch uint64, chunk int, bytes int6
 	c.prefetched[chunkID{ds, int32(chunk)}] = true
 	c.bytes += store
 	c.disk += below
+	c.gets += gets
 	s.publishLocked(js, j, epoch, c)
 }
 
@@ -786,7 +801,7 @@ func (s *Stats) SnapshotOf(shown Shown) []api.EpochStat {
 		}
 		for e, c := range j.epochs {
 			st := api.EpochStat{Dataset: j.dataset, Index: j.index, Seed: js.Seed, Window: js.Window, Job: js.Name, Snapshot: js.Imp.Version, Epoch: e,
-				Accesses: c.accesses, Loads: c.loads, BackendBytes: c.bytes, DiskBytes: c.disk, Complete: c.complete()}
+				Accesses: c.accesses, Loads: c.loads, BackendBytes: c.bytes, DiskBytes: c.disk, StoreGETs: c.gets, Complete: c.complete()}
 			if c.accesses > 0 {
 				st.HitRatio = 1 - float64(c.loads)/float64(c.accesses)
 			}
@@ -817,7 +832,7 @@ func (s *Stats) JobsOf(shown Shown) []api.JobStat {
 			continue
 		}
 		st := api.JobStat{Dataset: j.dataset, Index: j.index, Seed: js.Seed, Window: js.Window, Job: js.Name,
-			Batches: j.batches, Samples: j.samples, Accesses: j.accesses, Loads: j.loads, BackendBytes: j.bytes, DiskBytes: j.disk,
+			Batches: j.batches, Samples: j.samples, Accesses: j.accesses, Loads: j.loads, BackendBytes: j.bytes, DiskBytes: j.disk, StoreGETs: j.gets,
 			WaitSeconds: j.wait.Seconds()}
 		if j.accesses > 0 {
 			st.HitRatio = 1 - float64(j.loads)/float64(j.accesses)

@@ -77,6 +77,12 @@ func batch(epoch uint64, samples int, chunks []int, loads int, loaded, disk int6
 	return event{served: &Served{Epoch: epoch, EpochSamples: 16, Samples: samples, Chunks: chunks, Loads: loads, LoadedBytes: loaded, DiskBytes: disk, StoreBytes: loaded - disk, Wait: wait}}
 }
 
+// withGETs is e whose loads from the store sent n requests.
+func withGETs(e event, n int64) event {
+	e.served.StoreGETs = n
+	return e
+}
+
 func prefetched(epoch uint64, chunk int, bytes int64, disk bool) event {
 	return event{prefetch: true, epoch: epoch, chunk: chunk, bytes: bytes, disk: disk}
 }
@@ -126,6 +132,15 @@ func TestFiguresOfServedBatches(t *testing.T) {
 			},
 			epochs: []api.EpochStat{{Epoch: 0, Accesses: 1, Loads: 1, DiskBytes: 4 * k, HitRatio: 0}},
 			job:    api.JobStat{Batches: 1, Samples: 4, Accesses: 1, Loads: 1, DiskBytes: 4 * k, HitRatio: 0},
+		},
+		{
+			name:   "the store's requests, as the bill counts them",
+			events: []event{withGETs(batch(0, 8, []int{0, 1}, 2, 3*k, 0, 0), 5), withGETs(batch(1, 8, []int{2}, 1, 3*k, 0, 0), 2)},
+			epochs: []api.EpochStat{
+				{Epoch: 0, Accesses: 2, Loads: 2, BackendBytes: 3 * k, StoreGETs: 5, HitRatio: 0},
+				{Epoch: 1, Accesses: 1, Loads: 1, BackendBytes: 3 * k, StoreGETs: 2, HitRatio: 0},
+			},
+			job: api.JobStat{Batches: 2, Samples: 16, Accesses: 3, Loads: 3, BackendBytes: 6 * k, StoreGETs: 7, HitRatio: 0},
 		},
 		{
 			name:   "never more loads than accesses",
@@ -187,6 +202,7 @@ func TestFiguresOfServedBatches(t *testing.T) {
 			j := map[string]string{"job": "j"}
 			for name, want := range map[string]float64{
 				"brand_job_backend_bytes_total": float64(tt.job.BackendBytes),
+				"brand_job_store_gets_total":    float64(tt.job.StoreGETs),
 				"brand_job_batches_total":       float64(tt.job.Batches),
 				"brand_job_wait_seconds_total":  tt.job.WaitSeconds,
 			} {

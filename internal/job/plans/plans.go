@@ -171,10 +171,10 @@ func Data(ds *catalog.Dataset) api.PlanDataset {
 	}
 	// A chunk read whole is read in the store's parts; one read in place
 	// is its fields' ranges, not counted.
-	if r, ok := ds.Store.(interface{ Requests(n int64) int }); ok && ds.InPlace == nil {
+	if _, ok := ds.Store.(interface{ Requests(n int64) int }); ok && ds.InPlace == nil {
 		d.GETs = make([]int32, n)
 		for c := range n {
-			d.GETs[c] = int32(r.Requests(store[c]))
+			d.GETs[c] = int32(ds.StoreGETs(c))
 		}
 	}
 	return d
