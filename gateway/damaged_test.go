@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
@@ -86,7 +88,7 @@ func TestUndecodableChunkHTTP(t *testing.T) {
 				if resp.Header.Get(api.HeaderBatchSamples) != "" {
 					t.Errorf("a 502 with %s %s", api.HeaderBatchSamples, resp.Header.Get(api.HeaderBatchSamples))
 				}
-				if got := scrapeMetrics(t, srv.URL).Sum("brand_http_errors_total", `reason="damaged_chunk"`); got != 1 {
+				if got := gatewaytest.ScrapeMetrics(t, srv.URL).Sum("brand_http_errors_total", `reason="damaged_chunk"`); got != 1 {
 					t.Errorf("brand_http_errors_total{reason=\"damaged_chunk\"} = %v, want 1", got)
 				}
 				return

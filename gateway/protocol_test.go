@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/gateway"
@@ -139,7 +141,7 @@ func TestNotReadyUntilLoaded(t *testing.T) {
 		method, path string
 		body         []byte
 	}
-	needed := request{http.MethodPost, transport.NeededPath + "?dataset=d&index=" + f.index.ID() + "&held=true", sampleList([]int{0, 1})}
+	needed := request{http.MethodPost, transport.NeededPath + "?dataset=d&index=" + f.index.ID() + "&held=true", gatewaytest.SampleList([]int{0, 1})}
 	for _, tc := range []struct {
 		name     string
 		cluster  gateway.ClusterConfig

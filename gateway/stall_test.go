@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+
 	"github.com/brandgw/brand/gateway"
 )
 
@@ -33,16 +35,10 @@ func stalledConn(t *testing.T, base string, paths ...string) net.Conn {
 	return conn
 }
 
-// waitFor polls cond until it holds or d passes.
+// waitFor is gatewaytest.WaitFor.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	gatewaytest.WaitFor(t, d, what, cond)
 }
 
 // TestStalledReadersReleaseTheirChunks: a sample (GET /samples/{key})
