@@ -11,14 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
-
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/hostiletest"
 	"github.com/brandgw/brand/format/parquet"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/s3backend"
 )
 

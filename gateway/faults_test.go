@@ -15,11 +15,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
-
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // metric is gatewaytest.Metric.

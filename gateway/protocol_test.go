@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
-
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 

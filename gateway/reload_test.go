@@ -6,10 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
-
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // repack overwrites f's store with another dataset, as `brand pack

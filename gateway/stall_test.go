@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
-
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // stalledConn sends the requests in paths on one connection with a small

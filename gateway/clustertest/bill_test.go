@@ -6,10 +6,9 @@ import (
 	"math"
 	"testing"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
-
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/planner"
 )
 

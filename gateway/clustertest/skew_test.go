@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/s3backend"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // startSkewedCluster runs n gateways as one cluster, node k over stores[k]
