@@ -26,6 +26,11 @@ func fixtureOf(f *gatewaytest.Fixture) *fixture {
 	return &fixture{dir: f.Dir, store: f.Store, index: f.Index, content: f.Content}
 }
 
+// shared is f as a gatewaytest.Fixture.
+func (f *fixture) shared() *gatewaytest.Fixture {
+	return &gatewaytest.Fixture{Dir: f.dir, Store: f.store, Index: f.index, Content: f.content}
+}
+
 // newFixture is gatewaytest.NewFixture.
 func newFixture(t testing.TB, chunks, perChunk int) *fixture {
 	t.Helper()
@@ -120,11 +125,11 @@ func do(t testing.TB, method, url string, body []byte, hdr ...string) (*http.Res
 // verify is gatewaytest.Fixture.Verify.
 func (f *fixture) verify(t testing.TB, samples []sample, seen map[string]int) {
 	t.Helper()
-	shared := make([]gatewaytest.Sample, len(samples))
+	ss := make([]gatewaytest.Sample, len(samples))
 	for i, s := range samples {
-		shared[i] = gatewaytest.Sample{Key: s.key, Files: s.files}
+		ss[i] = gatewaytest.Sample{Key: s.key, Files: s.files}
 	}
-	(&gatewaytest.Fixture{Content: f.content}).Verify(t, shared, seen)
+	f.shared().Verify(t, ss, seen)
 }
 
 // exactlyOnce is gatewaytest.ExactlyOnce.

@@ -27,7 +27,7 @@ const (
 // addMembers is gatewaytest.Fixture.AddMembers.
 func (f *fixture) addMembers(t testing.TB) {
 	t.Helper()
-	(&gatewaytest.Fixture{Store: f.store, Index: f.index}).AddMembers(t)
+	f.shared().AddMembers(t)
 }
 
 // startS3 runs a gateway with the S3 face over store and returns a
