@@ -16,7 +16,9 @@ import (
 
 // The tests of several gateways as one cluster are gateway/clustertest's;
 // the gateway's own start a cluster where its HTTP contract is a node's
-// (the internal endpoints, scopes, bodies, /plan).
+// (the internal endpoints, scopes, bodies, /plan, the model's worlds),
+// and where a test's fixtures are this package's (transform_cluster_test.go
+// over transform_test.go's images, pace_test.go).
 
 // clusterNode is a gatewaytest.Node under the names this package's tests
 // use: one gateway of an in-process test cluster.
