@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/format/hostiletest"
 	"github.com/brandgw/brand/format/parquet"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -86,7 +87,7 @@ func TestUndecodableChunkHTTP(t *testing.T) {
 				if resp.Header.Get(api.HeaderBatchSamples) != "" {
 					t.Errorf("a 502 with %s %s", api.HeaderBatchSamples, resp.Header.Get(api.HeaderBatchSamples))
 				}
-				if got := scrapeMetrics(t, srv.URL).Sum("brand_http_errors_total", `reason="damaged_chunk"`); got != 1 {
+				if got := gatewaytest.ScrapeMetrics(t, srv.URL).Sum("brand_http_errors_total", `reason="damaged_chunk"`); got != 1 {
 					t.Errorf("brand_http_errors_total{reason=\"damaged_chunk\"} = %v, want 1", got)
 				}
 				return

@@ -10,32 +10,18 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/job/features"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/s3backend"
 )
 
-// appendFile adds a .lines file of 20 lines, name, beside an
-// inPlaceStore's files and appends it to the dataset (brand index
-// --append): a writer's next batch of files.
+// appendFile is gatewaytest.AppendFile.
 func appendFile(t *testing.T, st s3backend.Store, name string) {
 	t.Helper()
-	var lines []string
-	for l := range 20 {
-		lines = append(lines, fmt.Sprintf("%s line %d", name, l))
-	}
-	for k, b := range formattest.Write(map[string][]string{"data/" + name + ".lines": lines}) {
-		if _, err := st.Put(context.Background(), k, bytes.NewReader(b), int64(len(b))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := dataset.AppendInPlace(context.Background(), st, st, dataset.AppendOptions{
-		Formats: []format.Format{formattest.Lines{}}, Options: format.Options{ChunkBytes: 300}}); err != nil {
-		t.Fatal(err)
-	}
+	gatewaytest.AppendFile(t, st, name)
 }
 
 // currentIndex is the index version a gateway serves of its dataset.
@@ -142,64 +128,5 @@ func TestEditEndpoints(t *testing.T) {
 	var ep api.EpochInfo
 	if resp, b := get(t, srv.URL+"/epoch/1?"+job); resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ep) != nil || ep.Samples != len(want)+18 || ep.Batches != 14 {
 		t.Errorf("/epoch/1 of the job: %s %s; want its 138 samples in 14 batches", resp.Status, b)
-	}
-}
-
-// TestOldVersionOnAClusterAfterAppend: a cluster node holds its
-// dataset's index in part and reads the sample tables of chunks it does
-// not keep from the stored index object when a batch needs them. An
-// append replaces that object; a job pinned to the version before it
-// (index=) goes on reading that version on every node, each batch the
-// bytes and ETag it had before the append, with a table cache too small
-// to keep any table read (every read goes to the object), and a job
-// pinned to it takes an exclusion of its keys. Both answered 502 while
-// the nodes read the old version's tables from the replaced object.
-func TestOldVersionOnAClusterAfterAppend(t *testing.T) {
-	st, _ := inPlaceStore(t, formattest.Lines{})
-	nodes := startCluster(t, &fixture{store: st.(*s3backend.Local)}, 3, nil, func(c *gateway.Config) {
-		c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
-		c.IndexTablesCache = 1
-	})
-	const shape = "dataset=test&seed=7&window=4&batch_size=5&world=2"
-	v := currentIndex(t, nodes[0].srv.URL)
-	type read struct {
-		etag string
-		body []byte
-	}
-	readAll := func() map[string]read {
-		t.Helper()
-		out := map[string]read{}
-		for k, n := range nodes {
-			for m := range 12 {
-				for r := range 2 {
-					resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&rank=%d&index=%s", n.srv.URL, m, shape, r, v))
-					if resp.StatusCode != http.StatusOK || resp.Header.Get("Brand-Index") != v {
-						t.Fatalf("node %d step %d rank %d of version %s: %s, index %s: %s", k, m, r, v, resp.Status, resp.Header.Get("Brand-Index"), body)
-					}
-					out[fmt.Sprintf("%d/%d/%d", k, m, r)] = read{resp.Header.Get("ETag"), body}
-				}
-			}
-		}
-		return out
-	}
-	before := readAll()
-	appendFile(t, st, "g0")
-	for _, n := range nodes {
-		if _, err := n.g.Reload(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if cur := currentIndex(t, nodes[0].srv.URL); cur == v {
-		t.Fatalf("the nodes still serve %s after the append", v)
-	}
-	for key, got := range readAll() {
-		if want := before[key]; got.etag != want.etag || !bytes.Equal(got.body, want.body) {
-			t.Fatalf("node/step/rank %s of version %s: other bytes after the append (ETag %s, before %s)", key, v, got.etag, want.etag)
-		}
-	}
-	resp, body := do(t, http.MethodPost, fmt.Sprintf("%s/jobs/old/exclude?%s&index=%s", nodes[1].srv.URL, shape, v),
-		[]byte(`{"from_step": 3, "keys": ["data/f0/1", "data/f2/7"]}`))
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("an exclusion of a job pinned to %s after the append: %s %s", v, resp.Status, body)
 	}
 }

@@ -18,32 +18,13 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/promtest"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
-// scrapeMetrics reads base's /metrics.
-func scrapeMetrics(t testing.TB, base string) promtest.Scrape {
-	t.Helper()
-	resp, body := get(t, base+"/metrics")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %s", resp.Status)
-	}
-	s, err := promtest.Read(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// metric reads one series from /metrics, named as the exposition names
-// it (`brand_locality_bytes_total{source="home"}`).
+// metric is gatewaytest.Metric.
 func metric(t *testing.T, base, series string) float64 {
 	t.Helper()
-	v, ok := scrapeMetrics(t, base)[series]
-	if !ok {
-		t.Fatalf("no metric %s", series)
-	}
-	return v
+	return gatewaytest.Metric(t, base, series)
 }
 
 // damageAtRest flips a byte of chunk c on disk without changing its ETag:

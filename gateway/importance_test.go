@@ -2,30 +2,19 @@ package gateway_test
 
 import (
 	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
-// post sends body to url as contentType and returns the response and
-// its body.
+// post is gatewaytest.Post.
 func post(t *testing.T, url, contentType string, body []byte) (*http.Response, []byte) {
 	t.Helper()
-	return do(t, http.MethodPost, url, body, "Content-Type", contentType)
-}
-
-// binaryFeedback encodes (ID, loss) records.
-func binaryFeedback(ids []int, losses []float32) []byte {
-	var b []byte
-	for i, id := range ids {
-		b = binary.LittleEndian.AppendUint32(b, uint32(id))
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(losses[i]))
-	}
-	return b
+	return gatewaytest.Post(t, url, contentType, body)
 }
 
 // feedEpoch reports a loss for every sample of an epoch: samples of the
@@ -43,32 +32,15 @@ func feedEpoch(t *testing.T, base string, f *fixture, job string, epoch int) {
 		}
 	}
 	url := fmt.Sprintf("%s/importance/%s/feedback?epoch=%d", base, job, epoch)
-	if resp, body := post(t, url, "application/octet-stream", binaryFeedback(ids, losses)); resp.StatusCode != http.StatusOK {
+	if resp, body := post(t, url, "application/octet-stream", gatewaytest.BinaryFeedback(ids, losses)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("feedback: %s: %s", resp.Status, body)
 	}
 }
 
-type sealed struct {
-	Version  string `json:"version"`
-	Reported int    `json:"reported"`
-	Parts    int    `json:"parts"`
-}
-
-func seal(t *testing.T, base, job string, epoch int, prev string) sealed {
+// seal is gatewaytest.Seal.
+func seal(t *testing.T, base, job string, epoch int, prev string) gatewaytest.Sealed {
 	t.Helper()
-	url := fmt.Sprintf("%s/importance/%s/seal?epoch=%d", base, job, epoch)
-	if prev != "" {
-		url += "&prev=" + prev
-	}
-	resp, body := post(t, url, "", nil)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("seal: %s: %s", resp.Status, body)
-	}
-	var s sealed
-	if err := json.Unmarshal(body, &s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return gatewaytest.Seal(t, base, job, epoch, prev)
 }
 
 // TestImportanceFeedbackSealAndReplicas: the HTTP contract of a seal
@@ -136,7 +108,7 @@ func TestImportanceRefusals(t *testing.T) {
 	}
 	check([]request{
 		{"unknown key", base, "application/json", []byte(`{"keys":["nope"],"losses":[1]}`), 400, ""},
-		{"NaN loss", base, "application/octet-stream", binaryFeedback([]int{1}, []float32{float32(math.NaN())}), 400, ""},
+		{"NaN loss", base, "application/octet-stream", gatewaytest.BinaryFeedback([]int{1}, []float32{float32(math.NaN())}), 400, ""},
 		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", ok, 400, ""},
 		{"unknown parameter", base + "&x=1", "application/json", ok, 400, ""},
 		{"unknown dataset", base + "&dataset=nope", "application/json", ok, 404, ""},

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 type storedVersion struct {
@@ -47,8 +48,8 @@ func editSchedule(t *testing.T, base, sched string, from uint64, prev string) (i
 // an edited, resumed run, internal/batch/layout's TestScheduleResumeAfterTwoEdits;
 // a stored schedule's plan, internal/job/plans's TestPlanOfASchedule.
 func TestStoredScheduleEdits(t *testing.T) {
-	m := newMixFixture(t)
-	base := m.start(t)
+	m := gatewaytest.NewMix(t)
+	base := m.Start(t)
 	first := "0:web:0.5,code:0.3,books:0.2"
 	st, v1, body := editSchedule(t, base, first, 0, "")
 	if st != http.StatusCreated || v1.Version == "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // jsonRoute is a route that takes a JSON body, for TestJSONBodiesEndThere:
@@ -37,9 +38,9 @@ type jsonRoute struct {
 // reads one value and leaves the rest unread), where importance feedback
 // and POST /plan refused the same.
 func TestJSONBodiesEndThere(t *testing.T) {
-	m := newMixFixture(t)
+	m := gatewaytest.NewMix(t)
 	g, srv := start(t, nil, func(c *gateway.Config) {
-		c.Datasets = m.specs
+		c.Datasets = m.Specs
 		c.Defaults = gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}
 	})
 	base := srv.URL

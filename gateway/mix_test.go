@@ -1,100 +1,16 @@
 package gateway_test
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/s3test"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
-
-// mixFixture is three datasets of different sizes, the smallest smaller
-// than its share of a mixture epoch.
-type mixFixture struct {
-	sets  map[string]*fixture
-	names []string
-	specs []gateway.DatasetSpec
-}
-
-func newMixFixture(t *testing.T) *mixFixture {
-	t.Helper()
-	m := &mixFixture{sets: map[string]*fixture{}, names: []string{"web", "code", "books"}}
-	for _, d := range []struct {
-		name             string
-		chunks, perChunk int
-	}{{"web", 12, 25}, {"code", 6, 20}, {"books", 2, 10}} {
-		f := newFixtureNamed(t, t.TempDir(), d.name+"-", d.chunks, d.perChunk, 0)
-		m.sets[d.name] = f
-		m.specs = append(m.specs, gateway.DatasetSpec{Name: d.name, URL: "file:///" + d.name, Store: f.store})
-	}
-	return m
-}
-
-// start serves the fixture's datasets at batch size 8, window 2, seed 5
-// and returns the server's URL.
-func (m *mixFixture) start(t *testing.T) string {
-	t.Helper()
-	_, srv := start(t, nil, func(c *gateway.Config) {
-		c.Datasets = m.specs
-		c.Defaults = gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}
-	})
-	return srv.URL
-}
-
-// mixSample is a served sample of a mixture: its component and key.
-type mixSample struct {
-	comp int
-	key  string
-}
-
-// readMix reads one batch of a mixture, checks its bytes against the
-// component datasets' sources and returns its samples and body hash.
-func (m *mixFixture) readMix(t *testing.T, url string) ([]mixSample, [32]byte) {
-	t.Helper()
-	resp, body := get(t, url)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
-	}
-	samples := readTarSplit(t, body)
-	hdr := resp.Header.Get(api.HeaderMixComponents)
-	var comps []string
-	if hdr != "" {
-		comps = strings.Split(hdr, ",")
-	}
-	if len(comps) != len(samples) {
-		t.Fatalf("%s: %d components for %d samples", url, len(comps), len(samples))
-	}
-	out := make([]mixSample, len(samples))
-	for i, s := range samples {
-		c, err := strconv.Atoi(comps[i])
-		if err != nil || c < 0 || c >= len(m.names) {
-			t.Fatalf("component %q", comps[i])
-		}
-		f := m.sets[m.names[c]]
-		if !strings.HasPrefix(s.key, m.names[c]+"-") {
-			t.Fatalf("sample %s tagged as component %d (%s)", s.key, c, m.names[c])
-		}
-		for ext, want := range f.content[s.key] {
-			if !bytes.Equal(s.files[ext], want) {
-				t.Fatalf("sample %s.%s differs from its source", s.key, ext)
-			}
-		}
-		out[i] = mixSample{c, s.key}
-	}
-	return out, sha256.Sum256(body)
-}
-
-const testMix = "web:0.5,code:0.3,books:0.2"
 
 // TestMixtureOverHTTP is the mixture's HTTP contract with three datasets
 // of 300, 120 and 20 samples at weights 0.5, 0.3, 0.2, batch 8 × world 4:
@@ -105,10 +21,10 @@ const testMix = "web:0.5,code:0.3,books:0.2"
 // world size — is internal/batch/layout's TestMixtureContract and
 // TestMixtureResumeAtAnotherWorldSize.
 func TestMixtureOverHTTP(t *testing.T) {
-	m := newMixFixture(t)
-	base := m.start(t)
+	m := gatewaytest.NewMix(t)
+	base := m.Start(t)
 	const world = 4
-	resp, body := get(t, fmt.Sprintf("%s/epoch/0?mix=%s&world=%d", base, testMix, world))
+	resp, body := get(t, fmt.Sprintf("%s/epoch/0?mix=%s&world=%d", base, gatewaytest.MixWeights, world))
 	var e0 api.EpochInfo
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &e0) != nil {
 		t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
@@ -119,12 +35,12 @@ func TestMixtureOverHTTP(t *testing.T) {
 	served := make([]int, 3)
 	for b := range e0.Batches {
 		for r := range world {
-			got, _ := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/%d?mix=%s&world=%d&rank=%d", base, b, testMix, world, r))
+			got, _ := m.Read(t, fmt.Sprintf("%s/epoch/0/batch/%d?mix=%s&world=%d&rank=%d", base, b, gatewaytest.MixWeights, world, r))
 			if len(got) != 8 {
 				t.Fatalf("batch %d rank %d: %d samples", b, r, len(got))
 			}
 			for _, s := range got {
-				served[s.comp]++
+				served[s.Comp]++
 			}
 		}
 	}
@@ -140,16 +56,16 @@ func TestMixtureOverHTTP(t *testing.T) {
 	if err := json.Unmarshal(body, &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Mixtures) != 1 || st.Mixtures[0].Mix != testMix {
+	if len(st.Mixtures) != 1 || st.Mixtures[0].Mix != gatewaytest.MixWeights {
 		t.Fatalf("stats mixtures %+v", st.Mixtures)
 	}
 	for i, c := range st.Mixtures[0].Components {
-		if c.Dataset != m.names[i] || c.Samples != int64(served[i]) || c.BackendBytes <= 0 {
+		if c.Dataset != m.Names[i] || c.Samples != int64(served[i]) || c.BackendBytes <= 0 {
 			t.Fatalf("stats component %d: %+v (served %d)", i, c, served[i])
 		}
 	}
 	_, metrics := get(t, base+"/metrics")
-	for i, name := range m.names {
+	for i, name := range m.Names {
 		if !strings.Contains(string(metrics), fmt.Sprintf(`brand_mix_samples_total{dataset=%q} %d`, name, served[i])) {
 			t.Fatalf("metrics lack %s's mixture samples", name)
 		}
@@ -161,8 +77,8 @@ func TestMixtureOverHTTP(t *testing.T) {
 // dataset not served named); the words of each refusal are api's
 // TestParseMix and TestParseScheduleSaysWhy and internal/job/query's TestParse.
 func TestMixtureErrors(t *testing.T) {
-	m := newMixFixture(t)
-	base := m.start(t)
+	m := gatewaytest.NewMix(t)
+	base := m.Start(t)
 	for _, tc := range []struct {
 		query  string
 		status int
@@ -185,12 +101,12 @@ func TestMixtureErrors(t *testing.T) {
 			t.Errorf("?%s: %d %.200s; want %d saying %q", tc.query, resp.StatusCode, body, tc.status, tc.says)
 		}
 	}
-	resp, body := get(t, base+"/epoch/0/batch/14?mix="+testMix+"&world=4")
+	resp, body := get(t, base+"/epoch/0/batch/14?mix="+gatewaytest.MixWeights+"&world=4")
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("batch past the end: %d %s", resp.StatusCode, body)
 	}
 	// A manifest names each sample's dataset.
-	resp, body = get(t, base+"/epoch/0/batch/0/manifest?mix="+testMix)
+	resp, body = get(t, base+"/epoch/0/batch/0/manifest?mix="+gatewaytest.MixWeights)
 	var man api.Manifest
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &man) != nil || len(man.Samples) != 8 {
 		t.Fatalf("manifest: %d %s", resp.StatusCode, body)
@@ -201,74 +117,13 @@ func TestMixtureErrors(t *testing.T) {
 		}
 	}
 	// HEAD knows the length without reading.
-	resp, _ = do(t, http.MethodHead, base+"/epoch/0/batch/0?mix="+testMix, nil)
+	resp, _ = do(t, http.MethodHead, base+"/epoch/0/batch/0?mix="+gatewaytest.MixWeights, nil)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderMixBlock) != "8" || resp.ContentLength != man.Bytes {
 		t.Fatalf("HEAD: %d block %q length %d (manifest %d)", resp.StatusCode, resp.Header.Get(api.HeaderMixBlock), resp.ContentLength, man.Bytes)
 	}
 	etag := resp.Header.Get("ETag")
-	resp, _ = get(t, base+"/epoch/0/batch/0?mix="+testMix, "If-None-Match", etag)
+	resp, _ = get(t, base+"/epoch/0/batch/0?mix="+gatewaytest.MixWeights, "If-None-Match", etag)
 	if resp.StatusCode != http.StatusNotModified {
 		t.Fatalf("If-None-Match: %d", resp.StatusCode)
-	}
-}
-
-// TestClusterSchedule: a schedule whose weights change at step 4, on a
-// cluster of three nodes: every rank reads its home, peers are asked with
-// the schedule, each chunk of each component is read from the store by
-// one node once, and any node answers any rank's request with the same
-// bytes. (A mixture's on two `brand serve` processes is integration's
-// TestMixtureClusterOnMinIO; how a mixture's or a schedule's samples are
-// assigned to ranks by locality, internal/batch/layout's TestMixtureLocality.)
-func TestClusterSchedule(t *testing.T) {
-	m := newMixFixture(t)
-	const nodes, world, batch = 3, 6, 8
-	stores := make([]map[string]*s3test.Store, nodes) // each node's, by dataset
-	cl := startCluster(t, m.sets["web"], nodes, nil, func(c *gateway.Config) {
-		k := c.Cluster.Self
-		stores[k] = map[string]*s3test.Store{}
-		c.Datasets = slices.Clone(m.specs)
-		for i, spec := range c.Datasets {
-			stores[k][spec.Name] = s3test.Wrap(spec.Store)
-			c.Datasets[i].Store = stores[k][spec.Name]
-		}
-		c.Defaults = gateway.Defaults{BatchSize: batch, Window: 2, Seed: 5}
-	})
-	srvs := make([]string, nodes)
-	for k, n := range cl {
-		srvs[k] = n.srv.URL
-	}
-	q := func(r int) string {
-		return fmt.Sprintf("mix_schedule=%s&window=6&world=%d&rank=%d",
-			url.QueryEscape("0:"+testMix+";4:web:0.2,code:0.2,books:0.6"), world, r)
-	}
-	const batches = 10 // K = 48: 440 samples rounded up to 480, ten global batches
-	bodies := map[string][32]byte{}
-	for r := range world {
-		for b := range batches {
-			_, sum := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srvs[cluster.Home(r, world, nodes)], b, q(r)))
-			bodies[fmt.Sprintf("%d/%d", r, b)] = sum
-		}
-	}
-	for _, name := range m.names {
-		reads := map[string]int{}
-		for k := range nodes {
-			for obj, c := range stores[k][name].Take().Under("chunks/") {
-				if c.Reads > 0 {
-					reads[obj] += c.Reads
-				}
-			}
-		}
-		for obj, n := range reads {
-			if n != 1 {
-				t.Errorf("%s: chunk %s read %d times by the cluster", name, obj, n)
-			}
-		}
-	}
-	for _, r := range []int{0, 5} {
-		for k, u := range srvs {
-			if _, sum := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/2?%s", u, q(r))); sum != bodies[fmt.Sprintf("%d/2", r)] {
-				t.Fatalf("rank %d batch 2 from node %d differs from its home's", r, k)
-			}
-		}
 	}
 }

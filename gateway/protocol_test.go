@@ -15,6 +15,7 @@ import (
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
@@ -139,7 +140,7 @@ func TestNotReadyUntilLoaded(t *testing.T) {
 		method, path string
 		body         []byte
 	}
-	needed := request{http.MethodPost, transport.NeededPath + "?dataset=d&index=" + f.index.ID() + "&held=true", sampleList([]int{0, 1})}
+	needed := request{http.MethodPost, transport.NeededPath + "?dataset=d&index=" + f.index.ID() + "&held=true", gatewaytest.SampleList([]int{0, 1})}
 	for _, tc := range []struct {
 		name     string
 		cluster  gateway.ClusterConfig

@@ -2,14 +2,13 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"testing"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // repack overwrites f's store with another dataset, as `brand pack
@@ -20,19 +19,10 @@ func repack(t *testing.T, f *fixture, chunks, perChunk int) *fixture {
 	return newFixtureNamed(t, f.dir, "", chunks, perChunk, 0)
 }
 
+// datasets is gatewaytest.Dataset.
 func datasets(t *testing.T, base string) api.DatasetInfo {
 	t.Helper()
-	resp, err := http.Get(base + "/datasets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var l api.DatasetList
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, &l); err != nil || len(l.Datasets) != 1 {
-		t.Fatalf("/datasets: %v: %s", err, b)
-	}
-	return l.Datasets[0]
+	return gatewaytest.Dataset(t, base)
 }
 
 // TestReloadIndex: a dataset re-packed under a running gateway is served

@@ -2,59 +2,32 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/signer"
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/s3face/s3auth"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/s3backend"
 )
 
+// The key pair of the S3 face (gatewaytest's).
 const (
-	s3ID     = "brandtest"
-	s3Secret = "brand-test-secret-key"
+	s3ID     = gatewaytest.S3ID
+	s3Secret = gatewaytest.S3Secret
 )
 
-// addMembers writes the fixture's member table, read from its chunks as
-// `brand index` reads them.
+// addMembers is gatewaytest.Fixture.AddMembers.
 func (f *fixture) addMembers(t testing.TB) {
 	t.Helper()
-	ctx := context.Background()
-	var b chunkindex.MembersBuilder
-	for c := range f.index.NumChunks() {
-		ch := f.index.Chunk(c)
-		buf := make([]byte, ch.Size)
-		if err := f.store.ReadRange(ctx, ch.Key, "", 0, buf); err != nil {
-			t.Fatal(err)
-		}
-		first, _ := f.index.ChunkRange(c)
-		i := 0
-		if _, err := chunkindex.ScanTar(bytes.NewReader(buf), func(s chunkindex.TarSample) error {
-			err := b.Add(first+i, s.Files)
-			i++
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	enc, err := b.Encode(ctx, f.index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.Put(ctx, chunkindex.MembersKey, bytes.NewReader(enc), int64(len(enc))); err != nil {
-		t.Fatal(err)
-	}
+	f.shared().AddMembers(t)
 }
 
 // startS3 runs a gateway with the S3 face over store and returns a
@@ -76,18 +49,10 @@ func startS3(t *testing.T, store s3backend.Store, mutate func(*gateway.Config)) 
 	return g, s3Client(t, srv.URL, s3ID, s3Secret), srv.URL
 }
 
+// s3Client is gatewaytest.S3Client.
 func s3Client(t *testing.T, endpoint, id, secret string) *minio.Client {
 	t.Helper()
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(id, secret, ""), Region: "us-east-1",
-		BucketLookup: minio.BucketLookupPath, MaxRetries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mc
+	return gatewaytest.S3Client(t, endpoint, id, secret)
 }
 
 func readObject(t *testing.T, mc *minio.Client, name string, opts minio.GetObjectOptions) []byte {
@@ -103,13 +68,9 @@ func readObjectErr(mc *minio.Client, name string, opts minio.GetObjectOptions) (
 	return readBucketObject(mc, "test", name, opts)
 }
 
+// readBucketObject is gatewaytest.ReadBucketObject.
 func readBucketObject(mc *minio.Client, bucket, name string, opts minio.GetObjectOptions) ([]byte, error) {
-	obj, err := mc.GetObject(context.Background(), bucket, name, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer obj.Close()
-	return io.ReadAll(obj)
+	return gatewaytest.ReadBucketObject(mc, bucket, name, opts)
 }
 
 // TestS3Contract: the gateway's S3 handler is the face (package s3face
@@ -178,49 +139,5 @@ func TestS3Contract(t *testing.T) {
 	}
 	if g, _ := start(t, f.store, nil); g.S3Handler() != nil {
 		t.Error("a gateway without S3 credentials has an S3 handler")
-	}
-}
-
-// TestS3FaceOnCluster: on a cluster of partial-index nodes, any node lists
-// a dataset's files and serves every one, each chunk read from the store
-// once, by its owner, whichever node the files are asked of.
-func TestS3FaceOnCluster(t *testing.T) {
-	f := newFixture(t, 12, 8)
-	f.addMembers(t)
-	creds, err := s3auth.ParseCredentials(strings.NewReader(s3ID + " " + s3Secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := startCluster(t, f, 3, nil, func(c *gateway.Config) {
-		c.S3 = gateway.S3Config{Credentials: creds, ReadAhead: -1}
-	})
-	clients := make([]*minio.Client, len(cl))
-	for k, n := range cl {
-		srv := httptest.NewServer(n.g.S3Handler())
-		t.Cleanup(srv.Close)
-		clients[k] = s3Client(t, srv.URL, s3ID, s3Secret)
-	}
-	ctx := context.Background()
-	var names []string
-	for o := range clients[0].ListObjects(ctx, "test", minio.ListObjectsOptions{Recursive: true}) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-		names = append(names, o.Key)
-	}
-	if len(names) != 2*96 {
-		t.Fatalf("node 0 listed %d objects, want 192", len(names))
-	}
-	for round, mc := range clients[1:] {
-		for _, n := range names {
-			got, err := readBucketObject(mc, "test", n, minio.GetObjectOptions{})
-			key, ext := chunkindex.SplitKey(n)
-			if err != nil || !bytes.Equal(got, f.content[key][ext]) {
-				t.Fatalf("round %d, %s: %v (%d bytes)", round, n, err, len(got))
-			}
-		}
-		if reads := clusterReads(cl); reads != 12 {
-			t.Fatalf("after round %d the cluster read chunks %d times from the store; want each of 12 once", round, reads)
-		}
 	}
 }

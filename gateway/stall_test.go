@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // stalledConn sends the requests in paths on one connection with a small
@@ -33,16 +34,10 @@ func stalledConn(t *testing.T, base string, paths ...string) net.Conn {
 	return conn
 }
 
-// waitFor polls cond until it holds or d passes.
+// waitFor is gatewaytest.WaitFor.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	gatewaytest.WaitFor(t, d, what, cond)
 }
 
 // TestStalledReadersReleaseTheirChunks: a sample (GET /samples/{key})

@@ -77,8 +77,9 @@ fi
 # harness), and the test-support packages, helpers of tests rather than
 # the product. Under the race detector integration and brand-bench took
 # most of the suite's time (integration 17.5 of 25 minutes), for code
-# raced in-process by package gateway's tests (clusters, peers, joins and
-# leaves, the S3 face). The timeout bounds a hung test.
+# raced in-process by the tests of packages gateway and gateway/clustertest
+# (clusters, peers, joins and leaves, the S3 face). The timeout bounds a
+# hung test.
 raced=() plain=()
 while read -r pkg; do
 	case ${pkg#github.com/brandgw/brand/} in

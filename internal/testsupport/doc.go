@@ -8,6 +8,7 @@
 //	golden      a package's golden file, read and written in the one layout
 //	promtest    a /metrics body read with Prometheus's own parser (expfmt)
 //	s3test      a store in memory, and any store counted, failed and gated
+//	gatewaytest gateways started in process, alone or as a cluster, and read
 //	hubtest     a package's types held under a number of methods (no hubs)
 //	layertest   a package held to its layers: what it must not link, and why
 //	netns       test networks of network namespaces, and faults cut into them

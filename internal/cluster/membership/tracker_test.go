@@ -90,7 +90,7 @@ func (n *nodes) set(url string, up bool, st *nodestate.State) {
 // the live nodes that hold it (where a node that does not is told to send
 // a client: gateway's 409), this node first if asked; a peer heard to
 // serve another current version than this node's is told to Skew (a
-// reload soon). (gateway's TestIndexSkewNeverServesAMixedEpoch read two
+// reload soon). (gateway/clustertest's TestIndexSkewNeverServesAMixedEpoch read two
 // epochs over four nodes, one of them skewed, for these.)
 func TestAgreed(t *testing.T) {
 	type node struct {

@@ -127,7 +127,7 @@ func TestSamplesRoundTrip(t *testing.T) {
 // reads, or reads more than a batch may, is a bad request; one for a
 // version this node does not hold is the catalog's refusal, which the
 // asker reads elsewhere. (The statuses the gateway answers them with:
-// its TestPeerRequestBounds.)
+// gateway/clustertest's TestPeerRequestBounds.)
 func TestDecodeSamplesRefuses(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 2, 4) // 8 samples
 	ix := "&index=" + ds.ID()

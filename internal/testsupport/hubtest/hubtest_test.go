@@ -109,12 +109,12 @@ func TestModuleHasNoHubs(t *testing.T) {
 func TestNoHubInTheTree(t *testing.T) { Tree(t, "../../..", MaxMethods) }
 
 // maxGatewayTestRatio bounds the gateway's test lines over its code
-// lines. Issue 77 asks 2: a room's tests in its room, the gateway
+// lines, as issue 77 asks: a room's tests in its room, the gateway
 // keeping its HTTP contract (statuses, headers, the table over every
-// endpoint, the model-based test) and what only its nodes answering each
-// other show. The bound is what the moves reached, with room for the
-// day's branches; lower it as suites move, never raise it.
-const maxGatewayTestRatio = 2.15
+// endpoint, the model-based test), and the tests of several gateways as
+// one cluster in a package of their own (gateway/clustertest, not
+// counted here). Lower it as suites move, never raise it.
+const maxGatewayTestRatio = 2.0
 
 // TestGatewayTestsBesideItsCode holds the gateway's tests to
 // maxGatewayTestRatio times its code, in lines (`cat gateway/*_test.go |
@@ -140,6 +140,6 @@ func TestGatewayTestsBesideItsCode(t *testing.T) {
 	ratio := float64(tests) / float64(code)
 	t.Logf("gateway: %d test lines, %d code lines: %.2f×", tests, code, ratio)
 	if ratio > maxGatewayTestRatio {
-		t.Errorf("gateway's tests are %.2f× its code (%d lines over %d), over %.2f×: test a room's semantics in its room (internal/testsupport/stagetest wires a node's stages without HTTP)", ratio, tests, code, maxGatewayTestRatio)
+		t.Errorf("gateway's tests are %.2f× its code (%d lines over %d), over %.2f×: test a room's semantics in its room (internal/testsupport/stagetest wires a node's stages without HTTP), several gateways as one cluster in gateway/clustertest", ratio, tests, code, maxGatewayTestRatio)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway_test
+package clustertest_test
 
 import (
 	"cmp"
@@ -9,23 +9,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/s3backend"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // startSkewedCluster runs n gateways as one cluster, node k over stores[k]
 // (nil: f's store), and waits until every node has probed every other.
-func startSkewedCluster(t *testing.T, f *fixture, stores map[int]*fixture, n int) []*clusterNode {
+func startSkewedCluster(t *testing.T, f *gatewaytest.Fixture, stores map[int]*gatewaytest.Fixture, n int) []*gatewaytest.Node {
 	t.Helper()
-	nodes := startClusterOf(t, n, func(k int) *fixture { return cmp.Or(stores[k], f) }, nil, nil, func(c *gateway.Config) {
+	nodes := gatewaytest.StartClusterOf(t, n, func(k int) s3backend.Store { return cmp.Or(stores[k], f).Store }, nil, nil, func(c *gateway.Config) {
 		c.Cluster.ProbeInterval = 20 * time.Millisecond
 		c.IndexPoll = -1
 	})
-	waitFor(t, 5*time.Second, "the nodes did not probe each other", func() bool {
+	gatewaytest.WaitFor(t, 5*time.Second, "the nodes did not probe each other", func() bool {
 		for _, node := range nodes {
 			var c api.Cluster
-			_, body := get(t, node.srv.URL+"/cluster")
+			_, body := gatewaytest.Get(t, node.Srv.URL+"/cluster")
 			if json.Unmarshal(body, &c) != nil {
 				return false
 			}
@@ -43,12 +46,12 @@ func startSkewedCluster(t *testing.T, f *fixture, stores map[int]*fixture, n int
 // readWithFailover asks the nodes in order from home for a batch, as
 // Brand's clients do: a node that cannot serve it (409: it holds another
 // index version) passes it to the next. It returns the last answer.
-func readWithFailover(t *testing.T, cl []*clusterNode, home int, path string) (*http.Response, []byte) {
+func readWithFailover(t *testing.T, cl []*gatewaytest.Node, home int, path string) (*http.Response, []byte) {
 	t.Helper()
 	var resp *http.Response
 	var body []byte
 	for i := range cl {
-		resp, body = get(t, cl[(home+i)%len(cl)].srv.URL+path)
+		resp, body = gatewaytest.Get(t, cl[(home+i)%len(cl)].Srv.URL+path)
 		if resp.StatusCode != http.StatusConflict {
 			break
 		}
@@ -70,23 +73,23 @@ func readWithFailover(t *testing.T, cl []*clusterNode, home int, path string) (*
 // another version not asked for samples: internal/cluster/route's TestReadRemote;
 // a 409 that keeps a peer up: internal/cluster/transport's TestFetchClassifiesFailures.
 func TestIndexSkewNeverServesAMixedEpoch(t *testing.T) {
-	f := newFixture(t, 32, 16)
-	other := newFixture(t, 16, 32) // the same 512 keys, packed otherwise
-	cl := startSkewedCluster(t, f, map[int]*fixture{1: other}, 3)
-	resp, body := get(t, cl[1].srv.URL+"/epoch/0/batch/0")
-	if b := string(body); resp.StatusCode != http.StatusConflict || !strings.Contains(b, cl[0].srv.URL) || !strings.Contains(b, cl[2].srv.URL) {
+	f := gatewaytest.NewFixture(t, 32, 16)
+	other := gatewaytest.NewFixture(t, 16, 32) // the same 512 keys, packed otherwise
+	cl := startSkewedCluster(t, f, map[int]*gatewaytest.Fixture{1: other}, 3)
+	resp, body := gatewaytest.Get(t, cl[1].Srv.URL+"/epoch/0/batch/0")
+	if b := string(body); resp.StatusCode != http.StatusConflict || !strings.Contains(b, cl[0].Srv.URL) || !strings.Contains(b, cl[2].Srv.URL) {
 		t.Fatalf("the skewed node answered %s: %s; want 409 naming the nodes that hold the cluster's version", resp.Status, body)
 	}
 	resp, body = readWithFailover(t, cl, 1, "/epoch/0/batch/0?seed=7")
-	if got := resp.Header.Get(api.HeaderIndex); resp.StatusCode != http.StatusOK || got != f.index.ID() {
-		t.Fatalf("failing over from the skewed node: %s from index %s, want the cluster's %s", resp.Status, got, f.index.ID())
+	if got := resp.Header.Get(api.HeaderIndex); resp.StatusCode != http.StatusOK || got != f.Index.ID() {
+		t.Fatalf("failing over from the skewed node: %s from index %s, want the cluster's %s", resp.Status, got, f.Index.ID())
 	}
-	f.verify(t, readTar(t, body), map[string]int{}) // other's bytes differ from f's
-	if r := cl[1].store.Total().Under("chunks/").Sum().Reads; r != 0 {
+	f.Verify(t, gatewaytest.ReadTar(t, body), map[string]int{}) // other's bytes differ from f's
+	if r := cl[1].Store.Total().Under("chunks/").Sum().Reads; r != 0 {
 		t.Errorf("the skewed node read %d chunks from the store", r)
 	}
-	resp, _ = get(t, cl[1].srv.URL+"/epoch/0/batch/0?index="+other.index.ID())
-	if got := resp.Header.Get(api.HeaderIndex); resp.StatusCode != http.StatusOK || got != other.index.ID() {
+	resp, _ = gatewaytest.Get(t, cl[1].Srv.URL+"/epoch/0/batch/0?index="+other.Index.ID())
+	if got := resp.Header.Get(api.HeaderIndex); resp.StatusCode != http.StatusOK || got != other.Index.ID() {
 		t.Errorf("the skewed node's own version, pinned: %s from index %s", resp.Status, got)
 	}
 }
@@ -98,10 +101,10 @@ func TestIndexSkewNeverServesAMixedEpoch(t *testing.T) {
 // reloading within a second) left 989 keys duplicated or missing in the
 // epoch spanning it, with no error; only the Brand-Index header showed it.
 func TestRepackMidEpochNeverMixesOrders(t *testing.T) {
-	f := newFixture(t, 32, 16)
+	f := gatewaytest.NewFixture(t, 32, 16)
 	const nodes, world, batch = 4, 8, 8
 	cl := startSkewedCluster(t, f, nil, nodes)
-	a := f.index.ID()
+	a := f.Index.ID()
 	batches := 512 / (world * batch)
 	read := func(r, m int) (*http.Response, []byte) {
 		q := fmt.Sprintf("seed=7&window=8&batch_size=%d&world=%d&rank=%d&index=%s", batch, world, r, a)
@@ -114,12 +117,12 @@ func TestRepackMidEpochNeverMixesOrders(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("before the repack, rank %d batch %d: %s: %s", r, m, resp.Status, body)
 			}
-			f.verify(t, readTar(t, body), seen)
+			f.Verify(t, gatewaytest.ReadTar(t, body), seen)
 		}
 	}
-	b := repack(t, f, 16, 32)
+	b := f.Repack(t, 16, 32)
 	for _, node := range cl {
-		if _, err := node.g.Reload(t.Context()); err != nil {
+		if _, err := node.G.Reload(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +137,7 @@ func TestRepackMidEpochNeverMixesOrders(t *testing.T) {
 			if got := resp.Header.Get(api.HeaderIndex); got != a {
 				t.Fatalf("rank %d batch %d of an epoch pinned to %s served from %s", r, m, a, got)
 			}
-			f.verify(t, readTar(t, body), seen) // the old version's bytes
+			f.Verify(t, gatewaytest.ReadTar(t, body), seen) // the old version's bytes
 			served++
 		}
 	}
@@ -146,8 +149,8 @@ func TestRepackMidEpochNeverMixesOrders(t *testing.T) {
 	t.Logf("after the repack: %d batches of the pinned version served, %d refused", served, refused)
 	// A job that does not pin reads the new version, as the cluster
 	// agrees on it.
-	resp, _ := get(t, cl[2].srv.URL+"/epoch/0/batch/0")
-	if got := resp.Header.Get(api.HeaderIndex); resp.StatusCode != http.StatusOK || got != b.index.ID() {
-		t.Errorf("an unpinned batch after the repack: %s from %s, want the new index %s", resp.Status, got, b.index.ID())
+	resp, _ := gatewaytest.Get(t, cl[2].Srv.URL+"/epoch/0/batch/0")
+	if got := resp.Header.Get(api.HeaderIndex); resp.StatusCode != http.StatusOK || got != b.Index.ID() {
+		t.Errorf("an unpinned batch after the repack: %s from %s, want the new index %s", resp.Status, got, b.Index.ID())
 	}
 }

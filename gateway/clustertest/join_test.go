@@ -1,4 +1,4 @@
-package gateway_test
+package clustertest_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -48,7 +49,7 @@ func (l *memberList) List(context.Context) ([]string, error) {
 // joiner still loaded its gains (membership.TestJoinersDoNotWinTheVoteCold
 // has the rule).
 func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
-	f := newFixture(t, 24, 8)
+	f := gatewaytest.NewFixture(t, 24, 8)
 	lns, urls, four, two, old := tiedToTheFour(t)
 	var joiners []int
 	for k := range 4 {
@@ -57,12 +58,12 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 		}
 	}
 	lists := make([]*memberList, 4)
-	nodes := make([]*clusterNode, 4)
+	nodes := make([]*gatewaytest.Node, 4)
 	stores := make([]*s3test.Store, 4)
 	gates := make([]*s3test.Gate, 4) // every chunk read held until opened
 	for k := range 4 {
 		lists[k] = &memberList{}
-		stores[k] = s3test.Wrap(f.store)
+		stores[k] = s3test.Wrap(f.Store)
 		gates[k] = stores[k].Gate(func(c s3test.Call) bool { return c.Op == s3backend.OpGet && strings.HasPrefix(c.Key, "chunks/") })
 		if slices.Contains(old, k) {
 			gates[k].Open() // only the joiners' reads are held
@@ -77,8 +78,8 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 		}
 	})
 	run := func(k int) {
-		node := &clusterNode{store: stores[k]}
-		node.g, _ = start(t, stores[k], func(c *gateway.Config) {
+		node := &gatewaytest.Node{Store: stores[k]}
+		node.G, _ = gatewaytest.Start(t, stores[k], func(c *gateway.Config) {
 			c.Cluster = gateway.ClusterConfig{Members: lists[k], Advertise: urls[k], MembersPoll: 20 * time.Millisecond,
 				ProbeInterval: 20 * time.Millisecond, PeerTimeout: 2 * time.Second, FlipTimeout: time.Minute}
 			c.PrefetchConcurrency = -1 // no cache holds the next window's chunks: the joiners read them
@@ -93,9 +94,9 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 			c.PrefetchWindows = 3
 			c.Defaults = gateway.Defaults{BatchSize: 8, Window: 6, Seed: 3}
 		})
-		node.srv = &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: node.g}}
-		node.srv.Start()
-		t.Cleanup(node.srv.Close)
+		node.Srv = &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: node.G}}
+		node.Srv.Start()
+		t.Cleanup(node.Srv.Close)
 		nodes[k] = node
 	}
 	for _, k := range old {
@@ -103,11 +104,11 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 	}
 	// The joiners' listeners refuse nothing before they start; the old
 	// members do not list them yet.
-	oldNodes := []*clusterNode{nodes[old[0]], nodes[old[1]]}
-	waitMembers(t, oldNodes, two.Version())
-	home := nodes[old[0]].srv.URL
+	oldNodes := []*gatewaytest.Node{nodes[old[0]], nodes[old[1]]}
+	gatewaytest.WaitMembers(t, gatewaytest.URLs(oldNodes), two.Version())
+	home := nodes[old[0]].Srv.URL
 	for m := range 4 { // a job in its first window
-		if resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d", home, m)); resp.StatusCode != http.StatusOK {
+		if resp, body := gatewaytest.Get(t, fmt.Sprintf("%s/epoch/0/batch/%d", home, m)); resp.StatusCode != http.StatusOK {
 			t.Fatalf("batch %d: %s: %s", m, resp.Status, body)
 		}
 	}
@@ -125,7 +126,7 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 	case <-gates[joiners[1]].Waiting():
 		held = joiners[1]
 	case <-time.After(30 * time.Second):
-		t.Fatalf("no joiner's warm-up read a chunk from the store 30 s after they started: the test's premise; %+v", clusterView(t, home))
+		t.Fatalf("no joiner's warm-up read a chunk from the store 30 s after they started: the test's premise; %+v", gatewaytest.ClusterView(t, home))
 	}
 	// A node is in service once it and its peers have seen each other up
 	// (/readyz): until its first probes answer, a joiner knows only its own
@@ -135,20 +136,20 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 	// 40 runs, 70 ms in, before it had heard from a peer.
 	for _, n := range nodes {
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if resp, _ := get(t, n.srv.URL+"/readyz"); resp.StatusCode == http.StatusOK {
+			if resp, _ := gatewaytest.Get(t, n.Srv.URL+"/readyz"); resp.StatusCode == http.StatusOK {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s is not ready 30 s after the joiners started: %+v", n.srv.URL, clusterView(t, n.srv.URL))
+				t.Fatalf("%s is not ready 30 s after the joiners started: %+v", n.Srv.URL, gatewaytest.ClusterView(t, n.Srv.URL))
 			}
 		}
 	}
 	// For a second (50 probes) every node agrees on the two old members.
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		for k, n := range nodes {
-			if v := clusterView(t, n.srv.URL); v.Members != two.Version() {
+			if v := gatewaytest.ClusterView(t, n.Srv.URL); v.Members != two.Version() {
 				t.Fatalf("node %d agrees on %s (the four: %t) while joiner %d warms up (its view: %+v); want the two old members %s",
-					k, v.Members, v.Members == four.Version(), held, clusterView(t, nodes[held].srv.URL), two.Version())
+					k, v.Members, v.Members == four.Version(), held, gatewaytest.ClusterView(t, nodes[held].Srv.URL), two.Version())
 			}
 		}
 	}
@@ -157,9 +158,9 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range nodes {
-		for clusterView(t, n.srv.URL).Members != four.Version() {
+		for gatewaytest.ClusterView(t, n.Srv.URL).Members != four.Version() {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s does not agree on the four 30 s after the joiners' reads were released: %+v", n.srv.URL, clusterView(t, n.srv.URL))
+				t.Fatalf("%s does not agree on the four 30 s after the joiners' reads were released: %+v", n.Srv.URL, gatewaytest.ClusterView(t, n.Srv.URL))
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -175,7 +176,7 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 func tiedToTheFour(t *testing.T) (lns []net.Listener, urls []string, four, two *cluster.Membership, old []int) {
 	t.Helper()
 	for range 100 {
-		lns, urls = loopbacks(t, 4)
+		lns, urls = gatewaytest.Loopbacks(t, 4)
 		var err error
 		if four, err = cluster.NewMembership(urls); err != nil {
 			t.Fatal(err)

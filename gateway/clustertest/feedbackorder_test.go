@@ -1,4 +1,4 @@
-package gateway_test
+package clustertest_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // TestFeedbackDuringASealAcrossNodes: two nodes; node 0 seals an epoch,
@@ -26,7 +27,7 @@ import (
 // the seal answered included; none reached the snapshot (3 of 20 trials
 // of 56 posts, tried from outside).
 func TestFeedbackDuringASealAcrossNodes(t *testing.T) {
-	f := newFixture(t, 8, 10)
+	f := gatewaytest.NewFixture(t, 8, 10)
 	type posted struct {
 		id     int
 		loss   float32
@@ -39,7 +40,7 @@ func TestFeedbackDuringASealAcrossNodes(t *testing.T) {
 	)
 	postTo := func(h http.Handler, id int) {
 		p := posted{id: id, loss: 100 + float32(id)}
-		req := httptest.NewRequest(http.MethodPost, "/importance/j/feedback?epoch=0&dataset=test", bytes.NewReader(binaryFeedback([]int{id}, []float32{p.loss})))
+		req := httptest.NewRequest(http.MethodPost, "/importance/j/feedback?epoch=0&dataset=test", bytes.NewReader(gatewaytest.BinaryFeedback([]int{id}, []float32{p.loss})))
 		req.Header.Set("Content-Type", "application/octet-stream")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -69,19 +70,19 @@ func TestFeedbackDuringASealAcrossNodes(t *testing.T) {
 			_, _ = w.Write(rec.Body.Bytes())
 		})
 	}
-	cl := startClusterWrapped(t, f, 2, window, nil)
-	urls, g1 := []string{cl[0].srv.URL, cl[1].srv.URL}, cl[1].g
-	if resp, body := post(t, urls[0]+"/importance/j/feedback?epoch=0", "application/octet-stream", binaryFeedback([]int{0, 1, 2}, []float32{1, 1, 1})); resp.StatusCode != http.StatusOK {
+	cl := gatewaytest.StartClusterWrapped(t, f.Store, 2, window, nil)
+	urls, g1 := []string{cl[0].Srv.URL, cl[1].Srv.URL}, cl[1].G
+	if resp, body := gatewaytest.Post(t, urls[0]+"/importance/j/feedback?epoch=0", "application/octet-stream", gatewaytest.BinaryFeedback([]int{0, 1, 2}, []float32{1, 1, 1})); resp.StatusCode != http.StatusOK {
 		t.Fatalf("node 0's feedback: %s %s", resp.Status, body)
 	}
-	s := seal(t, urls[0], "j", 0, "")
+	s := gatewaytest.Seal(t, urls[0], "j", 0, "")
 	if s.Parts != 2 {
 		t.Fatalf("the seal merged %d parts, want both nodes'", s.Parts)
 	}
 	for id := 20; id < 30; id++ { // after the seal answered
 		postTo(g1, id)
 	}
-	snap, err := snapshots.Read(context.Background(), f.store, f.index, "j", s.Version)
+	snap, err := snapshots.Read(context.Background(), f.Store, f.Index, "j", s.Version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
-package gateway_test
+package clustertest_test
 
 import (
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // TestHealedCutGivesBackWhatAPeerRead: node 0 cannot reach node 1 (every
@@ -18,7 +20,7 @@ import (
 // store and its peers read 0.04–0.07 × the dataset again in the warm
 // epoch after the heal: integration's TestClusterPartitions).
 func TestHealedCutGivesBackWhatAPeerRead(t *testing.T) {
-	f := newFixture(t, 16, 16) // 256 samples
+	f := gatewaytest.NewFixture(t, 16, 16) // 256 samples
 	var cut atomic.Bool
 	wrap := func(k int, h http.Handler) http.Handler {
 		if k != 1 {
@@ -32,11 +34,11 @@ func TestHealedCutGivesBackWhatAPeerRead(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	cl := startClusterWrapped(t, f, 2, wrap, nil)
+	cl := gatewaytest.StartClusterWrapped(t, f.Store, 2, wrap, nil)
 	waitSees := func(k, of int, up bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for clusterView(t, cl[k].srv.URL).Nodes[of].Up != up {
+		for gatewaytest.ClusterView(t, cl[k].Srv.URL).Nodes[of].Up != up {
 			if time.Now().After(deadline) {
 				t.Fatalf("node %d does not see node %d up=%t after 10 s", k, of, up)
 			}
@@ -49,25 +51,25 @@ func TestHealedCutGivesBackWhatAPeerRead(t *testing.T) {
 
 	const q = "seed=3&window=8&batch_size=32"
 	seen := map[string]int{}
-	for _, body := range readRank(t, cl[0].srv.URL, q, 0, 8) {
-		f.verify(t, readTar(t, body), seen)
+	for _, body := range gatewaytest.ReadRank(t, cl[0].Srv.URL, q, 0, 8) {
+		f.Verify(t, gatewaytest.ReadTar(t, body), seen)
 	}
-	exactlyOnce(t, seen, 256, "the epoch from node 0, node 1 cut off")
-	if r := cl[0].store.Total().Under("chunks/").Sum().Reads; r != 16 {
+	gatewaytest.ExactlyOnce(t, seen, 256, "the epoch from node 0, node 1 cut off")
+	if r := cl[0].Store.Total().Under("chunks/").Sum().Reads; r != 16 {
 		t.Fatalf("node 0 read %d chunks from the store standing in for node 1, want all 16", r)
 	}
 
 	cut.Store(false)
 	waitSees(0, 1, true)
 	seen = map[string]int{}
-	for _, body := range readRank(t, cl[1].srv.URL, q, 0, 8) {
-		f.verify(t, readTar(t, body), seen)
+	for _, body := range gatewaytest.ReadRank(t, cl[1].Srv.URL, q, 0, 8) {
+		f.Verify(t, gatewaytest.ReadTar(t, body), seen)
 	}
-	exactlyOnce(t, seen, 256, "the epoch from node 1 after the heal")
-	if r := cl[1].store.Total().Under("chunks/").Sum().Reads; r != 0 {
+	gatewaytest.ExactlyOnce(t, seen, 256, "the epoch from node 1 after the heal")
+	if r := cl[1].Store.Total().Under("chunks/").Sum().Reads; r != 0 {
 		t.Errorf("node 1 read %d chunks from the store after the heal, which node 0 held: want none", r)
 	}
-	if r := cl[0].store.Total().Under("chunks/").Sum().Reads; r != 16 {
+	if r := cl[0].Store.Total().Under("chunks/").Sum().Reads; r != 16 {
 		t.Errorf("node 0 read %d chunks from the store in all, want each of the 16 once", r)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway_test
+package clustertest_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/planner"
 )
 
@@ -19,33 +20,33 @@ import (
 // the nodes. (Read rank by rank instead, a whole epoch each, the nodes
 // loaded up to 25 % more than the bill: not the order the plan is of.)
 func TestClusterBill(t *testing.T) {
-	f := newFixture(t, 160, 4) // 160 chunks: one load is under 1 % of an epoch's
+	f := gatewaytest.NewFixture(t, 160, 4) // 160 chunks: one load is under 1 % of an epoch's
 	const nodes, world, batch = 3, 6, 8
-	for _, cache := range []int64{f.index.TotalBytes()/nodes + 8*f.index.TotalBytes()/160, f.index.TotalBytes() / 3} {
+	for _, cache := range []int64{f.Index.TotalBytes()/nodes + 8*f.Index.TotalBytes()/160, f.Index.TotalBytes() / 3} {
 		t.Run(fmt.Sprint("node cache=", cache), func(t *testing.T) {
-			cl := startCluster(t, f, nodes, nil, func(c *gateway.Config) { c.CacheSize = cache })
-			waitMembers(t, cl, membershipOf(t, cl).Version())
+			cl := gatewaytest.StartCluster(t, f.Store, nodes, nil, func(c *gateway.Config) { c.CacheSize = cache })
+			gatewaytest.WaitMembers(t, gatewaytest.URLs(cl), gatewaytest.MembershipOf(t, gatewaytest.URLs(cl)).Version())
 			q := fmt.Sprintf("seed=7&window=4&batch_size=%d&world=%d", batch, world)
-			resp, body := get(t, cl[0].srv.URL+"/plan?epochs=3&"+q)
+			resp, body := gatewaytest.Get(t, cl[0].Srv.URL+"/plan?epochs=3&"+q)
 			var plan planner.ClusterPlan
 			if resp.StatusCode != 200 || json.Unmarshal(body, &plan) != nil || plan.Bill == nil || plan.Nodes != nodes {
 				t.Fatalf("/plan: %d %s", resp.StatusCode, body)
 			}
-			before := clusterReads(cl)
+			before := gatewaytest.ClusterReads(cl)
 			batches := plan.Epochs[0].Batches
 			// Step by step, every rank's batch of a step before the next
 			// step's, as a job's ranks read (and as the plan orders them).
 			for e := range 3 {
 				for m := range batches {
 					for r := range world {
-						url := fmt.Sprintf("%s/epoch/%d/batch/%d?%s&rank=%d", cl[cluster.Home(r, world, nodes)].srv.URL, e, m, q, r)
-						if resp, body := get(t, url); resp.StatusCode != 200 {
+						url := fmt.Sprintf("%s/epoch/%d/batch/%d?%s&rank=%d", cl[cluster.Home(r, world, nodes)].Srv.URL, e, m, q, r)
+						if resp, body := gatewaytest.Get(t, url); resp.StatusCode != 200 {
 							t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
 						}
 					}
 				}
 			}
-			got, want := clusterReads(cl)-before, plan.Bill.Total.StoreReads
+			got, want := gatewaytest.ClusterReads(cl)-before, plan.Bill.Total.StoreReads
 			t.Logf("3 epochs on %d nodes: %d chunk loads, the bill %d (%d GETs, %d bytes, %d across nodes)",
 				nodes, got, want, plan.Bill.Total.GETs, plan.Bill.Total.Bytes, plan.Bill.Total.CrossNodeBytes)
 			if off := math.Abs(float64(got-want)) / float64(want); off > 0.01 {
