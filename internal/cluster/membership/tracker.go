@@ -269,7 +269,7 @@ func (m *Tracker) Close() {
 func (m *Tracker) storeLocked(v view) {
 	old := m.view.Swap(&v)
 	if lf, ok := m.follower.(ListFollower); ok {
-		if by := m.listedByAllLocked(&v); old == nil || old.local != v.local || by != m.listedByAll {
+		if by := listedByAll(&v, m.self, m.peers); old == nil || old.local != v.local || by != m.listedByAll {
 			m.listedByAll = by
 			lf.FollowList(v.local, by)
 		}
@@ -279,30 +279,29 @@ func (m *Tracker) storeLocked(v view) {
 	}
 }
 
-// listedByAllLocked reports whether every live member of the agreed
-// membership lists this node: it is one of them, or each one's state
-// names a membership holding it (the one it reports) or this node's own
-// list (the one it warms up for, or waits to report). A node learning
-// whether it joins a running cluster is not listed yet. m.mu is held.
-func (m *Tracker) listedByAllLocked(v *view) bool {
+// listedByAll reports whether every live member of v's agreed
+// membership lists self: self is one of them, or each one's state names
+// a membership holding it (the one it reports) or self's own list (the
+// one it warms up for, or waits to report). A node learning whether it
+// joins a running cluster is not listed yet.
+func listedByAll(v *view, self string, peers Peers) bool {
 	if v.joining {
 		return false
 	}
-	if v.agreed.Index(m.self) >= 0 {
+	if v.agreed.Index(self) >= 0 {
 		return true
 	}
-	all := true
 	for _, u := range v.agreed.Members() {
-		k := m.peers.Slot(u)
-		if k < 0 || !m.peers.Up(k) {
+		k := peers.Slot(u)
+		if k < 0 || !peers.Up(k) {
 			continue // a member down reads nothing
 		}
-		st := m.peers.State(k)
-		if st == nil || !slices.Contains(st.MemberList, m.self) && st.Warming != v.local.Version() && st.Warmed != v.local.Version() {
-			all = false
+		st := peers.State(k)
+		if st == nil || !slices.Contains(st.MemberList, self) && st.Warming != v.local.Version() && st.Warmed != v.local.Version() {
+			return false
 		}
 	}
-	return all
+	return true
 }
 
 // pollLoop lists the members every poll interval until Close.
