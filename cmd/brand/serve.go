@@ -104,7 +104,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
 	f.maxTextBytes = gateway.DefaultMaxTextBytes
 	fs.Var(&f.maxTextBytes, "max-text-bytes", "longest text value of a sample served in place (Parquet): a chunk holding a longer one is decoded without it, never holding it in memory, and a batch of its sample is refused with 422 naming it (skipped with --on-damaged-chunk skip); 0: no bound")
-	fs.Float64Var(&f.storeGETs, "store-gets-per-sec", 0, "the store's budget of GETs a second, split among a cluster's agreed members: reads are paced under it, and a 503 or 429 from the store halves this node's rate at once (then a sixteenth comes back each quiet second); 0: no bound")
+	fs.Float64Var(&f.storeGETs, "store-gets-per-sec", 0, "the store's budget of GETs a second (and HEADs), split among a cluster's members (docs/scale-out.md, \"The store's budget\"): reads are paced under it, and a 503 or 429 from the store multiplies this node's rate by 0.7 at once (then a tenth of its share comes back each quiet second); 0: no bound")
 	f.prices.Register(fs)
 	fs.Var(&f.storeBytes, "store-bytes-per-sec", "the store's budget of bytes read a second, split and paced as --store-gets-per-sec (e.g. 2GiB); 0: no bound")
 	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C (served in place: its indexed checksums, or its decode) is read again before it is declared damaged")

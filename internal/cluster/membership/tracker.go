@@ -282,12 +282,12 @@ func (m *Tracker) storeLocked(v view) {
 // listedByAll reports whether every live member of v's agreed
 // membership lists self: self is one of them, or each one's state names
 // a membership holding it (the one it reports) or self's own list (the
-// one it warms up for, or waits to report). A node learning whether it
-// joins a running cluster is not listed yet.
+// one it warms up for, or waits to report). A node that has not heard
+// from its peers yet takes its own list for agreed, and is listed: a
+// cluster starting together has no old split to wait for, and a joiner
+// learns the running cluster's membership at its first probe, within
+// the hold a node starts with (gateway/pace.go).
 func listedByAll(v *view, self string, peers Peers) bool {
-	if v.joining {
-		return false
-	}
 	if v.agreed.Index(self) >= 0 {
 		return true
 	}

@@ -9,6 +9,8 @@
 package throttlefront
 
 import (
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -69,6 +71,9 @@ func Start(target string, cfg Config) (*Front, error) {
 			r.SetURL(u)
 			r.Out.Host = r.In.Host // the signature names the front's host
 		},
+		// A request its client gave up on (a hedged or cancelled read) is
+		// no error of the front's.
+		ErrorLog: log.New(io.Discard, "", 0),
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.Request.Method == http.MethodHead {
 				return nil
