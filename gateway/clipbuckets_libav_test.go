@@ -35,8 +35,6 @@ func clipBucketVideos(t *testing.T, n int) (s3backend.Store, map[string]string) 
 	t.Helper()
 	ffmpeg, _ := videotest.Tools(t)
 	dir := t.TempDir()
-	sizes := [][2]int{{64, 36}, {36, 64}, {48, 48}, {40, 30}, {80, 30}, {30, 80}, {20, 12}, {12, 8}}
-	lengths := []int{5, 8, 10, 12, 16, 18, 20, 24, 30, 17}
 	paths := make(map[string]string, n)
 	var mu sync.Mutex
 	work := make(chan int)
@@ -45,17 +43,17 @@ func clipBucketVideos(t *testing.T, n int) (s3backend.Store, map[string]string) 
 	for range 2 {
 		wg.Go(func() {
 			for i := range work {
-				s, f := sizes[i%len(sizes)], lengths[(i/len(sizes)+i)%len(lengths)]
+				key, w, h, f := clipBucketVideo(i)
 				p := filepath.Join(dir, fmt.Sprintf("v%03d.mp4", i))
 				cmd := exec.Command(ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f", "lavfi",
-					"-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=10", s[0], s[1]), "-frames:v", fmt.Sprint(f),
+					"-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=10", w, h), "-frames:v", fmt.Sprint(f),
 					"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", "-g", "6", "-map_metadata", "-1", "-fflags", "+bitexact", p)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					errs[i] = fmt.Errorf("ffmpeg: %v: %s", err, out)
 					continue
 				}
 				mu.Lock()
-				paths[fmt.Sprintf("c%d/v%03d.mp4", i%3, i)] = p
+				paths[key] = p
 				mu.Unlock()
 			}
 		})
@@ -88,6 +86,15 @@ func clipBucketVideos(t *testing.T, n int) (s3backend.Store, map[string]string) 
 		t.Fatal(err)
 	}
 	return st, paths
+}
+
+// clipBucketVideo is the i-th video clipBucketVideos writes: its key,
+// width, height and frames.
+func clipBucketVideo(i int) (key string, w, h, frames int) {
+	sizes := [][2]int{{64, 36}, {36, 64}, {48, 48}, {40, 30}, {80, 30}, {30, 80}, {20, 12}, {12, 8}}
+	lengths := []int{5, 8, 10, 12, 16, 18, 20, 24, 30, 17}
+	s := sizes[i%len(sizes)]
+	return fmt.Sprintf("c%d/v%03d.mp4", i%3, i), s[0], s[1], lengths[(i/len(sizes)+i)%len(lengths)]
 }
 
 // clipBucketList are ten buckets of 576 pixels a frame at five aspect
