@@ -150,13 +150,14 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) e
 }
 
 // AppendKey names the job's buckets, budget, upscale rule, flip and
-// resume point, and the server's bucket pipelines (their decoder and
+// resume point (a clip bucket job's temporal factor and clip parameters
+// too), and the server's bucket pipelines (their decoder and
 // pixel bound, by the fingerprint of the first bucket's).
 func (u *Unit) AppendKey(s []byte, job api.Job) []byte {
 	bk := job.Buckets
-	s = fmt.Appendf(s, "|buckets=%s|%d|%d|%d|%d|%d|%g|%s|%g|%s", bk.Shapes, bk.Pixels, bk.Tokens, bk.VAE, bk.Patch, bk.VAET, bk.Upscale(), bk.Small, bk.Flip, bk.Resume)
-	if job.Clip.On() {
-		s = fmt.Appendf(s, "|clips=%s|clip_layout=%s", job.Clip.Key(), job.Clip.LayoutName())
+	s = fmt.Appendf(s, "|buckets=%s|%d|%d|%d|%d|%g|%s|%g|%s", bk.Shapes, bk.Pixels, bk.Tokens, bk.VAE, bk.Patch, bk.Upscale(), bk.Small, bk.Flip, bk.Resume)
+	if job.Clip.On() { // a clip bucket job's (an image bucket job's key as before)
+		s = fmt.Appendf(s, "|vae_t=%d|clips=%s|clip_layout=%s", bk.VAET, job.Clip.Key(), job.Clip.LayoutName())
 	}
 	if bk.RandomCrop() {
 		s = append(s, "|crop=random"...)
