@@ -160,11 +160,18 @@ func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []
 // clip_start=first): its base order is the clip job of one clip a video
 // (step= the most) of the shortest bucket's frames, whose samples are
 // the videos long enough for some bucket. A request that gives clip= or
-// step= otherwise, or LeRobot windows, is refused (ErrSpec).
+// step= otherwise, or LeRobot windows, is refused (ErrSpec), and so is a
+// clip job with buckets of images.
 func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
 	shapes, err := bucket.Parse(b.Shapes)
-	if err != nil || !bucket.Clips(shapes) {
+	if err != nil {
 		return c, false, err
+	}
+	if !bucket.Clips(shapes) {
+		if c.On() {
+			return c, false, fmt.Errorf("%w: buckets of HxW batch a dataset's images; a clip job's clips are bucketed by HxWxT", bucket.ErrSpec)
+		}
+		return c, false, nil
 	}
 	t := shapes[0].T
 	for _, s := range shapes {

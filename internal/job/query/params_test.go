@@ -359,6 +359,7 @@ func TestClipBuckets(t *testing.T) {
 		"buckets=480x848x49&budget=100000000&columns=a":     "columns and clip",
 		"buckets=480x848x49&budget=100000000&balance=bytes": "balance",
 		"buckets=480x848x49&budget=100000000&frames=x:0":    "frames= do not apply",
+		"buckets=480x848&budget=100000000&clip=8":           "clip job's clips are bucketed by HxWxT",
 		"buckets=480x848x49,480x848&budget=100000000&fps=8": "not both",
 		"buckets=480x848x49&budget_tokens=100000&vae_t=0":   "vae_t",
 		"buckets=480x848&budget=100000000&vae_t=2&stride=2": "applies only to a clip job",
