@@ -3,6 +3,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/testsupport/jobmodel"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // TestModelClipBuckets draws clip bucket jobs — buckets from a pool of
@@ -26,16 +28,17 @@ import (
 // holds each to jobmodel.BucketJob, written from the docs: every step's
 // bucket and every rank's videos over an epoch, the rest of it resumed at
 // another world size after a drawn number of steps, and /plan's
-// per-bucket figures, equal to what the epoch serves. The model's facts
+// per-bucket figures, equal to what the epoch serves; a cluster of three
+// serves every batch's bytes as the one gateway does. The model's facts
 // are the videos as written (sizes, frames), its base order the clip
 // job's of one clip a video: each video one chunk, a unit of one sample
 // when it holds the shortest bucket's clip.
 func TestModelClipBuckets(t *testing.T) {
 	const n = 64
 	st, _ := clipBucketVideos(t, n)
-	_, srv := start(t, st, func(c *gateway.Config) {
-		c.Datasets[0].Formats = []format.Format{video.Format{}}
-	})
+	formats := func(c *gateway.Config) { c.Datasets[0].Formats = []format.Format{video.Format{}} }
+	_, srv := start(t, st, formats)
+	cl := startCluster(t, &fixture{store: st.(*s3backend.Local)}, 3, nil, formats)
 	type vid struct {
 		key     string
 		w, h, f int
@@ -118,6 +121,13 @@ func TestModelClipBuckets(t *testing.T) {
 					resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, epoch, step, jq.Encode()))
 					if resp.StatusCode != http.StatusOK {
 						t.Fatalf("epoch %d step %d rank %d: %s %s", epoch, step, rank, resp.Status, body)
+					}
+					// A cluster of three serves the same bytes.
+					node := cl[r.IntN(len(cl))].srv.URL
+					cresp, cbody := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", node, epoch, step, jq.Encode()))
+					if cresp.StatusCode != http.StatusOK || !bytes.Equal(cbody, body) || cresp.Header.Get("ETag") != resp.Header.Get("ETag") ||
+						cresp.Header.Get(api.HeaderBucketGeometry) != resp.Header.Get(api.HeaderBucketGeometry) {
+						t.Fatalf("epoch %d step %d rank %d: a cluster's node answers %s, %d bytes, not the gateway's %d", epoch, step, rank, cresp.Status, len(cbody), len(body))
 					}
 					if got := resp.Header.Get(api.HeaderTransform); got != "bucket:"+fmt.Sprintf("%dx%d", shapes[st.Bucket][0], shapes[st.Bucket][1]) {
 						t.Fatalf("epoch %d step %d rank %d: %s, the model's bucket %s", epoch, step, rank, got, names[st.Bucket])
