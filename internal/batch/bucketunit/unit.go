@@ -14,6 +14,12 @@
 // lengths) works unchanged. A batch's images go through the bucket's
 // pipeline (transform.BucketName: resize to cover, crop at the centre,
 // flip) in the transform stage, as a job that names a pipeline.
+//
+// A clip bucket job (buckets of HxWxT over a tree of videos) is the same
+// unit over a clip job's base order of one clip a video: its batches are
+// clip batches (layout.ClipBatch) whose frames the clip stage decodes
+// through the bucket's pipeline (clips.go). Which kind of sample a plan
+// buckets is read in one place (assigner).
 package bucketunit
 
 import (
