@@ -1,73 +1,47 @@
 //go:build brand_libav
 
-package gateway_test
+package visit_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/bucket"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/video"
-	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/codec/npy"
+	"github.com/brandgw/brand/internal/testsupport/stagetest"
 	"github.com/brandgw/brand/internal/testsupport/videotest"
 	"github.com/brandgw/brand/s3backend"
 )
 
-// clipBucketVideos writes n short H.264 videos with ffmpeg, of eight
-// sizes (16:9, 9:16, 1:1, 4:3 — as near a 16:9 bucket as a square one —,
-// 8:3, 3:8, a small one upscaled within the limit, and one too small)
-// and 5 to 30 frames at 10 fps (those of 5 too short for every bucket),
-// into a store indexed in place, and returns the store and each key's
-// file.
-func clipBucketVideos(t *testing.T, n int) (s3backend.Store, map[string]string) {
+// clipBucketVideo is the i-th video of the clip bucket check: its key,
+// width, height and frames at 10 fps — eight sizes (16:9, 9:16, 1:1,
+// 4:3, as near a 16:9 bucket as the square one, 8:3, 3:8, a small one
+// upscaled within the limit, and one too small) and 5 to 30 frames
+// (those of 5 too short for every bucket).
+func clipBucketVideo(i int) (key string, w, h, frames int) {
+	sizes := [][2]int{{64, 36}, {36, 64}, {48, 48}, {40, 30}, {80, 30}, {30, 80}, {20, 12}, {12, 8}}
+	lengths := []int{5, 8, 10, 12, 16, 18, 20, 24, 30, 17}
+	s := sizes[i%len(sizes)]
+	return fmt.Sprintf("c%d/v%03d.mp4", i%3, i), s[0], s[1], lengths[(i/len(sizes)+i)%len(lengths)]
+}
+
+// clipBucketStages writes n videos (clipBucketVideo) with ffmpeg into a
+// store indexed in place (each video one chunk) and wires the stages
+// over it; it returns them and each key's file.
+func clipBucketStages(t *testing.T, n int) (*stagetest.Stages, map[string]string) {
 	t.Helper()
-	ffmpeg, _ := videotest.Tools(t)
-	dir := t.TempDir()
-	paths := make(map[string]string, n)
-	var mu sync.Mutex
-	work := make(chan int)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for range 2 {
-		wg.Go(func() {
-			for i := range work {
-				key, w, h, f := clipBucketVideo(i)
-				p := filepath.Join(dir, fmt.Sprintf("v%03d.mp4", i))
-				cmd := exec.Command(ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f", "lavfi",
-					"-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=10", w, h), "-frames:v", fmt.Sprint(f),
-					"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", "-g", "6", "-map_metadata", "-1", "-fflags", "+bitexact", p)
-				if out, err := cmd.CombinedOutput(); err != nil {
-					errs[i] = fmt.Errorf("ffmpeg: %v: %s", err, out)
-					continue
-				}
-				mu.Lock()
-				paths[key] = p
-				mu.Unlock()
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	paths := videotest.Sized(t, t.TempDir(), n, clipBucketVideo)
 	st, err := s3backend.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -85,16 +59,7 @@ func clipBucketVideos(t *testing.T, n int) (s3backend.Store, map[string]string) 
 		Formats: []format.Format{video.Format{}}, Options: format.Options{ChunkBytes: 64 << 10}}); err != nil {
 		t.Fatal(err)
 	}
-	return st, paths
-}
-
-// clipBucketVideo is the i-th video clipBucketVideos writes: its key,
-// width, height and frames.
-func clipBucketVideo(i int) (key string, w, h, frames int) {
-	sizes := [][2]int{{64, 36}, {36, 64}, {48, 48}, {40, 30}, {80, 30}, {30, 80}, {20, 12}, {12, 8}}
-	lengths := []int{5, 8, 10, 12, 16, 18, 20, 24, 30, 17}
-	s := sizes[i%len(sizes)]
-	return fmt.Sprintf("c%d/v%03d.mp4", i%3, i), s[0], s[1], lengths[(i/len(sizes)+i)%len(lengths)]
+	return stagetest.New(t, stagetest.Config{Datasets: stagetest.Videos(st)}), paths
 }
 
 // clipBucketList are ten buckets of 576 pixels a frame at five aspect
@@ -116,50 +81,53 @@ type servedClip struct {
 
 // serveClipBuckets reads every step of epoch 0 at world w from resume
 // point resume (every rank's batch of it), checking that each step is
-// one bucket: each clip's frames of its shape, the geometry one a clip.
-func serveClipBuckets(t *testing.T, base string, w int, resume string, shapes []bucket.Shape) (steps []int, clips []servedClip) {
+// one bucket: each clip's frames of its shape, a geometry a clip.
+func serveClipBuckets(t *testing.T, s *stagetest.Stages, w int, resume string, shapes []bucket.Shape) (steps []int, clips []servedClip) {
 	t.Helper()
+	ctx := context.Background()
 	q := fmt.Sprintf("%s&world=%d", clipBucketQuery, w)
 	if resume != "" {
 		q += "&resume=" + resume
 	}
-	resp, body := get(t, base+"/epoch/0?"+q)
-	var info api.EpochInfo
-	if err := json.Unmarshal(body, &info); resp.StatusCode != http.StatusOK || err != nil || info.Buckets == nil {
-		t.Fatalf("/epoch/0?%s: %s %s", q, resp.Status, body)
+	info, err := s.Epoch(ctx, q, 0)
+	if err != nil || info.Buckets == nil {
+		t.Fatalf("epoch 0 of %s: %+v, %v", q, info, err)
 	}
 	for m := range info.Batches {
 		bk := -1
 		for r := range w {
-			resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&rank=%d", base, m, q, r))
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("step %d rank %d: %s %s", m, r, resp.Status, body)
+			b, body, err := s.Batch(ctx, fmt.Sprintf("%s&rank=%d", q, r), 0, uint64(m))
+			if err != nil {
+				t.Fatalf("step %d rank %d: %v", m, r, err)
 			}
-			geo := strings.Split(resp.Header.Get(api.HeaderBucketGeometry), ";")
-			samples := readTar(t, body)
+			geo := strings.Split(b.Content.(*layout.ClipBatch).Geometry(b), ";")
+			samples := stagetest.Samples(t, body)
 			if len(samples) != len(geo) || len(samples) == 0 {
 				t.Fatalf("step %d rank %d: %d clips, geometry of %d", m, r, len(samples), len(geo))
 			}
-			for i, s := range samples {
+			for i, smp := range samples {
 				var meta struct {
 					Video  string `json:"video"`
 					Frames []int  `json:"frames"`
 				}
-				if err := json.Unmarshal(s.files["json"], &meta); err != nil {
-					t.Fatalf("step %d: %s.json: %v", m, s.key, err)
+				if err := json.Unmarshal(smp.Files["json"], &meta); err != nil {
+					t.Fatalf("step %d: %s.json: %v", m, smp.Key, err)
 				}
-				shape, data := npyShape(t, s.files["frames.npy"])
+				h, data, err := npy.Read(smp.Files["frames.npy"])
+				if err != nil {
+					t.Fatalf("step %d: %s.frames.npy: %v", m, smp.Key, err)
+				}
 				b := -1
 				for j, sh := range shapes {
-					if fmt.Sprint(shape) == fmt.Sprint([]int{sh.T, sh.H, sh.W, 3}) {
+					if fmt.Sprint(h.Shape) == fmt.Sprint([]int64{int64(sh.T), int64(sh.H), int64(sh.W), 3}) {
 						b = j
 					}
 				}
 				if b < 0 || bk >= 0 && b != bk {
-					t.Fatalf("step %d rank %d: clip %s of shape %v in a step of bucket %d", m, r, s.key, shape, bk)
+					t.Fatalf("step %d rank %d: clip %s of shape %v in a step of bucket %d", m, r, smp.Key, h.Shape, bk)
 				}
 				bk = b
-				c := servedClip{Step: m, Bucket: b, Key: s.key, Video: meta.Video, Frames: meta.Frames, Pixels: data}
+				c := servedClip{Step: m, Bucket: b, Key: smp.Key, Video: meta.Video, Frames: meta.Frames, Pixels: data}
 				if _, err := fmt.Sscanf(geo[i], "%d,%d,%d,%d,%d", &c.Geo[0], &c.Geo[1], &c.Geo[2], &c.Geo[3], &c.Geo[4]); err != nil {
 					t.Fatalf("geometry %q: %v", geo[i], err)
 				}
@@ -171,25 +139,6 @@ func serveClipBuckets(t *testing.T, base string, w int, resume string, shapes []
 	return steps, clips
 }
 
-// npyShape reads a .npy's shape and returns its data.
-func npyShape(t *testing.T, b []byte) ([]int, []byte) {
-	t.Helper()
-	if len(b) < 10 || string(b[1:6]) != "NUMPY" {
-		t.Fatalf("not a .npy")
-	}
-	hl := int(b[8]) | int(b[9])<<8
-	hdr := string(b[10 : 10+hl])
-	i, j := strings.Index(hdr, "'shape': ("), strings.Index(hdr, ")")
-	var shape []int
-	for _, f := range strings.Split(hdr[i+len("'shape': ("):j], ",") {
-		var n int
-		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err == nil {
-			shape = append(shape, n)
-		}
-	}
-	return shape, b[10+hl:]
-}
-
 // TestClipBuckets is issue 78's check of clip buckets over 600 videos
 // ffmpeg writes: every step one bucket at world 4, every video long
 // enough and large enough for a bucket served once an epoch but for each
@@ -198,9 +147,9 @@ func npyShape(t *testing.T, b []byte) ([]int, []byte) {
 // every clip's bucket the rule an independent script (PyAV's sizes and
 // frame counts, floating logs) computes, its pixels PyAV's frames
 // resized to cover the bucket and cropped by Pillow, byte for byte
-// (docs/transform.md §6.1, §12.3: both exact); resumed at step k at
-// world 3, the rest of the epoch exactly once; /plan's buckets equal
-// /epoch's.
+// (docs/transform.md §6.1, §12.3: both exact), its crop at the centre
+// the script computes; resumed at step k at world 3, the rest of the
+// epoch exactly once.
 func TestClipBuckets(t *testing.T) {
 	python := "/usr/bin/python3"
 	if exec.Command(python, "-c", "import av, PIL").Run() != nil {
@@ -210,27 +159,20 @@ func TestClipBuckets(t *testing.T) {
 		t.Skip("no Python 3 with PyAV and Pillow")
 	}
 	const n = 600
-	st, paths := clipBucketVideos(t, n)
-	_, srv := start(t, st, func(c *gateway.Config) {
-		c.Datasets[0].Formats = []format.Format{video.Format{}}
-	})
+	s, paths := clipBucketStages(t, n)
 	shapes, _ := bucket.Parse(clipBucketList)
-	steps, served := serveClipBuckets(t, srv.URL, 4, "", shapes)
+	steps, served := serveClipBuckets(t, s, 4, "", shapes)
 
-	// Once an epoch, and what is left is what fits no bucket and each
-	// bucket's last partial global batch.
 	byVideo := map[string]servedClip{}
-	count := make([]int, len(shapes))
 	for _, c := range served {
 		if _, ok := byVideo[c.Video]; ok {
 			t.Fatalf("video %s served twice in an epoch", c.Video)
 		}
 		byVideo[c.Video] = c
 	}
-	resp, body := get(t, srv.URL+"/epoch/0?"+clipBucketQuery+"&world=4")
-	var info api.EpochInfo
-	if err := json.Unmarshal(body, &info); resp.StatusCode != http.StatusOK || err != nil {
-		t.Fatal(string(body))
+	info, err := s.Epoch(context.Background(), clipBucketQuery+"&world=4", 0)
+	if err != nil {
+		t.Fatal(err)
 	}
 	bi := info.Buckets
 	// The independent rule, and the pixels.
@@ -247,8 +189,8 @@ func TestClipBuckets(t *testing.T) {
 		Videos     map[string]string `json:"videos"`
 		Clips      []refClip         `json:"clips"`
 	}{Stride: 1, MaxUpscale: 2, Videos: paths}
-	for _, s := range shapes {
-		in.Buckets = append(in.Buckets, [3]int{s.H, s.W, s.T})
+	for _, sh := range shapes {
+		in.Buckets = append(in.Buckets, [3]int{sh.H, sh.W, sh.T})
 	}
 	for _, c := range served {
 		in.Clips = append(in.Clips, refClip{Video: c.Video, Frames: c.Frames, Bucket: [2]int{shapes[c.Bucket].H, shapes[c.Bucket].W}, Flip: c.Geo[4]})
@@ -287,7 +229,7 @@ func TestClipBuckets(t *testing.T) {
 	if short != bi.TooShort || small != bi.TooSmall || short == 0 || small == 0 {
 		t.Errorf("too short %d, too small %d; /epoch says %d and %d", short, small, bi.TooShort, bi.TooSmall)
 	}
-	ties := 0
+	dropped := 0
 	for i, bk := range bi.Buckets {
 		if bk.Samples != want[i] {
 			t.Errorf("bucket %s: /epoch says %d videos, the reference %d", bk.Shape, bk.Samples, want[i])
@@ -295,10 +237,10 @@ func TestClipBuckets(t *testing.T) {
 		if bk.Dropped >= bk.BatchSize*4 || bk.Fill != 1 {
 			t.Errorf("bucket %s: drops %d (a global batch is %d), fill %g", bk.Shape, bk.Dropped, bk.BatchSize*4, bk.Fill)
 		}
-		ties += bk.Samples
+		dropped += bk.Dropped
 	}
-	if len(byVideo)+bi.TooShort+bi.TooSmall+droppedOf(bi) != n || len(served) < 300 {
-		t.Errorf("%d served, %d too short, %d too small, %d dropped, of %d videos", len(byVideo), bi.TooShort, bi.TooSmall, droppedOf(bi), n)
+	if len(byVideo)+bi.TooShort+bi.TooSmall+dropped != n || len(served) < 300 {
+		t.Errorf("%d served, %d too short, %d too small, %d dropped, of %d videos", len(byVideo), bi.TooShort, bi.TooSmall, dropped, n)
 	}
 	off, maxDiff := 0, 0
 	for i, c := range served {
@@ -315,23 +257,24 @@ func TestClipBuckets(t *testing.T) {
 		t.Errorf("pixels: %d bytes of %d compared, most apart %d; want equal", off, len(raw), maxDiff)
 	}
 	// Shares: after every step, each bucket within one batch of its share.
-	for _, s := range steps {
-		count[s]++
+	count := make([]int, len(shapes))
+	for _, st := range steps {
+		count[st]++
 	}
 	got := make([]int, len(shapes))
-	for i, s := range steps {
-		got[s]++
-		for bk := range shapes {
-			d := float64(got[bk]) - float64(i+1)*float64(count[bk])/float64(len(steps))
+	for i, st := range steps {
+		got[st]++
+		for k := range shapes {
+			d := float64(got[k]) - float64(i+1)*float64(count[k])/float64(len(steps))
 			if d <= -1 || d >= 1 {
-				t.Fatalf("after %d steps bucket %v has %d of its %d", i+1, shapes[bk], got[bk], count[bk])
+				t.Fatalf("after %d steps bucket %v has %d of its %d", i+1, shapes[k], got[k], count[k])
 			}
 		}
 	}
 	if bi.Fill < 0.95 {
 		t.Errorf("mean fill %g", bi.Fill)
 	}
-	t.Logf("%d videos: %d clips served in %d steps at world 4, %d too short, %d too small, %d dropped; pixels equal", n, len(served), len(steps), bi.TooShort, bi.TooSmall, droppedOf(bi))
+	t.Logf("%d videos: %d clips served in %d steps at world 4, %d too short, %d too small, %d dropped; pixels equal", n, len(served), len(steps), bi.TooShort, bi.TooSmall, dropped)
 
 	// Resume at step k at world 3: the rest exactly once.
 	k := len(steps) / 2
@@ -341,7 +284,7 @@ func TestClipBuckets(t *testing.T) {
 			seen[c.Video] = true
 		}
 	}
-	_, rest := serveClipBuckets(t, srv.URL, 3, fmt.Sprintf("4:%d", k), shapes)
+	_, rest := serveClipBuckets(t, s, 3, fmt.Sprintf("4:%d", k), shapes)
 	left := make([]int, len(shapes))
 	for _, c := range rest {
 		if seen[c.Video] {
@@ -354,41 +297,15 @@ func TestClipBuckets(t *testing.T) {
 			left[r]++
 		}
 	}
-	_, body = get(t, srv.URL+"/epoch/0?"+clipBucketQuery+fmt.Sprintf("&world=3&resume=4:%d", k))
-	var rinfo api.EpochInfo
-	json.Unmarshal(body, &rinfo)
+	rinfo, err := s.Epoch(context.Background(), clipBucketQuery+fmt.Sprintf("&world=3&resume=4:%d", k), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, bk := range rinfo.Buckets.Buckets {
 		if left[i] >= bk.BatchSize*3 || left[i] != bk.Dropped {
 			t.Errorf("resumed: bucket %s leaves %d unserved (/epoch: %d dropped), a global batch at world 3 is %d", bk.Shape, left[i], bk.Dropped, bk.BatchSize*3)
 		}
 	}
-
-	// /plan's buckets are /epoch's.
-	resp, body = get(t, srv.URL+"/plan?"+clipBucketQuery+"&world=4&epochs=2")
-	var plan struct {
-		Buckets []api.BucketPlanEpoch `json:"buckets"`
-	}
-	if err := json.Unmarshal(body, &plan); resp.StatusCode != http.StatusOK || err != nil || len(plan.Buckets) != 2 {
-		t.Fatalf("/plan: %s %s", resp.Status, body)
-	}
-	for e := range 2 {
-		_, body := get(t, fmt.Sprintf("%s/epoch/%d?%s&world=4", srv.URL, e, clipBucketQuery))
-		var in api.EpochInfo
-		json.Unmarshal(body, &in)
-		g, _ := json.Marshal(plan.Buckets[e].BucketsInfo)
-		w, _ := json.Marshal(in.Buckets)
-		if string(g) != string(w) {
-			t.Errorf("/plan's epoch %d: %s; /epoch/%d: %s", e, g, e, w)
-		}
-	}
-}
-
-func droppedOf(bi *api.BucketsInfo) int {
-	n := 0
-	for _, b := range bi.Buckets {
-		n += b.Dropped
-	}
-	return n
 }
 
 func absDiff(a, b byte) int {
