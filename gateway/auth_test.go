@@ -1,23 +1,20 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/shuffle"
 )
 
+// TestBearerTokens: every endpoint but the probes' asks for a token, a
+// request without one answered 401 with a Bearer challenge and a JSON
+// error. (The Go client with a token over TLS: client's
+// TestClientTokenAndTLS.)
 func TestBearerTokens(t *testing.T) {
 	f := newFixture(t, 2, 4)
 	_, srv := start(t, f.store, func(c *gateway.Config) {
@@ -87,45 +84,5 @@ func TestSeparateAdmin(t *testing.T) {
 	}
 	if resp, _ := get(t, srv.URL+"/epoch/0/batch/0"); resp.StatusCode != http.StatusOK {
 		t.Errorf("batch on the data port: %d", resp.StatusCode)
-	}
-}
-
-// TestClientTokenAndTLS: the Go client reaches a gateway that requires a
-// token over TLS with a certificate of a private CA, given the token and
-// the CA file; without either it fails clearly.
-func TestClientTokenAndTLS(t *testing.T) {
-	f := newFixture(t, 2, 4)
-	g, _ := start(t, f.store, func(c *gateway.Config) { c.AuthTokens = []string{"s3cret"} })
-	srv := httptest.NewTLSServer(g)
-	t.Cleanup(srv.Close)
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	read := func(opts client.Options) (int, error) {
-		c, err := client.New(srv.URL, opts)
-		if err != nil {
-			return 0, err
-		}
-		n := 0
-		for b, err := range c.Epoch(ctx, 0) {
-			if err != nil {
-				return n, err
-			}
-			n += len(b.Samples)
-		}
-		return n, nil
-	}
-	job := api.Job{Params: shuffle.Params{BatchSize: 4}}
-	if n, err := read(client.Options{Job: job, Token: "s3cret", CAFile: ca}); err != nil || n != 8 {
-		t.Fatalf("with the token and the CA: %d samples, %v; want 8", n, err)
-	}
-	var apiErr *client.APIError
-	if _, err := read(client.Options{Job: job, CAFile: ca, MaxRetries: -1}); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
-		t.Errorf("without the token: %v, want a 401", err)
-	}
-	if _, err := read(client.Options{Job: job, Token: "s3cret", MaxRetries: -1}); err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("without the CA: %v, want a certificate error", err)
 	}
 }

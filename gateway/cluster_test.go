@@ -32,12 +32,19 @@ type clusterNode struct {
 // handlers[k] when that is not nil (a misbehaving peer).
 func startCluster(t testing.TB, f *fixture, n int, handlers []http.Handler, mutate func(*gateway.Config)) []*clusterNode {
 	t.Helper()
-	return startClusterWrapped(t, f, n, handlers, nil, mutate)
+	return startClusterOf(t, n, func(int) *fixture { return f }, handlers, nil, mutate)
 }
 
 // startClusterWrapped is startCluster whose node k's server serves
-// wrap(k, its gateway) if wrap is not nil (a fault between the nodes).
-func startClusterWrapped(t testing.TB, f *fixture, n int, handlers []http.Handler, wrap func(k int, h http.Handler) http.Handler, mutate func(*gateway.Config)) []*clusterNode {
+// wrap(k, its gateway) (a fault between the nodes).
+func startClusterWrapped(t testing.TB, f *fixture, n int, wrap func(k int, h http.Handler) http.Handler, mutate func(*gateway.Config)) []*clusterNode {
+	t.Helper()
+	return startClusterOf(t, n, func(int) *fixture { return f }, nil, wrap, mutate)
+}
+
+// startClusterOf is startCluster whose node k serves fixture(k)'s store
+// and, if wrap is not nil, whose server serves wrap(k, its gateway).
+func startClusterOf(t testing.TB, n int, fixture func(k int) *fixture, handlers []http.Handler, wrap func(k int, h http.Handler) http.Handler, mutate func(*gateway.Config)) []*clusterNode {
 	t.Helper()
 	lns, urls := loopbacks(t, n)
 	nodes := make([]*clusterNode, n)
@@ -47,7 +54,7 @@ func startClusterWrapped(t testing.TB, f *fixture, n int, handlers []http.Handle
 		if k < len(handlers) && handlers[k] != nil {
 			h = handlers[k]
 		} else {
-			node.store = s3test.Wrap(f.store)
+			node.store = s3test.Wrap(fixture(k).store)
 			node.g, _ = start(t, node.store, func(c *gateway.Config) {
 				c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 50 * time.Millisecond, PeerTimeout: 2 * time.Second}
 				c.PrefetchConcurrency = -1 // store reads counted on demand only

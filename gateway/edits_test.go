@@ -39,17 +39,7 @@ func appendFile(t *testing.T, st s3backend.Store, name string) {
 }
 
 // currentIndex is the index version a gateway serves of its dataset.
-func currentIndex(t *testing.T, base string) string {
-	t.Helper()
-	_, body := get(t, base+"/datasets")
-	var dss struct {
-		Datasets []struct{ Index string } `json:"datasets"`
-	}
-	if err := json.Unmarshal(body, &dss); err != nil || len(dss.Datasets) == 0 {
-		t.Fatalf("/datasets: %s", body)
-	}
-	return dss.Datasets[0].Index
-}
+func currentIndex(t *testing.T, base string) string { return datasets(t, base).IndexID }
 
 // TestEditEndpoints is the HTTP contract of a named job's edits (POST
 // and GET /jobs/{job}/exclude, /append and GET /jobs/{job}/edits): each

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/cluster/transport"
 )
@@ -29,14 +27,6 @@ import (
 // of 56 posts, tried from outside).
 func TestFeedbackDuringASealAcrossNodes(t *testing.T) {
 	f := newFixture(t, 8, 10)
-	lns, urls := loopbacks(t, 2)
-	node := func(k int) *gateway.Gateway {
-		g, _ := start(t, f.store, func(c *gateway.Config) {
-			c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 50 * time.Millisecond, PeerTimeout: 2 * time.Second}
-		})
-		return g
-	}
-	g0, g1 := node(0), node(1)
 	type posted struct {
 		id     int
 		loss   float32
@@ -58,26 +48,29 @@ func TestFeedbackDuringASealAcrossNodes(t *testing.T) {
 		posts = append(posts, p)
 		mu.Unlock()
 	}
-	window := func(w http.ResponseWriter, r *http.Request) {
-		rec := httptest.NewRecorder()
-		g1.ServeHTTP(rec, r)
-		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, transport.FeedbackPath) {
-			// Node 1's part is taken: its first feedback arrives now.
-			for id := 10; id < 20; id++ {
-				postTo(g1, id)
+	// Node 1's listener posts its first feedback between answering the
+	// collection of its part and sending the answer back.
+	window := func(k int, h http.Handler) http.Handler {
+		if k != 1 {
+			return h
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, transport.FeedbackPath) {
+				for id := 10; id < 20; id++ {
+					postTo(h, id)
+				}
 			}
-		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		})
 	}
-	for k, h := range []http.Handler{g0, http.HandlerFunc(window)} {
-		srv := &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: h}}
-		srv.Start()
-		t.Cleanup(srv.Close)
-	}
+	cl := startClusterWrapped(t, f, 2, window, nil)
+	urls, g1 := []string{cl[0].srv.URL, cl[1].srv.URL}, cl[1].g
 	if resp, body := post(t, urls[0]+"/importance/j/feedback?epoch=0", "application/octet-stream", binaryFeedback([]int{0, 1, 2}, []float32{1, 1, 1})); resp.StatusCode != http.StatusOK {
 		t.Fatalf("node 0's feedback: %s %s", resp.Status, body)
 	}

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -47,25 +46,15 @@ func newFixtureNamed(t testing.TB, dir, prefix string, chunks, perChunk, size in
 }
 
 // newFixtureCounts is newFixtureNamed whose chunk c holds counts[c]
-// samples.
+// samples (catalogtest.PackClasses).
 func newFixtureCounts(t testing.TB, dir, prefix string, counts []int, size int) *fixture {
 	t.Helper()
 	store, err := s3backend.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{dir: dir, store: store, content: map[string]map[string][]byte{}}
-	f.index = packChunks(t, store, counts, func(id, c int) (string, []sampleFile) {
-		key := fmt.Sprintf("%sclass%d/sample%05d", prefix, id%3, id)
-		reps := 100 + (id*37)%900
-		if size > 0 {
-			reps = size/3 + id%7
-		}
-		img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, reps)
-		cls := []byte(fmt.Sprint(prefix, id%3))
-		f.content[key] = map[string][]byte{"jpg": img, "cls": cls}
-		return key, []sampleFile{{"cls", cls}, {"jpg", img}}
-	})
+	f := &fixture{dir: dir, store: store}
+	f.index, f.content = catalogtest.PackClasses(t, store, prefix, counts, size)
 	return f
 }
 

@@ -663,7 +663,7 @@ func New(cfg Config) (*Gateway, error) {
 			Sources: sources, Datasets: g.catalog.All, PrefetchWindows: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
-			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: follow(routing, pacer), FlipTimeout: c.FlipTimeout,
+			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: follow(routing, pacer, c.Advertise, paceHold(c)), FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Group: g.life.Group("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker

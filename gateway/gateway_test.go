@@ -2,12 +2,8 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +11,9 @@ import (
 	"github.com/brandgw/brand/gateway"
 )
 
+// TestErrors: a request the gateway cannot serve is answered with the
+// status that says why and a JSON error naming it. (A method not served,
+// 405 with Allow, is TestMethods'.)
 func TestErrors(t *testing.T) {
 	f := newFixture(t, 4, 10) // 40 samples; batch 8 -> 5 batches
 	_, srv := start(t, f.store, nil)
@@ -70,16 +69,6 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
-	t.Run("method not allowed", func(t *testing.T) {
-		resp, err := http.Post(srv.URL+"/epoch/0/batch/0", "text/plain", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusMethodNotAllowed {
-			t.Fatalf("status %d, want 405", resp.StatusCode)
-		}
-	})
 }
 
 func TestBatchIsDeterministicAcrossGateways(t *testing.T) {
@@ -116,42 +105,6 @@ func TestBatchIsDeterministicAcrossGateways(t *testing.T) {
 	r2, _ := get(t, a.URL+"/epoch/0/batch/0?seed=2")
 	if r1.Header.Get("ETag") == r2.Header.Get("ETag") {
 		t.Fatal("different seeds share an ETag")
-	}
-}
-
-// A batch goes out by two paths: over a plain TCP connection the samples are
-// gathered into writev calls, anywhere else (here a recorder) they are
-// coalesced into buffers. Both must give the same bytes, and the first must
-// leave the connection fit for the next request.
-func TestBatchWritePathsAgree(t *testing.T) {
-	f := newFixture(t, 6, 40)
-	g, srv := start(t, f.store, nil)
-	hc := &http.Client{Transport: &http.Transport{}}
-	defer hc.CloseIdleConnections()
-	var reused []bool
-	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
-	for m, path := range []string{"/epoch/0/batch/0?batch_size=100", "/epoch/0/batch/1?batch_size=100", "/epoch/2/batch/0?batch_size=7"} {
-		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, srv.URL+path, nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || int64(len(body)) != resp.ContentLength {
-			t.Fatalf("%s: %s, %d bytes of %d, %v", path, resp.Status, len(body), resp.ContentLength, err)
-		}
-		rec := httptest.NewRecorder()
-		g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		if rec.Code != http.StatusOK || !bytes.Equal(rec.Body.Bytes(), body) {
-			t.Fatalf("%s: %d bytes over TCP, %d (status %d) to a recorder, equal %t", path, len(body), rec.Body.Len(), rec.Code, bytes.Equal(rec.Body.Bytes(), body))
-		}
-		if got := readTar(t, body); len(got) == 0 {
-			t.Fatalf("%s: no samples", path)
-		}
-		if m > 0 && !reused[m] {
-			t.Errorf("%s: a new connection; the last batch left its connection unusable", path)
-		}
 	}
 }
 
@@ -216,44 +169,6 @@ func TestManifestAndInfoEndpoints(t *testing.T) {
 		if !strings.Contains(string(body), name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
-	}
-}
-
-func TestNotReadyUntilLoaded(t *testing.T) {
-	f := newFixture(t, 1, 2)
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", Store: f.store}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	for _, p := range []string{"/readyz", "/epoch/0/batch/0", "/datasets"} {
-		req, _ := http.NewRequest(http.MethodGet, p, nil)
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, req)
-		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
-			t.Fatalf("%s before load: %d (Retry-After %q), want 503 with Retry-After", p, w.Code, w.Header().Get("Retry-After"))
-		}
-	}
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodGet, "/readyz", nil)
-	w := httptest.NewRecorder()
-	g.ServeHTTP(w, req)
-	if w.Code != 200 {
-		t.Fatalf("/readyz after load: %d", w.Code)
-	}
-}
-
-func TestMissingIndexFailsLoad(t *testing.T) {
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", URL: t.TempDir()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	err = g.Load(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "brand pack") {
-		t.Fatalf("got %v, want an error pointing at brand pack", err)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/brandgw/brand/gateway"
 )
 
 // TestHealedCutGivesBackWhatAPeerRead: node 0 cannot reach node 1 (every
@@ -34,7 +32,7 @@ func TestHealedCutGivesBackWhatAPeerRead(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	cl := startClusterWrapped(t, f, 2, nil, wrap, func(c *gateway.Config) {})
+	cl := startClusterWrapped(t, f, 2, wrap, nil)
 	waitSees := func(k, of int, up bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

@@ -5,26 +5,17 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
 )
 
-// post sends body to url and returns the response and its body.
+// post sends body to url as contentType and returns the response and
+// its body.
 func post(t *testing.T, url, contentType string, body []byte) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := http.Post(url, contentType, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return do(t, http.MethodPost, url, body, "Content-Type", contentType)
 }
 
 // binaryFeedback encodes (ID, loss) records.
@@ -113,39 +104,48 @@ func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
 	}
 }
 
-// TestImportanceBadRequests: the statuses of importance's endpoints and
-// parameters. What a feedback body may hold is internal/job/feedback's
-// TestDecodeJSON and TestDecodeBinary (every malformed body, each
-// refused naming its fault); what the query may say, internal/job/query's
-// TestParse; here one of each answers 400, beside the endpoints' own
-// refusals and a snapshot no store holds (404). (A seal without feedback,
-// 409, is TestImportanceContract's.)
-func TestImportanceBadRequests(t *testing.T) {
-	f := newFixture(t, 8, 4)
+// TestImportanceRefusals: the statuses of importance's endpoints and
+// parameters, and of the state's refusals. What a feedback body may hold
+// is internal/job/feedback's TestDecodeJSON and TestDecodeBinary (every
+// malformed body, each refused naming its fault); what the query may
+// say, internal/job/query's TestParse; the state's bounds, package
+// feedback's. Here one of each answers 400, beside the endpoints' own
+// refusals and a snapshot no store holds (404); a job past the job slots
+// is 503 with Retry-After and why, an epoch with no feedback 409 and
+// why, feedback for a sealed epoch 409; a seal 200 naming the samples
+// reported.
+func TestImportanceRefusals(t *testing.T) {
+	f := newFixture(t, 8, 8)
 	_, srv := start(t, f.store, nil)
+	feedEpoch(t, srv.URL, f, "victim", 0)
 	base := srv.URL + "/importance/j/feedback?epoch=0"
 	ok := []byte(`{"ids":[0],"losses":[1]}`)
-	tests := []struct {
+	type request struct {
 		name, url, ctype string
 		body             []byte
 		want             int
-	}{
-		{"unknown key", base, "application/json", []byte(`{"keys":["nope"],"losses":[1]}`), 400},
-		{"NaN loss", base, "application/octet-stream", binaryFeedback([]int{1}, []float32{float32(math.NaN())}), 400},
-		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", ok, 400},
-		{"unknown parameter", base + "&x=1", "application/json", ok, 400},
-		{"unknown dataset", base + "&dataset=nope", "application/json", ok, 404},
-		{"no epoch", srv.URL + "/importance/j/feedback", "application/json", ok, 400},
-		{"epoch out of range", srv.URL + "/importance/j/feedback?epoch=-1", "application/json", ok, 400},
-		{"unknown prev", srv.URL + "/importance/j/seal?epoch=0&prev=0123456789abcdef", "", nil, 404},
-		{"bad prev", srv.URL + "/importance/j/seal?epoch=0&prev=xyz", "", nil, 400},
-		{"good", base, "application/json", []byte(`{"ids":[0,1],"losses":[0.5,2]}`), 200},
+		says             string
 	}
-	for _, tc := range tests {
-		if resp, body := post(t, tc.url, tc.ctype, tc.body); resp.StatusCode != tc.want {
-			t.Errorf("%s: %s %s, want %d", tc.name, resp.Status, body, tc.want)
+	check := func(tests []request) {
+		t.Helper()
+		for _, tc := range tests {
+			if resp, body := post(t, tc.url, tc.ctype, tc.body); resp.StatusCode != tc.want || !strings.Contains(string(body), tc.says) {
+				t.Errorf("%s: %s %s, want %d saying %q", tc.name, resp.Status, body, tc.want, tc.says)
+			}
 		}
 	}
+	check([]request{
+		{"unknown key", base, "application/json", []byte(`{"keys":["nope"],"losses":[1]}`), 400, ""},
+		{"NaN loss", base, "application/octet-stream", binaryFeedback([]int{1}, []float32{float32(math.NaN())}), 400, ""},
+		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", ok, 400, ""},
+		{"unknown parameter", base + "&x=1", "application/json", ok, 400, ""},
+		{"unknown dataset", base + "&dataset=nope", "application/json", ok, 404, ""},
+		{"no epoch", srv.URL + "/importance/j/feedback", "application/json", ok, 400, ""},
+		{"epoch out of range", srv.URL + "/importance/j/feedback?epoch=-1", "application/json", ok, 400, ""},
+		{"unknown prev", srv.URL + "/importance/j/seal?epoch=0&prev=0123456789abcdef", "", nil, 404, ""},
+		{"bad prev", srv.URL + "/importance/j/seal?epoch=0&prev=xyz", "", nil, 400, ""},
+		{"good", base, "application/json", []byte(`{"ids":[0,1],"losses":[0.5,2]}`), 200, ""},
+	})
 	if resp, _ := get(t, srv.URL+"/importance/j/seal?epoch=0"); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
 		t.Errorf("GET of a seal: %s, Allow %q; want 405 and POST", resp.Status, resp.Header.Get("Allow"))
 	}
@@ -161,4 +161,28 @@ func TestImportanceBadRequests(t *testing.T) {
 			t.Errorf("?%s: %s (%s), want %d", tc.q, resp.Status, body, tc.want)
 		}
 	}
+	busy := 0
+	for i := range 40 {
+		resp, body := post(t, fmt.Sprintf("%s/importance/other-%d/feedback?epoch=0", srv.URL, i), "application/json", []byte(`{"ids":[1],"losses":[1]}`))
+		switch resp.StatusCode {
+		case http.StatusOK:
+		case http.StatusServiceUnavailable:
+			if resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "job") {
+				t.Errorf("job %d refused without Retry-After or a message: %s", i, body)
+			}
+			busy++
+		default:
+			t.Fatalf("job %d: %s: %s", i, resp.Status, body)
+		}
+	}
+	if busy == 0 {
+		t.Error("no job refused past the job slots")
+	}
+	if s := seal(t, srv.URL, "victim", 0, ""); s.Reported != f.index.NumSamples() {
+		t.Errorf("seal: %+v, want %d reported", s, f.index.NumSamples())
+	}
+	check([]request{
+		{"seal without feedback", srv.URL + "/importance/nobody/seal?epoch=0", "", nil, http.StatusConflict, "no feedback"},
+		{"feedback after the seal", srv.URL + "/importance/victim/feedback?epoch=0", "application/json", []byte(`{"ids":[1],"losses":[1]}`), http.StatusConflict, "sealed"},
+	})
 }

@@ -8,81 +8,17 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
 )
 
-// manySourcesCache is the cache of TestManySourcesConstantCost's
-// gateways: the chunks it holds are memory that the bytes read decide,
-// bounded by it, whatever the sources.
+// manySourcesCache is the cache of manySources' gateways: the chunks
+// it holds are memory that the bytes read decide, bounded by it,
+// whatever the sources. (What the stages of a node hold for many
+// sources, goroutines and heap, is internal/batch/visit's
+// TestManySourcesConstantCost.)
 const manySourcesCache = 2 << 20
-
-// sourcesCost starts a gateway serving n small datasets of 1,200
-// samples in all, reads an epoch of a two-phase schedule over all of them
-// (75 batches, whatever n), and returns the goroutines
-// and live heap bytes it holds afterwards, and the heap before the
-// epoch (the datasets loaded).
-func sourcesCost(t *testing.T, n int) (goroutines int, heap, loaded uint64) {
-	t.Helper()
-	readEpoch := manySources(t, n)
-	settle := func() uint64 {
-		var ms runtime.MemStats
-		for range 3 {
-			runtime.GC()
-		}
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	loaded = settle()
-	readEpoch(0)
-	http.DefaultClient.CloseIdleConnections()
-	// Goroutines that end with a request (its connection's) take a moment
-	// to go: count once they have.
-	deadline := time.Now().Add(5 * time.Second)
-	goroutines = runtime.NumGoroutine()
-	for prev := -1; goroutines != prev && time.Now().Before(deadline); {
-		prev = goroutines
-		time.Sleep(50 * time.Millisecond)
-		goroutines = runtime.NumGoroutine()
-	}
-	return goroutines, settle(), loaded
-}
-
-// TestManySourcesConstantCost: a schedule over 100 sources costs the
-// gateway the goroutines of one over 2, and, for the same samples read,
-// memory beyond the sources' indexes (loaded before the epoch) and the
-// cache's chunks (at most its size) of the same order: no per-source
-// readers, pools or buffers.
-func TestManySourcesConstantCost(t *testing.T) {
-	type cost struct {
-		goroutines   int
-		heap, loaded uint64
-	}
-	var costs []cost
-	for _, n := range []int{2, 100} {
-		// Each in a subtest of its own, so that its gateway is closed
-		// before the next is measured.
-		t.Run(fmt.Sprintf("%d sources", n), func(t *testing.T) {
-			g, h, l := sourcesCost(t, n)
-			costs = append(costs, cost{g, h, l})
-		})
-	}
-	if len(costs) != 2 {
-		t.Fatal("a measurement failed")
-	}
-	c2, c100 := costs[0], costs[1]
-	t.Logf("2 sources: %d goroutines, heap %d KiB loaded, %d KiB after an epoch; 100 sources: %d goroutines, %d KiB loaded, %d KiB after",
-		c2.goroutines, c2.loaded>>10, c2.heap>>10, c100.goroutines, c100.loaded>>10, c100.heap>>10)
-	if c100.goroutines > c2.goroutines+8 {
-		t.Errorf("100 sources hold %d goroutines against 2 sources' %d: something runs per source", c100.goroutines, c2.goroutines)
-	}
-	grew2, grew100 := int64(c2.heap)-int64(c2.loaded), int64(c100.heap)-int64(c100.loaded)
-	if grew100 > grew2+manySourcesCache+(1<<20) {
-		t.Errorf("serving an epoch grew the heap %d KiB with 100 sources, %d KiB with 2", grew100>>10, grew2>>10)
-	}
-}
 
 // batchGarbage starts a gateway serving n small datasets of 1,200
 // samples in all and returns the bytes the process allocated per batch

@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
@@ -223,27 +222,20 @@ func TestMixtureErrors(t *testing.T) {
 func TestClusterSchedule(t *testing.T) {
 	m := newMixFixture(t)
 	const nodes, world, batch = 3, 6, 8
-	lns, urls := loopbacks(t, nodes)
-	stores := make([]map[string]*s3test.Store, nodes)
-	srvs := make([]string, nodes)
-	for k := range nodes {
+	stores := make([]map[string]*s3test.Store, nodes) // each node's, by dataset
+	cl := startCluster(t, m.sets["web"], nodes, nil, func(c *gateway.Config) {
+		k := c.Cluster.Self
 		stores[k] = map[string]*s3test.Store{}
-		specs := append([]gateway.DatasetSpec(nil), m.specs...)
-		for i := range specs {
-			cs := s3test.Wrap(specs[i].Store)
-			stores[k][specs[i].Name] = cs
-			specs[i].Store = cs
+		c.Datasets = slices.Clone(m.specs)
+		for i, spec := range c.Datasets {
+			stores[k][spec.Name] = s3test.Wrap(spec.Store)
+			c.Datasets[i].Store = stores[k][spec.Name]
 		}
-		g, _ := start(t, nil, func(c *gateway.Config) {
-			c.Datasets = specs
-			c.Defaults = gateway.Defaults{BatchSize: batch, Window: 2, Seed: 5}
-			c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 50 * time.Millisecond, PeerTimeout: 2 * time.Second}
-			c.PrefetchConcurrency = -1 // store reads counted on demand only
-		})
-		srv := &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: g}}
-		srv.Start()
-		t.Cleanup(srv.Close)
-		srvs[k] = srv.URL
+		c.Defaults = gateway.Defaults{BatchSize: batch, Window: 2, Seed: 5}
+	})
+	srvs := make([]string, nodes)
+	for k, n := range cl {
+		srvs[k] = n.srv.URL
 	}
 	q := func(r int) string {
 		return fmt.Sprintf("mix_schedule=%s&window=6&world=%d&rank=%d",

@@ -11,10 +11,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -104,108 +101,4 @@ func TestPlanResizeFromTheAgreedMembers(t *testing.T) {
 	if !reflect.DeepEqual(&got, want) {
 		t.Errorf("/plan?nodes_after=3:\n got %+v\nwant %+v", got, *want)
 	}
-}
-
-// GET /plan of a dataset served in place predicts what the gateway then
-// reads from the store, exactly: each epoch's backend bytes under the
-// optimal policy the schedule follows are the epoch's /stats backend
-// bytes, and those are the bytes the store served — chunks' store
-// extents, not the decoded chunks the cache holds, which are far larger
-// here (a line of 20-odd bytes becomes tar members of a KiB or two).
-// With columns= the plan is of the view the job reads (internal/job/plans's
-// TestPlanInPlace): the same store extents, smaller chunks in the cache;
-// /stats's optimum weighs them so too.
-//
-// Two caches: one that holds the dataset read whole, and one that holds
-// the view of one field but not the dataset with both, where the whole
-// dataset's later epochs load chunks again (the plan counts room in
-// decoded bytes) and the views' do not. Where every chunk a job reads
-// fits, or in a first epoch, which loads each chunk once, the figures
-// depend on no eviction choice and are compared exactly; the later epochs
-// of the dataset in the smaller cache depend on the live policy's
-// choices, which follow the optimum's only approximately (as for tar:
-// TestPlanPredictsSmallCacheBytes).
-func TestPlanPredictsInPlaceStoreBytes(t *testing.T) {
-	st, _ := inPlaceStore(t, formattest.Lines{})
-	// The dataset's bytes in the cache, whole and of txt alone, and in the
-	// store, as the plan has them (internal/job/plans's TestPlanInPlace: the
-	// decoder's extents and resident bounds).
-	sizes := startInPlace(t, st, formattest.Lines{})
-	whole, txt := planOf(t, sizes.URL, ""), planOf(t, sizes.URL, "columns=txt")
-	resident, stored, txtResident := whole.DatasetBytes, whole.DatasetStoreBytes, txt.DatasetBytes
-	if stored*10 > txtResident || txtResident*3/2 > resident {
-		t.Fatalf("the fixture's sizes: %d bytes resident, %d with txt alone, %d stored", resident, txtResident, stored)
-	}
-	defaults := gateway.Defaults{BatchSize: 8, Window: 3, Seed: 5}
-	for _, cache := range []int64{resident, txtResident + txtResident/8} {
-		for _, columns := range []string{"", "txt", "len", "txt,len"} {
-			t.Run(fmt.Sprintf("cache=%d/columns=%s", cache, columns), func(t *testing.T) {
-				counted := s3test.Wrap(st)
-				g, srv := start(t, counted, func(c *gateway.Config) {
-					c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
-					c.CacheSize = cache
-					c.Defaults = defaults
-					c.PrefetchConcurrency = -1 // the plan's figures are demand reads
-				})
-				q := ""
-				if columns != "" {
-					q = "columns=" + columns
-				}
-				plan := planOf(t, srv.URL, fmt.Sprintf("cache_size=%d&epochs=3&%s", cache, q))
-				viewResident := plan.DatasetBytes
-				batches := (plan.Samples + defaults.BatchSize - 1) / defaults.BatchSize
-				for e := range 3 {
-					for m := range batches {
-						if resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, e, m, q)); resp.StatusCode != 200 {
-							t.Fatalf("epoch %d batch %d: %d %s", e, m, resp.StatusCode, body)
-						}
-					}
-				}
-				live := map[uint64]int64{}
-				for e, s := range epochStats(t, g, 3) {
-					live[e] = s.BackendBytes
-					// The live optimum weighs the chunks the job reads by
-					// their bytes in the cache, as the plan does.
-					if *s.Optimal != plan.Optimal.Epochs[e].HitRatio {
-						t.Errorf("epoch %d: live optimal hit ratio %v, the plan's %v", e, *s.Optimal, plan.Optimal.Epochs[e].HitRatio)
-					}
-				}
-				fits := viewResident <= cache
-				var total int64
-				for e := range 3 {
-					got, predicted := live[uint64(e)], plan.Optimal.Epochs[e].BackendBytes
-					t.Logf("epoch %d: the gateway read %d bytes from the store, the plan predicts %d", e, got, predicted)
-					switch {
-					case (fits || e == 0) && got != predicted:
-						t.Errorf("epoch %d: /stats says %d bytes from the store, the plan %d", e, got, predicted)
-					case e == 0 && got != stored:
-						t.Errorf("epoch 0 read %d bytes from the store, want the dataset's %d", got, stored)
-					case !fits && (got == 0 || predicted == 0):
-						t.Errorf("epoch %d: %d bytes read, %d predicted; want chunks loaded again (%d resident bytes, a cache of %d)", e, got, predicted, viewResident, cache)
-					}
-					total += got
-				}
-				var n int64 // the bytes of the data objects (*.lines) read
-				for k, c := range counted.Total() {
-					if strings.HasSuffix(k, ".lines") {
-						n += c.Bytes
-					}
-				}
-				if n != total {
-					t.Errorf("the store served %d bytes, /stats counts %d", n, total)
-				}
-			})
-		}
-	}
-}
-
-// planOf is GET /plan?query's plan.
-func planOf(t *testing.T, base, query string) *planner.Plan {
-	t.Helper()
-	resp, body := get(t, base+"/plan?"+query)
-	var p planner.Plan
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &p) != nil {
-		t.Fatalf("/plan?%s: %d %s", query, resp.StatusCode, body)
-	}
-	return &p
 }

@@ -124,39 +124,63 @@ func (w *hookWriter) String() string {
 	return w.lines.String()
 }
 
-// TestNotReadySaysWhy checks that the 503s before the gateway is ready say
-// what it is doing: reading the indexes, then allocating the cache.
-func TestNotReadySaysWhy(t *testing.T) {
+// TestNotReadyUntilLoaded: before Load every request but /healthz is a
+// 503 with Retry-After saying what the gateway is doing — reading the
+// indexes, then allocating the cache — and served once loaded. So is a
+// node of a cluster asked which of some chunks it holds (a peer's
+// hand-back, as it hears from the node starting), which the asker takes
+// for a node starting; it answered 400, a body too large for a question
+// bounded by no dataset yet, which the asker took for a refusal (seen in
+// a soak round's logs: "request body too large: this endpoint takes no
+// request body").
+func TestNotReadyUntilLoaded(t *testing.T) {
 	f := newFixture(t, 2, 4)
-	var g *gateway.Gateway
-	readyz := func() (int, string) {
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-		return w.Code, w.Body.String()
+	type request struct {
+		method, path string
+		body         []byte
 	}
-	var during struct {
-		code int
-		body string
-	}
-	// Load logs that it starts allocating: ask /readyz at that moment.
-	logs := &hookWriter{trigger: "allocating chunk cache memory", hook: func() { during.code, during.body = readyz() }}
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", Store: f.store}},
-		CacheSize: 8 << 20, Logger: zerolog.New(logs).Level(zerolog.InfoLevel)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	if code, body := readyz(); code != 503 || !strings.Contains(body, "not ready: dataset indexes are still loading") {
-		t.Fatalf("before Load: %d %s", code, body)
-	}
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if during.code != 503 || !strings.Contains(during.body, "not ready: allocating the chunk cache's memory (up to 8.0 MiB)") {
-		t.Fatalf("during preallocation: %d %s\nlogs:\n%s", during.code, during.body, logs)
-	}
-	if code, body := readyz(); code != 200 {
-		t.Fatalf("after Load: %d %s", code, body)
+	needed := request{http.MethodPost, transport.NeededPath + "?dataset=d&index=" + f.index.ID() + "&held=true", sampleList([]int{0, 1})}
+	for _, tc := range []struct {
+		name     string
+		cluster  gateway.ClusterConfig
+		requests []request // each 503 before Load; the first served after
+	}{
+		{"a gateway", gateway.ClusterConfig{}, []request{{"GET", "/readyz", nil}, {"GET", "/epoch/0/batch/0", nil}, {"GET", "/datasets", nil}}},
+		{"a node of a cluster", gateway.ClusterConfig{Peers: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"},
+			ProbeInterval: time.Hour, PeerTimeout: time.Second}, []request{needed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g *gateway.Gateway
+			serve := func(r request) *httptest.ResponseRecorder {
+				w := httptest.NewRecorder()
+				g.ServeHTTP(w, httptest.NewRequest(r.method, r.path, bytes.NewReader(r.body)))
+				return w
+			}
+			// Load logs that it starts allocating: ask /readyz at that moment.
+			var during *httptest.ResponseRecorder
+			logs := &hookWriter{trigger: "allocating chunk cache memory", hook: func() { during = serve(request{"GET", "/readyz", nil}) }}
+			g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", Store: f.store}}, CacheSize: 8 << 20,
+				Cluster: tc.cluster, Logger: zerolog.New(logs).Level(zerolog.InfoLevel)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			for _, r := range tc.requests {
+				if w := serve(r); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" ||
+					!strings.Contains(w.Body.String(), "not ready: dataset indexes are still loading") {
+					t.Fatalf("%s %s before Load: %d (Retry-After %q) %s; want 503 with Retry-After, saying why", r.method, r.path, w.Code, w.Header().Get("Retry-After"), w.Body)
+				}
+			}
+			if err := g.Load(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if during == nil || during.Code != 503 || !strings.Contains(during.Body.String(), "not ready: allocating the chunk cache's memory (up to 8.0 MiB)") {
+				t.Fatalf("during preallocation: %v\nlogs:\n%s", during, logs)
+			}
+			if w := serve(tc.requests[0]); w.Code != http.StatusOK {
+				t.Fatalf("%s %s after Load: %d %s", tc.requests[0].method, tc.requests[0].path, w.Code, w.Body)
+			}
+		})
 	}
 }
 
@@ -196,39 +220,5 @@ func TestAccessLog(t *testing.T) {
 		if _, ok := m["duration_ms"].(float64); !ok || m["duration"] != nil {
 			t.Errorf("request line without a duration_ms number: %v", m)
 		}
-	}
-}
-
-// TestNeededBeforeLoadIsNotReady: a node of a cluster asked which of some
-// chunks it holds (a peer's hand-back, as it hears from the node
-// starting) before its datasets are loaded answers 503 saying it is not
-// ready, which the asker takes for a node starting; it answered 400, a
-// body too large for a question bounded by no dataset yet, which the
-// asker took for a refusal (seen in a soak round's logs: "request body
-// too large: this endpoint takes no request body").
-func TestNeededBeforeLoadIsNotReady(t *testing.T) {
-	f := newFixture(t, 2, 4)
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", Store: f.store}}, CacheSize: 8 << 20,
-		Cluster: gateway.ClusterConfig{Peers: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Self: 0,
-			ProbeInterval: time.Hour, PeerTimeout: time.Second},
-		Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	ask := func() (int, string) {
-		w := httptest.NewRecorder()
-		url := transport.NeededPath + "?dataset=d&index=" + f.index.ID() + "&held=true"
-		g.ServeHTTP(w, httptest.NewRequest(http.MethodPost, url, bytes.NewReader(sampleList([]int{0, 1}))))
-		return w.Code, w.Body.String()
-	}
-	if code, body := ask(); code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: dataset indexes are still loading") {
-		t.Fatalf("before Load: %d %s", code, body)
-	}
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if code, body := ask(); code != http.StatusOK {
-		t.Fatalf("after Load: %d %s", code, body)
 	}
 }

@@ -1,10 +1,10 @@
 package gateway_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,31 +12,16 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // startSkewedCluster runs n gateways as one cluster, node k over stores[k]
 // (nil: f's store), and waits until every node has probed every other.
 func startSkewedCluster(t *testing.T, f *fixture, stores map[int]*fixture, n int) []*clusterNode {
 	t.Helper()
-	lns, urls := loopbacks(t, n)
-	nodes := make([]*clusterNode, n)
-	for k := range n {
-		src := f
-		if s, ok := stores[k]; ok {
-			src = s
-		}
-		node := &clusterNode{store: s3test.Wrap(src.store)}
-		node.g, _ = start(t, node.store, func(c *gateway.Config) {
-			c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 20 * time.Millisecond, PeerTimeout: 2 * time.Second}
-			c.PrefetchConcurrency = -1
-			c.IndexPoll = -1
-		})
-		node.srv = &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: node.g}}
-		node.srv.Start()
-		t.Cleanup(node.srv.Close)
-		nodes[k] = node
-	}
+	nodes := startClusterOf(t, n, func(k int) *fixture { return cmp.Or(stores[k], f) }, nil, nil, func(c *gateway.Config) {
+		c.Cluster.ProbeInterval = 20 * time.Millisecond
+		c.IndexPoll = -1
+	})
 	waitFor(t, 5*time.Second, "the nodes did not probe each other", func() bool {
 		for _, node := range nodes {
 			var c api.Cluster

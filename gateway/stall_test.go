@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -12,32 +11,6 @@ import (
 
 	"github.com/brandgw/brand/gateway"
 )
-
-// TestWriteDeadlineDoesNotOutliveItsResponse: a batch's write deadline is
-// set on the connection; the next request on the same keep-alive
-// connection, after the deadline has passed, must still be answered.
-func TestWriteDeadlineDoesNotOutliveItsResponse(t *testing.T) {
-	f := newFixture(t, 2, 4)
-	_, srv := start(t, f.store, func(c *gateway.Config) {
-		c.WriteTimeout = 50 * time.Millisecond
-		c.MinWriteRate = 1 << 40
-	})
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1}}
-	for i, path := range []string{"/epoch/0/batch/0", "/epoch/0", "/epoch/0/batch/1?batch_size=4", "/datasets"} {
-		if i > 0 {
-			time.Sleep(150 * time.Millisecond) // past the last batch's deadline
-		}
-		resp, err := client.Get(srv.URL + path)
-		if err != nil {
-			t.Fatalf("request %d, %s, on the kept-alive connection: %v", i, path, err)
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("request %d, %s: %d, %v", i, path, resp.StatusCode, err)
-		}
-	}
-}
 
 // stalledConn sends the requests in paths on one connection with a small
 // receive buffer and reads only the first response's status line: the

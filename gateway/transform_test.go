@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -229,7 +230,10 @@ func TestTransformStatuses(t *testing.T) {
 			}
 		})
 	}
-	const names = "imagenet-eval, imagenet-train, plain, resize, tiny, upright"
+	names := "imagenet-eval, imagenet-train, plain, resize, tiny, upright"
+	if _, cuts := transform.Builtins()[transform.ImagenetTrainGPU]; cuts {
+		names = "imagenet-eval, imagenet-train, imagenet-train-gpu, plain, resize, tiny, upright"
+	}
 	bad := "class0/sample00000,class1/sample00001,class2/sample00002"
 	for _, tc := range []struct {
 		skip   bool
@@ -264,6 +268,40 @@ func TestTransformStatuses(t *testing.T) {
 		}
 		if tc.status == 200 && len(tensorsOf(t, body)) != 3 {
 			t.Errorf("%s (skip %t): %d samples, want 3", tc.path, tc.skip, len(tensorsOf(t, body)))
+		}
+	}
+}
+
+// TestGPUCutBatches: transform=imagenet-train-gpu, in a build that cuts,
+// serves each JPEG as its cut (….cut, a JPEG) and what is left to do
+// (….cut.json, to 224×224), the labels as stored; the pure-Go build
+// answers 400 naming the build tag (transform.ErrNeedsTurboJPEG). (The
+// boxes and flips, imagenet-train's; the fallback to tensors and the
+// room: internal/batch/tensorize's TestApplyCutsForGPU.)
+func TestGPUCutBatches(t *testing.T) {
+	f := newImageFixture(t, 2, 8, smallPhotos(t))
+	_, base := startTransforms(t, f, nil)
+	resp, body := get(t, base+"/epoch/1/batch/0?seed=7&batch_size=8&transform=imagenet-train-gpu")
+	if _, cuts := transform.Builtins()[transform.ImagenetTrainGPU]; !cuts {
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "brand_turbojpeg") {
+			t.Errorf("the pure-Go build: %s %s", resp.Status, body)
+		}
+		return
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderTransform) != transform.ImagenetTrainGPU {
+		t.Fatalf("%s %.300s", resp.Status, body)
+	}
+	got := tensorsOf(t, body)
+	if len(got) != 8 {
+		t.Fatalf("%d samples", len(got))
+	}
+	for key, files := range got {
+		var box struct {
+			Size [2]int `json:"size"`
+		}
+		if err := json.Unmarshal(files["cut.json"], &box); err != nil || box.Size != [2]int{224, 224} ||
+			!bytes.HasPrefix(files["cut"], []byte{0xff, 0xd8, 0xff}) || string(files["cls"]) != fmt.Sprint(f.ids[key]%3) {
+			t.Errorf("%s: members %v, box %s, %v", key, slices.Sorted(maps.Keys(files)), files["cut.json"], err)
 		}
 	}
 }

@@ -37,7 +37,7 @@ func settledGoroutines() int {
 // TestManySourcesOverS3ConstantGoroutines: a gateway over 100 datasets in
 // one MinIO holds the goroutines of one over 2, when ready and after an
 // epoch of a two-phase schedule over all of them: its stores share one
-// pool of connections to the endpoint. (gateway's
+// pool of connections to the endpoint. (internal/batch/visit's
 // TestManySourcesConstantCost measures memory over local stores, which
 // keep no connections.) Before the stores shared a transport, each kept
 // the keep-alive connection its index was read on: 100 sources held 200

@@ -344,6 +344,11 @@ turbojpeg_build() {
 	# (it starts no goroutine; the gateway's tests race the stage that
 	# runs it).
 	go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/ || return
+	# The GPU path's wiring, which only a build that cuts JPEGs serves
+	# (transform=imagenet-train-gpu): the stage's members and the
+	# gateway's batches.
+	go test -count=1 -tags brand_turbojpeg -run '^(TestApplyCutsForGPU|TestCutOverTheTensorsRoom|TestCutBytesServed)$' ./internal/batch/tensorize/ || return
+	go test -count=1 -tags brand_turbojpeg -run '^(TestGPUCutBatches|TestTransformStatuses)$' ./gateway/ || return
 	# Without the race detector too: what they check is the build's
 	# decoder named at start and in its help, and the race build of
 	# every package above transform with the tag is a minute of CPU. With

@@ -14,6 +14,10 @@ import (
 // no answer to a client is ever built from it (NotCut asks for it).
 var errNotCut = errkind.New(errkind.Unprocessable, "transform: not cut for the GPU")
 
+// errNoCutBuild is why a build without libjpeg cuts nothing.
+var errNoCutBuild = errors.New("this binary was built without the brand_turbojpeg tag (cgo and libjpeg-turbo; " +
+	"scripts/install-turbojpeg.sh), and Go's image/jpeg cannot cut a JPEG losslessly")
+
 // NotCut reports whether err is CropJPEG's or Pipeline.GPUCrop's refusal
 // of an image or pipeline it does not cut, for which the caller uses
 // Apply instead; other errors are the image's (ErrDecode, ErrTooLarge).

@@ -202,10 +202,11 @@ static int brand_cut(const unsigned char *src, unsigned long n, int x, int y, in
 		d->comp_info[0].h_samp_factor = 1;
 		d->comp_info[0].v_samp_factor = 1;
 	}
+	// Not pre-zeroed: the copy below writes every block of every array.
 	jvirt_barray_ptr dcoef[MAX_COMPONENTS];
 	for (int k = 0; k < d->num_components; k++) {
 		jpeg_component_info *ci = &d->comp_info[k];
-		dcoef[k] = (*d->mem->request_virt_barray)((j_common_ptr)d, JPOOL_IMAGE, TRUE,
+		dcoef[k] = (*d->mem->request_virt_barray)((j_common_ptr)d, JPOOL_IMAGE, FALSE,
 			wi * ci->h_samp_factor, hi * ci->v_samp_factor, ci->v_samp_factor);
 	}
 	c->dest.cap = n < 4096 ? 4096 : n;
@@ -257,6 +258,9 @@ import (
 	"fmt"
 	"unsafe"
 )
+
+// canCut: this build cuts JPEGs with libjpeg's coefficient API.
+const canCut = true
 
 // cutJPEG is CropJPEG with libjpeg, appending the cut JPEG to dst;
 // optimize computes Huffman tables for the cut image (a second pass over

@@ -22,7 +22,9 @@
 // decoding (JPEG, PNG) and followed by the output tensor (CHW by default).
 // Two are built in, torchvision's ImageNet recipes: imagenet-train
 // (RandomResizedCrop(224), RandomHorizontalFlip) and imagenet-eval
-// (Resize(256), CenterCrop(224)). A server adds or replaces pipelines with
+// (Resize(256), CenterCrop(224)); and, in a build with libjpeg-turbo,
+// imagenet-train-gpu, imagenet-train's draws sending each JPEG cut to its
+// crop for the trainer's GPU decoder (Output GPUJPEG, Pipeline.GPUCrop). A server adds or replaces pipelines with
 // a JSON configuration (Config); a Set holds them by name, and an unknown
 // name is ErrUnknownPipeline listing the names there are.
 //

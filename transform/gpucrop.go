@@ -3,6 +3,7 @@ package transform
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"time"
 )
 
@@ -152,4 +153,29 @@ func (p *Pipeline) gpuCrop(dst, image []byte, key Key) (GPUCrop, error) {
 		return GPUCrop{}, fmt.Errorf("%w: libjpeg cut at (%d, %d), the header's iMCUs at (%d, %d)", ErrDecode, g.Box.X-ox, g.Box.Y-oy, g.Cut.X, g.Cut.Y)
 	}
 	return GPUCrop{JPEG: out, Crop: crop, Flip: g.Flip, Out: g.Out, Geometry: g}, nil
+}
+
+// AppendBox appends what is left to do, the member CutNames names
+// "….cut.json", to dst: one JSON object of three fields, in this order,
+//
+//	{"box":[x,y,w,h],"flip":false,"size":[H,W]}
+//
+// box is Crop (pixels of the decoded cut JPEG: left, top, width,
+// height), flip whether to mirror the resized box left to right, size
+// the output's height and width (torchvision's order). At most 80 bytes.
+func (c GPUCrop) AppendBox(dst []byte) []byte {
+	dst = append(dst, `{"box":[`...)
+	for i, v := range [4]int{c.Crop.X, c.Crop.Y, c.Crop.W, c.Crop.H} {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(v), 10)
+	}
+	dst = append(dst, `],"flip":`...)
+	dst = strconv.AppendBool(dst, c.Flip)
+	dst = append(dst, `,"size":[`...)
+	dst = strconv.AppendInt(dst, int64(c.Out[1]), 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, int64(c.Out[0]), 10)
+	return append(dst, "]}"...)
 }

@@ -248,3 +248,46 @@ func TestGPUCropCPU(t *testing.T) {
 	n := time.Duration(len(set))
 	t.Logf("thread CPU per image: imagenet-train %v, cut %v: %.2f of imagenet-train's", apply/n, crop/n, crop.Seconds()/apply.Seconds())
 }
+
+// BenchmarkGPUCrop is imagenet-train's cut for the GPU over 300
+// ImageNet-like photos (seed 1), an image an iteration, beside
+// BenchmarkGPUCropApply, imagenet-train's tensor of the same photos and
+// keys: their ratio is the data node's CPU per image of the GPU path
+// against the tensor path's (docs/transform.md §13).
+func BenchmarkGPUCrop(b *testing.B) { benchGPUPath(b, true) }
+
+// BenchmarkGPUCropApply: BenchmarkGPUCrop's photos through Apply.
+func BenchmarkGPUCropApply(b *testing.B) { benchGPUPath(b, false) }
+
+func benchGPUPath(b *testing.B, cut bool) {
+	p, err := New(ImagenetTrain, Builtins()[ImagenetTrain], Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := make([][]byte, 300)
+	for i := range set {
+		ph, err := photos.One(1, i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		set[i] = ph.JPEG
+	}
+	var sc Scratch
+	var out []byte
+	for i := 0; b.Loop(); i++ {
+		key := Key{Seed: 7, Sample: uint64(i)}
+		if cut {
+			c, err := p.GPUCrop(out[:0], set[i%len(set)], key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out = c.JPEG
+			continue
+		}
+		res, err := p.Apply(out[:0], set[i%len(set)], key, &sc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = res.Out
+	}
+}

@@ -21,3 +21,18 @@ func OutputName(member string) (string, bool) {
 	}
 	return "", false
 }
+
+// CutNames returns the members a pipeline of Output GPUJPEG gives an
+// image member it cuts: the cut JPEG ("n01/img_13.jpg" becomes
+// "n01/img_13.cut") and what is left to do (GPUCrop.AppendBox,
+// "n01/img_13.cut.json"), and whether the member is an image. Neither
+// name is an image's (OutputName), so a stage that meets a sample a peer
+// cut already passes it through.
+func CutNames(member string) (jpeg, box string, ok bool) {
+	out, ok := OutputName(member)
+	if !ok {
+		return "", "", false
+	}
+	stem := out[:len(out)-len(OutputExt)]
+	return stem + "cut", stem + "cut.json", true
+}

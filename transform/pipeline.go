@@ -139,8 +139,15 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 		got, _ := s.buckets.LoadOrStore(name, p)
 		return got.(*Pipeline), nil
 	}
+	if name == ImagenetTrainGPU && !canCut {
+		return nil, fmt.Errorf("%w: pipeline %q cuts JPEGs for the trainer's GPU decoder: %w", ErrNeedsTurboJPEG, name, errNoCutBuild)
+	}
 	return nil, fmt.Errorf("%w %q; the pipelines are %s", ErrUnknownPipeline, name, strings.Join(s.Names(), ", "))
 }
+
+// CutsForGPU reports whether the pipeline sends JPEGs cut for the
+// trainer's GPU decoder (Output GPUJPEG, GPUCrop) rather than tensors.
+func (p *Pipeline) CutsForGPU() bool { return p.spec.Output == GPUJPEG }
 
 // Scratch holds one worker's buffers between images, so that a worker
 // transforming image after image allocates only what image/jpeg does. A

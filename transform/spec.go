@@ -24,6 +24,10 @@ var (
 	// ErrTooLarge: the image's header claims more pixels than the bound;
 	// nothing was allocated for its pixels.
 	ErrTooLarge = errkind.Named(errkind.Unprocessable, "bad_image", "transform: image larger than the pixel bound")
+	// ErrNeedsTurboJPEG: a job named a pipeline that cuts JPEGs for the
+	// trainer's GPU decoder (Output GPUJPEG) on a server built without
+	// libjpeg-turbo (the brand_turbojpeg tag), which alone can cut one.
+	ErrNeedsTurboJPEG = errkind.Named(errkind.Invalid, "needs_turbojpeg", "transform: the pipeline needs a server built with libjpeg-turbo")
 )
 
 // Operator names, as a configuration spells them.
@@ -162,7 +166,21 @@ type Spec struct {
 	// from a full decode within docs/transform.md §6's bound. Absent is
 	// true.
 	ReducedDecode *bool `json:"reduced_decode,omitempty"`
+	// Output is what the pipeline sends for an image: its tensor (absent,
+	// the default) or, with "gpu_jpeg", the JPEG cut to the crop for the
+	// trainer's GPU decoder and what is left to do (GPUCrop;
+	// docs/transform.md §13). Absent stays absent, so that the other
+	// pipelines' fingerprints do not change.
+	Output Output `json:"output,omitempty"`
 }
+
+// Output is what a pipeline sends for an image.
+type Output string
+
+// GPUJPEG sends, for each JPEG the pipeline can cut (NotCut otherwise),
+// the JPEG cut losslessly to its crop box and the residual box, flip and
+// output size (Pipeline.GPUCrop); any other image is sent as its tensor.
+const GPUJPEG Output = "gpu_jpeg"
 
 func (s Spec) reducedDecode() bool { return s.ReducedDecode == nil || *s.ReducedDecode }
 
@@ -170,6 +188,11 @@ func (s Spec) reducedDecode() bool { return s.ReducedDecode == nil || *s.Reduced
 const (
 	ImagenetTrain = "imagenet-train"
 	ImagenetEval  = "imagenet-eval"
+	// ImagenetTrainGPU is imagenet-train's draws with Output GPUJPEG: the
+	// same box and flip for every key, cut for the trainer's GPU decoder.
+	// It is built in only where JPEGs can be cut (the brand_turbojpeg tag);
+	// elsewhere Set.Get refuses it with ErrNeedsTurboJPEG.
+	ImagenetTrainGPU = "imagenet-train-gpu"
 )
 
 // Builtins returns the built-in pipelines' specs: torchvision's standard
@@ -179,21 +202,28 @@ const (
 //	imagenet-eval:  Resize(256), CenterCrop(224)
 //
 // as uint8 CHW tensors (the trainer converts to float and normalises on
-// its accelerator, where that is nearly free).
+// its accelerator, where that is nearly free); and, in a build with the
+// brand_turbojpeg tag, imagenet-train-gpu: imagenet-train's operators
+// with Output GPUJPEG.
 func Builtins() map[string]Spec {
 	scale := [2]float64{0.08, 1}
 	ratio := [2]float64{3.0 / 4.0, 4.0 / 3.0}
 	p := 0.5
-	return map[string]Spec{
-		ImagenetTrain: {Ops: []Op{
-			{Op: OpRandomResizedCrop, Size: Size{H: 224, W: 224, Square: true}, Scale: &scale, Ratio: &ratio},
-			{Op: OpHFlip, P: &p},
-		}},
+	train := []Op{
+		{Op: OpRandomResizedCrop, Size: Size{H: 224, W: 224, Square: true}, Scale: &scale, Ratio: &ratio},
+		{Op: OpHFlip, P: &p},
+	}
+	b := map[string]Spec{
+		ImagenetTrain: {Ops: train},
 		ImagenetEval: {Ops: []Op{
 			{Op: OpResize, Size: Size{H: 256, W: 256, Square: true}},
 			{Op: OpCenterCrop, Size: Size{H: 224, W: 224, Square: true}},
 		}},
 	}
+	if canCut {
+		b[ImagenetTrainGPU] = Spec{Ops: slices.Clone(train), Output: GPUJPEG}
+	}
+	return b
 }
 
 // validate checks a spec and fills torchvision's defaults into its
@@ -215,6 +245,15 @@ func (s Spec) validate() (Spec, error) {
 	case CHW, HWC:
 	default:
 		return s, fmt.Errorf("%w: layout %q: %q or %q", ErrSpec, s.Layout, CHW, HWC)
+	}
+	switch s.Output {
+	case "":
+	case GPUJPEG:
+		if !canCut {
+			return s, fmt.Errorf("%w: output %q: %w", ErrSpec, s.Output, errNoCutBuild)
+		}
+	default:
+		return s, fmt.Errorf("%w: output %q: absent (tensors) or %q", ErrSpec, s.Output, GPUJPEG)
 	}
 	ops := make([]Op, len(s.Ops))
 	for i, op := range s.Ops {

@@ -12,8 +12,9 @@ const trainSynopsis = "train [--small] [flags]"
 
 // trainBenchmark is the training benchmark (bench.RunTrain): a torchvision
 // ResNet trained on synthetic tensors on the device (S), fed by
-// ImageFolder and a DataLoader (P), and fed by BrandDataset with the
-// gateway's transform (B), on the same cores.
+// ImageFolder and a DataLoader (P), fed by BrandDataset with the
+// gateway's transform (B), and fed by brand.GPUTensors, the gateway's cut
+// JPEGs decoded on the trainer's device (G), on the same cores.
 func trainBenchmark() benchmark[bench.TrainConfig, *bench.TrainReport] {
 	return benchmark[bench.TrainConfig, *bench.TrainReport]{
 		name: "train", synopsis: trainSynopsis, config: bench.DefaultTrainConfig, timeout: 60 * time.Minute,
@@ -30,9 +31,9 @@ func trainBenchmark() benchmark[bench.TrainConfig, *bench.TrainReport] {
 			fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "steps before the measured ones")
 			fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "images per step")
 			fs.IntVar(&cfg.Cores, "cores", cfg.Cores, "cores every feed has, 0 to cores-1 (0: every core)")
-			fs.IntVar(&cfg.GatewayCores, "gateway-cores", cfg.GatewayCores, "(B): the gateway's cores, the last of --cores (0: cores-2 from 4 cores up, else 1)")
+			fs.IntVar(&cfg.GatewayCores, "gateway-cores", cfg.GatewayCores, "(B), (G): the gateway's cores, the last of --cores (0: cores-2 from 4 cores up, else 1)")
 			fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "(P): DataLoader workers (0: one a core)")
-			fs.IntVar(&cfg.BrandWorkers, "brand-workers", cfg.BrandWorkers, "(B): BrandDataset's loader's workers, on the trainer's cores (0: the trainer's process reads)")
+			fs.IntVar(&cfg.BrandWorkers, "brand-workers", cfg.BrandWorkers, "(B), (G): the Brand loader's workers, on the trainer's cores (0: the trainer's process reads)")
 			fs.StringVar(&cfg.Device, "device", cfg.Device, "cuda, cpu, or auto (cuda where there is one)")
 			fs.StringVar(&cfg.AMP, "amp", cfg.AMP, "bf16 autocast: bf16, off, or auto (CUDA with bf16; a CPU with AMX or AVX-512 BF16)")
 			fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the photos, the shuffles and the model")

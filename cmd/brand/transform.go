@@ -29,7 +29,7 @@ type transformFlags struct {
 const transformWorkerBytes = gateway.TransformWorkerBytes
 
 func (f *transformFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.configFile, "transform-config", "", "JSON file of transform pipelines a job may name (transform=NAME) beside the built-in imagenet-train and imagenet-eval (docs/transform.md §2)")
+	fs.StringVar(&f.configFile, "transform-config", "", "JSON file of transform pipelines a job may name (transform=NAME) beside the built-in imagenet-train and imagenet-eval (and imagenet-train-gpu in a build with -tags brand_turbojpeg; docs/transform.md §2)")
 	fs.Int64Var(&f.maxPixels, "max-image-pixels", transform.DefaultMaxPixels, "largest image a pipeline decodes, in pixels as its header claims (width × height); a larger one is refused before any allocation")
 	fs.IntVar(&f.workers, "transform-workers", 0, "images transformed at once on this node (default the node's cores)")
 	fs.StringVar(&f.onBadImage, "on-bad-image", gateway.OnDamagedFail, "an image a job's pipeline cannot transform (undecodable, truncated, over --max-image-pixels): fail (422 naming it) or skip (serve the batch without its sample, named in Brand-Missing-* headers)")

@@ -18,13 +18,20 @@ bf16 autocast where the device has it cheaply, an SGD step.
 ``brand``      (B): ``brand.torch.BrandDataset`` with the gateway's
                ``transform=imagenet-train``: the gateway decodes and
                augments, the trainer's loader only collates.
+``gpu``        (G): ``brand.GPUTensors`` with the gateway's
+               ``transform=imagenet-train-gpu`` (a gateway built with
+               libjpeg-turbo): the gateway cuts each JPEG to its crop, the
+               loader's workers gather a step's cuts, the trainer's
+               process decodes them on the device in one call and crops,
+               resizes and flips there (on a CPU, torchvision's decoder,
+               image by image: the trainer's CPU then includes decoding).
 
 Checks, on every step: the batch's shape and dtype (``(batch, 3, 224,
 224)``, uint8) and its labels' shape; every image's label against the
 class its pixels carry (the photos of internal/gen/photos.ClassTree are
 coloured by class: :func:`class_of` reads it back from any crop), counted
 on the device and read once at the end; for (B) every label against its
-sample's key too, and for (P) ImageFolder's class indices against the
+sample's key too (and (G)), and for (P) ImageFolder's class indices against the
 folders' names. A run with any label wrong reports it, and the harness
 fails.
 
@@ -232,7 +239,25 @@ def brand(a: argparse.Namespace, device: "torch.device") -> Iterator[Tuple[Any, 
             yield step["npy"], torch.tensor(labels)
 
 
-FEEDS = {"synthetic": synthetic, "folder": folder, "brand": brand}
+def gpu(a: argparse.Namespace, device: "torch.device") -> Iterator[Tuple[Any, Any]]:
+    """(G): brand.GPUTensors, each step's cut JPEGs decoded and finished on
+    the device in the trainer's process (brand.torch.finish)."""
+    from brand.torch import GPUTensors
+
+    ds = GPUTensors(a.url, a.dataset, batch_size=a.batch_size, seed=a.seed, drop_last=True, device=device,
+                    tune_malloc=True)
+    loader = ds.loader(num_workers=a.workers, persistent_workers=a.workers > 0)
+    for epoch in itertools.count():
+        ds.set_epoch(epoch)
+        for step in loader:
+            for key, c in zip(step.keys, step.labels.tolist()):
+                m = KEY_CLASS.search(key)
+                if m is None or int(m.group(1)) != c:
+                    raise SystemExit(f"train.py: sample {key!r} came with label {c}")
+            yield step.images, step.labels
+
+
+FEEDS = {"synthetic": synthetic, "folder": folder, "brand": brand, "gpu": gpu}
 
 
 def run(a: argparse.Namespace) -> Dict[str, Any]:
@@ -325,13 +350,13 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=50, help="measured steps")
     p.add_argument("--warmup", type=int, default=10, help="steps before the measured ones")
     p.add_argument("--classes", type=int, default=100)
-    p.add_argument("--workers", type=int, default=2, help="DataLoader workers (folder, brand)")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader workers (folder, brand, gpu)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--dir", help="the class-folder tree (folder)")
-    p.add_argument("--url", help="the gateway (brand)")
-    p.add_argument("--dataset", help="the gateway's dataset (brand)")
+    p.add_argument("--url", help="the gateway (brand, gpu)")
+    p.add_argument("--dataset", help="the gateway's dataset (brand, gpu)")
     p.add_argument("--transform", default="imagenet-train", help="the gateway's pipeline (brand)")
-    p.add_argument("--gateway-pid", type=int, default=0, help="the gateway's process, whose CPU is read (brand)")
+    p.add_argument("--gateway-pid", type=int, default=0, help="the gateway's process, whose CPU is read (brand, gpu)")
     a = p.parse_args()
     if a.device == "auto":
         a.device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -2,7 +2,7 @@
 
 Read a job with the dataset of its kind, each yielding one type:
 ``brand.Samples`` (:class:`~brand.torch.SampleBatch`), ``brand.Tensors``
-(:class:`~brand.torch.TensorBatch`), ``brand.Sequences``
+and ``brand.GPUTensors`` (:class:`~brand.torch.TensorBatch`), ``brand.Sequences``
 (:class:`~brand.torch.SequenceBatch`), ``brand.Clips``
 (:class:`~brand.torch.ClipBatch`), ``brand.LeRobot``
 (:class:`~brand.torch.WindowBatch`), ``brand.Buckets`` (:class:`~brand.torch.BucketBatch`): :mod:`brand.torch`'s, which
@@ -64,7 +64,7 @@ __all__ = [
 
 # The entries are brand.torch's: named here, imported (and torch with them)
 # on first use, so that the rest of the package needs no torch.
-_TORCH_ENTRIES = ("Samples", "Tensors", "Sequences", "Clips", "LeRobot", "Buckets")
+_TORCH_ENTRIES = ("Samples", "Tensors", "GPUTensors", "Sequences", "Clips", "LeRobot", "Buckets")
 
 
 def __getattr__(name: str) -> object:

@@ -3,9 +3,12 @@
 // sample (transform.OutputName: .jpg, .jpeg, .png) becomes a .npy member
 // — a tar header with the new name and size, the tensor's bytes, padding
 // — holding the job's pipeline applied with the sample's key; every other
-// member passes through byte for byte. A sample whose members are no
-// images (one a peer transformed already) passes through whole, so the
-// stage may be applied to a mixture of raw and transformed samples.
+// member passes through byte for byte. A pipeline that cuts for the
+// trainer's GPU decoder (transform.GPUJPEG) gives each JPEG it cuts two
+// members instead, the cut JPEG and what is left to do (cut.go), and
+// every other image its tensor. A sample whose members are no images
+// (one a peer transformed already) passes through whole, so the stage
+// may be applied to a mixture of raw and transformed samples.
 //
 // # Why a stage of its own
 //

@@ -23,9 +23,10 @@ type piece struct {
 	// data, padding), when image is false.
 	from, to int
 	image    bool
-	// For an image: the member's name, its tensor member's header blocks,
-	// its bytes in the sample, and the .npy's length.
+	// For an image: the member's name and tar header, its tensor member's
+	// header blocks, its bytes in the sample, and the .npy's length.
 	name        string
+	tar         *tar.Header
 	header      []byte
 	data0, data int
 	npy         int
@@ -142,7 +143,7 @@ func plan(p *transform.Pipeline, data []byte, key transform.Key, maxBytes, maxWo
 		if start > through {
 			l.add(piece{from: through, to: start})
 		}
-		l.add(piece{image: true, name: hdr.Name, header: h, data0: dataStart, data: end, npy: n, work: fp.Work})
+		l.add(piece{image: true, name: hdr.Name, tar: hdr, header: h, data0: dataStart, data: end, npy: n, work: fp.Work})
 		through = prevEnd
 	}
 	if through < len(data) {
@@ -181,10 +182,11 @@ func tensorHeader(img *tar.Header, name string, size int) ([]byte, error) {
 }
 
 // write writes sample data's output as l lays it out into out (empty,
-// with capacity l.size), transforming each image with p and key in the
-// worker's scratch, each within its working memory reserved (reserve)
-// while it decodes. It returns the output; a failure names the member.
-func write(ctx context.Context, out []byte, l layout, data []byte, p *transform.Pipeline, key transform.Key, sc *transform.Scratch,
+// with capacity l.size), each image's member written by images (the
+// pipeline's tensor, or its cut for the GPU) with key in the worker's
+// scratch, each within its working memory reserved (reserve) while it
+// decodes. It returns the output; a failure names the member.
+func write(ctx context.Context, out []byte, l layout, data []byte, images imageWriter, key transform.Key, sc *transform.Scratch,
 	meter *transform.Meter, reserve func(context.Context, int64) (func(), error)) ([]byte, string, error) {
 	base := out[:0]
 	for _, pc := range l.pieces {
@@ -192,25 +194,52 @@ func write(ctx context.Context, out []byte, l layout, data []byte, p *transform.
 			out = append(out, data[pc.from:pc.to]...)
 			continue
 		}
-		out = append(out, pc.header...)
 		release, err := reserve(ctx, pc.work)
 		if err != nil {
 			return base, pc.name, err
 		}
-		res, err := p.Apply(out, data[pc.data0:pc.data], key, sc)
+		var res transform.Result
+		out, res, err = images.write(out, pc, data[pc.data0:pc.data], key, sc)
 		release()
 		meter.Add(res, err)
 		if err != nil {
 			return base, pc.name, err
 		}
-		if len(res.Out) != len(out)+pc.npy || cap(res.Out) != cap(out) {
-			// Size and Apply disagree: a bug, never a bad image.
-			return base, pc.name, fmt.Errorf("tensors: member %q: the pipeline wrote %d bytes, its size said %d", pc.name, len(res.Out)-len(out), pc.npy)
-		}
-		out = res.Out
-		out = append(out, zeros[:pad(pc.npy)]...)
 	}
 	return out, "", nil
+}
+
+// An imageWriter appends an image member's output, at most pc.size()
+// bytes (the room plan laid out for it, the tensor's), to out, whose
+// capacity holds them: tensors or cuts, chosen once a call by
+// imagesOf. On error out is returned as it came.
+type imageWriter interface {
+	write(out []byte, pc piece, image []byte, key transform.Key, sc *transform.Scratch) ([]byte, transform.Result, error)
+}
+
+// imagesOf is the writer of pipeline p's image members.
+func imagesOf(p *transform.Pipeline) imageWriter {
+	if p.CutsForGPU() {
+		return cuts{tensors{p}}
+	}
+	return tensors{p}
+}
+
+// tensors writes an image as its tensor, the .npy member plan sized.
+type tensors struct{ p *transform.Pipeline }
+
+func (t tensors) write(out []byte, pc piece, image []byte, key transform.Key, sc *transform.Scratch) ([]byte, transform.Result, error) {
+	at := len(out)
+	out = append(out, pc.header...)
+	res, err := t.p.Apply(out, image, key, sc)
+	if err != nil {
+		return out[:at], res, err
+	}
+	if len(res.Out) != len(out)+pc.npy || cap(res.Out) != cap(out) {
+		// Size and Apply disagree: a bug, never a bad image.
+		return out[:at], res, fmt.Errorf("tensors: member %q: the pipeline wrote %d bytes, its size said %d", pc.name, len(res.Out)-len(out), pc.npy)
+	}
+	return append(res.Out, zeros[:pad(pc.npy)]...), res, nil
 }
 
 var zeros [block]byte

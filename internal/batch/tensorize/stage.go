@@ -242,13 +242,14 @@ func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
 		off += sizes[i]
 	}
 	images := make([]int, n)
+	writer := imagesOf(p)
 	fatal := make([]error, n) // not the image's fault: the call fails
 	err = s.pool.run(ctx, req.Place, n, func(i int, sc *transform.Scratch) {
 		smp := req.Samples[i]
 		if failed[i] == nil {
 			var member string
 			var err error
-			regions[i], member, err = write(ctx, regions[i], lays[i], smp.Data, p, smp.Key, sc, &m.Meter, s.reserve(req.NoWait))
+			regions[i], member, err = write(ctx, regions[i], lays[i], smp.Data, writer, smp.Key, sc, &m.Meter, s.reserve(req.NoWait))
 			if err == nil {
 				images[i] = lays[i].images()
 				return

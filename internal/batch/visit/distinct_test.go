@@ -7,11 +7,54 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/internal/testsupport/stagetest"
 	"github.com/brandgw/brand/s3backend"
 )
+
+// tarSet is a tar dataset on a local store, packed as the gateway's
+// tests pack theirs (catalogtest.PackClasses), with the source bytes of
+// every sample, to compare a batch against.
+type tarSet struct {
+	spec    stagetest.Spec
+	store   *s3backend.Local
+	index   *chunkindex.Index
+	content catalogtest.Members
+}
+
+// packTar packs dataset name as a tarSet of chunks × perChunk samples,
+// its keys starting with prefix, its images of about size bytes if size
+// is not 0.
+func packTar(t *testing.T, name, prefix string, chunks, perChunk, size int) *tarSet {
+	t.Helper()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int, chunks)
+	for c := range counts {
+		counts[c] = perChunk
+	}
+	set := &tarSet{spec: stagetest.Spec{Name: name, URL: "file:///" + name, Store: st}, store: st}
+	set.index, set.content = catalogtest.PackClasses(t, st, prefix, counts, size)
+	return set
+}
+
+// verify checks every sample of a batch's tar against its source and
+// counts each key in seen.
+func (set *tarSet) verify(t *testing.T, body []byte, seen map[string]int) {
+	t.Helper()
+	for _, s := range stagetest.Samples(t, body) {
+		seen[s.Key]++
+		for ext, want := range set.content[s.Key] {
+			if !bytes.Equal(s.Files[ext], want) {
+				t.Fatalf("sample %s.%s differs from its source", s.Key, ext)
+			}
+		}
+	}
+}
 
 // mixSpecs are three tar datasets of 300, 120 and 20 samples (web, code
 // and books), each sample's key prefixed with its dataset's name.
@@ -22,19 +65,7 @@ func mixSpecs(t *testing.T) []stagetest.Spec {
 		name             string
 		chunks, perChunk int
 	}{{"web", 12, 25}, {"code", 6, 20}, {"books", 2, 10}} {
-		st, err := s3backend.NewLocal(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		counts := make([]int, d.chunks)
-		for c := range counts {
-			counts[c] = d.perChunk
-		}
-		catalogtest.Pack(t, st, counts, func(id, c int) (string, []catalogtest.File) {
-			img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, 100+(id*37)%900)
-			return fmt.Sprintf("%s-class%d/sample%05d", d.name, id%3, id), []catalogtest.File{{Ext: "cls", Data: []byte(fmt.Sprint(id % 3))}, {Ext: "jpg", Data: img}}
-		})
-		specs = append(specs, stagetest.Spec{Name: d.name, URL: "file:///" + d.name, Store: st})
+		specs = append(specs, packTar(t, d.name, d.name+"-", d.chunks, d.perChunk, 0).spec)
 	}
 	return specs
 }

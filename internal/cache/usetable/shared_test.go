@@ -72,9 +72,9 @@ func TestJobsShareTheCache(t *testing.T) {
 }
 
 // TestNamedJobsOfOneOrderShare: two jobs that chose one seed but name
-// themselves apart are two streams, each in its own goroutine here (the
-// gateway's TestNamedJobsOfOneOrderShareItsChunks reads them in
-// lockstep), the trailing one starting lag batches behind; while it stays
+// themselves apart are two streams, each in its own goroutine here
+// (internal/batch/visit's TestNamedJobsOfOneOrderShareItsChunks reads
+// them in lockstep through a node's stages), the trailing one starting lag batches behind; while it stays
 // within a window of the leading one (a window is 6.5 batches), the
 // trailing job reads what the leading one loaded, and the two read about
 // what one reads alone, with turns and without. Past a window they share

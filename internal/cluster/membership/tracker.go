@@ -81,6 +81,17 @@ type Follower interface {
 	Follow(agreed *cluster.Membership, slots []int, warming string)
 }
 
+// ListFollower is a Follower also told the member list this node reads
+// from its source (leaving members left out) and whether it is listed
+// by the cluster, each time one of them changes, before the cluster
+// agrees on the list: the store budget's split (gateway/pace.go) falls
+// as soon as a node lists a joiner, and a joiner takes its part only
+// once the members have. It must not block.
+type ListFollower interface {
+	Follower
+	FollowList(listed *cluster.Membership, listedByAll bool)
+}
+
 // Config configures a Tracker.
 type Config struct {
 	// Self is this node's URL as the members are listed; SelfSlot its
@@ -196,7 +207,9 @@ type Tracker struct {
 	change   atomic.Pointer[api.MembershipChange]
 	changeAt time.Time
 	view     atomic.Pointer[view]
-	history  *lru.Cache[string, *cluster.Membership] // versions seen, by version
+	// listedByAll is what the list follower was last told.
+	listedByAll bool
+	history     *lru.Cache[string, *cluster.Membership] // versions seen, by version
 
 	// part runs the polls and warm-ups; ctx is its context.
 	part *stopper.Group
@@ -255,9 +268,41 @@ func (m *Tracker) Close() {
 // membership and the warm-up when they change; m.mu is held.
 func (m *Tracker) storeLocked(v view) {
 	old := m.view.Swap(&v)
+	if lf, ok := m.follower.(ListFollower); ok {
+		if by := m.listedByAllLocked(&v); old == nil || old.local != v.local || by != m.listedByAll {
+			m.listedByAll = by
+			lf.FollowList(v.local, by)
+		}
+	}
 	if m.follower != nil && (old == nil || old.agreed != v.agreed || old.warming != v.warming || !slices.Equal(old.agreedSlots, v.agreedSlots)) {
 		m.follower.Follow(v.agreed, v.agreedSlots, v.warming)
 	}
+}
+
+// listedByAllLocked reports whether every live member of the agreed
+// membership lists this node: it is one of them, or each one's state
+// names a membership holding it (the one it reports) or this node's own
+// list (the one it warms up for, or waits to report). A node learning
+// whether it joins a running cluster is not listed yet. m.mu is held.
+func (m *Tracker) listedByAllLocked(v *view) bool {
+	if v.joining {
+		return false
+	}
+	if v.agreed.Index(m.self) >= 0 {
+		return true
+	}
+	all := true
+	for _, u := range v.agreed.Members() {
+		k := m.peers.Slot(u)
+		if k < 0 || !m.peers.Up(k) {
+			continue // a member down reads nothing
+		}
+		st := m.peers.State(k)
+		if st == nil || !slices.Contains(st.MemberList, m.self) && st.Warming != v.local.Version() && st.Warmed != v.local.Version() {
+			all = false
+		}
+	}
+	return all
 }
 
 // pollLoop lists the members every poll interval until Close.

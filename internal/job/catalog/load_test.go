@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,5 +94,14 @@ func TestLoadPartition(t *testing.T) {
 	}
 	if id, ok, err := d2.Index.Lookup(ctx, "b/7/2"); err != nil || !ok || id != 7*4+2 {
 		t.Errorf("Lookup(b/7/2) = %d, %t, %v", id, ok, err)
+	}
+}
+
+// TestLoadWithoutIndex: a dataset whose store holds no index fails to
+// load saying how to write one (a gateway's Load fails with it).
+func TestLoadWithoutIndex(t *testing.T) {
+	_, err := Load(context.Background(), Spec{Name: "d", URL: t.TempDir()}, s3backend.Config{}, zerolog.Nop())
+	if err == nil || !strings.Contains(err.Error(), "brand pack") {
+		t.Fatalf("got %v, want an error pointing at brand pack", err)
 	}
 }

@@ -21,7 +21,7 @@ import (
 // The state's bounds, each a defect of an earlier release: one job's
 // feedback evicted by other jobs' posts, concurrent seals of an epoch
 // sealing different versions, seals writing without limit. (The statuses
-// a gateway answers them with are gateway's TestImportanceContract.)
+// a gateway answers them with are gateway's TestImportanceRefusals.)
 
 // addBinary adds (id, loss) records to a job's epoch.
 func addBinary(s *State, ds *catalog.Dataset, job string, epoch uint64, ids []uint32, losses []float32) error {

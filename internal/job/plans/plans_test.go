@@ -254,8 +254,8 @@ func inPlaceStore(t *testing.T) (s3backend.Store, *formattest.Lines) {
 // chunk's store extent and resident bound (planner.DatasetInPlace), and
 // with columns= of the view of those fields — the same store extents (a
 // .lines chunk is read whole whatever the fields), smaller chunks in the
-// cache. (That the gateway then reads what the plan predicts is
-// gateway's TestPlanPredictsInPlaceStoreBytes.)
+// cache. (That a node then reads what the plan predicts is
+// TestPlanPredictsInPlaceStoreBytes.)
 func TestPlanInPlace(t *testing.T) {
 	ctx := context.Background()
 	st, _ := inPlaceStore(t)

@@ -294,30 +294,36 @@ func TestEditReleasesTheHolds(t *testing.T) {
 // TestEditSeenByEveryMember: a member that read a job's chain just
 // before another node made an edit of it — within chain.Refresh, so that
 // it would not ask the store again — tells of the edit as soon as the
-// edit's node has it: the edit as the job's current one (Editor.Read)
-// and the edited epoch's samples, with the edit's node never asked
-// again (lost the moment after its answer). It told of the chain it read
-// for up to chain.Refresh.
+// edit's node has it: the edit as the job's current one, its version and
+// keys (Editor.Read: what GET /jobs/{job}/exclude and /edits answer),
+// and the edited epoch's samples and batches (/epoch/N), with the edit's
+// node never asked again (lost the moment after its answer). It told of
+// the chain it read for up to chain.Refresh (issue 80, case 5: every
+// node answered with no exclusion and the unedited epoch until a second
+// had passed since its read).
 func TestEditSeenByEveryMember(t *testing.T) {
 	ctx := context.Background()
 	vs := catalogtest.Grown(t, "g", localStore(t), 10, 6)
 	job := stepsJob(ids(vs))
 	nodes := cluster(t, 3, nil, vs[0])
-	samples := func(r *Resolver) int {
+	extent := func(r *Resolver) (batches, samples int) {
 		t.Helper()
 		j, err := r.Epoch(ctx, job, "1", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, n, err := r.Orders().Extent(j.Source, j.Query.Job, j.Epoch)
+		batches, samples, err = r.Orders().Extent(j.Source, j.Query.Job, j.Epoch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return batches, samples
 	}
 	for _, r := range nodes[1:] {
-		if head, _, _, err := r.Edits().Read(ctx, "run", job); err != nil || head != nil || samples(r) != 60 {
+		if head, _, _, err := r.Edits().Read(ctx, "run", job); err != nil || head != nil {
 			t.Fatalf("before the edit: %+v, %v", head, err)
+		}
+		if b, n := extent(r); b != 6 || n != 60 {
+			t.Fatalf("epoch 1 before the edit: %d samples in %d batches; want 60 in 6", n, b)
 		}
 	}
 	made, err := makeEdit(ctx, nodes[0], "run", job, NewEdit{FromStep: 2, Keys: chunkKeys(1)})
@@ -325,11 +331,11 @@ func TestEditSeenByEveryMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, r := range nodes[1:] {
-		if head, _, _, err := r.Edits().Read(ctx, "run", job); err != nil || head == nil || head.Version != made.Version {
+		if head, _, _, err := r.Edits().Read(ctx, "run", job); err != nil || head == nil || head.Version != made.Version || !slices.Equal(head.Keys, chunkKeys(1)) {
 			t.Errorf("member %d after the edit %s: %+v, %v", k+1, made.Version, head, err)
 		}
-		if n := samples(r); n != 50 {
-			t.Errorf("member %d's epoch 1 after the edit: %d samples, want 50", k+1, n)
+		if b, n := extent(r); b != 5 || n != 50 {
+			t.Errorf("member %d's epoch 1 after the edit: %d samples in %d batches, want 50 in 5", k+1, n, b)
 		}
 	}
 }

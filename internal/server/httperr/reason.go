@@ -33,6 +33,7 @@ var reasons = []string{
 	"member_unasked",
 	"too_large",
 	"unknown_pipeline",
+	"needs_turbojpeg",
 	"no_video_decoder",
 	"bad_video",
 	"bad_image",

@@ -216,6 +216,7 @@ var served = []sentinelCase{
 	{"transform.ErrSpec", transform.ErrSpec, http.StatusInternalServerError, "internal", true},
 	{"transform.ErrTooLarge", transform.ErrTooLarge, http.StatusUnprocessableEntity, "bad_image", false},
 	{"transform.ErrUnknownPipeline", transform.ErrUnknownPipeline, http.StatusBadRequest, "unknown_pipeline", false},
+	{"transform.ErrNeedsTurboJPEG", transform.ErrNeedsTurboJPEG, http.StatusBadRequest, "needs_turbojpeg", false},
 	{"vision.ErrBadImage", vision.ErrBadImage, http.StatusUnprocessableEntity, "bad_image", false},
 	{"vision.ErrFactsFile", vision.ErrFactsFile, http.StatusBadGateway, "store_mismatch", true},
 	{"vision.ErrImageBounds", vision.ErrImageBounds, http.StatusUnprocessableEntity, "bad_image", false},

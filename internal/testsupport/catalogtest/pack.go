@@ -67,3 +67,30 @@ func Pack(t testing.TB, st s3backend.Store, counts []int, sample func(id, c int)
 	}
 	return ix
 }
+
+// Members are a packed dataset's samples' bytes: key → extension →
+// bytes, what a served batch is compared against.
+type Members map[string]map[string][]byte
+
+// PackClasses is Pack of an image-classification dataset of the shape
+// the gateway's and the batch stages' tests serve: sample id's key is
+// prefix+"classC/sampleNNNNN" (C = id%3, N = id), its members cls (the
+// text prefix+C) and jpg, the three bytes id, id>>8 and its chunk
+// repeated 100 to 999 times (300 to 2,700 bytes; about size bytes if size
+// is not 0). It returns the index and every sample's members.
+func PackClasses(t testing.TB, st s3backend.Store, prefix string, counts []int, size int) (*chunkindex.Index, Members) {
+	t.Helper()
+	members := Members{}
+	ix := Pack(t, st, counts, func(id, c int) (string, []File) {
+		key := fmt.Sprintf("%sclass%d/sample%05d", prefix, id%3, id)
+		reps := 100 + (id*37)%900
+		if size > 0 {
+			reps = size/3 + id%7
+		}
+		img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, reps)
+		cls := []byte(fmt.Sprint(prefix, id%3))
+		members[key] = map[string][]byte{"jpg": img, "cls": cls}
+		return key, []File{{"cls", cls}, {"jpg", img}}
+	})
+	return ix, members
+}

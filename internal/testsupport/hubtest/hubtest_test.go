@@ -1,6 +1,7 @@
 package hubtest
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,3 +107,39 @@ func TestModuleHasNoHubs(t *testing.T) {
 // TestNoHubInTheTree holds every type of the module to MaxMethods,
 // counting the functions that take it.
 func TestNoHubInTheTree(t *testing.T) { Tree(t, "../../..", MaxMethods) }
+
+// maxGatewayTestRatio bounds the gateway's test lines over its code
+// lines. Issue 77 asks 2: a room's tests in its room, the gateway
+// keeping its HTTP contract (statuses, headers, the table over every
+// endpoint, the model-based test) and what only its nodes answering each
+// other show. The bound is what the moves reached, with room for the
+// day's branches; lower it as suites move, never raise it.
+const maxGatewayTestRatio = 2.15
+
+// TestGatewayTestsBesideItsCode holds the gateway's tests to
+// maxGatewayTestRatio times its code, in lines (`cat gateway/*_test.go |
+// wc -l` over the same of its other Go files), so that tests of a room
+// that drift back into the gateway are seen.
+func TestGatewayTestsBesideItsCode(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "gateway", "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the gateway's Go files: %v (%d)", err, len(files))
+	}
+	var tests, code int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(b, []byte("\n")); strings.HasSuffix(f, "_test.go") {
+			tests += n
+		} else {
+			code += n
+		}
+	}
+	ratio := float64(tests) / float64(code)
+	t.Logf("gateway: %d test lines, %d code lines: %.2f×", tests, code, ratio)
+	if ratio > maxGatewayTestRatio {
+		t.Errorf("gateway's tests are %.2f× its code (%d lines over %d), over %.2f×: test a room's semantics in its room (internal/testsupport/stagetest wires a node's stages without HTTP)", ratio, tests, code, maxGatewayTestRatio)
+	}
+}

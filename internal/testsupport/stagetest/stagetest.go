@@ -78,6 +78,9 @@ type Config struct {
 	// Log hears the stages' log lines (a reader's damaged chunk, a
 	// skipped clip); the zero value logs nothing.
 	Log zerolog.Logger
+	// Optimum computes the live statistics' optimal hit ratios, as the
+	// gateway's planner does (planner.ForGateway); nil: none.
+	Optimum livestats.Optimizer
 }
 
 // Stages are the wired stages of one node; Close, registered with the
@@ -89,6 +92,7 @@ type Stages struct {
 	Reader   *reader.Reader
 	Stage    *tensorize.Stage
 	Batches  *visit.Batches
+	Stats    *livestats.Stats // what /stats says of the jobs and epochs served
 	Registry *prometheus.Registry
 }
 
@@ -144,7 +148,8 @@ func New(t testing.TB, cfg Config) *Stages {
 	s.Cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: loader, Policy: usetable.NewPolicy(sched.Snapshot, sched.Ticks),
 		MaxWait: time.Minute, Recycler: mem, Tasks: life.Group("chunkcache: loads, spills")})
 	mem.Watch(s.Cache)
-	stats := livestats.New(reg, cfg.CacheSize, nil, life.Group("livestats: optima"), cfg.Log)
+	stats := livestats.New(reg, cfg.CacheSize, cfg.Optimum, life.Group("livestats: optima"), cfg.Log)
+	s.Stats = stats
 	// A batch's later parts loaded while its first is read, bounded as
 	// the gateway bounds them (its maxAhead).
 	ahead := preload.New(preload.Config{Group: life.Group("preload: loads"), Limit: stopper.NewLimit(64), Cache: s.Cache, Timeout: time.Minute})

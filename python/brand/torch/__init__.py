@@ -38,19 +38,22 @@ from ._batches import ClipBatch, SampleBatch, SequenceBatch, TensorBatch, Window
 from ._buckets import BucketBatch, BucketLoader, Buckets, ClipBucketBatch
 from ._clips import clip_tensors
 from ._dataset import BrandDataset, BrandSkipWarning, ddp_world
-from ._entries import Clips, LeRobot, Samples, Sequences, Tensors
+from ._entries import Clips, GPUTensors, LeRobot, Samples, Sequences, Tensors
+from ._gpu import CutBatch, cut_batch, finish
 from ._loader import BrandLoader
 from ._sequences import sequence_tensors
 from ._tensors import collate_tensors, npy_tensor
 
 __all__ = ["BucketBatch", "BucketLoader", "Buckets", "BrandDataset", "BrandLoader", "BrandSkipWarning", "ClipBatch",
-           "ClipBucketBatch", "Clips", "LeRobot", "SampleBatch", "Samples", "SequenceBatch", "Sequences", "TensorBatch", "Tensors", "WindowBatch", "clip_tensors",
-           "collate_tensors", "ddp_world", "npy_tensor", "sequence_tensors"]
+           "ClipBucketBatch", "Clips", "CutBatch", "GPUTensors", "LeRobot", "SampleBatch",
+           "Samples", "SequenceBatch", "Sequences", "TensorBatch", "Tensors", "WindowBatch", "clip_tensors",
+           "collate_tensors", "cut_batch", "ddp_world", "finish", "npy_tensor", "sequence_tensors"]
 
 # Named where users import them from, as before the package was split: in
 # reprs, help() and pickles (a dataset sent to spawned workers).
 for _public in (BucketBatch, BucketLoader, Buckets, BrandDataset, BrandLoader, BrandSkipWarning, ClipBatch,
-                ClipBucketBatch, Clips, LeRobot, SampleBatch, Samples, SequenceBatch, Sequences, TensorBatch, Tensors, WindowBatch, clip_tensors, collate_tensors, ddp_world,
+                ClipBucketBatch, Clips, CutBatch, GPUTensors, LeRobot, SampleBatch, Samples, cut_batch, finish,
+                SequenceBatch, Sequences, TensorBatch, Tensors, WindowBatch, clip_tensors, collate_tensors, ddp_world,
                 npy_tensor, sequence_tensors):
     _public.__module__ = __name__
 del _public

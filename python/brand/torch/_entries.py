@@ -6,6 +6,8 @@ entry                  reads                 yields, each step
 =====================  ====================  ==========================
 :class:`Samples`       samples as stored     :class:`SampleBatch`
 :class:`Tensors`       images, transformed   :class:`TensorBatch`
+:class:`GPUTensors`    JPEGs cut for the     :class:`TensorBatch`
+                       trainer's decoder     (finished on the device)
 :class:`Sequences`     token sequences       :class:`SequenceBatch`
 :class:`Clips`         a tree of videos      :class:`ClipBatch`
 :class:`LeRobot`       LeRobot windows       :class:`WindowBatch`
@@ -26,18 +28,22 @@ when the entry is made, before any request, naming the pair.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from torch.utils.data import get_worker_info
 
 from .. import _compat
 from .._options import resolve
 from ._batches import clip_batch, sample_batch, sequence_batch, tensor_batch, window_batch
 from ._dataset import BrandDataset
+from ._gpu import cut_batch, finish
+from ._loader import BrandLoader
 
-__all__ = ["Clips", "LeRobot", "Samples", "Sequences", "Tensors"]
+__all__ = ["Clips", "GPUTensors", "LeRobot", "Samples", "Sequences", "Tensors"]
 
 # The keywords that make each kind of job, and the entry that reads it.
 _KIND_OF = {
-    "transform": "Tensors",
+    "transform": "Tensors",  # or GPUTensors: both take it
     "seq": "Sequences", "pack": "Sequences", "pad": "Sequences", "eos": "Sequences", "vision": "Sequences",
     "clip": "Clips", "stride": "Clips", "fps": "Clips", "step": "Clips", "clip_start": "Clips",
     "delta_timestamps": "LeRobot", "frames": "LeRobot",
@@ -60,7 +66,8 @@ def _options(who: str, fields: Dict[str, Any], more: Dict[str, Any]) -> Any:
         if own is not None:
             raise TypeError(f"brand.{who}: give {k}= as {own}=")
         kind = "Clips or brand.LeRobot" if k == "clip_layout" else _KIND_OF.get(k)
-        if kind is not None and kind != who and k not in _ALSO.get(who, ()):
+        also = k in _ALSO.get(who, ()) or kind == "Tensors" and who == "GPUTensors"
+        if kind is not None and kind != who and not also:
             raise TypeError(f"brand.{who} does not take {k}=: it makes another kind of job, read by brand.{kind}")
     try:
         return resolve(None, {**fields, **more}, f"brand.{who}")
@@ -137,6 +144,74 @@ class Tensors(BrandDataset):
         opts = _options("Tensors", {"dataset": dataset, "transform": transform, "batch_size": batch_size,
                                     "seed": seed, "drop_last": drop_last}, more)
         super().__init__(url, opts, batches=True, collate=tensor_batch)
+
+
+class GPUTensors(BrandDataset):
+    """A job's JPEGs cut by the gateway to each sample's crop
+    (``transform="imagenet-train-gpu"``, a gateway built with the
+    ``brand_turbojpeg`` tag) and finished on the trainer's device: each
+    step the :class:`TensorBatch` :class:`Tensors` gives for
+    ``imagenet-train`` — the same boxes, flips, labels and keys, the
+    pixels within docs/transform.md §13's bound — with ``images`` on
+    ``device``. The workers gather each step's cut JPEGs into one buffer;
+    the trainer's process decodes them in one call
+    (``torchvision.io.decode_jpeg(..., device="cuda")`` where torch ≥ 2
+    and CUDA are present, torchvision's CPU decoder otherwise), crops,
+    resizes (bilinear, antialiased) and flips (:func:`brand.torch.finish`).
+
+    Args:
+        url, dataset, batch_size, seed, drop_last, **more: as
+            :class:`Samples`'.
+        transform: a gateway pipeline of ``"output": "gpu_jpeg"``.
+        device: where the images are decoded and finished (``None``: CUDA
+            where there is one, else the CPU).
+
+    Example::
+
+        ds = brand.GPUTensors("http://brand:8080", "imagenet", device="cuda")
+        for b in ds.loader(num_workers=2):      # b.images already on the GPU
+            loss = criterion(model(b.images.float().div_(255)), b.labels.cuda())
+    """
+
+    def __init__(self, url: str, dataset: Optional[str] = None, *, transform: str = "imagenet-train-gpu",
+                 batch_size: int = 256, seed: int = 0, drop_last: bool = False, device: Any = None,
+                 **more: Any) -> None:
+        opts = _options("GPUTensors", {"dataset": dataset, "transform": transform, "batch_size": batch_size,
+                                       "seed": seed, "drop_last": drop_last}, more)
+        super().__init__(url, opts, batches=True, collate=cut_batch)
+        self.device = device
+
+    def __iter__(self) -> Iterator[Any]:
+        # A worker hands its steps on cut; the trainer's process finishes
+        # them (here, or in the loader when workers read).
+        steps = super().__iter__()
+        if get_worker_info() is not None:
+            yield from steps
+            return
+        try:
+            for step in steps:
+                yield finish(step, self.device)
+        finally:
+            steps.close()  # the iteration's end, counted now, not when collected
+
+    def loader(self, **kwargs: Any) -> "BrandLoader":
+        """A :class:`BrandLoader` whose steps are finished in the
+        trainer's process on ``device`` as they arrive."""
+        return _FinishingLoader(self, **kwargs)
+
+
+class _FinishingLoader(BrandLoader):
+    """A BrandLoader of :class:`GPUTensors`: each step finished as it
+    reaches the trainer's process."""
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        device = getattr(self.dataset, "device", None)
+        steps = super().__iter__()
+        try:
+            for step in steps:
+                yield finish(step, device)
+        finally:
+            steps.close()
 
 
 class Sequences(BrandDataset):
@@ -246,4 +321,4 @@ class LeRobot(BrandDataset):
 
 
 #: The entry of each kind, as :class:`BrandDataset`'s deprecation names it.
-ENTRIES: List[type] = [Samples, Tensors, Sequences, Clips, LeRobot]
+ENTRIES: List[type] = [Samples, Tensors, GPUTensors, Sequences, Clips, LeRobot]

@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader, Sampler
 from torch.utils.data._utils.collate import default_convert
 
 from ._batches import BATCH_TYPES
+from ._gpu import CutBatch
 from ._shm import BLOCKS_PER_WORKER, Board, WorkerInit
 from ._tensors import collate_tensors
 
@@ -24,7 +25,7 @@ def convert_step(step: Any) -> Any:
     array to convert, and walking a clip batch's (each clip's frame
     numbers, timestamps and PTS) was about a tenth of a worker's CPU a
     step. Every other member is converted as ``default_convert`` does."""
-    if isinstance(step, BATCH_TYPES):
+    if isinstance(step, (*BATCH_TYPES, CutBatch)):
         return step  # made in the worker of tensors and plain values: nothing to convert
     if not isinstance(step, dict):
         return default_convert(step)

@@ -1,4 +1,4 @@
-package gateway_test
+package query
 
 import (
 	"os"
@@ -6,18 +6,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/brandgw/brand/internal/job/query"
 )
 
 // TestDocsNameEveryJobParameter: docs/http-api.md's table of job
 // parameters names every parameter the epoch, batch and manifest
-// endpoints accept (query.JobParams, from the one table of every
-// parameter) and none they do not. The reproduction: the table omitted
+// endpoints accept (JobParams, from the one table of every parameter)
+// and none they do not. The reproduction: the table omitted
 // columns, so a user read of no way to serve a view of a Parquet
 // dataset's fields.
 func TestDocsNameEveryJobParameter(t *testing.T) {
-	b, err := os.ReadFile("../docs/http-api.md")
+	b, err := os.ReadFile("../../../docs/http-api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +38,7 @@ func TestDocsNameEveryJobParameter(t *testing.T) {
 			named = append(named, m[1])
 		}
 	}
-	want := slices.Sorted(slices.Values(query.JobParams))
+	want := slices.Sorted(slices.Values(JobParams))
 	slices.Sort(named)
 	if !slices.Equal(named, want) {
 		var missing, extra []string
