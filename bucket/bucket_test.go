@@ -2,8 +2,13 @@ package bucket
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -389,5 +394,36 @@ func TestBudgetClips(t *testing.T) {
 	b.VAET = 0
 	if _, err := b.Sizes(shapes); !errors.Is(err, ErrSpec) {
 		t.Errorf("no temporal factor: %v", err)
+	}
+}
+
+// TestPythonClipPresets holds the Python client's table of the clip
+// presets' shortest frames (python/brand/_options.py, which derives a
+// clip bucket job's clip= as the gateway does) to the presets.
+func TestPythonClipPresets(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "python", "brand", "_options.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`_CLIP_PRESETS = \{([^}]*)\}`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("python/brand/_options.py has no _CLIP_PRESETS")
+	}
+	got := map[string]int{}
+	for _, e := range regexp.MustCompile(`"([a-z0-9-]+)": ([0-9]+)`).FindAllStringSubmatch(string(m[1]), -1) {
+		got[e[1]], _ = strconv.Atoi(e[2])
+	}
+	want := map[string]int{}
+	for _, name := range Presets() {
+		s, _ := Preset(name)
+		if Clips(s) {
+			want[name] = s[0].T
+			for _, b := range s {
+				want[name] = min(want[name], b.T)
+			}
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("python/brand/_options.py's _CLIP_PRESETS %v, the presets' shortest frames %v", got, want)
 	}
 }
