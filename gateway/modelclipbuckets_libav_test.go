@@ -28,8 +28,8 @@ import (
 )
 
 // TestModelClipBuckets draws clip bucket jobs — buckets from a pool of
-// five aspect ratios at 4, 8 and 16 frames, a budget, a stride, a window,
-// an upscale limit, a world size — over 64 videos ffmpeg writes, and
+// five aspect ratios at 4, 8 and 16 frames, a budget, a stride, a rate,
+// a window, an upscale limit, a world size — over 64 videos ffmpeg writes, and
 // holds each to jobmodel.BucketJob, written from the docs: every step's
 // bucket and every rank's videos over an epoch, the rest of it resumed at
 // another world size after a drawn number of steps, and /plan's
@@ -103,17 +103,27 @@ func TestModelClipBuckets(t *testing.T) {
 		}
 		// The base order's samples: the videos holding the shortest
 		// bucket's clip, one each, numbered in order; each video a unit.
+		// With fps=5, a video of f frames at 10 fps is resampled to
+		// ⌊(f−1)/2⌋+1 (docs/http-api.md, "Video clips").
+		fps := r.IntN(3) == 0
 		counts := make([]int, n)
 		var keys []string
 		for v, x := range vids {
-			if (tmin-1)*stride+1 <= x.f {
+			f := x.f
+			if fps {
+				f = (f-1)/2 + 1
+			}
+			if (tmin-1)*stride+1 <= f {
 				counts[v] = 1
 				keys = append(keys, x.key)
 				m.Sizes = append(m.Sizes, [2]int{x.w, x.h})
-				m.Frames = append(m.Frames, x.f)
+				m.Frames = append(m.Frames, f)
 			}
 		}
 		q := url.Values{}
+		if fps {
+			q.Set("fps", "5")
+		}
 		seed := r.Uint64() >> 1
 		window := 1 + r.IntN(4)
 		q.Set("seed", strconv.FormatUint(seed, 10))
