@@ -275,7 +275,7 @@ var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, P
 	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixSchedule, ParamScheduleVersion, ParamMixBlock, ParamMixSamples, ParamMembers,
 	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS, ParamVision,
 	ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamBalance,
-	ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamMaxUpscale, ParamSmall, ParamCrop, ParamFlip, ParamResume}
+	ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamVAET, ParamMaxUpscale, ParamSmall, ParamCrop, ParamFlip, ParamResume}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are

@@ -19,6 +19,7 @@ const (
 	ParamBudgetTokens = "budget_tokens" // or latent tokens, with vae= and patch=
 	ParamVAE          = "vae"           // the VAE's spatial factor (default 8)
 	ParamPatch        = "patch"         // the model's patch (default 2)
+	ParamVAET         = "vae_t"         // a video VAE's temporal factor, for a clip's latent frames (default 4)
 	ParamMaxUpscale   = "max_upscale"   // the most an image is scaled up to cover its bucket (default 2)
 	ParamSmall        = "small"         // an image too small for its bucket, or none: skip (default) or fail
 	ParamCrop         = "crop"          // where an image is cropped to its bucket: center (default) or random
@@ -28,13 +29,14 @@ const (
 
 // BucketParams are the parameters of Job.Buckets, in the order Values
 // writes them.
-var BucketParams = []string{ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamMaxUpscale, ParamSmall, ParamCrop, ParamFlip, ParamResume}
+var BucketParams = []string{ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamVAET, ParamMaxUpscale, ParamSmall, ParamCrop, ParamFlip, ParamResume}
 
 // Defaults of a bucket job's parameters.
 const (
 	DefaultMaxUpscale = 2.0
 	DefaultVAE        = 8
 	DefaultPatch      = 2
+	DefaultVAET       = 4
 	SmallSkip         = "skip"
 	SmallFail         = "fail"
 	CropCenter        = "center"
@@ -49,6 +51,7 @@ type Buckets struct {
 	Pixels     int64
 	Tokens     int64
 	VAE, Patch int
+	VAET       int
 	MaxUpscale float64
 	Small      string
 	Crop       string
@@ -88,6 +91,9 @@ func (b *Buckets) Set(name, v string) error {
 	case ParamPatch:
 		n, err = positive(64)
 		b.Patch = int(n)
+	case ParamVAET:
+		n, err = positive(64)
+		b.VAET = int(n)
 	case ParamMaxUpscale:
 		f, perr := strconv.ParseFloat(v, 64)
 		if perr != nil || !(f >= 1 && f <= 64) {
@@ -130,8 +136,11 @@ func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []
 	if b.Pixels > 0 && b.Tokens > 0 {
 		return nil, budget, nil, fmt.Errorf("%w: give one budget, %s or %s", bucket.ErrSpec, ParamBudget, ParamBudgetTokens)
 	}
-	budget = bucket.Budget{Pixels: b.Pixels, Tokens: b.Tokens, VAE: b.VAE, Patch: b.Patch}
+	budget = bucket.Budget{Pixels: b.Pixels, Tokens: b.Tokens, VAE: b.VAE, Patch: b.Patch, VAET: b.VAET}
 	if budget.Tokens > 0 {
+		if budget.VAET == 0 {
+			budget.VAET = DefaultVAET
+		}
 		if budget.VAE == 0 {
 			budget.VAE = DefaultVAE
 		}
@@ -141,6 +150,41 @@ func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []
 	}
 	sizes, err = budget.Sizes(shapes)
 	return shapes, budget, sizes, err
+}
+
+// ClipOf returns the clip parameters of a clip bucket job (buckets of
+// HxWxT) whose request gave c, and true; false for an image bucket job.
+// A clip bucket job takes one clip a video an epoch, of its bucket's
+// frames (bucket.NearestClip), stride= apart, the video resampled at
+// fps= first, its start drawn anew each epoch (or its first frame, with
+// clip_start=first): its base order is the clip job of one clip a video
+// (step= the most) of the shortest bucket's frames, whose samples are
+// the videos long enough for some bucket. A request that gives clip= or
+// step= otherwise, or LeRobot windows, is refused (ErrSpec), and so is a
+// clip job with buckets of images.
+func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
+	shapes, err := bucket.Parse(b.Shapes)
+	if err != nil {
+		return c, false, err
+	}
+	if !bucket.Clips(shapes) {
+		if c.On() {
+			return c, false, fmt.Errorf("%w: buckets of HxW batch a dataset's images; a clip job's clips are bucketed by HxWxT", bucket.ErrSpec)
+		}
+		return c, false, nil
+	}
+	t := shapes[0].T
+	for _, s := range shapes {
+		t = min(t, s.T)
+	}
+	switch {
+	case len(c.Windows) > 0:
+		return c, true, fmt.Errorf("%w: clip buckets are of a tree of videos: delta_timestamps= and frames= do not apply", bucket.ErrSpec)
+	case c.Frames != 0 && c.Frames != t || c.Step != 0 && c.Step != MaxClipStep:
+		return c, true, fmt.Errorf("%w: a clip bucket job's clips take their bucket's frames, one a video an epoch: give no clip= or step=", bucket.ErrSpec)
+	}
+	c.Frames, c.Step = t, MaxClipStep
+	return c, true, nil
 }
 
 // Upscale is the upscale limit in force.
@@ -176,6 +220,9 @@ func (b Buckets) setValues(v url.Values) {
 	if b.Patch > 0 {
 		v.Set(ParamPatch, strconv.Itoa(b.Patch))
 	}
+	if b.VAET > 0 {
+		v.Set(ParamVAET, strconv.Itoa(b.VAET))
+	}
 	if b.MaxUpscale > 0 {
 		v.Set(ParamMaxUpscale, strconv.FormatFloat(b.MaxUpscale, 'g', -1, 64))
 	}
@@ -206,9 +253,12 @@ type BucketsInfo struct {
 	Buckets []BucketInfo `json:"buckets"`
 	// TooSmall are the images that would be scaled up by more than the
 	// limit (MaxUpscale) to cover their bucket, NoImage the samples with
-	// no image whose size the index holds: both skipped (small=skip).
+	// no image whose size the index holds, TooShort a clip bucket job's
+	// videos too short for every bucket's frames: all skipped
+	// (small=skip).
 	TooSmall   int     `json:"too_small"`
 	NoImage    int     `json:"no_image"`
+	TooShort   int     `json:"too_short,omitempty"`
 	MaxUpscale float64 `json:"max_upscale"`
 	// Fill is the mean share of the budget a step's batch uses, over
 	// the epoch's steps.

@@ -24,6 +24,29 @@ func Nearest(w, h int, shapes []Shape) int {
 	return best
 }
 
+// NearestClip is the bucket of a clip of a video of width w and height
+// h whose frames (at the job's rate) are frames, its clip's frames
+// stride apart: of the buckets whose clip it is long enough for (T
+// frames span (T−1)·stride + 1 of its frames), the one whose aspect
+// ratio is nearest its own (as Nearest compares them, exactly); of
+// equally near, the one of most frames (the longest clip the video
+// holds); of those, the first listed. false when the video is too short
+// for every bucket. shapes are clip buckets; w, h > 0, stride ≥ 1.
+func NearestClip(w, h, frames, stride int, shapes []Shape) (int, bool) {
+	best := -1
+	var bp, bq uint64
+	for i, s := range shapes {
+		if (int64(s.T)-1)*int64(stride)+1 > int64(frames) {
+			continue
+		}
+		p, q := ratio(w, h, s)
+		if best < 0 || less(p, q, bp, bq) || !less(bp, bq, p, q) && s.T > shapes[best].T {
+			best, bp, bq = i, p, q
+		}
+	}
+	return best, best >= 0
+}
+
 // ratio is the distance of image (w, h) to shape s as a fraction p/q ≥ 1.
 func ratio(w, h int, s Shape) (p, q uint64) {
 	a, b := uint64(w)*uint64(s.H), uint64(h)*uint64(s.W)
@@ -53,6 +76,9 @@ const (
 	// NoImage: the sample has no image whose size the index holds (none,
 	// or a header that does not read).
 	NoImage
+	// TooShort: the video is too short for a clip of every bucket's
+	// frames.
+	TooShort
 )
 
 func (f Fit) String() string {
@@ -61,6 +87,8 @@ func (f Fit) String() string {
 		return "fits"
 	case TooSmall:
 		return "too small"
+	case TooShort:
+		return "too short"
 	}
 	return "no image"
 }
@@ -84,24 +112,32 @@ func FitOf(w, h int, s Shape, maxUpscale float64) Fit {
 	return Fits
 }
 
-// Budget sets a bucket's batch size: the images of one rank's batch of a
-// step are at most Pixels pixels, or, with Tokens set, at most Tokens
-// latent tokens, an image of H×W being ⌈H/f⌉·⌈W/f⌉ tokens for f = VAE ×
-// Patch (a VAE's spatial factor, 8 for SD's, and the model's patch, 2
-// for DiT's).
+// Budget sets a bucket's batch size: the samples of one rank's batch of
+// a step are at most Pixels pixels (a clip's: each frame's, H×W×T), or,
+// with Tokens set, at most Tokens latent tokens, an image of H×W being
+// ⌈H/f⌉·⌈W/f⌉ tokens for f = VAE × Patch (a VAE's spatial factor, 8 for
+// SD's, and the model's patch, 2 for DiT's), and a clip of T frames
+// that many times 1 + ⌈(T−1)/VAET⌉, its latent frames under a causal
+// video VAE of temporal factor VAET (4 for CogVideoX's, HunyuanVideo's
+// and Wan's: 49 frames are 13 latent ones), patched by 1 in time.
 type Budget struct {
 	Pixels     int64
 	Tokens     int64
 	VAE, Patch int
+	VAET       int
 }
 
-// Cost is an image's cost in s under the budget's measure.
+// Cost is a sample's cost in s under the budget's measure.
 func (b Budget) Cost(s Shape) int64 {
 	if b.Tokens > 0 {
 		f := b.VAE * b.Patch
-		return int64((s.H+f-1)/f) * int64((s.W+f-1)/f)
+		c := int64((s.H+f-1)/f) * int64((s.W+f-1)/f)
+		if s.T > 0 {
+			c *= 1 + int64((s.T-1+b.VAET-1)/b.VAET)
+		}
+		return c
 	}
-	return s.Pixels()
+	return s.Pixels() * int64(s.Frames())
 }
 
 // Limit is the budget in its measure.
@@ -127,6 +163,9 @@ func (b Budget) Sizes(shapes []Shape) ([]int, error) {
 	if b.Tokens > 0 && (b.VAE < 1 || b.Patch < 1) {
 		return nil, fmt.Errorf("%w: a budget in latent tokens needs the VAE's factor and the patch (≥ 1)", ErrSpec)
 	}
+	if b.Tokens > 0 && Clips(shapes) && b.VAET < 1 {
+		return nil, fmt.Errorf("%w: a budget in latent tokens of clips needs the VAE's temporal factor (≥ 1)", ErrSpec)
+	}
 	if b.Limit() <= 0 {
 		return nil, fmt.Errorf("%w: no budget: give one rank's step a budget in pixels or latent tokens", ErrSpec)
 	}
@@ -135,13 +174,13 @@ func (b Budget) Sizes(shapes []Shape) ([]int, error) {
 		c := b.Cost(s)
 		out[i] = int(min(b.Limit()/c, 1<<20))
 		if out[i] == 0 {
-			return nil, fmt.Errorf("%w: a budget of %d %s holds no image of bucket %s (%d)", ErrSpec, b.Limit(), b.Unit(), s, c)
+			return nil, fmt.Errorf("%w: a budget of %d %s holds no sample of bucket %s (%d)", ErrSpec, b.Limit(), b.Unit(), s, c)
 		}
 	}
 	return out, nil
 }
 
-// Fill is the share of the budget a batch of bucket s of k images uses.
+// Fill is the share of the budget a batch of bucket s of k samples uses.
 func (b Budget) Fill(s Shape, k int) float64 {
 	return float64(b.Cost(s)) * float64(k) / float64(b.Limit())
 }

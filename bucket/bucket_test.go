@@ -2,8 +2,13 @@ package bucket
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -14,8 +19,8 @@ func TestParse(t *testing.T) {
 		want []Shape
 		err  string
 	}{
-		{in: "512x768", want: []Shape{{512, 768}}},
-		{in: "512x768, 768x512,64x64", want: []Shape{{512, 768}, {768, 512}, {64, 64}}},
+		{in: "512x768", want: []Shape{{H: 512, W: 768}}},
+		{in: "512x768, 768x512,64x64", want: []Shape{{H: 512, W: 768}, {H: 768, W: 512}, {H: 64, W: 64}}},
 		{in: "", err: "no buckets"},
 		{in: "512", err: "not HxW"},
 		{in: "512x", err: "not HxW"},
@@ -46,9 +51,9 @@ func TestPresets(t *testing.T) {
 		square   Shape
 		multiple int
 	}{
-		{"sdxl", 41, Shape{1024, 1024}, 64},
-		{"sdxl-768", 41, Shape{768, 768}, 48},
-		{"sdxl-512", 41, Shape{512, 512}, 32},
+		{"sdxl", 41, Shape{H: 1024, W: 1024}, 64},
+		{"sdxl-768", 41, Shape{H: 768, W: 768}, 48},
+		{"sdxl-512", 41, Shape{H: 512, W: 512}, 32},
 	} {
 		s, err := Parse(tc.name)
 		if err != nil || len(s) != tc.n || !slices.Contains(s, tc.square) {
@@ -75,14 +80,14 @@ func TestNearest(t *testing.T) {
 		w, h int
 		want Shape
 	}{
-		{1000, 1000, Shape{1024, 1024}},
-		{4000, 3000, Shape{896, 1152}}, // 4:3 landscape: 1152/896 = 1.2857 is nearer 1.333 than 1216/832 = 1.4615
-		{3000, 4000, Shape{1152, 896}}, // portrait
-		{1920, 1080, Shape{768, 1344}}, // 16:9 = 1.778 against 1.75
-		{10000, 100, Shape{512, 2048}}, // past the widest
-		{100, 10000, Shape{2048, 512}}, // past the tallest
-		{1024, 960, Shape{960, 1024}},  // exactly a bucket
-		{2000, 1000, Shape{704, 1408}}, // 2:1 exactly
+		{1000, 1000, Shape{H: 1024, W: 1024}},
+		{4000, 3000, Shape{H: 896, W: 1152}},
+		{3000, 4000, Shape{H: 1152, W: 896}},
+		{1920, 1080, Shape{H: 768, W: 1344}},
+		{10000, 100, Shape{H: 512, W: 2048}},
+		{100, 10000, Shape{H: 2048, W: 512}},
+		{1024, 960, Shape{H: 960, W: 1024}},
+		{2000, 1000, Shape{H: 704, W: 1408}},
 	} {
 		if got := Nearest(tc.w, tc.h, s); got != idx(tc.want) {
 			t.Errorf("Nearest(%dx%d) = %v, want %v", tc.w, tc.h, s[got], tc.want)
@@ -90,7 +95,7 @@ func TestNearest(t *testing.T) {
 	}
 	// Ties go to the first listed: 2:1 and 1:2 buckets are equally far
 	// from a square.
-	tie := []Shape{{100, 200}, {200, 100}}
+	tie := []Shape{{H: 100, W: 200}, {H: 200, W: 100}}
 	if got := Nearest(50, 50, tie); got != 0 {
 		t.Errorf("a tie went to bucket %d, want the first", got)
 	}
@@ -119,7 +124,7 @@ func TestNearestExact(t *testing.T) {
 }
 
 func TestFitOf(t *testing.T) {
-	b := Shape{1024, 1024}
+	b := Shape{H: 1024, W: 1024}
 	for _, tc := range []struct {
 		w, h int
 		up   float64
@@ -138,7 +143,7 @@ func TestFitOf(t *testing.T) {
 }
 
 func TestBudgetSizes(t *testing.T) {
-	shapes := []Shape{{1024, 1024}, {512, 2048}, {1344, 768}, {256, 256}}
+	shapes := []Shape{{H: 1024, W: 1024}, {H: 512, W: 2048}, {H: 1344, W: 768}, {H: 256, W: 256}}
 	got, err := Budget{Pixels: 4 << 20}.Sizes(shapes)
 	if err != nil || !slices.Equal(got, []int{4, 4, 4, 64}) {
 		t.Errorf("pixel budget: %v, %v", got, err)
@@ -269,5 +274,156 @@ func TestParseResume(t *testing.T) {
 		if _, err := ParseResume(bad); !errors.Is(err, ErrSpec) {
 			t.Errorf("ParseResume(%q) = %v", bad, err)
 		}
+	}
+}
+
+func TestParseClips(t *testing.T) {
+	got, err := Parse("480x848x49, 848x480x17")
+	if err != nil || !slices.Equal(got, []Shape{{H: 480, W: 848, T: 49}, {H: 848, W: 480, T: 17}}) || !Clips(got) {
+		t.Fatalf("Parse of clip buckets: %v, %v", got, err)
+	}
+	if Format(got) != "480x848x49,848x480x17" {
+		t.Errorf("Format: %s", Format(got))
+	}
+	for in, says := range map[string]string{
+		"480x848x49,480x848":    "not both",
+		"480x848x0":             "frames are 1..4096",
+		"480x848x5000":          "frames are 1..4096",
+		"480x848x49x2":          "not HxW or HxWxT",
+		"480x848x49,480x848x49": "listed twice",
+	} {
+		if _, err := Parse(in); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), says) {
+			t.Errorf("Parse(%q) = %v, want an ErrSpec saying %q", in, err, says)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		frames []int
+		area   int64
+	}{{"video-480", []int{49, 33, 17}, 480 * 848}, {"video-720", []int{129, 65, 33}, 720 * 1280}} {
+		s, err := Parse(tc.name)
+		if err != nil || len(s) != 15 || !Clips(s) {
+			t.Fatalf("preset %s: %v, %v", tc.name, s, err)
+		}
+		for _, b := range s {
+			if b.H%16 != 0 || b.W%16 != 0 || (b.T-1)%4 != 0 || !slices.Contains(tc.frames, b.T) {
+				t.Errorf("preset %s: bucket %v: sides not of 16, or frames not 4k+1 of %v", tc.name, b, tc.frames)
+			}
+			if r := float64(b.Pixels()) / float64(tc.area); r < 0.9 || r > 1.1 {
+				t.Errorf("preset %s: bucket %v is %.2f of the preset's area", tc.name, b, r)
+			}
+		}
+	}
+}
+
+func TestNearestClip(t *testing.T) {
+	s, _ := Parse("video-480")
+	for _, tc := range []struct {
+		w, h, frames, stride int
+		want                 Shape
+		ok                   bool
+	}{
+		{1920, 1080, 300, 1, Shape{H: 480, W: 848, T: 49}, true}, // 16:9, long: the longest
+		{1920, 1080, 40, 1, Shape{H: 480, W: 848, T: 33}, true},  // 40 frames: 33 fits, 49 does not
+		{1920, 1080, 33, 1, Shape{H: 480, W: 848, T: 33}, true},  // exactly
+		{1920, 1080, 33, 2, Shape{H: 480, W: 848, T: 17}, true},  // a span of 65 at stride 2
+		{640, 480, 49, 1, Shape{H: 528, W: 704, T: 49}, true},    // 4:3
+		{480, 480, 17, 1, Shape{H: 640, W: 640, T: 17}, true},
+		{1920, 1080, 16, 1, Shape{}, false}, // too short for every bucket
+	} {
+		b, ok := NearestClip(tc.w, tc.h, tc.frames, tc.stride, s)
+		if ok != tc.ok || ok && s[b] != tc.want {
+			t.Errorf("NearestClip(%dx%d, %d frames, stride %d) = %d %v, want %v %v", tc.w, tc.h, tc.frames, tc.stride, b, ok, tc.want, tc.ok)
+		}
+	}
+	// Aspect first: a square video long enough for 49 frames only in a
+	// 16:9 bucket goes to the square one of 17.
+	list := []Shape{{H: 480, W: 848, T: 49}, {H: 640, W: 640, T: 17}}
+	if b, _ := NearestClip(500, 500, 100, 1, list); b != 1 {
+		t.Errorf("a square video went to bucket %v", list[b])
+	}
+	// Of equally near, the longest; of those, the first listed.
+	list = []Shape{{H: 100, W: 200, T: 9}, {H: 200, W: 100, T: 9}, {H: 200, W: 100, T: 17}, {H: 100, W: 200, T: 17}}
+	if b, _ := NearestClip(50, 50, 100, 1, list); b != 2 {
+		t.Errorf("a tie went to bucket %d, want 2 (the longest, first listed)", b)
+	}
+}
+
+// TestNearestClipExact holds NearestClip to its statement, by brute force
+// over the log distance, wherever two buckets are not within rounding of
+// a tie.
+func TestNearestClipExact(t *testing.T) {
+	s, _ := Parse("video-720")
+	s = append(s, Shape{H: 256, W: 256, T: 5}, Shape{H: 256, W: 512, T: 200})
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 20000 {
+		w, h, n, st := 1+r.IntN(4000), 1+r.IntN(4000), 1+r.IntN(400), 1+r.IntN(3)
+		got, ok := NearestClip(w, h, n, st, s)
+		want, wd := -1, 0.0
+		for i, b := range s {
+			if (b.T-1)*st+1 > n {
+				continue
+			}
+			d := abs(log(float64(w)/float64(h)) - log(float64(b.W)/float64(b.H)))
+			if want < 0 || d < wd-1e-12 || abs(d-wd) <= 1e-12 && b.T > s[want].T {
+				want, wd = i, d
+			}
+		}
+		if ok != (want >= 0) || ok && got != want {
+			t.Fatalf("NearestClip(%dx%d, %d frames, stride %d) = %v %v, the rule says %d", w, h, n, st, got, ok, want)
+		}
+	}
+}
+
+func TestBudgetClips(t *testing.T) {
+	shapes := []Shape{{H: 480, W: 848, T: 49}, {H: 480, W: 848, T: 17}, {H: 640, W: 640, T: 1}}
+	got, err := Budget{Pixels: 480 * 848 * 100}.Sizes(shapes)
+	if err != nil || !slices.Equal(got, []int{2, 5, 99}) {
+		t.Errorf("pixel budget of clips: %v, %v", got, err)
+	}
+	// 480×848 at f = 16 is 30×53 = 1590 tokens a latent frame; 49 frames
+	// are 13 latent frames (20,670 tokens), 17 are 5 (7,950).
+	b := Budget{Tokens: 41340, VAE: 8, Patch: 2, VAET: 4}
+	if c := b.Cost(shapes[0]); c != 20670 {
+		t.Errorf("a 49-frame clip's tokens: %d", c)
+	}
+	got, err = b.Sizes(shapes)
+	if err != nil || !slices.Equal(got, []int{2, 5, 25}) {
+		t.Errorf("token budget of clips: %v, %v", got, err)
+	}
+	b.VAET = 0
+	if _, err := b.Sizes(shapes); !errors.Is(err, ErrSpec) {
+		t.Errorf("no temporal factor: %v", err)
+	}
+}
+
+// TestPythonClipPresets holds the Python client's table of the clip
+// presets' shortest frames (python/brand/_options.py, which derives a
+// clip bucket job's clip= as the gateway does) to the presets.
+func TestPythonClipPresets(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "python", "brand", "_options.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`_CLIP_PRESETS = \{([^}]*)\}`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("python/brand/_options.py has no _CLIP_PRESETS")
+	}
+	got := map[string]int{}
+	for _, e := range regexp.MustCompile(`"([a-z0-9-]+)": ([0-9]+)`).FindAllStringSubmatch(string(m[1]), -1) {
+		got[e[1]], _ = strconv.Atoi(e[2])
+	}
+	want := map[string]int{}
+	for _, name := range Presets() {
+		s, _ := Preset(name)
+		if Clips(s) {
+			want[name] = s[0].T
+			for _, b := range s {
+				want[name] = min(want[name], b.T)
+			}
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("python/brand/_options.py's _CLIP_PRESETS %v, the presets' shortest frames %v", got, want)
 	}
 }

@@ -6,6 +6,12 @@
 // so that every bucket's share of the steps stays within one batch of its
 // share of the samples at every step.
 //
+// Clips are bucketed by (height, width, frames) alike (NearestClip): a
+// video goes to the bucket nearest its aspect ratio among those whose
+// frames it holds, the longest of equally near; a clip's cost in the
+// budget is its frames' pixels, or its latent tokens under a causal
+// video VAE's temporal factor (Budget).
+//
 // Everything here is a pure function of its arguments: a sample's bucket
 // of its size and the bucket list, an epoch's steps of the buckets'
 // sample counts, their batch sizes, the world size and a seed. That is

@@ -192,7 +192,9 @@ func setBatchHeaders(h http.Header, b *layout.Batch) {
 		h.Set(api.HeaderTransform, b.Job.Transform)
 	}
 	if g, ok := b.Content.(interface{ Geometry(*layout.Batch) string }); ok {
-		h.Set(api.HeaderBucketGeometry, g.Geometry(b)) // a bucket job's images' micro-conditioning
+		if geo := g.Geometry(b); geo != "" { // "" for a clip job's clips not bucketed
+			h.Set(api.HeaderBucketGeometry, geo) // a bucket job's images' or clips' micro-conditioning
+		}
 	}
 	if bl := b.Balanced; bl != nil {
 		h.Set(api.HeaderBalance, bl.Kind)

@@ -92,6 +92,30 @@ def _seconds(name: str, v: Any, positive: bool = False) -> None:
         raise ValueError(f"brand: {name} {v!r} must be a finite number of seconds {'> 0' if positive else '>= 0'}")
 
 
+# A clip bucket job's base clip space: one clip a video (step= the most,
+# Go's api.MaxClipStep), of its shortest bucket's frames; the clip
+# presets' shortest (Go's bucket.Preset).
+_MAX_CLIP_STEP = 1 << 30
+_CLIP_PRESETS = {"video-480": 17, "video-720": 33}
+
+
+def _clip_bucket_frames(buckets: Optional[str]) -> Optional[int]:
+    """The shortest bucket's frames of a clip bucket list (a clip preset,
+    or HxWxT items), None for images or a list that does not parse (the
+    gateway says why)."""
+    if not isinstance(buckets, str):
+        return None
+    if buckets in _CLIP_PRESETS:
+        return _CLIP_PRESETS[buckets]
+    ts = []
+    for item in buckets.split(","):
+        parts = item.strip().split("x")
+        if len(parts) != 3 or not parts[2].isdigit():
+            return None
+        ts.append(int(parts[2]))
+    return min(ts) if ts else None
+
+
 def _set(obj: Any, name: str, value: Any) -> None:
     """Stores a normalised field of a frozen dataclass in its __post_init__."""
     object.__setattr__(obj, name, value)
@@ -363,6 +387,10 @@ class Job:
             ``"sdxl-768"``, ``"sdxl-512"``) or ``"HxW,HxW,..."``. Each image
             goes to the bucket of nearest aspect ratio, is resized to cover
             it and cropped to it on the gateway; every step is one bucket.
+            Over a tree of videos, clip buckets: a preset (``"video-480"``,
+            ``"video-720"``) or ``"HxWxT,..."``: one clip a video an epoch,
+            of its bucket's frames (``stride``, ``fps`` and ``clip_start``
+            apply; ``clip`` and ``step`` are set from the buckets).
             ``batch_size`` and ``offset`` do not apply: a bucket's batch
             size is the budget's, and a job resumes with ``resume``.
         budget: with ``buckets``: the pixels of a rank's batch of a step
@@ -370,6 +398,9 @@ class Job:
             image of H×W being ceil(H/f)·ceil(W/f) for f = ``vae`` ×
             ``patch`` (defaults 8 and 2).
         budget_tokens, vae, patch: see ``budget``.
+        vae_t: with ``buckets`` of clips and ``budget_tokens``: the video
+            VAE's temporal factor (default 4): a clip of T frames is
+            1 + ceil((T-1)/vae_t) latent frames.
         max_upscale: with ``buckets``: the most an image is scaled up to
             cover its bucket (default 2); ``small``: ``"skip"`` (the
             default: such images, and samples without an image, are left
@@ -454,6 +485,7 @@ class Job:
     budget_tokens: Optional[int] = None
     vae: Optional[int] = None
     patch: Optional[int] = None
+    vae_t: Optional[int] = None
     max_upscale: Optional[float] = None
     small: Optional[str] = None
     crop: Optional[str] = None
@@ -493,6 +525,7 @@ class Job:
         if self.weight is not None:
             _set(self, "weight", _checked_weight(self.weight))
         self._check_mix()
+        self._clip_buckets()
         # ...then whether they go together, by the gateway's table, from
         # the parameters the job sends (every rule of the kind is the
         # table's)...
@@ -541,6 +574,22 @@ class Job:
             raise ValueError(f"brand: clip_start {self.clip_start!r} must be 'random' or 'first'")
         if self.clip_layout not in (None, "thwc", "tchw", "cthw"):
             raise ValueError(f"brand: clip_layout {self.clip_layout!r} must be 'thwc', 'tchw' or 'cthw'")
+
+    def _clip_buckets(self) -> None:
+        """A clip bucket job (``buckets`` of HxWxT) is a clip job of one
+        clip a video, of the shortest bucket's frames, as the gateway
+        derives it (Go's api.Buckets.ClipOf): ``clip`` and ``step`` are set
+        here, so that the job sends what the gateway checks."""
+        t = _clip_bucket_frames(self.buckets)
+        if t is None:
+            return
+        if self.delta_timestamps is not None or self.frames is not None:
+            raise ValueError("brand: clip buckets are of a tree of videos: delta_timestamps= and frames= do not apply")
+        if self.clip not in (None, t) or self.step not in (None, _MAX_CLIP_STEP):
+            raise ValueError("brand: a clip bucket job's clips take their bucket's frames, one a video an epoch: "
+                             "give no clip= or step=")
+        _set(self, "clip", t)
+        _set(self, "step", _MAX_CLIP_STEP)
 
     @property
     def clips(self) -> bool:
@@ -826,7 +875,7 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
             q[name] = str(v)
     if job.fps is not None:
         q["fps"] = _format_weight(float(job.fps))
-    for name in ("buckets", "budget", "budget_tokens", "vae", "patch", "small", "crop", "resume"):
+    for name in ("buckets", "budget", "budget_tokens", "vae", "patch", "vae_t", "small", "crop", "resume"):
         v = getattr(job, name)
         if v is not None:
             q[name] = str(v)

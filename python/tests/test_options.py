@@ -61,6 +61,9 @@ ROBOT = brand.Job(dataset="aloha", seed=3, batch_size=8, delta_timestamps={"obse
 BUCKETS = brand.Job(dataset="photos", seed=3, world=4, rank=1, buckets="sdxl", budget=4 << 20, max_upscale=1.5,
                     small="fail", crop="random", flip=0.5, resume="4:10,3:2")
 LATENT = brand.Job(dataset="photos", seed=3, buckets="512x512,384x640", budget_tokens=8192, vae=8, patch=2)
+# A clip bucket job: its clip= and step= derived from its buckets.
+CLIPBUCKETS = brand.Job(dataset="kinetics", seed=3, buckets="480x848x49,640x640x17", budget_tokens=1 << 20, vae_t=4,
+                        fps=8)
 
 
 def field_changes():
@@ -108,6 +111,7 @@ def field_changes():
         "budget_tokens": (brand.Job(buckets="sdxl", budget=1 << 22), dict(budget_tokens=9000, budget=None)),
         "vae": (brand.Job(buckets="sdxl", budget_tokens=9000), dict(vae=4)),
         "patch": (brand.Job(buckets="sdxl", budget_tokens=9000), dict(patch=1)),
+        "vae_t": (brand.Job(buckets="480x848x49", budget_tokens=90000), dict(vae_t=2)),
         "max_upscale": (brand.Job(buckets="sdxl", budget=1 << 22), dict(max_upscale=1.5)),
         "small": (brand.Job(buckets="sdxl", budget=1 << 22), dict(small="fail")),
         "crop": (brand.Job(buckets="sdxl", budget=1 << 22), dict(crop="random")),
@@ -116,13 +120,24 @@ def field_changes():
     }
 
 
+class TestClipBuckets(unittest.TestCase):
+    def test_clip_and_step_derived(self):
+        q = job_query(CLIPBUCKETS)
+        self.assertEqual((q["clip"], q["step"], q["vae_t"]), ("17", str(1 << 30), "4"))
+        self.assertEqual(job_query(brand.Job(buckets="video-480", budget=1 << 30))["clip"], "17")
+        self.assertNotIn("clip", job_query(brand.Job(buckets="sdxl", budget=1 << 22)))
+        for kw in (dict(clip=9), dict(step=2), dict(frames=[-1, 0])):
+            with self.assertRaises(ValueError):
+                brand.Job(buckets="480x848x49", budget=1 << 30, **kw)
+
+
 class TestQuery(unittest.TestCase):
     def test_the_parameters_are_the_golden_list(self):
         want = golden()
         one, mix, tok = set(job_query(ONE)), set(job_query(MIX)), set(job_query(TOK)) | set(job_query(VIS))
         sched = set(job_query(SCHED)) | set(job_query(STORED))
         clips = set(job_query(CLIP)) | set(job_query(ROBOT))
-        buckets = set(job_query(BUCKETS)) | set(job_query(LATENT))
+        buckets = set(job_query(BUCKETS)) | set(job_query(LATENT)) | set(job_query(CLIPBUCKETS))
         for sent in (one, mix, tok, sched, clips, buckets):
             self.assertLessEqual(sent, want, "the client sends a job parameter the gateway does not list")
         self.assertEqual(one | mix | tok | sched | clips | buckets, want,
@@ -752,7 +767,8 @@ class TestWire(unittest.TestCase):
                                            "importance", "transform", "columns", "seq", "pack", "pad", "eos", "vision",
                                            "clip", "stride", "fps", "step", "clip_start", "clip_layout",
                                            "delta_timestamps", "frames", "balance", "buckets", "budget",
-                                           "budget_tokens", "vae", "patch", "max_upscale", "small", "crop", "flip", "resume"})
+                                           "budget_tokens", "vae", "patch", "vae_t", "max_upscale", "small", "crop", "flip",
+                                           "resume"})
 
 
 if __name__ == "__main__":

@@ -196,6 +196,19 @@ func New(d *video.Dataset, p Params) (*Space, error) {
 	return s, nil
 }
 
+// Length is video v's frames after resampling (Params.FPS): the frames
+// its clips are drawn from. A tree's.
+func (s *Space) Length(v int) int { return s.length[v] }
+
+// VideoOf is the video of a tree's sample n (0 ≤ n < Samples()).
+func (s *Space) VideoOf(n int) int {
+	return sort.Search(len(s.first)-1, func(v int) bool { return s.first[v+1] > n })
+}
+
+// First is the first sample of video v of a tree: its samples are
+// [First(v), First(v+1)), none when equal.
+func (s *Space) First(v int) int { return s.first[v] }
+
 // frames is video v's frames after resampling.
 func (s *Space) frames(v int) int {
 	t := &s.d.Videos[v].Track
@@ -233,7 +246,7 @@ func (s *Space) Clip(seed, epoch uint64, n int) (Clip, error) {
 	if s.d.LeRobot != nil {
 		return s.anchor(n)
 	}
-	v := sort.Search(len(s.first)-1, func(v int) bool { return s.first[v+1] > n })
+	v := s.VideoOf(n)
 	seg := n - s.first[v]
 	a := seg * s.p.Step
 	starts := s.length[v] - s.p.span() + 1

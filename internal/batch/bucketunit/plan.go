@@ -33,6 +33,10 @@ type epochPlan struct {
 	n        int // the epoch's positions
 	tooSmall int
 	noImage  int
+	tooShort int
+	// space is a clip bucket job's base clip space (one clip a video, its
+	// samples the videos long enough for some bucket); nil for images.
+	space *layout.ClipSpace
 }
 
 // plan returns (memoised) the plan of an epoch of job over ds, whose
@@ -60,29 +64,34 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 		ids: make([][]int32, len(shapes)), pos: make([][]int32, len(shapes))}
 	order := u.base.AppendRange(make([]int, 0, p.n), s, e, epoch, 0, p.n)
 	up := job.Buckets.Upscale()
+	assign, err := u.assigner(ds, job, shapes, p)
+	if err != nil {
+		return nil, err
+	}
 	firstBad := -1
 	for pos, id := range order {
-		w, h, ok := u.sizes.Of(ds, id)
-		if !ok {
-			return nil, fmt.Errorf("bucket job over dataset %s: its image sizes are not loaded", ds.Name)
+		b, fit, err := assign(id)
+		if err != nil {
+			return nil, err
 		}
-		if w <= 0 || h <= 0 {
+		switch fit {
+		case bucket.NoImage:
 			p.noImage++
-			firstBad = firstOf(firstBad, id)
-			continue
-		}
-		b := bucket.Nearest(w, h, shapes)
-		if bucket.FitOf(w, h, shapes[b], up) != bucket.Fits {
+		case bucket.TooSmall:
 			p.tooSmall++
+		case bucket.TooShort:
+			p.tooShort++
+		}
+		if fit != bucket.Fits {
 			firstBad = firstOf(firstBad, id)
 			continue
 		}
 		p.ids[b] = append(p.ids[b], int32(id))
 		p.pos[b] = append(p.pos[b], int32(pos))
 	}
-	if job.Buckets.Fails() && firstBad >= 0 {
-		return nil, fmt.Errorf("%w: epoch %d of dataset %s: %d images would be scaled up by more than %g to cover their bucket and %d samples have no image (first: sample %d); small=skip leaves them out",
-			ErrFitsNone, epoch, ds.Name, p.tooSmall, up, p.noImage, firstBad)
+	if job.Buckets.Fails() && (firstBad >= 0 || p.tooShort > 0) {
+		return nil, fmt.Errorf("%w: epoch %d of dataset %s: %d samples would be scaled up by more than %g to cover their bucket, %d have no image and %d videos are too short for every bucket's frames (first sample: %d); small=skip leaves them out",
+			ErrFitsNone, epoch, ds.Name, p.tooSmall, up, p.noImage, p.tooShort, firstBad)
 	}
 	counts := make([]int, len(shapes))
 	for b := range shapes {
@@ -103,6 +112,50 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 	return p, nil
 }
 
+// assigner returns the rule that gives a sample of the epoch (by its ID
+// in the base order) its bucket and fit: an image's by its size in the
+// index (bucket.Nearest), a clip bucket job's clip's by its video's size
+// and length (bucket.NearestClip). The one place the plan takes which
+// kind of sample it buckets; p.space is set for clips, and the videos
+// too short for the shortest bucket, which the base clip space leaves
+// out, are counted too short.
+func (u *Unit) assigner(ds *catalog.Dataset, job api.Job, shapes []bucket.Shape, p *epochPlan) (func(id int) (int, bucket.Fit, error), error) {
+	up := job.Buckets.Upscale()
+	if !bucket.Clips(shapes) {
+		return func(id int) (int, bucket.Fit, error) {
+			w, h, ok := u.sizes.Of(ds, id)
+			if !ok {
+				return 0, 0, fmt.Errorf("bucket job over dataset %s: its image sizes are not loaded", ds.Name)
+			}
+			if w <= 0 || h <= 0 {
+				return 0, bucket.NoImage, nil
+			}
+			b := bucket.Nearest(w, h, shapes)
+			return b, bucket.FitOf(w, h, shapes[b], up), nil
+		}, nil
+	}
+	cs, err := u.base.ClipSpace(ds, job.Clip.Key())
+	if err != nil {
+		return nil, err
+	}
+	p.space = cs
+	d := cs.Dataset()
+	p.tooShort = len(d.Videos) - cs.Samples()
+	stride := max(job.Clip.Stride, 1)
+	return func(n int) (int, bucket.Fit, error) {
+		v := cs.VideoOf(n)
+		t := &d.Videos[v].Track
+		if t.Width <= 0 || t.Height <= 0 {
+			return 0, bucket.NoImage, nil
+		}
+		b, ok := bucket.NearestClip(t.Width, t.Height, cs.Length(v), stride, shapes)
+		if !ok {
+			return 0, bucket.TooShort, nil
+		}
+		return b, bucket.FitOf(t.Width, t.Height, shapes[b], up), nil
+	}, nil
+}
+
 func firstOf(first, id int) int {
 	if first < 0 {
 		return id
@@ -113,7 +166,7 @@ func firstOf(first, id int) int {
 // info is the plan's figures for /epoch/N.
 func (p *epochPlan) info(job api.Job) *api.BucketsInfo {
 	in := &api.BucketsInfo{Budget: p.budget.Limit(), Unit: p.budget.Unit(), Resume: job.Buckets.Resume,
-		TooSmall: p.tooSmall, NoImage: p.noImage, MaxUpscale: job.Buckets.Upscale()}
+		TooSmall: p.tooSmall, NoImage: p.noImage, TooShort: p.tooShort, MaxUpscale: job.Buckets.Upscale()}
 	batches := make([]int, len(p.shapes))
 	for _, st := range p.steps {
 		batches[st.Bucket]++

@@ -14,6 +14,12 @@
 // lengths) works unchanged. A batch's images go through the bucket's
 // pipeline (transform.BucketName: resize to cover, crop at the centre,
 // flip) in the transform stage, as a job that names a pipeline.
+//
+// A clip bucket job (buckets of HxWxT over a tree of videos) is the same
+// unit over a clip job's base order of one clip a video: its batches are
+// clip batches (layout.ClipBatch) whose frames the clip stage decodes
+// through the bucket's pipeline (clips.go). Which kind of sample a plan
+// buckets is read in one place (assigner).
 package bucketunit
 
 import (
@@ -74,10 +80,13 @@ func New(b layout.Base, sizes Sizes, pipes Pipelines) *Unit {
 
 func (*Unit) Feature() features.Feature { return features.Buckets }
 
-// View is the fields job names, with the dataset's sizes loaded.
+// View is the fields job names, with the dataset's image sizes loaded;
+// a clip bucket job's sizes are its videos' (the clip space's).
 func (u *Unit) View(ctx context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
-	if err := u.sizes.Load(ctx, ds); err != nil {
-		return nil, err
+	if !job.Clip.On() {
+		if err := u.sizes.Load(ctx, ds); err != nil {
+			return nil, err
+		}
 	}
 	return ds.Select(job.Columns)
 }
@@ -91,8 +100,8 @@ func (u *Unit) Extent(ds *catalog.Dataset, job api.Job, epoch uint64, e *layout.
 	return len(p.steps) * max(job.World, 1), nil
 }
 
-// Lay lays out the rank's batch of step b.Batch: its images of the
-// step's bucket, through the bucket's pipeline.
+// Lay lays out the rank's batch of step b.Batch: its images (or clips)
+// of the step's bucket, through the bucket's pipeline.
 func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) error {
 	if b.Source.Assignment(b.Job) != api.AssignPlain {
 		return fmt.Errorf("bucket job: assignment %s: a bucket job's ranks take the plain cut", b.Source.Assignment(b.Job))
@@ -114,34 +123,48 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) e
 		}
 		end = max(end, pos+1)
 	}
-	smp, err := layout.NewSamples(ctx, b.DS, ids)
-	if err != nil {
-		return err
-	}
-	s := layout.StreamOf(b.DS, b.Job)
-	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: end,
-		Share: max(1, p.n/max(1, len(p.steps))), EpochLen: b.DS.Index.NumSamples()}}
-	b.Take = make([]layout.Take, k)
-	for i := range b.Take {
-		b.Take[i].At = i
-	}
 	sh := p.shapes[st.Bucket]
 	name := transform.BucketName(sh.H, sh.W, b.Job.Buckets.RandomCrop(), b.Job.Buckets.Flip)
 	pl, err := u.pipes.Pipeline(name)
 	if err != nil {
 		return err
 	}
+	var smp layout.Samples
+	epochLen := b.DS.Index.NumSamples()
+	if p.space == nil {
+		if smp, err = layout.NewSamples(ctx, b.DS, ids); err != nil {
+			return err
+		}
+		b.Content = &Batch{Shape: sh, sizes: u.sizes, pipe: pl}
+	} else {
+		var cb *layout.ClipBatch
+		if cb, smp, err = u.clipBatch(ctx, b, p.space, sh, pl, ids); err != nil {
+			return err
+		}
+		b.Content = cb
+		epochLen = p.n // a clip stream's epoch is of clips
+	}
+	s := layout.StreamOf(b.DS, b.Job)
+	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: end,
+		Share: max(1, p.n/max(1, len(p.steps))), EpochLen: epochLen}}
+	b.Take = make([]layout.Take, len(smp.IDs))
+	for i := range b.Take {
+		b.Take[i].At = i
+	}
 	b.Job.Transform, b.Job.TransformFingerprint = name, pl.Fingerprint()
-	b.Content = &Batch{Shape: sh, sizes: u.sizes, pipe: pl}
 	return nil
 }
 
 // AppendKey names the job's buckets, budget, upscale rule, flip and
-// resume point, and the server's bucket pipelines (their decoder and
+// resume point (a clip bucket job's temporal factor and clip parameters
+// too), and the server's bucket pipelines (their decoder and
 // pixel bound, by the fingerprint of the first bucket's).
 func (u *Unit) AppendKey(s []byte, job api.Job) []byte {
 	bk := job.Buckets
 	s = fmt.Appendf(s, "|buckets=%s|%d|%d|%d|%d|%g|%s|%g|%s", bk.Shapes, bk.Pixels, bk.Tokens, bk.VAE, bk.Patch, bk.Upscale(), bk.Small, bk.Flip, bk.Resume)
+	if job.Clip.On() { // a clip bucket job's (an image bucket job's key as before)
+		s = fmt.Appendf(s, "|vae_t=%d|clips=%s|clip_layout=%s", bk.VAET, job.Clip.Key(), job.Clip.LayoutName())
+	}
 	if bk.RandomCrop() {
 		s = append(s, "|crop=random"...)
 	}
@@ -194,30 +217,41 @@ func (c *Batch) Geometry(b *layout.Batch) string {
 	for i := range b.Len() {
 		ds, id, _ := b.Sample(i)
 		w, h, _ := c.sizes.Of(ds, id)
-		flip := 0
-		_, _, left, top := bucket.Crop(max(w, 1), max(h, 1), c.Shape)
-		if w > 0 && h > 0 {
-			part := b.Parts[b.Take[i].Part]
-			key := transform.Key{Seed: transform.KeySeed(b.Job.Seed, ds.Name), Epoch: part.Epoch, Sample: uint64(id)}
-			if g, err := c.pipe.Geometry(w, h, key); err == nil {
-				d := g.Draws()
-				if len(d.Flips) > 0 && d.Flips[0] {
-					flip = 1
-				}
-				if len(d.Crops) > 0 { // crop=random: the box drawn in the image resized to cover
-					left, top = d.Crops[0].X, d.Crops[0].Y
-				}
-			}
-		}
-		if i > 0 {
-			sb.WriteByte(';')
-		}
-		for j, v := range [5]int{w, h, left, top, flip} {
-			if j > 0 {
-				sb.WriteByte(',')
-			}
-			sb.WriteString(strconv.Itoa(v))
-		}
+		part := b.Parts[b.Take[i].Part]
+		key := transform.Key{Seed: transform.KeySeed(b.Job.Seed, ds.Name), Epoch: part.Epoch, Sample: uint64(id)}
+		writeGeometry(&sb, i, geometry(c.pipe, c.Shape, w, h, key))
 	}
 	return sb.String()
+}
+
+// geometry is a sample's micro-conditioning (Batch.Geometry) of size
+// w×h (0×0 for none) in bucket sh, its draws of key under pipe.
+func geometry(pipe *transform.Pipeline, sh bucket.Shape, w, h int, key transform.Key) [5]int {
+	flip := 0
+	_, _, left, top := bucket.Crop(max(w, 1), max(h, 1), sh)
+	if w > 0 && h > 0 {
+		if g, err := pipe.Geometry(w, h, key); err == nil {
+			d := g.Draws()
+			if len(d.Flips) > 0 && d.Flips[0] {
+				flip = 1
+			}
+			if len(d.Crops) > 0 { // crop=random: the box drawn in the image resized to cover
+				left, top = d.Crops[0].X, d.Crops[0].Y
+			}
+		}
+	}
+	return [5]int{w, h, left, top, flip}
+}
+
+// writeGeometry writes the i-th sample's geometry g to sb.
+func writeGeometry(sb *strings.Builder, i int, g [5]int) {
+	if i > 0 {
+		sb.WriteByte(';')
+	}
+	for j, v := range g {
+		if j > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.Itoa(v))
+	}
 }

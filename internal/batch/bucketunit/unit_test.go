@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/api"
@@ -236,5 +237,34 @@ func TestETagNamesBuckets(t *testing.T) {
 	j.Buckets.Pixels *= 2
 	if f.o.ETag(f.src, j, 0, 0) == a {
 		t.Error("budget= does not change the ETag")
+	}
+}
+
+// TestETagOfClipBuckets: a clip bucket job's clip parameters and
+// temporal factor select its bytes; an image bucket job's key is as it
+// was without them.
+func TestETagOfClipBuckets(t *testing.T) {
+	f := newFixture(t, 500, small)
+	u := f.src.Unit
+	img := string(u.AppendKey(nil, f.job))
+	if strings.Contains(img, "clips=") || strings.Contains(img, "vae_t") {
+		t.Errorf("an image bucket job's key names clips: %s", img)
+	}
+	j := f.job
+	j.Buckets.Shapes = "24x24x8,24x24x16"
+	j.Clip = api.Clip{Frames: 8, Step: api.MaxClipStep}
+	a := string(u.AppendKey(nil, j))
+	for _, change := range []func(*api.Job){
+		func(j *api.Job) { j.Clip.Stride = 2 },
+		func(j *api.Job) { j.Clip.FPS = 5 },
+		func(j *api.Job) { j.Clip.First = true },
+		func(j *api.Job) { j.Clip.Layout = api.ClipTCHW },
+		func(j *api.Job) { j.Buckets.VAET = 2 },
+	} {
+		k := j
+		change(&k)
+		if string(u.AppendKey(nil, k)) == a {
+			t.Errorf("a change to %+v leaves the key %s", k.Clip, a)
+		}
 	}
 }

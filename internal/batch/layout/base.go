@@ -2,6 +2,7 @@ package layout
 
 import (
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // Base is what a unit lays its batches out over, from the Orders it
@@ -20,6 +21,12 @@ func (o *Orders) Base() Base { return Base{o.base, o.asg} }
 
 // Epoch is the base order of one epoch of a stream (Orders.Epoch).
 func (b Base) Epoch(s Stream, epoch uint64) (*EpochOrder, error) { return b.e.epoch(s, epoch) }
+
+// ClipSpace is the clip space of the clip parameters whose key is key
+// (api.Clip.Key) over ds (Orders.ClipSpaceOf).
+func (b Base) ClipSpace(ds *catalog.Dataset, key string) (*ClipSpace, error) {
+	return b.e.clips.space(ds, key)
+}
 
 // AppendRange appends the sample IDs at positions [start, end) of the
 // base order e of epoch epoch of stream s to dst, from its memoised

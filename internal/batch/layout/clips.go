@@ -44,6 +44,7 @@ type ClipSpace struct {
 	*clips.Space
 	Video *video.Decoder
 	Job   api.Clip
+	ds    *catalog.Dataset // the dataset version it is of
 }
 
 // Dataset is the dataset's description.
@@ -144,7 +145,7 @@ func (u *clipUnit) space(ds *catalog.Dataset, key string) (*ClipSpace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: dataset %s: %w", ErrClips, ds.Name, err)
 	}
-	cs := &ClipSpace{Space: sp, Video: dec, Job: c}
+	cs := &ClipSpace{Space: sp, Video: dec, Job: c, ds: ds}
 	u.spaces.Add(k, cs)
 	return cs, nil
 }
@@ -256,6 +257,19 @@ type ClipBatch struct {
 	Rows map[int]int
 	// Layout is the frames' array layout (api.Clip.LayoutName).
 	Layout string
+	// Bucketed is a clip bucket job's clips' geometry (Geometry); nil
+	// for another clip job.
+	Bucketed func(*ClipBatch) string
+}
+
+// Geometry is a clip bucket job's clips' micro-conditioning, as its
+// unit's Bucketed writes it (the Brand-Bucket-Geometry header), in the
+// order of Clips; "" for another clip job.
+func (cb *ClipBatch) Geometry(*Batch) string {
+	if cb.Bucketed == nil {
+		return ""
+	}
+	return cb.Bucketed(cb)
 }
 
 // Lay lays out batch b of a clip job: the rank's cut of the epoch's
@@ -266,14 +280,41 @@ func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
 	if err != nil {
 		return err
 	}
-	d := cs.Dataset()
 	ns := u.base.appendRange(nil, s, e, b.Epoch, b.Start, b.End)
-	cb := &ClipBatch{Space: cs, Clips: make([]clips.Clip, len(ns)), Keys: make([]string, len(ns)),
-		GOPs: map[clips.GOP]int{}, Rows: map[int]int{}, Layout: b.Job.Clip.LayoutName()}
+	cl := make([]clips.Clip, len(ns))
+	for i, n := range ns {
+		if cl[i], err = cs.Clip(b.Job.Seed, b.Epoch, n); err != nil {
+			return fmt.Errorf("%w: %w", ErrClips, err)
+		}
+	}
+	cb, smp, err := ReadClips(ctx, cs, cl, b.Job.Clip.LayoutName())
+	if err != nil {
+		return err
+	}
+	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World,
+		EpochLen: b.EpochSamples}} // a clip stream's epoch is of clips
+	b.Take = make([]Take, len(smp.IDs))
+	for i := range b.Take {
+		b.Take[i].At = i
+	}
+	b.Content = cb
+	return nil
+}
+
+// ReadClips is the content of a batch of clips cl drawn from cs, in
+// that order, in layout (api.Clip.LayoutName), and the samples it reads:
+// the GOPs (and a LeRobot dataset's rows) the clips need, each once, in
+// the order the clips first need them. A clip bucket job's unit lays its
+// batches out with it too.
+func ReadClips(ctx context.Context, cs *ClipSpace, cl []clips.Clip, layout string) (*ClipBatch, Samples, error) {
+	d := cs.Dataset()
+	ds := cs.ds
+	cb := &ClipBatch{Space: cs, Clips: cl, Keys: make([]string, len(cl)),
+		GOPs: map[clips.GOP]int{}, Rows: map[int]int{}, Layout: layout}
 	var ids []int
 	at := map[int]int{} // sample ID → read position
 	read := func(chunk, sample int) int {
-		first, _ := s.DS.Index.ChunkRange(chunk)
+		first, _ := ds.Index.ChunkRange(chunk)
 		id := first + sample
 		k, ok := at[id]
 		if !ok {
@@ -283,12 +324,7 @@ func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
 		}
 		return k
 	}
-	for i, n := range ns {
-		c, err := cs.Clip(b.Job.Seed, b.Epoch, n)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrClips, err)
-		}
-		cb.Clips[i] = c
+	for i, c := range cl {
 		for _, g := range c.GOPs {
 			if _, ok := cb.GOPs[g]; ok {
 				continue
@@ -309,7 +345,7 @@ func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
 				}
 				ch, smp, ok := l.Row(r)
 				if !ok {
-					return fmt.Errorf("%w: row %d of clip %d has no chunk", ErrClips, r, n)
+					return nil, Samples{}, fmt.Errorf("%w: row %d of clip %d has no chunk", ErrClips, r, c.Sample)
 				}
 				cb.Rows[r] = read(ch, smp)
 			}
@@ -317,9 +353,9 @@ func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
 		}
 		cb.Keys[i] = ClipKey(d, c)
 	}
-	smp, err := NewSamples(ctx, s.DS, ids)
+	smp, err := NewSamples(ctx, ds, ids)
 	if err != nil {
-		return err
+		return nil, Samples{}, err
 	}
 	if d.LeRobot != nil {
 		// The anchor rows' keys are their samples' (format/parquet's).
@@ -327,14 +363,7 @@ func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
 			cb.Keys[i] = smp.Info[cb.Rows[c.Row]].Key
 		}
 	}
-	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World,
-		EpochLen: b.EpochSamples}} // a clip stream's epoch is of clips
-	b.Take = make([]Take, len(ids))
-	for i := range b.Take {
-		b.Take[i].At = i
-	}
-	b.Content = cb
-	return nil
+	return cb, smp, nil
 }
 
 // Served is the batch's clips.

@@ -115,7 +115,7 @@ func features() []Def {
 			SetBy: []Param{p(api.ParamVision)}},
 		{Name: Clips, What: "a video dataset's clips decoded on the data node (clip=, delta_timestamps=, frames=)",
 			SetBy: []Param{p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}},
-		{Name: Buckets, What: "a dataset's images batched by shape (buckets=, with budget= or budget_tokens=): each image resized to cover the bucket of nearest aspect ratio and cropped to it on the data node, a bucket's batch size set by the budget, every step one bucket; over a dataset indexed with its image sizes (brand index --sizes)",
+		{Name: Buckets, What: "a dataset's images batched by shape (buckets=, with budget= or budget_tokens=): each image resized to cover the bucket of nearest aspect ratio and cropped to it on the data node, a bucket's batch size set by the budget, every step one bucket; over a dataset indexed with its image sizes (brand index --sizes), or a tree of videos' clips by (height, width, frames) (buckets=HxWxT, with clip=)",
 			SetBy: []Param{p(api.ParamBuckets)}},
 		{Name: Transform, What: "images decoded and augmented into tensors on the data node (transform=)", SetBy: []Param{p(api.ParamTransform)}},
 		{Name: Columns, What: "some fields of a dataset served in place (columns=)", SetBy: []Param{p(api.ParamColumns)}},

@@ -63,7 +63,7 @@ var rules = func() []Rule {
 			Message: "{param} does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
 		{Features: []Feature{Buckets}, Unless: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens)},
 			Message: "a bucket job needs a budget: budget= (the pixels of a rank's batch) or budget_tokens= (its latent tokens, with vae= and patch=)"},
-		{Given: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens), p(api.ParamVAE), p(api.ParamPatch), p(api.ParamMaxUpscale), p(api.ParamSmall), p(api.ParamCrop), p(api.ParamFlip), p(api.ParamResume)},
+		{Given: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens), p(api.ParamVAE), p(api.ParamPatch), p(api.ParamVAET), p(api.ParamMaxUpscale), p(api.ParamSmall), p(api.ParamCrop), p(api.ParamFlip), p(api.ParamResume)},
 			Unless: []Param{p(api.ParamBuckets)}, Message: "{param} applies to a bucket job: give buckets="},
 	}
 }()

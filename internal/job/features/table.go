@@ -97,7 +97,6 @@ func cells() []Cell {
 		refuse(Schedule, Buckets, "a bucket job reads one dataset: a schedule's components are not bucketed yet"),
 		refuse(Importance, Buckets, "sampling=importance draws samples by their weight, some more than once; a bucket job serves each image once an epoch"),
 		refuse(Tokens, Buckets, "seq and buckets do not go together: a token job's samples are sequences, a bucket job's images"),
-		refuse(Clips, Buckets, "clip and buckets do not go together: a bucket job's samples are images (clips are not bucketed yet)"),
 		refuse(Buckets, Exclusion, "an exclusion list leaves samples out of an order of samples from a step on; a bucket job's steps each take images from across the epoch's order, so a list would change steps before its own"),
 		refuse(Buckets, Append, "an append record merges samples into an order of samples from a step on; a bucket job's steps each take images from across the epoch's order, so a record would change steps before its own"),
 		refuse(Buckets, Transform, "a bucket job resizes and crops each image to its bucket on the data node; transform= names another pipeline"),

@@ -7,6 +7,7 @@ package query
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"slices"
@@ -321,6 +322,7 @@ var params = map[string]param{
 	api.ParamBudgetTokens:    bucketParam,
 	api.ParamVAE:             bucketParam,
 	api.ParamPatch:           bucketParam,
+	api.ParamVAET:            bucketParam,
 	api.ParamMaxUpscale:      bucketParam,
 	api.ParamSmall:           bucketParam,
 	api.ParamCrop:            bucketParam,
@@ -572,6 +574,21 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	}
 	if q.Sampling == api.SamplingImportance {
 		q.Job.Importance.Job = q.Job.Name
+	}
+	// A clip bucket job (buckets of HxWxT) is a clip job of one clip a
+	// video whose clips take their bucket's frames: its clip parameters
+	// are derived here, so that the table sees both features.
+	if q.Job.Buckets.On() {
+		c, ok, err := q.Job.Buckets.ClipOf(q.Job.Clip)
+		if err != nil {
+			return Query{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		if ok {
+			q.Job.Clip = c
+			values = maps.Clone(values)
+			values.Set(api.ParamClip, strconv.Itoa(c.Frames))
+			values.Set(api.ParamStep, strconv.Itoa(c.Step))
+		}
 	}
 	// Which parameters and features go together is the table's (package
 	// spec): the same answer here, on every edit and in /plan, and in the

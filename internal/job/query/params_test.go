@@ -115,6 +115,9 @@ func TestJobValuesParseBack(t *testing.T) {
 			Buckets: api.Buckets{Shapes: "sdxl", Pixels: 4 << 20, MaxUpscale: 1.5, Small: api.SmallFail, Crop: api.CropRandom, Flip: 0.5, Resume: "4:10,3:2"}},
 		{Dataset: "photos", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 1, World: 1},
 			Buckets: api.Buckets{Shapes: "512x512,384x640", Tokens: 8192, VAE: 8, Patch: 2}},
+		{Dataset: "clips", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 1, World: 2},
+			Buckets: api.Buckets{Shapes: "480x848x49,640x640x17", Tokens: 1 << 20, VAE: 8, Patch: 2, VAET: 4},
+			Clip:    api.Clip{Frames: 17, Stride: 2, FPS: 8, Step: api.MaxClipStep}},
 	}
 	written := map[string]bool{}
 	l := Limits{}
@@ -334,6 +337,35 @@ func TestVisionParam(t *testing.T) {
 		_, err = Parse("seq=64&vision=size:28x28,image:1", accepted, base, Limits{})
 		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "vision") || !strings.Contains(err.Error(), "patch") {
 			t.Errorf("accepted %v: %v; want 400 naming vision= and patch", accepted, err)
+		}
+	}
+}
+
+// TestClipBuckets: buckets of HxWxT make a clip job of one clip a video,
+// of the shortest bucket's frames (api.Buckets.ClipOf), which the table
+// checks as both features; clip= or step= otherwise are refused.
+func TestClipBuckets(t *testing.T) {
+	l := Limits{}
+	l.Fill()
+	base := Query{Job: api.Job{Params: shuffle.Params{BatchSize: 32, Window: 8, World: 1}}}
+	q, err := Parse("buckets=480x848x49,640x640x17&budget=100000000&fps=8", JobParams, base, l)
+	if err != nil || !reflect.DeepEqual(q.Job.Clip, api.Clip{Frames: 17, FPS: 8, Step: api.MaxClipStep}) || q.Job.BatchSize != 1 {
+		t.Fatalf("a clip bucket job: %+v, %v", q.Job.Clip, err)
+	}
+	for qs, says := range map[string]string{
+		"buckets=480x848x49&budget=100000000&clip=9":        "give no clip= or step=",
+		"buckets=480x848x49&budget=100000000&step=3":        "give no clip= or step=",
+		"buckets=480x848x49&budget=100000000&transform=x":   "transform",
+		"buckets=480x848x49&budget=100000000&columns=a":     "columns and clip",
+		"buckets=480x848x49&budget=100000000&balance=bytes": "balance",
+		"buckets=480x848x49&budget=100000000&frames=x:0":    "frames= do not apply",
+		"buckets=480x848&budget=100000000&clip=8":           "clip job's clips are bucketed by HxWxT",
+		"buckets=480x848x49,480x848&budget=100000000&fps=8": "not both",
+		"buckets=480x848x49&budget_tokens=100000&vae_t=0":   "vae_t",
+		"buckets=480x848&budget=100000000&vae_t=2&stride=2": "applies only to a clip job",
+	} {
+		if _, err := Parse(qs, JobParams, base, l); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: %v, want an error saying %q", qs, err, says)
 		}
 	}
 }

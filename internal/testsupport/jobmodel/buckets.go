@@ -16,12 +16,19 @@ import (
 // as earliest deadline first by plain simulation, the ties drawn from
 // docs/shuffle.md §2's seeded stream (the one primitive it shares with
 // the server, as every order does).
+//
+// A clip bucket job's (T set) buckets are of T[k] frames each, a
+// sample's video of Frames[id] frames (at the job's rate), its clip's
+// frames Stride apart.
 type BucketJob struct {
 	Job        *Job
 	Shapes     [][2]int
 	Per        []int
 	Sizes      [][2]int
 	MaxUpscale float64
+	T          []int
+	Frames     []int
+	Stride     int
 }
 
 // BucketStep is one global step: its bucket and each rank's samples.
@@ -48,6 +55,26 @@ func (b *BucketJob) Nearest(w, h int) int {
 	return at
 }
 
+// NearestClip is the bucket of a clip of a video of w×h and n frames:
+// of the buckets whose T frames Stride apart it holds, the least
+// max(w·H, h·W) / min(w·H, h·W); of equals the one of most frames, then
+// the first; -1 for none.
+func (b *BucketJob) NearestClip(w, h, n int) int {
+	var best *big.Rat
+	at := -1
+	for i, s := range b.Shapes {
+		if (b.T[i]-1)*b.Stride+1 > n {
+			continue
+		}
+		x, y := int64(w)*int64(s[0]), int64(h)*int64(s[1])
+		d := big.NewRat(max(x, y), min(x, y))
+		if best == nil || d.Cmp(best) < 0 || d.Cmp(best) == 0 && b.T[i] > b.T[at] {
+			best, at = d, i
+		}
+	}
+	return at
+}
+
 // byBucket is each bucket's samples of an epoch in its order, and the
 // samples no bucket takes (too small, or no image).
 func (b *BucketJob) byBucket(epoch uint64) ([][]int, int, error) {
@@ -63,7 +90,13 @@ func (b *BucketJob) byBucket(epoch uint64) ([][]int, int, error) {
 			skipped++
 			continue
 		}
-		k := b.Nearest(w, h)
+		k := 0
+		if b.T == nil {
+			k = b.Nearest(w, h)
+		} else if k = b.NearestClip(w, h, b.Frames[id]); k < 0 {
+			skipped++
+			continue
+		}
 		s := b.Shapes[k]
 		if float64(s[0])/float64(h) > b.MaxUpscale || float64(s[1])/float64(w) > b.MaxUpscale {
 			skipped++

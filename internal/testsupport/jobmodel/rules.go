@@ -82,7 +82,6 @@ var rules = []Rule{
 	{A: "schedule", B: "buckets", Kind: Refuse},
 	{A: "importance", B: "buckets", Kind: Refuse},
 	{A: "tokens", B: "buckets", Kind: Refuse},
-	{A: "clips", B: "buckets", Kind: Refuse},
 	{A: "buckets", B: "transform", Kind: Refuse},
 	{A: "buckets", B: "exclusion", Kind: Refuse},
 	{A: "buckets", B: "append", Kind: Refuse},
@@ -179,7 +178,7 @@ var Conds = []Cond{
 	// steps; it needs a budget; its parameters need it.
 	{Features: []string{"buckets"}, Given: [][2]string{{"batch_size", ""}, {"offset", ""}}},
 	{Features: []string{"buckets"}, Unless: [][2]string{{"budget", ""}, {"budget_tokens", ""}}},
-	{Given: [][2]string{{"budget", ""}, {"budget_tokens", ""}, {"vae", ""}, {"patch", ""}, {"max_upscale", ""}, {"small", ""}, {"crop", ""}, {"flip", ""}, {"resume", ""}},
+	{Given: [][2]string{{"budget", ""}, {"budget_tokens", ""}, {"vae", ""}, {"patch", ""}, {"vae_t", ""}, {"max_upscale", ""}, {"small", ""}, {"crop", ""}, {"flip", ""}, {"resume", ""}},
 		Unless: [][2]string{{"buckets", ""}}},
 }
 

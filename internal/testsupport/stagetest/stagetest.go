@@ -28,6 +28,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/batch/bucketunit"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/sequences"
@@ -136,6 +137,7 @@ func New(t testing.TB, cfg Config) *Stages {
 	s.Catalog = catalog.New(names, names[0], catalog.NewMetrics(reg), cfg.Log)
 	fb := feedback.NewWith(feedback.Config{Log: cfg.Log, Buffers: mem})
 	orders := layout.New(fb)
+	orders.Add(bucketunit.New(orders.Base(), catalogSizes{}, setPipelines{pipelines})) // as gateway.New adds it
 	if cfg.SkipBadImages {
 		orders.SkipBadImages()
 	}

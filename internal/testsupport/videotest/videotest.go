@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -423,4 +424,45 @@ func writeJSON(t testing.TB, path string, v any) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Sized writes n short H.264 videos of ffmpeg's testsrc2 into dir, two
+// ffmpeg processes at a time: video i is spec(i)'s key, width, height
+// (even) and frames, at 10 fps, a keyframe every 6 frames, B-frames. It
+// returns each key's file.
+func Sized(t testing.TB, dir string, n int, spec func(i int) (key string, w, h, frames int)) map[string]string {
+	t.Helper()
+	ffmpeg, _ := Tools(t)
+	paths := make(map[string]string, n)
+	errs := make([]error, n)
+	files := make([]string, n)
+	keys := make([]string, n)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for i := range work {
+				key, w, h, f := spec(i)
+				keys[i], files[i] = key, filepath.Join(dir, fmt.Sprintf("v%05d.mp4", i))
+				cmd := exec.Command(ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f", "lavfi",
+					"-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=10", w, h), "-frames:v", strconv.Itoa(f),
+					"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", "-g", "6", "-map_metadata", "-1", "-fflags", "+bitexact", files[i])
+				if out, err := cmd.CombinedOutput(); err != nil {
+					errs[i] = fmt.Errorf("ffmpeg, video %d: %v: %s", i, err, out)
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths[keys[i]] = files[i]
+	}
+	return paths
 }

@@ -13,7 +13,8 @@ Its modules, each one job:
   by the gateway's table of features when made.
 * ``_batches``: the type each entry yields, and the collate that makes it.
 * ``_buckets``: :class:`Buckets`, a bucket job's entry (images batched by
-  shape, each worker its own steps), and :class:`BucketBatch`.
+  shape, each worker its own steps), :class:`BucketBatch` and
+  :class:`ClipBucketBatch`.
 
 * ``_dataset``: :class:`BrandDataset` (the cut of each worker of each rank,
   epochs, positions, ``state_dict``/``load_state_dict``), :func:`ddp_world`,
@@ -34,7 +35,7 @@ Its modules, each one job:
 """
 
 from ._batches import ClipBatch, SampleBatch, SequenceBatch, TensorBatch, WindowBatch
-from ._buckets import BucketBatch, BucketLoader, Buckets
+from ._buckets import BucketBatch, BucketLoader, Buckets, ClipBucketBatch
 from ._clips import clip_tensors
 from ._dataset import BrandDataset, BrandSkipWarning, ddp_world
 from ._entries import Clips, GPUTensors, LeRobot, Samples, Sequences, Tensors
@@ -43,15 +44,15 @@ from ._loader import BrandLoader
 from ._sequences import sequence_tensors
 from ._tensors import collate_tensors, npy_tensor
 
-__all__ = ["BucketBatch", "BucketLoader", "Buckets", "BrandDataset", "BrandLoader", "BrandSkipWarning", "ClipBatch", "Clips",
-           "CutBatch", "GPUTensors", "LeRobot", "SampleBatch",
+__all__ = ["BucketBatch", "BucketLoader", "Buckets", "BrandDataset", "BrandLoader", "BrandSkipWarning", "ClipBatch",
+           "ClipBucketBatch", "Clips", "CutBatch", "GPUTensors", "LeRobot", "SampleBatch",
            "Samples", "SequenceBatch", "Sequences", "TensorBatch", "Tensors", "WindowBatch", "clip_tensors",
            "collate_tensors", "cut_batch", "ddp_world", "finish", "npy_tensor", "sequence_tensors"]
 
 # Named where users import them from, as before the package was split: in
 # reprs, help() and pickles (a dataset sent to spawned workers).
-for _public in (BucketBatch, BucketLoader, Buckets, BrandDataset, BrandLoader, BrandSkipWarning, ClipBatch, Clips, CutBatch,
-                GPUTensors, LeRobot, SampleBatch, Samples, cut_batch, finish,
+for _public in (BucketBatch, BucketLoader, Buckets, BrandDataset, BrandLoader, BrandSkipWarning, ClipBatch,
+                ClipBucketBatch, Clips, CutBatch, GPUTensors, LeRobot, SampleBatch, Samples, cut_batch, finish,
                 SequenceBatch, Sequences, TensorBatch, Tensors, WindowBatch, clip_tensors, collate_tensors, ddp_world,
                 npy_tensor, sequence_tensors):
     _public.__module__ = __name__

@@ -29,9 +29,11 @@ _STATE_VERSION = 1
 
 # The job's fields a state must agree on to resume: they fix the epoch's
 # order and its buckets.
-_ORDER = ("seed", "window", "dataset", "buckets", "budget", "budget_tokens", "vae", "patch", "max_upscale", "small")
-# (crop and flip change an image's pixels, not the steps: a state resumes
-# a dataset of either.)
+_ORDER = ("seed", "window", "dataset", "buckets", "budget", "budget_tokens", "vae", "patch", "vae_t", "max_upscale",
+          "small", "stride", "fps")
+# (crop and flip change an image's pixels, not the steps, and clip_start
+# a clip's frames: a state resumes a dataset of either. stride and fps set
+# each video's frames, which its clip bucket is chosen by.)
 
 
 class BucketShape(NamedTuple):
@@ -40,6 +42,15 @@ class BucketShape(NamedTuple):
 
     height: int
     width: int
+
+
+class ClipBucketShape(NamedTuple):
+    """A clip bucket: every clip of its steps is ``frames`` frames of
+    ``height`` × ``width``."""
+
+    height: int
+    width: int
+    frames: int
 
 
 class BucketBatch(NamedTuple):
@@ -68,13 +79,45 @@ class BucketBatch(NamedTuple):
     members: Dict[str, List[Any]]
 
 
-def _empty(shape: Tuple[int, int, int, int], blocks: Optional[Blocks] = None) -> torch.Tensor:
+class ClipBucketBatch(NamedTuple):
+    """A step of :class:`brand.Buckets` over a tree of videos (clip
+    buckets, ``HxWxT``): ``B`` clips of one bucket.
+
+    Attributes:
+        frames: ``torch.uint8`` ``(B, T, H, W, 3)`` (or the job's
+            ``clip_layout``): each clip's frames resized to cover the
+            bucket, cropped to it at the centre, flipped as drawn, every
+            frame of a clip alike.
+        bucket: the bucket, ``(H, W, T)`` (a :class:`ClipBucketShape`).
+        original_sizes: ``int64`` ``(B, 2)``: each video's ``(height,
+            width)``.
+        crops: ``int64`` ``(B, 2)``: the crop's ``(top, left)`` in the
+            frames resized to cover.
+        flips: ``bool`` ``(B,)``: whether each clip was flipped.
+        keys: each clip's key (its video's, without the extension, and
+            ``/seg000000``).
+        members: the clips' other members, by extension (``json``: the
+            video, frame numbers and timestamps; ``cls``: its label).
+    """
+
+    frames: torch.Tensor
+    bucket: ClipBucketShape
+    original_sizes: torch.Tensor
+    crops: torch.Tensor
+    flips: torch.Tensor
+    keys: List[str]
+    members: Dict[str, List[Any]]
+
+
+def _empty(shape: Tuple[int, ...], blocks: Optional[Blocks] = None) -> torch.Tensor:
     """An uninitialised uint8 tensor of shape: in a worker of
     :meth:`Buckets.loader`, in one of its shared blocks, reused from step
     to step once the trainer lets go of a step (its pages mapped once);
     else private (a plain DataLoader's worker copies it into new shared
     memory to send it)."""
-    n = shape[0] * shape[1] * shape[2] * shape[3]
+    n = 1
+    for d in shape:
+        n *= d
     if blocks is not None:
         t = blocks.take(n, shape)
         if t is not None:
@@ -82,44 +125,62 @@ def _empty(shape: Tuple[int, int, int, int], blocks: Optional[Blocks] = None) ->
     return torch.empty(shape, dtype=torch.uint8)
 
 
-def bucket_batch(b: Batch, blocks: Optional[Blocks] = None) -> BucketBatch:
+def bucket_batch(b: Batch, blocks: Optional[Blocks] = None, layout: Optional[str] = None) -> Any:
     """The :class:`BucketBatch` of a bucket job's batch as a
-    :class:`brand.Client` decodes it."""
+    :class:`brand.Client` decodes it, or the :class:`ClipBucketBatch` of
+    a clip bucket job's (its samples' tensors are ``frames.npy``, in
+    ``layout``, the job's ``clip_layout``)."""
     name = b.transform or ""
     h, w = (int(x) for x in name[len("bucket:"):].split(":")[0].split("x"))  # bucket:HxW[:crop=random][:flip=P]
     geo = [g.split(",") for g in (b.geometry or "").split(";") if g]
     if len(geo) != len(b):
         raise ValueError(f"brand.Buckets: {len(b)} samples, geometry of {len(geo)}")
-    # One copy of each image, from the batch's buffer (the client's,
-    # reused) into the step's tensor: in a worker of Buckets.loader, a
-    # shared block, so that the trainer's process receives it without
-    # another.
-    images = _empty((len(b), 3, h, w), blocks)
+    # One copy of each image (or clip), from the batch's buffer (the
+    # client's, reused) into the step's tensor: in a worker of
+    # Buckets.loader, a shared block, so that the trainer's process
+    # receives it without another.
+    out: Optional[torch.Tensor] = None
+    clip = False
     members: Dict[str, List[Any]] = {}
     for i, s in enumerate(b):
         npy = [k for k in s if k.endswith("npy")]
         if len(npy) != 1:
             raise ValueError(f"brand.Buckets: sample {s['__key__']} has {len(npy)} image tensors")
-        images[i].copy_(npy_tensor(s[npy[0]]))
+        t = npy_tensor(s[npy[0]])
+        if out is None:
+            clip = npy[0] == "frames.npy"
+            out = _empty((len(b), *t.shape) if clip else (len(b), 3, h, w), blocks)
+        out[i].copy_(t)
         for k, v in s.items():
             if k != npy[0] and not k.startswith("__"):
                 members.setdefault(k, []).append(bytes(v))
+    if out is None:
+        out = _empty((0, 3, h, w), blocks)
     sizes = torch.tensor([[int(g[1]), int(g[0])] for g in geo], dtype=torch.int64).reshape(-1, 2)
     crops = torch.tensor([[int(g[3]), int(g[2])] for g in geo], dtype=torch.int64).reshape(-1, 2)
     flips = torch.tensor([g[4] == "1" for g in geo], dtype=torch.bool)
-    return BucketBatch(images, BucketShape(h, w), sizes, crops, flips, [s["__key__"] for s in b], members)
+    keys = [s["__key__"] for s in b]
+    if clip:
+        frames = out.shape[2] if layout == "cthw" else out.shape[1]
+        return ClipBucketBatch(out, ClipBucketShape(h, w, int(frames)), sizes, crops, flips, keys, members)
+    return BucketBatch(out, BucketShape(h, w), sizes, crops, flips, keys, members)
 
 
 class Buckets(IterableDataset):
     """A dataset's images batched by shape, for text-to-image training:
     each step one bucket, a :class:`BucketBatch`, its batch size set by
-    the budget (docs/http-api.md, "Shape buckets").
+    the budget (docs/http-api.md, "Shape buckets"); or a tree of videos'
+    clips, for text-to-video training, with clip buckets (``"HxWxT,..."``
+    or ``"video-480"``, ``"video-720"``): each step a
+    :class:`ClipBucketBatch`.
 
     Args:
         url: the gateway.
         dataset: the dataset (indexed with ``brand index --sizes``).
         buckets: a preset (``"sdxl"``, ``"sdxl-768"``, ``"sdxl-512"``) or
-            ``"HxW,HxW,..."``.
+            ``"HxW,HxW,..."``; clip buckets, a preset (``"video-480"``,
+            ``"video-720"``) or ``"HxWxT,..."`` (``stride=``, ``fps=``,
+            ``clip_start=``, ``clip_layout=`` apply).
         budget: the pixels of a rank's batch; or ``budget_tokens`` (with
             ``vae``, ``patch``): its latent tokens.
         max_upscale, small, crop, flip, seed, **more: as :class:`brand.Job`'s
@@ -194,7 +255,7 @@ class Buckets(IterableDataset):
 
     # -- iteration ------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[BucketBatch]:
+    def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()
         wid, k = (info.id, info.num_workers) if info is not None else (0, 1)
         if info is not None:
@@ -205,7 +266,7 @@ class Buckets(IterableDataset):
         with self._client() as c:
             steps = int(c.epoch_info(self.epoch)["batches"])
             for m in range(wid, steps, k):
-                b = bucket_batch(c.batch(self.epoch, m), blocks)
+                b = bucket_batch(c.batch(self.epoch, m), blocks, self.options.job.clip_layout)
                 if info is None:
                     self._done = m + 1
                 yield b

@@ -48,8 +48,11 @@ _KIND_OF = {
     "clip": "Clips", "stride": "Clips", "fps": "Clips", "step": "Clips", "clip_start": "Clips",
     "delta_timestamps": "LeRobot", "frames": "LeRobot",
     "buckets": "Buckets", "budget": "Buckets", "budget_tokens": "Buckets", "vae": "Buckets", "patch": "Buckets",
-    "max_upscale": "Buckets", "small": "Buckets", "crop": "Buckets", "flip": "Buckets", "resume": "Buckets",
+    "vae_t": "Buckets", "max_upscale": "Buckets", "small": "Buckets", "crop": "Buckets", "flip": "Buckets", "resume": "Buckets",
 }
+# The keywords of another kind an entry takes too: a clip bucket job's
+# clips are drawn with a clip job's stride, rate, start and layout.
+_ALSO = {"Buckets": {"stride", "fps", "clip_start", "clip_layout"}}
 # The Job fields an entry takes under a name of its own.
 _RENAMED = {"Sequences": {"seq": "seq_len"}, "Clips": {"clip": "clip_len", "clip_layout": "layout"},
             "LeRobot": {"clip_layout": "layout"}}
@@ -63,7 +66,8 @@ def _options(who: str, fields: Dict[str, Any], more: Dict[str, Any]) -> Any:
         if own is not None:
             raise TypeError(f"brand.{who}: give {k}= as {own}=")
         kind = "Clips or brand.LeRobot" if k == "clip_layout" else _KIND_OF.get(k)
-        if kind is not None and kind != who and not (kind == "Tensors" and who == "GPUTensors"):
+        also = k in _ALSO.get(who, ()) or kind == "Tensors" and who == "GPUTensors"
+        if kind is not None and kind != who and not also:
             raise TypeError(f"brand.{who} does not take {k}=: it makes another kind of job, read by brand.{kind}")
     try:
         return resolve(None, {**fields, **more}, f"brand.{who}")
