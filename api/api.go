@@ -277,6 +277,20 @@ var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, P
 	ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamBalance,
 	ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamVAET, ParamMaxUpscale, ParamSmall, ParamCrop, ParamFlip, ParamResume}
 
+// setPositive sets k to n when n is positive.
+func setPositive(v url.Values, k string, n int) {
+	if n > 0 {
+		v.Set(k, strconv.Itoa(n))
+	}
+}
+
+// setNonEmpty sets k to s when s is not empty.
+func setNonEmpty(v url.Values, k, s string) {
+	if s != "" {
+		v.Set(k, s)
+	}
+}
+
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
 // left out so that the gateway's defaults apply, and so is Transform when
@@ -290,7 +304,7 @@ func (j Job) Values() url.Values {
 		v.Set(ParamDataset, j.Dataset)
 	}
 	v.Set(ParamSeed, strconv.FormatUint(j.Seed, 10))
-	if j.BatchSize > 0 && !j.Buckets.On() { // a bucket job's batch sizes are its budget's
+	if j.BatchSize > 0 { // a bucket job's is not sent (Buckets.setValues)
 		v.Set(ParamBatchSize, strconv.Itoa(j.BatchSize))
 	}
 	if j.Window > 0 {
@@ -351,21 +365,17 @@ func (j Job) Values() url.Values {
 	if len(j.Columns) > 0 {
 		v.Set(ParamColumns, strings.Join(j.Columns, ","))
 	}
-	if j.Seq > 0 {
-		v.Set(ParamSeq, strconv.Itoa(j.Seq))
-		if j.Pack != "" {
-			v.Set(ParamPack, j.Pack)
-		}
-		if j.Pad != 0 {
-			v.Set(ParamPad, strconv.Itoa(j.Pad))
-		}
-		if j.EOSSet {
-			v.Set(ParamEOS, strconv.Itoa(j.EOS))
-		}
-		if j.Vision != "" {
-			v.Set(ParamVision, j.Vision)
-		}
+	// Sequences' parameters, each sent when set (a job that gives pack=
+	// without seq= is refused by the server, not mended here).
+	setPositive(v, ParamSeq, j.Seq)
+	setNonEmpty(v, ParamPack, j.Pack)
+	if j.Pad != 0 {
+		v.Set(ParamPad, strconv.Itoa(j.Pad))
 	}
+	if j.EOSSet {
+		v.Set(ParamEOS, strconv.Itoa(j.EOS))
+	}
+	setNonEmpty(v, ParamVision, j.Vision)
 	if j.Balance != "" {
 		v.Set(ParamBalance, j.Balance)
 	}

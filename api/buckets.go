@@ -163,6 +163,9 @@ func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []
 // step= otherwise, or LeRobot windows, is refused (ErrSpec), and so is a
 // clip job with buckets of images.
 func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
+	if !b.On() {
+		return c, false, nil
+	}
 	shapes, err := bucket.Parse(b.Shapes)
 	if err != nil {
 		return c, false, err
@@ -185,6 +188,26 @@ func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
 	}
 	c.Frames, c.Step = t, MaxClipStep
 	return c, true, nil
+}
+
+// Check is nil for a job without buckets, or for buckets and a budget
+// that go together (Shaped).
+func (b Buckets) Check() error {
+	if !b.On() {
+		return nil
+	}
+	_, _, _, err := b.Shaped()
+	return err
+}
+
+// Items is the batch size of a job's layout: a bucket job's items are its
+// ranks' batches, each of its bucket's size (1), any other job's
+// batchSize.
+func (b Buckets) Items(batchSize int) int {
+	if b.On() {
+		return 1
+	}
+	return batchSize
 }
 
 // Upscale is the upscale limit in force.
@@ -238,6 +261,9 @@ func (b Buckets) setValues(v url.Values) {
 	if b.Resume != "" {
 		v.Set(ParamResume, b.Resume)
 	}
+	// A bucket job's batch sizes are its budget's: a server's job has
+	// batch size 1 (Items), which is not sent.
+	v.Del(ParamBatchSize)
 }
 
 // BucketsInfo is a bucket job's epoch in EpochInfo: each bucket's share,

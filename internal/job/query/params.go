@@ -578,17 +578,13 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	// A clip bucket job (buckets of HxWxT) is a clip job of one clip a
 	// video whose clips take their bucket's frames: its clip parameters
 	// are derived here, so that the table sees both features.
-	if q.Job.Buckets.On() {
-		c, ok, err := q.Job.Buckets.ClipOf(q.Job.Clip)
-		if err != nil {
-			return Query{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		if ok {
-			q.Job.Clip = c
-			values = maps.Clone(values)
-			values.Set(api.ParamClip, strconv.Itoa(c.Frames))
-			values.Set(api.ParamStep, strconv.Itoa(c.Step))
-		}
+	if c, ok, err := q.Job.Buckets.ClipOf(q.Job.Clip); err != nil {
+		return Query{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	} else if ok {
+		q.Job.Clip = c
+		values = maps.Clone(values)
+		values.Set(api.ParamClip, strconv.Itoa(c.Frames))
+		values.Set(api.ParamStep, strconv.Itoa(c.Step))
 	}
 	// Which parameters and features go together is the table's (package
 	// spec): the same answer here, on every edit and in /plan, and in the
@@ -596,14 +592,12 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	if err := features.CheckParams(values); err != nil {
 		return Query{}, err
 	}
-	if q.Job.Buckets.On() {
-		// A bucket job's items are its ranks' batches (api.Job.Buckets);
-		// the table refuses batch_size= and offset= beside buckets=.
-		if _, _, _, err := q.Job.Buckets.Shaped(); err != nil {
-			return Query{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		q.Job.BatchSize = 1
+	// A bucket job's items are its ranks' batches (api.Job.Buckets); the
+	// table refuses batch_size= and offset= beside buckets=.
+	if err := q.Job.Buckets.Check(); err != nil {
+		return Query{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	q.Job.BatchSize = q.Job.Buckets.Items(q.Job.BatchSize)
 	return q, nil
 }
 

@@ -2,8 +2,11 @@ package hubtest
 
 import (
 	"bytes"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -141,5 +144,58 @@ func TestGatewayTestsBesideItsCode(t *testing.T) {
 	t.Logf("gateway: %d test lines, %d code lines: %.2f×", tests, code, ratio)
 	if ratio > maxGatewayTestRatio {
 		t.Errorf("gateway's tests are %.2f× its code (%d lines over %d), over %.2f×: test a room's semantics in its room (internal/testsupport/stagetest wires a node's stages without HTTP), several gateways as one cluster in gateway/clustertest", ratio, tests, code, maxGatewayTestRatio)
+	}
+}
+
+// maxUnitBranches bounds the places outside tests that ask which kind of
+// batch a job is (docs/architecture.md, "One seam"): the unit is chosen
+// once, in internal/batch/layout/unit.go, and a new kind is an entry
+// there, not a branch in every path.
+const maxUnitBranches = 8
+
+// unitBranch matches a question of a job's kind of batch: vision=,
+// seq=, clips, buckets, and the table's features of them.
+var unitBranch = regexp.MustCompile(`\.Vision != ""|(\bj|[Jj]ob)\.(Tokens|Clips)\(\)|\.Seq > 0|\.Clip\.On\(\)|\.Buckets\.On\(\)|Has\(features\.(Tokens|Vision|Clips|Buckets)\)`)
+
+// TestUnitBranchesFew: the unit branches in the module's non-test Go
+// code (the brand-bench harness aside) are at most maxUnitBranches.
+func TestUnitBranchesFew(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	var sites []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if path != root && strings.HasPrefix(d.Name(), ".") || rel == filepath.Join("cmd", "brand-bench") || d.Name() == "testdata" || d.Name() == "python" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			code, _, _ := strings.Cut(line, "//")
+			if strings.HasPrefix(strings.TrimSpace(code), "func ") {
+				continue // a definition (api.Job.Tokens), not a question
+			}
+			if unitBranch.MatchString(code) {
+				sites = append(sites, fmt.Sprintf("%s:%d", rel, i+1))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d unit branches: %s", len(sites), strings.Join(sites, " "))
+	if len(sites) > maxUnitBranches {
+		t.Errorf("%d places ask which kind of batch a job is, over %d: choose the unit once (internal/batch/layout/unit.go) and ask it: %s", len(sites), maxUnitBranches, strings.Join(sites, " "))
 	}
 }
