@@ -274,6 +274,26 @@ class TestTypes(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             _shm.step_block("another loader's", 0, None)
 
+    def test_sample_batch_spans(self):
+        """A step's members as spans of its buffer, each column found in
+        one pass: a sample lacking a member (None), an empty member, and a
+        read-only buffer (one member at a time) give the same bytes."""
+        from brand.client import Batch
+        from brand.torch._batches import sample_batch
+
+        for readonly in (False, True):
+            buf = bytearray(b"JPGcXYZd")
+            mv = memoryview(bytes(buf) if readonly else buf)
+            batch = Batch([{"__key__": "a", "jpg": mv[0:3], "cls": mv[3:4]},
+                           {"__key__": "b", "jpg": mv[4:4]},
+                           {"__key__": "c", "jpg": mv[4:7], "cls": mv[7:8]}])
+            batch.body = mv
+            b = sample_batch(batch)
+            self.assertEqual(b.keys, ["a", "b", "c"])
+            self.assertEqual(list(b.fields), ["jpg", "cls"])
+            self.assertEqual(b.bytes("jpg"), [b"JPG", b"", b"XYZ"], f"readonly={readonly}")
+            self.assertEqual(b.bytes("cls"), [b"c", None, b"d"], f"readonly={readonly}")
+
     def test_samples_decoded(self):
         gw = gateway()
         ds = brand.Samples(gw.url, "t", batch_size=50, decode=lambda s: {"__key__": s["__key__"], "n": len(s["jpg"])})
