@@ -226,13 +226,8 @@ _NOT_MEMBERS = ("__key__", "__dataset__")
 def _members(samples: Sequence[Mapping[str, Any]]) -> List[str]:
     """The members of ``samples`` in first-seen order, keys aside."""
     seen: Dict[str, None] = {}
-    last = None
     for s in samples:
-        keys = s.keys()
-        if keys == last:  # a sample of the members before it, as most are: nothing new
-            continue
-        last = keys
-        for k in keys:
+        for k in s:
             if k not in _NOT_MEMBERS:
                 seen.setdefault(k, None)
     return list(seen)
@@ -244,7 +239,7 @@ def sample_batch(samples: List[Any]) -> SampleBatch:
     :class:`brand.Batch` of a client of ``member_views``), else as they
     are (``decode``'s)."""
     for s in samples:
-        if type(s) is not dict and not isinstance(s, collections.abc.Mapping):
+        if not isinstance(s, Mapping):
             raise TypeError(f"brand.Samples: decode returned a {type(s).__name__}; it must return the sample's "
                             "dict (its members by extension)")
     keys = [s.get("__key__") for s in samples]
@@ -261,7 +256,7 @@ def sample_batch(samples: List[Any]) -> SampleBatch:
         on = _tensor_on(whole)
         return SampleBatch(keys, {m: [on(span(v)) if type(v) is memoryview else v for v in values]
                                   for m, values in columns.items()}, datasets)
-    fields = _Spans(whole, {m: span.column(values) for m, values in columns.items()})
+    fields = _Spans(whole, {m: [span(v) for v in values] for m, values in columns.items()})
     if in_block:
         # In a loader's worker, the step on one of its shared blocks: the
         # step is pickled as the block and the spans (SampleBatch.
@@ -298,8 +293,7 @@ class _Spans(collections.abc.Mapping):
 
 
 def _views(body: torch.Tensor, spans: Mapping[str, List[Any]]) -> Dict[str, List[Any]]:
-    view = body.narrow  # a quarter cheaper than slicing, a tensor a member
-    return {name: [None if sp is None else view(0, sp[0], sp[1]) for sp in values]
+    return {name: [None if sp is None else body[sp[0]:sp[0] + sp[1]] for sp in values]
             for name, values in spans.items()}
 
 
@@ -352,17 +346,6 @@ def _on_body(body: Any) -> "tuple[torch.Tensor, Callable[[Any], Any], bool]":
             return (whole.storage_offset(), 0)
         return (address(v) - base, v.nbytes)
 
-    def column(values: List[Any]) -> List[Any]:
-        # A column's spans in one comprehension, a member costing two C
-        # calls (3 µs a sample of two members in Python calls before); a
-        # None, an empty member or a read-only buffer one at a time.
-        try:
-            return [(addressof(from_buffer(v)) - base, v.nbytes) for v in values]
-        except (TypeError, ValueError):
-            return [span(v) for v in values]
-
-    addressof, from_buffer = ctypes.addressof, ctypes.c_char.from_buffer
-    span.column = column  # type: ignore[attr-defined]
     return whole, span, on_block
 
 
