@@ -31,7 +31,9 @@ iteration forks new ones: a block a worker made would go with it, and the next
 iteration's workers would allocate new ones. So the board keeps the blocks
 across iterations: the loader's process keeps a
 mapping of each block it has received a step in (:meth:`Board.received`;
-never touched there, so it costs no pages), and the next iteration's workers
+never touched there, so it costs no pages — but a ``brand.Samples``
+block's, which its steps are read through: :func:`step_block`), and the
+next iteration's workers
 start with those blocks, inherited when forked, their descriptors passed
 when spawned: the blocks' memory is allocated once a loader, not once a
 iteration. At most ``workers × per_worker`` blocks, one a slot; a block
@@ -96,8 +98,10 @@ class Board:
         self.flags = torch.zeros(self.workers * self.per_worker, dtype=torch.uint8).share_memory_()
         self.held: List["tuple[Any, int]"] = []  # (weak reference, slot) in the loader's process
         # Per slot, the block last received in it: a whole-block uint8
-        # tensor on a mapping of this process's own (never touched here),
-        # and the identity (device, inode) of its shared-memory file.
+        # tensor on a mapping of this process's own (never touched here,
+        # but for brand.Samples steps, made over it: step_block), and the
+        # identity (device, inode) of its shared-memory file (None for
+        # one step_block was sent).
         self.blocks: List[Optional[torch.Tensor]] = [None] * len(self.flags)
         self.ids: List[Optional["tuple[int, int]"]] = [None] * len(self.flags)
         self.keeps = torch.multiprocessing.get_sharing_strategy() == "file_descriptor" and can_keep()
