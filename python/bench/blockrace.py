@@ -131,7 +131,8 @@ def main() -> None:
         return
     runs = [("1", str(i)) for i in range(a.runs)] + [("0", "99")]
     procs = [subprocess.Popen([sys.executable, __file__, "--url", a.url, "--dataset", a.dataset, "--epochs",
-                               str(a.epochs), "--entry", a.entry, "--classes", str(a.classes), "--one", f"{pers},{seed}"], stdout=subprocess.PIPE, text=True)
+                               str(a.epochs), "--entry", a.entry, "--classes", str(a.classes),
+                               "--one", f"{pers},{seed}"], stdout=subprocess.PIPE, text=True)
              for pers, seed in runs]
     for (pers, seed), proc in zip(runs, procs):
         out, _ = proc.communicate()
