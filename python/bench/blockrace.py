@@ -25,6 +25,14 @@ again before the trainer had read it. Since each slot is cleared once, and
 only when no tensor on its block is left (``test_shm``'s
 ``TestBlockFreedWhenAllLetGo``): none in four loaders of 3 epochs, nor of
 6.
+
+``--entry samples`` runs ``brand.Samples``'s own loader instead (its steps
+read into the blocks and crossing as a block's slot and the members'
+spans), with ``--classes`` the modulus of the ``.cls`` members
+(``loader_cpu.py --write-trees``' ``i100`` has 1000):
+
+    PYTHONPATH=python python3 python/bench/blockrace.py --url http://127.0.0.1:18181 --dataset i100 \\
+        --entry samples --classes 1000 --runs 3
 """
 
 from __future__ import annotations
@@ -81,19 +89,28 @@ def tensors_of(item: Any) -> Any:
             yield v
 
 
-def run(url: str, dataset: str, persistent: bool, seed: int, epochs: int) -> int:
+def run(url: str, dataset: str, persistent: bool, seed: int, epochs: int, entry: str = "design",
+        classes: int = 10) -> int:
     warnings.simplefilter("ignore")
-    _shm._tensors_of = tensors_of  # in the loader's process, which frees the blocks
-    ds = BrandDataset(url, dataset=dataset, batch_size=64, seed=seed, ahead=1, batches=True, collate=in_block,
-                      member_views=True)
+    if entry == "samples":
+        import brand
+
+        ds = brand.Samples(url, dataset, batch_size=64, seed=seed, ahead=1)
+    else:
+        _shm._tensors_of = tensors_of  # in the loader's process, which frees the blocks
+        ds = BrandDataset(url, dataset=dataset, batch_size=64, seed=seed, ahead=1, batches=True, collate=in_block,
+                          member_views=True)
     loader = ds.loader(num_workers=2, persistent_workers=persistent)
-    bad = 0
+    bad = seen = 0
     for epoch in range(epochs):
         ds.set_epoch(epoch)
         for b in loader:
             for k, c in zip(b.keys, b.bytes("cls")):
-                if c != str(int(k.rsplit("/s", 1)[1]) % 10).encode():
+                seen += 1
+                if c != str(int(k.rsplit("/s", 1)[1]) % classes).encode():
                     bad += 1
+    if not seen:
+        raise SystemExit("blockrace: no sample read")
     return bad
 
 
@@ -103,15 +120,19 @@ def main() -> None:
     p.add_argument("--dataset", required=True)
     p.add_argument("--runs", type=int, default=3, help="loaders run at once, with persistent workers, and one without")
     p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--entry", choices=("design", "samples"), default="design",
+                   help="the first design's collate (design) or brand.Samples' loader (samples)")
+    p.add_argument("--classes", type=int, default=10, help="a sample's .cls is its number modulo this")
     p.add_argument("--one", help=argparse.SUPPRESS)  # persistent,seed: one loader, in a process of its own
     a = p.parse_args()
     if a.one:
         persistent, seed = a.one.split(",")
-        print(run(a.url, a.dataset, persistent == "1", int(seed), a.epochs))
+        print(run(a.url, a.dataset, persistent == "1", int(seed), a.epochs, a.entry, a.classes))
         return
     runs = [("1", str(i)) for i in range(a.runs)] + [("0", "99")]
     procs = [subprocess.Popen([sys.executable, __file__, "--url", a.url, "--dataset", a.dataset, "--epochs",
-                               str(a.epochs), "--one", f"{pers},{seed}"], stdout=subprocess.PIPE, text=True)
+                               str(a.epochs), "--entry", a.entry, "--classes", str(a.classes),
+                               "--one", f"{pers},{seed}"], stdout=subprocess.PIPE, text=True)
              for pers, seed in runs]
     for (pers, seed), proc in zip(runs, procs):
         out, _ = proc.communicate()

@@ -193,6 +193,107 @@ class TestTypes(unittest.TestCase):
         self.assertEqual(got.bytes("jpg"), [gw.files[k]["jpg"] for k in b.keys])
         self.assertEqual(len({t.data_ptr() - t.storage_offset() for t in got.fields["jpg"]}), 1)
 
+    def test_samples_blocks_cross_once(self):
+        """A loader's process maps each of its workers' blocks once, and a
+        step on a block crosses as its slot and its members' spans: over
+        two epochs of persistent workers after a first, the trainer's
+        process rebuilds a storage (a descriptor passed through a worker's
+        socket, mapped anew) at most once a block, not once a step (68
+        steps). Every step still on a storage of its own, which frees its
+        block when let go (test_samples_in_workers_blocks reads them back
+        held three deep)."""
+        import torch.multiprocessing.reductions as reductions
+
+        from brand.torch import _shm
+
+        if not _shm.can_keep():
+            self.skipTest("this torch gives no block descriptor: each step crosses as its block")
+        gw = gateway()
+        ds = brand.Samples(gw.url, "t", batch_size=9, seed=4, ahead=1)
+        loader = ds.loader(num_workers=2, prefetch_factor=2, persistent_workers=True)
+        rebuilt = []
+        fd = reductions.rebuild_storage_fd
+        self.addCleanup(setattr, reductions, "rebuild_storage_fd", fd)
+        steps = 0
+        for epoch in range(3):
+            ds.set_epoch(epoch)
+            for b in loader:
+                self.assertEqual(b.bytes("jpg"), [gw.files[k]["jpg"] for k in b.keys])
+                self.assertEqual(b.bytes("cls"), [gw.files[k]["cls"] for k in b.keys])
+                t = b.fields["jpg"][0]
+                self.assertGreaterEqual(t.storage_offset(), BLOCK_HEAD, "a step not on a worker's block")
+                self.assertEqual(_storage(b.fields["cls"][-1]).data_ptr(), _storage(t).data_ptr())
+                steps += epoch > 0
+            if epoch == 0:
+                # Counted in this process alone, the workers started (they
+                # would pickle the counting function with a step).
+                reductions.rebuild_storage_fd = lambda *a: rebuilt.append(1) or fd(*a)
+        blocks = 2 * loader.blocks_per_worker()
+        self.assertGreater(steps, blocks, "too few steps to tell a block's crossing from a step's")
+        self.assertLessEqual(len(rebuilt), blocks, f"{len(rebuilt)} storages rebuilt for {steps} steps")
+
+    def test_samples_crossing(self):
+        """A worker sends a block with its first step on it and names its
+        slot after; a block replaced in its slot is sent again. In the
+        loader's process each step is on a storage of its own over the
+        block kept for its slot, which frees the block when every tensor
+        of the step is let go."""
+        import gc
+
+        from brand.torch import _shm
+
+        if not _shm.can_keep():
+            self.skipTest("this torch gives no block descriptor")
+        board = Board(1, per_worker=2)
+        blocks = Blocks(board, 0)
+        t = blocks.take(100, (100,))
+        token, slot, carrier = blocks.crossing(t)
+        self.assertEqual((token, slot), (board.token, 0))
+        self.assertIsNotNone(carrier)
+        self.assertEqual(blocks.crossing(t[10:20]), (board.token, 0, None), "a block sent twice")
+        self.assertIsNone(blocks.crossing(torch.zeros(4, dtype=torch.uint8)), "a tensor on no block crossed")
+        t[:3] = torch.tensor([7, 8, 9], dtype=torch.uint8)
+        one = _shm.step_block(token, slot, carrier)
+        two = _shm.step_block(token, slot, None)
+        self.assertEqual(one[BLOCK_HEAD:BLOCK_HEAD + 3].tolist(), [7, 8, 9])
+        self.assertEqual(one.data_ptr(), two.data_ptr())
+        self.assertIsNot(_storage(one)._cdata, _storage(two)._cdata)
+        board.received({"x": one[BLOCK_HEAD:BLOCK_HEAD + 5]})
+        board.received({"x": two[BLOCK_HEAD + 5:BLOCK_HEAD + 9]})
+        del t
+        del one
+        gc.collect()
+        self.assertEqual(board.held_slots(), [0], "a block freed while a step on it is held")
+        del two
+        gc.collect()
+        self.assertEqual(board.held_slots(), [])
+        self.assertEqual(int(board.flags[0]), 0, "a block no step refers to is not freed")
+        # Outgrown, the slot's block is made anew and sent again.
+        big = blocks.take(1 << 20, (1 << 20,))
+        self.assertIsNotNone(blocks.crossing(big)[2], "a new block in a slot crossed as the slot alone")
+        with self.assertRaises(RuntimeError):
+            _shm.step_block("another loader's", 0, None)
+
+    def test_sample_batch_spans(self):
+        """A step's members as spans of its buffer, each column found in
+        one pass: a sample lacking a member (None), an empty member, and a
+        read-only buffer (one member at a time) give the same bytes."""
+        from brand.client import Batch
+        from brand.torch._batches import sample_batch
+
+        for readonly in (False, True):
+            buf = bytearray(b"JPGcXYZd")
+            mv = memoryview(bytes(buf) if readonly else buf)
+            batch = Batch([{"__key__": "a", "jpg": mv[0:3], "cls": mv[3:4]},
+                           {"__key__": "b", "jpg": mv[4:4]},
+                           {"__key__": "c", "jpg": mv[4:7], "cls": mv[7:8]}])
+            batch.body = mv
+            b = sample_batch(batch)
+            self.assertEqual(b.keys, ["a", "b", "c"])
+            self.assertEqual(list(b.fields), ["jpg", "cls"])
+            self.assertEqual(b.bytes("jpg"), [b"JPG", b"", b"XYZ"], f"readonly={readonly}")
+            self.assertEqual(b.bytes("cls"), [b"c", None, b"d"], f"readonly={readonly}")
+
     def test_samples_decoded(self):
         gw = gateway()
         ds = brand.Samples(gw.url, "t", batch_size=50, decode=lambda s: {"__key__": s["__key__"], "n": len(s["jpg"])})

@@ -96,6 +96,38 @@ class TestWithoutPrivateCalls(unittest.TestCase):
             self.assertEqual(len(got[p]), 2 * 72)
             self.assertEqual(got[p], want[p], "the public path handed over other bytes")
 
+    def test_public_path_samples(self):
+        """brand.Samples on a torch without the private calls: its steps
+        cross as their blocks, the (slot, spans) crossing needing a
+        block's descriptor, with the same bytes and a warning."""
+        from gateway import gateway
+
+        gw = gateway()
+
+        def read():
+            ds = brand.Samples(gw.url, "t", batch_size=9, seed=6, ahead=1)
+            loader = ds.loader(num_workers=2, persistent_workers=True)
+            got = {}
+            for epoch in range(2):
+                ds.set_epoch(epoch)
+                for b in loader:
+                    for k, jpg, cls in zip(b.keys, b.bytes("jpg"), b.bytes("cls")):
+                        self.assertEqual((jpg, cls), (gw.files[k]["jpg"], gw.files[k]["cls"]), k)
+                        got[epoch, k] = True
+            return got
+
+        want = read()
+        self.addCleanup(setattr, _shm, "UntypedStorage", _shm.UntypedStorage)
+        self.addCleanup(setattr, _shm, "_warned", _shm._warned)
+        _shm.UntypedStorage = types.SimpleNamespace()
+        _shm._warned = set()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = read()
+        self.assertTrue(any(issubclass(w.category, PrivateTorchWarning) for w in caught))
+        self.assertEqual(got, want)
+        self.assertEqual(len(got), 2 * len(gw.files))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -24,7 +24,7 @@ import numpy
 import torch
 from torch.utils.data import get_worker_info
 
-from ._shm import storage, worker_blocks
+from ._shm import step_block, storage, worker_blocks
 from ._tensors import collate_tensors
 
 __all__ = ["ClipBatch", "SampleBatch", "SequenceBatch", "TensorBatch", "WindowBatch", "BATCH_TYPES"]
@@ -69,8 +69,14 @@ class SampleBatch(NamedTuple):
     def __reduce__(self) -> Any:
         # Pickled (a worker's step on its way to the trainer) as the one
         # buffer its tensors view and where each lies, rather than a
-        # tensor each: PyTorch would send a descriptor per tensor.
+        # tensor each: PyTorch would send a descriptor per tensor. On a
+        # worker's shared block, as the block's slot and the spans: the
+        # loader's process maps each block once (_shm.step_block).
         if isinstance(self.fields, _Spans):
+            blocks = worker_blocks()
+            crossing = blocks.crossing(self.fields.body) if blocks is not None else None
+            if crossing is not None:
+                return (_unpack_on_block, (self.keys, *crossing, self.fields.spans, self.datasets))
             return (_unpack, (self.keys, self.fields.body, self.fields.spans, self.datasets))
         packed = _pack(self.fields)
         if packed is None:
@@ -108,6 +114,11 @@ def _pack(fields: Mapping[str, List[Any]]) -> Optional["tuple[torch.Tensor, Dict
 def _unpack(keys: List[str], body: torch.Tensor, spans: Dict[str, List[Any]],
             datasets: Optional[List[str]]) -> SampleBatch:
     return SampleBatch(keys, _views(body, spans), datasets)
+
+
+def _unpack_on_block(keys: List[str], token: str, slot: int, carrier: Optional[torch.Tensor],
+                     spans: Dict[str, List[Any]], datasets: Optional[List[str]]) -> SampleBatch:
+    return SampleBatch(keys, _views(step_block(token, slot, carrier), spans), datasets)
 
 
 class TensorBatch(NamedTuple):

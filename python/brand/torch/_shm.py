@@ -31,7 +31,9 @@ iteration forks new ones: a block a worker made would go with it, and the next
 iteration's workers would allocate new ones. So the board keeps the blocks
 across iterations: the loader's process keeps a
 mapping of each block it has received a step in (:meth:`Board.received`;
-never touched there, so it costs no pages), and the next iteration's workers
+never touched there, so it costs no pages — but a ``brand.Samples``
+block's, which its steps are read through: :func:`step_block`), and the
+next iteration's workers
 start with those blocks, inherited when forked, their descriptors passed
 when spawned: the blocks' memory is allocated once a loader, not once a
 iteration. At most ``workers × per_worker`` blocks, one a slot; a block
@@ -62,6 +64,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy
@@ -95,8 +98,10 @@ class Board:
         self.flags = torch.zeros(self.workers * self.per_worker, dtype=torch.uint8).share_memory_()
         self.held: List["tuple[Any, int]"] = []  # (weak reference, slot) in the loader's process
         # Per slot, the block last received in it: a whole-block uint8
-        # tensor on a mapping of this process's own (never touched here),
-        # and the identity (device, inode) of its shared-memory file.
+        # tensor on a mapping of this process's own (never touched here,
+        # but for brand.Samples steps, made over it: step_block), and the
+        # identity (device, inode) of its shared-memory file (None for
+        # one step_block was sent).
         self.blocks: List[Optional[torch.Tensor]] = [None] * len(self.flags)
         self.ids: List[Optional["tuple[int, int]"]] = [None] * len(self.flags)
         self.keeps = torch.multiprocessing.get_sharing_strategy() == "file_descriptor" and can_keep()
@@ -104,6 +109,10 @@ class Board:
         #: iteration's state for them (they started with the dataset of the
         #: first iteration); ``None`` when an iteration's workers are forked for it.
         self.header: Optional[IterationHeader] = IterationHeader() if persistent else None
+        #: Names this board in the loader's process to the steps that cross
+        #: as (slot, spans) (:meth:`Blocks.crossing`, :func:`step_block`).
+        self.token = os.urandom(8).hex()
+        _boards[self.token] = self
 
     def fits(self, workers: int, per_worker: int) -> bool:
         """Whether this board has the slots of an iteration of ``workers``
@@ -157,7 +166,9 @@ class Board:
                 slot = int.from_bytes(head[8:12], "little")
                 if head[:8] == BLOCK_MAGIC and slot < len(self.flags):
                     self.held.append((StorageWeakRef(st), slot))
-                    self._keep(slot, st)
+                    kept = self.blocks[slot]
+                    if kept is None or kept.data_ptr() != st.data_ptr():  # else a step of step_block's, on it
+                        self._keep(slot, st)
 
     def _keep(self, slot: int, st: Any) -> None:
         """Keeps the block ``st`` (received from a worker) as ``slot``'s,
@@ -181,7 +192,7 @@ class Board:
 
         fds = [None if b is None else (DupFd(block_fd(storage(b))[0]), b.numel()) for b in self.blocks]
         return {"workers": self.workers, "flags": self.flags, "per_worker": self.per_worker, "held": [],
-                "fds": fds, "keeps": self.keeps, "header": self.header}
+                "fds": fds, "keeps": self.keeps, "header": self.header, "token": self.token}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         fds = state.pop("fds")
@@ -197,6 +208,41 @@ class Board:
                 self.blocks.append(map_fd(fd, size))
             finally:
                 os.close(fd)
+
+
+#: The boards of this process's loaders by token, for the steps that name
+#: one as they are unpickled (:func:`step_block`); weak, so a board goes
+#: with its loader.
+_boards: "weakref.WeakValueDictionary[str, Board]" = weakref.WeakValueDictionary()
+
+
+def step_block(token: str, slot: int, carrier: Optional[torch.Tensor]) -> torch.Tensor:
+    """In the loader's process, as a step that crossed as (slot, spans) is
+    unpickled: the whole block of ``slot`` as a uint8 tensor on a storage
+    of the step's own.
+
+    A worker sends a block itself (``carrier``, which PyTorch passes as a
+    descriptor, mapped here anew) only with its first step on it
+    (:meth:`Blocks.crossing`); every later step names the slot alone, and
+    the block is the one this process keeps for the slot. A worker's steps
+    reach this process in the order it sent them, so the block a slot
+    names is the last one sent for it. The step's storage is its own
+    (``torch.frombuffer`` over the kept mapping) so that it expires when
+    the step's tensors are let go, which frees the block
+    (:meth:`Board.received`); the kept mapping itself never does."""
+    board = _boards.get(token)
+    if board is None:
+        raise RuntimeError("brand: a brand.Samples step names a loader's shared block outside that loader's process "
+                           "(a step of a BrandLoader's worker is unpickled where the loader is)")
+    if carrier is not None:
+        board.blocks[slot] = carrier
+        board.ids[slot] = None
+    kept = board.blocks[slot]
+    if kept is None:
+        raise RuntimeError(f"brand: a step names shared block {slot}, which no step has brought to this process")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # frombuffer's warning for a buffer it cannot resize
+        return torch.frombuffer(kept.numpy(), dtype=torch.uint8)
 
 
 def _values(item: Any) -> Any:
@@ -232,6 +278,9 @@ class Blocks:
         self.blocks: List[Optional[torch.Tensor]] = list(board.blocks[self.first:self.first + board.per_worker])
         # Per block, the bytes of it this process has mapped in (populate).
         self.mapped: List[int] = [0] * board.per_worker
+        # Per slot, the block this process has sent to the loader's process
+        # (crossing): a step on it then crosses as its slot alone.
+        self.sent: List[Optional[torch.Tensor]] = [None] * board.per_worker
         # The client's fetching threads take blocks for batch bodies while
         # the worker's own thread takes them for collated stacks.
         self.lock = threading.Lock()
@@ -287,6 +336,27 @@ class Blocks:
         for k in range(len(shape) - 2, -1, -1):
             strides[k] = strides[k + 1] * shape[k + 1]
         return torch.empty(0, dtype=torch.uint8).set_(storage(b), BLOCK_HEAD, tuple(shape), tuple(strides))
+
+    def crossing(self, body: torch.Tensor) -> Optional["tuple[str, int, Optional[torch.Tensor]]"]:
+        """How a step on ``body`` (a tensor on one of this worker's blocks)
+        crosses to the loader's process: its board's token, the block's
+        slot, and the whole block the first time this process sends it,
+        ``None`` after (:func:`step_block` unpickles them). Steps cross
+        so, rather than by PyTorch's pickling of a storage, which passes a
+        descriptor through a socket of this worker's and has the loader's
+        process map it again, step after step. ``None`` if ``body`` is on
+        none of them, or where this torch lacks the private call that
+        passes a block (its public path copies the block each step)."""
+        if not self.board.keeps:
+            return None
+        ptr = body.data_ptr()
+        for i, b in enumerate(self.blocks):
+            if b is not None and b.data_ptr() <= ptr < b.data_ptr() + b.numel():
+                carrier = None
+                if self.sent[i] is not b:
+                    self.sent[i] = carrier = b
+                return self.board.token, self.first + i, carrier
+        return None
 
     def body(self, n: int) -> Optional[memoryview]:
         """A writable buffer of ``n`` bytes in a free block, marked held,
