@@ -112,6 +112,7 @@ type Resolver struct {
 	chains *chain.Book
 	scheds schedules
 	edits  Editor
+	parsed parses // the query strings of jobs' requests, parsed
 }
 
 // New returns a Resolver over cfg.
@@ -160,7 +161,7 @@ func (r *Resolver) Epoch(ctx context.Context, raw, epoch, batch string) (*Job, e
 	if err != nil {
 		return nil, err
 	}
-	q, err := query.Parse(raw, query.JobParams, r.cfg.Defaults, r.cfg.Limits)
+	q, err := r.parsed.parse(raw, r.cfg.Defaults, r.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
