@@ -3,13 +3,15 @@ package resolve
 import (
 	"sync"
 
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
 )
 
 // A job's ranks ask for its batches with one query string each, batch
 // after batch: parsing it (query.Parse, with the table's check of which
-// parameters go together) was a tenth of a warm batch's work in
-// BenchmarkServeBatchWarm. parses keeps the queries parsed.
+// parameters go together) and naming its features (features.Requested)
+// were a tenth of a warm batch's work in BenchmarkServeBatchWarm. parses
+// keeps the queries parsed, with their features.
 //
 // What is kept is only what query.Parse returns, a pure function of the
 // query string under the Resolver's defaults and limits, which are fixed:
@@ -23,7 +25,14 @@ import (
 // and never write into them.
 type parses struct {
 	mu sync.Mutex
-	m  map[string]query.Query
+	m  map[string]parsed
+}
+
+// parsed is a query string parsed, and the features its parameters name
+// (features.Requested of its job).
+type parsed struct {
+	q   query.Query
+	set features.Set
 }
 
 // Bounds of parses: at most maxParses query strings of at most
@@ -36,26 +45,29 @@ const (
 )
 
 // parse is query.Parse(raw, query.JobParams, defaults, limits), kept for
-// raw.
-func (p *parses) parse(raw string, defaults query.Query, limits query.Limits) (query.Query, error) {
-	if len(raw) > maxParsedBytes {
-		return query.Parse(raw, query.JobParams, defaults, limits)
-	}
-	p.mu.Lock()
-	q, ok := p.m[raw]
-	p.mu.Unlock()
-	if ok {
-		return q, nil
+// raw, with the features the query names.
+func (p *parses) parse(raw string, defaults query.Query, limits query.Limits) (query.Query, requested, error) {
+	cacheable := len(raw) <= maxParsedBytes
+	if cacheable {
+		p.mu.Lock()
+		e, ok := p.m[raw]
+		p.mu.Unlock()
+		if ok {
+			return e.q, requested{named: e.set, known: true}, nil
+		}
 	}
 	q, err := query.Parse(raw, query.JobParams, defaults, limits)
 	if err != nil {
-		return q, err
+		return q, requested{}, err
 	}
-	p.mu.Lock()
-	if p.m == nil || len(p.m) >= maxParses {
-		p.m = make(map[string]query.Query)
+	e := parsed{q: q, set: features.Requested(q.Job)}
+	if cacheable {
+		p.mu.Lock()
+		if p.m == nil || len(p.m) >= maxParses {
+			p.m = make(map[string]parsed)
+		}
+		p.m[raw] = e
+		p.mu.Unlock()
 	}
-	p.m[raw] = q
-	p.mu.Unlock()
-	return q, nil
+	return e.q, requested{named: e.set, known: true}, nil
 }
