@@ -403,8 +403,20 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 // change the batch, and the ETag names it. So is an importance snapshot
 // an epoch is drawn from, and a pipeline the batch's images go through.
 func batchETag(id string, un Unit, ds *catalog.Dataset, job api.Job, e *Edit, epoch, m uint64, members string) string {
-	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
-		id, ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
+	// "brand-batch-v1|id|name|seed|window|batch_size|world|rank|drop_last|epoch|m",
+	// appended field by field, as fmt.Appendf wrote it, without its
+	// reflection on a path every batch takes.
+	s := make([]byte, 0, 160)
+	s = append(s, "brand-batch-v1|"...)
+	s = append(append(s, id...), '|')
+	s = append(append(s, ds.Name...), '|')
+	s = append(strconv.AppendUint(s, job.Seed, 10), '|')
+	for _, n := range [...]int{job.Window, job.BatchSize, job.World, job.Rank} {
+		s = append(strconv.AppendInt(s, int64(n), 10), '|')
+	}
+	s = append(strconv.AppendBool(s, job.DropLast), '|')
+	s = append(strconv.AppendUint(s, epoch, 10), '|')
+	s = strconv.AppendUint(s, m, 10)
 	if job.Offset != 0 {
 		s = fmt.Appendf(s, "|offset=%d", job.Offset)
 	}

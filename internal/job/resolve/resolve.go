@@ -112,6 +112,7 @@ type Resolver struct {
 	chains *chain.Book
 	scheds schedules
 	edits  Editor
+	parsed parses // the query strings of jobs' requests, parsed
 }
 
 // New returns a Resolver over cfg.
@@ -160,7 +161,7 @@ func (r *Resolver) Epoch(ctx context.Context, raw, epoch, batch string) (*Job, e
 	if err != nil {
 		return nil, err
 	}
-	q, err := query.Parse(raw, query.JobParams, r.cfg.Defaults, r.cfg.Limits)
+	q, requested, err := r.parsed.parse(raw, r.cfg.Defaults, r.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func (r *Resolver) Epoch(ctx context.Context, raw, epoch, batch string) (*Job, e
 		}
 		m = int64(n)
 	}
-	return r.Resolve(ctx, q, e, m, 0)
+	return r.resolve(ctx, q, e, m, requested)
 }
 
 // Batch resolves a request for batch (its path's text) of epoch of a job
@@ -251,6 +252,20 @@ func (r *Resolver) batch(ctx context.Context, raw, epoch, batch string, fresh bo
 // the table. Every request about a job's epochs and batches, /plan and
 // the edits resolve through it.
 func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra features.Set) (*Job, error) {
+	return r.resolve(ctx, q, epoch, batch, requested{extra: extra})
+}
+
+// requested is the features a query's parameters name, when known
+// already (parses keeps them with the query: features.Requested builds a
+// url.Values of the job), and those added to them (Resolve's extra).
+type requested struct {
+	named, extra features.Set
+	known        bool // named is features.Requested of the query as parsed
+}
+
+// resolve is Resolve, with the features the query's parameters name
+// known already (req.known) or not.
+func (r *Resolver) resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, req requested) (*Job, error) {
 	if err := r.transform(&q.Job); err != nil {
 		return nil, err
 	}
@@ -258,8 +273,14 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 		if err := r.stored(ctx, &q.Job, epoch, batch); err != nil {
 			return nil, err
 		}
+		req.known = false // its mixture is the stored version's
 	}
-	set := features.Requested(q.Job) | extra
+	// transform fills in only a fingerprint, which no parameter names.
+	set := req.named
+	if !req.known {
+		set = features.Requested(q.Job)
+	}
+	set |= req.extra
 	// What the request names is refused before what it reads is looked
 	// for: the table's answer, whatever the dataset.
 	if err := set.Check(); err != nil {
