@@ -60,6 +60,9 @@ class BucketBatch(NamedTuple):
     Attributes:
         images: ``torch.uint8`` ``(B, 3, H, W)``: each image resized to
             cover the bucket, cropped to it at the centre, flipped as drawn.
+            A view of the batch as received: each image is contiguous, and
+            the batch dimension strides over the archive's headers between
+            them (``.contiguous()`` copies), as a clip step's frames do.
         bucket: the bucket, ``(H, W)`` (a :class:`BucketShape`).
         original_sizes: ``int64`` ``(B, 2)``: each image's displayed
             ``(height, width)`` (SDXL's ``original_size``).
@@ -229,8 +232,9 @@ class Buckets(IterableDataset):
     ``len()`` is the steps of the current epoch this rank yields from
     where it stands; :meth:`state_dict` and :meth:`load_state_dict` save
     and restore the position at any world size and worker count.
-    :meth:`loader` is the DataLoader to read it with: its workers write
-    each step's images into shared blocks they reuse, it counts the steps
+    :meth:`loader` is the DataLoader to read it with: its workers read
+    each batch into shared blocks they reuse, whose images the step hands
+    on where they lie (no copy of an image), it counts the steps
     it hands out (``state_dict()`` needs no ``steps``), and its persistent
     workers read the epoch and position of each iteration. A plain
     ``DataLoader(ds, batch_size=None)`` works too, at more CPU a step
@@ -367,7 +371,7 @@ def _as_made(step: BucketBatch) -> BucketBatch:
 
 class BucketLoader(DataLoader):
     """The ``DataLoader`` of :meth:`Buckets.loader`: a step is one bucket
-    batch; its workers write each step's images into shared blocks
+    batch; its workers read each batch into shared blocks
     (``_shm.Board``) that this process frees for reuse as the trainer lets
     go of them, so that no step maps new memory; it counts the steps it
     hands out for :meth:`Buckets.state_dict`; and persistent workers read
