@@ -12,7 +12,9 @@ const bucketsSynopsis = "buckets [flags]"
 // bucketsBenchmark is the buckets benchmark (bench.RunBuckets): a
 // training node and a data node on one core each, a text-to-image
 // model's shape buckets made the usual way with PIL in DataLoader
-// workers and by the gateway (brand.Buckets).
+// workers and by the gateway (brand.Buckets); with --clips, a
+// text-to-video model's clip buckets too, the usual way with PyAV and
+// PIL.
 func bucketsBenchmark() benchmark[bench.BucketsConfig, *bench.BucketsReport] {
 	return benchmark[bench.BucketsConfig, *bench.BucketsReport]{
 		name: "buckets", synopsis: bucketsSynopsis, config: bench.DefaultBucketsConfig, timeout: 40 * time.Minute,
@@ -32,6 +34,11 @@ func bucketsBenchmark() benchmark[bench.BucketsConfig, *bench.BucketsReport] {
 			fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "alternations of the two loaders")
 			fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "DataLoader workers of both, on the training node's core")
 			fs.IntVar(&cfg.CheckWorld, "check-world", cfg.CheckWorld, "if not 0, read a whole epoch at this world size once more and hold it to the files: one shape a step, each image once in the bucket its file's header gives, shares, fill")
+			fs.IntVar(&cfg.Clips, "clips", cfg.Clips, "if not 0, also this many short H.264 videos of 8 sizes and 3 lengths (ffmpeg), read as clip buckets by brand.Buckets and by PyAV + PIL in DataLoader workers (the gateway built with -tags brand_libav)")
+			fs.BoolVar(&cfg.ClipsOnly, "clips-only", cfg.ClipsOnly, "with --clips, skip the photos")
+			fs.StringVar(&cfg.ClipBuckets, "clip-buckets", cfg.ClipBuckets, "the clips' buckets, HxWxT,... or video-480")
+			fs.Int64Var(&cfg.ClipBudget, "clip-budget", cfg.ClipBudget, "pixels (H·W·T) of a step's batch of clips")
+			fs.StringVar(&cfg.Baseline, "baseline-python", cfg.Baseline, "if set, another tree's python directory whose brand.Buckets each round also reads the photos with (brand-before): a client's change before and after in one run")
 			fs.IntVar(&cfg.TrainerCPU, "trainer-cpu", cfg.TrainerCPU, "the training node's core")
 			fs.IntVar(&cfg.DataCPU, "data-cpu", cfg.DataCPU, "the data node's core: the gateway")
 			fs.StringVar(&cfg.Interpreter, "python", "", "Python with torch and PIL (default: $BRAND_BENCH_PYTHON, python3, /usr/bin/python3)")

@@ -19,6 +19,14 @@ prints on stdout. Each mode is what a PyTorch user writes:
 ``brand``  ``brand.Buckets`` over the gateway, the same buckets and budget,
            read with its ``loader()`` (its workers' shared blocks reused):
            the trainer only receives each step's tensors.
+``pyav``   clip buckets (``HxWxT``) the usual way: a map-style ``Dataset``
+           over the MP4 files, the same bucket batch sampler (each
+           video's bucket from its size and frames, read with PyAV before
+           the pass), and the workers decode the clip's frames from the
+           first with PyAV and resize each to cover the bucket and crop
+           it at the centre with PIL, to uint8 ``(T, H, W, 3)``.
+``brand-clips``  ``brand.Buckets`` over the gateway's tree of videos, the
+           same clip buckets and budget, ``clip_start="first"``.
 
 Figures: ``images``, ``steps``, ``seconds`` from the loader's start (its
 workers' start included) to the last step, and ``cpu_seconds``, the CPU
@@ -38,7 +46,9 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# The brand package of this tree, or of another (BRAND_BENCH_PYTHONPATH, a
+# tree's python directory: brand-bench buckets --baseline-python).
+sys.path.insert(0, os.environ.get("BRAND_BENCH_PYTHONPATH") or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 SDXL = [(512, 2048), (512, 1984), (512, 1920), (512, 1856), (576, 1792), (576, 1728), (576, 1664), (640, 1600),
         (640, 1536), (704, 1472), (704, 1408), (704, 1344), (768, 1344), (768, 1280), (832, 1216), (832, 1152),
@@ -178,6 +188,96 @@ def brand_mode(a: argparse.Namespace) -> Dict[str, Any]:
     return measure(lambda: (b.images for b in loader), a.warmup)
 
 
+def clip_shapes(spec: str) -> List[Tuple[int, int, int]]:
+    return [tuple(int(x) for x in b.split("x")) for b in spec.split(",")]  # type: ignore[misc]
+
+
+def clip_bucket(w: int, h: int, n: int, shapes: List[Tuple[int, int, int]], stride: int = 1) -> int:
+    """The clip bucket rule (docs/http-api.md, "Clips"): among the
+    buckets whose clip a video of ``n`` frames holds, the nearest in
+    aspect ratio, of equally near the one of most frames, then the
+    first; -1 for none."""
+    best, bp, bq = -1, 0, 0
+    for i, (H, W, T) in enumerate(shapes):
+        if (T - 1) * stride + 1 > n:
+            continue
+        a, b = w * H, h * W
+        p, q = max(a, b), min(a, b)
+        if best < 0 or p * bq < bp * q or (p * bq == bp * q and T > shapes[best][2]):
+            best, bp, bq = i, p, q
+    return best
+
+
+class Videos:
+    """The usual clip-bucketed Dataset: item (path, bucket) decoded with
+    PyAV from its first frame, each of the clip's frames resized to cover
+    the bucket (PIL, bilinear) and cropped at the centre, to uint8
+    ``(T, H, W, 3)``."""
+
+    def __init__(self, paths: List[str], shapes: List[Tuple[int, int, int]]):
+        self.paths, self.shapes = paths, shapes
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, item):
+        import av
+        import numpy
+        import torch
+        from PIL import Image
+
+        i, b = item
+        H, W, T = self.shapes[b]
+        out = []
+        with av.open(self.paths[i]) as c:
+            for f in c.decode(video=0):
+                im = f.to_image()
+                w, h = im.size
+                if W * h >= H * w:
+                    nw, nh = W, h * W // w
+                else:
+                    nw, nh = w * H // h, H
+                im = im.resize((nw, nh), Image.BILINEAR)
+                left, top = round((nw - W) / 2), round((nh - H) / 2)
+                out.append(numpy.asarray(im.crop((left, top, left + W, top + H))))
+                if len(out) == T:
+                    break
+        return torch.from_numpy(numpy.stack(out))
+
+
+def pyav(a: argparse.Namespace) -> Dict[str, Any]:
+    import av
+    import torch
+    from torch.utils.data import DataLoader
+
+    shapes = clip_shapes(a.clip_buckets)
+    paths = []
+    for root, _, files in os.walk(a.dir):
+        paths += [os.path.join(root, f) for f in files if f.endswith(".mp4")]
+    paths.sort()
+    buckets: Dict[int, List[int]] = {}
+    for i, p in enumerate(paths):  # the size and length pass, before the clock
+        with av.open(p) as c:
+            st = c.streams.video[0]
+            w, h, n = st.codec_context.width, st.codec_context.height, st.frames
+        b = clip_bucket(w, h, n, shapes)
+        if b >= 0 and max(shapes[b][0] / h, shapes[b][1] / w) <= 2:
+            buckets.setdefault(b, []).append(i)
+    sizes = [max(1, a.budget // (h * w * t)) for h, w, t in shapes]
+    loader = DataLoader(Videos(paths, shapes), batch_sampler=BucketSampler(buckets, sizes, a.seed + a.epoch),
+                        num_workers=a.workers, collate_fn=torch.stack, persistent_workers=a.workers > 0)
+    return measure(lambda: loader, a.warmup)
+
+
+def brand_clips(a: argparse.Namespace) -> Dict[str, Any]:
+    import brand
+
+    ds = brand.Buckets(a.url, a.dataset, buckets=a.clip_buckets, budget=a.budget, seed=a.seed, clip_start="first")
+    ds.set_epoch(a.epoch)
+    loader = ds.loader(num_workers=a.workers, persistent_workers=a.workers > 0)
+    return measure(lambda: (b.frames for b in loader), a.warmup)
+
+
 def check(a: argparse.Namespace) -> Dict[str, Any]:
     """Read a whole epoch of the bucket job at world ``a.world`` (every
     rank, in this process) and hold it to the files: every step one shape
@@ -270,7 +370,8 @@ def measure(make_steps, warmup: int = 0) -> Dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["pil", "brand", "check"])
+    p.add_argument("mode", choices=["pil", "brand", "brand-before", "check", "pyav", "brand-clips"])
+    p.add_argument("--clip-buckets", help="pyav, brand-clips: the clip buckets, HxWxT,...")
     p.add_argument("--world", type=int, default=2, help="check: the world size read")
     p.add_argument("--dir", help="pil: the JPEG tree")
     p.add_argument("--url", help="brand: the gateway")
@@ -282,7 +383,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--warmup", type=int, default=1, help="unmeasured passes first (the persistent workers started)")
     a = p.parse_args()
-    out = {"pil": pil, "brand": brand_mode, "check": check}[a.mode](a)
+    out = {"pil": pil, "brand": brand_mode, "brand-before": brand_mode, "check": check, "pyav": pyav, "brand-clips": brand_clips}[a.mode](a)
     print(json.dumps(out))
 
 

@@ -125,6 +125,31 @@ class TestBuckets(unittest.TestCase):
         rest = [tuple(s.keys) for s in loader]
         self.assertEqual(sorted(rest), sorted(full[3:]))
 
+    def test_loader_steps_are_bodies_read_into_blocks(self):
+        """ds.loader()'s workers read each batch's body into a shared
+        block and hand its images on where they lie: the step is the
+        in-process read's, and before the first of them in its
+        storage are the block's head and the tar's .npy header (the body
+        itself), not a copy's block head alone."""
+        here = {tuple(s.keys): s for s in steps(self.dataset())}
+        ds = self.dataset()
+        got = 0
+        for s in ds.loader(num_workers=2):
+            h = here[tuple(s.keys)]
+            self.assertTrue(torch.equal(s.images, h.images), f"{s.keys}: other pixels")
+            # The sizes, crops and flips, made tensors in this process.
+            for name in ("original_sizes", "crops", "flips"):
+                a, b = getattr(s, name), getattr(h, name)
+                self.assertIsInstance(a, torch.Tensor, name)
+                self.assertEqual((a.dtype, a.tolist()), (b.dtype, b.tolist()), name)
+            off = s.images.storage_offset()
+            st = s.images.untyped_storage() if hasattr(s.images, "untyped_storage") else s.images.storage()
+            before = torch.empty(0, dtype=torch.uint8).set_(st, 0, (off,), (1,)).numpy().tobytes()
+            self.assertEqual(before[:8], b"BRANDBLK", "not on a worker's block")
+            self.assertIn(b"\x93NUMPY", before[-200:], "the images copied out of the body")
+            got += 1
+        self.assertEqual(got, len(here))
+
     def test_refusals(self):
         with self.assertRaises(TypeError):
             brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, batch_size=4)

@@ -16,6 +16,7 @@ import weakref
 from dataclasses import replace
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+import numpy
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
@@ -59,6 +60,9 @@ class BucketBatch(NamedTuple):
     Attributes:
         images: ``torch.uint8`` ``(B, 3, H, W)``: each image resized to
             cover the bucket, cropped to it at the centre, flipped as drawn.
+            A view of the batch as received: each image is contiguous, and
+            the batch dimension strides over the archive's headers between
+            them (``.contiguous()`` copies), as a clip step's frames do.
         bucket: the bucket, ``(H, W)`` (a :class:`BucketShape`).
         original_sizes: ``int64`` ``(B, 2)``: each image's displayed
             ``(height, width)`` (SDXL's ``original_size``).
@@ -125,6 +129,38 @@ def _empty(shape: Tuple[int, ...], blocks: Optional[Blocks] = None) -> torch.Ten
     return torch.empty(shape, dtype=torch.uint8)
 
 
+def _stacked(samples: List[Any], ext: str, blocks: Optional[Blocks]) -> Optional[torch.Tensor]:
+    """The ``ext`` members of ``samples`` (``.npy`` views of one batch
+    buffer, as the client hands them) as one ``(B, ...)`` tensor on that
+    buffer, without a copy: the gateway writes a batch's samples alike
+    (their members in one order, small ones such as ``cls`` padded to the
+    tar's 512-byte blocks), so each image starts one stride after the one
+    before. The batch dimension then strides over the tar's headers
+    between the images (each image itself is contiguous), as a clip
+    step's frames do. In a worker of :meth:`Buckets.loader` the buffer is
+    one of its shared blocks (the body was read there), and the tensor
+    reaches the trainer's process by reference. ``None`` when the images
+    are not evenly spaced or not alike (members of varying length, such
+    as captions longer than 512 bytes) or the buffer is read-only: then
+    copied."""
+    views = [npy_tensor(s[ext]) for s in samples]
+    first = views[0]
+    if not all(v.shape == first.shape and v.dtype == torch.uint8 and v.is_contiguous() for v in views):
+        return None
+    if any(memoryview(s[ext]).readonly for s in samples[:1]):
+        return None
+    n = first.numel()
+    stride = views[1].data_ptr() - first.data_ptr() if len(views) > 1 else n
+    if stride < n or any(v.data_ptr() != first.data_ptr() + i * stride for i, v in enumerate(views)):
+        return None
+    inner = first.stride()
+    arr = numpy.lib.stride_tricks.as_strided(first.numpy(), (len(views), *first.shape), (stride, *inner))
+    shared = blocks.tensor_of(arr) if blocks is not None else None
+    if shared is not None:
+        return shared
+    return torch.from_numpy(arr)  # the client's buffer, which the tensor keeps
+
+
 def bucket_batch(b: Batch, blocks: Optional[Blocks] = None, layout: Optional[str] = None) -> Any:
     """The :class:`BucketBatch` of a bucket job's batch as a
     :class:`brand.Client` decodes it, or the :class:`ClipBucketBatch` of
@@ -135,30 +171,42 @@ def bucket_batch(b: Batch, blocks: Optional[Blocks] = None, layout: Optional[str
     geo = [g.split(",") for g in (b.geometry or "").split(";") if g]
     if len(geo) != len(b):
         raise ValueError(f"brand.Buckets: {len(b)} samples, geometry of {len(geo)}")
-    # One copy of each image (or clip), from the batch's buffer (the
-    # client's, reused) into the step's tensor: in a worker of
-    # Buckets.loader, a shared block, so that the trainer's process
-    # receives it without another.
-    out: Optional[torch.Tensor] = None
-    clip = False
+    ext = None
     members: Dict[str, List[Any]] = {}
-    for i, s in enumerate(b):
+    for s in b:
         npy = [k for k in s if k.endswith("npy")]
-        if len(npy) != 1:
-            raise ValueError(f"brand.Buckets: sample {s['__key__']} has {len(npy)} image tensors")
-        t = npy_tensor(s[npy[0]])
-        if out is None:
-            clip = npy[0] == "frames.npy"
-            out = _empty((len(b), *t.shape) if clip else (len(b), 3, h, w), blocks)
-        out[i].copy_(t)
+        if len(npy) != 1 or (ext is not None and npy[0] != ext):
+            raise ValueError(f"brand.Buckets: sample {s['__key__']} has image tensors {npy}")
+        ext = npy[0]
         for k, v in s.items():
-            if k != npy[0] and not k.startswith("__"):
+            if k != ext and not k.startswith("__"):
                 members.setdefault(k, []).append(bytes(v))
+    clip = ext == "frames.npy"
+    # The step's images are views of the batch's buffer (in a worker of
+    # Buckets.loader, a shared block the body was read into: no copy but
+    # the socket's); a batch whose images are not evenly spaced there is
+    # copied, an image at a time, into a tensor of its own (a block, if
+    # one is free), and the body's block let go.
+    out = _stacked(b, ext, blocks) if ext is not None else None
     if out is None:
-        out = _empty((0, 3, h, w), blocks)
-    sizes = torch.tensor([[int(g[1]), int(g[0])] for g in geo], dtype=torch.int64).reshape(-1, 2)
-    crops = torch.tensor([[int(g[3]), int(g[2])] for g in geo], dtype=torch.int64).reshape(-1, 2)
-    flips = torch.tensor([g[4] == "1" for g in geo], dtype=torch.bool)
+        for i, s in enumerate(b):
+            t = npy_tensor(s[ext])
+            if out is None:
+                out = _empty((len(b), *t.shape) if clip else (len(b), 3, h, w), blocks)
+            out[i].copy_(t)
+        if out is None:
+            out = _empty((0, 3, h, w), blocks)
+        if blocks is not None:
+            blocks.let_go(getattr(b, "body", None))
+    sizes: Any = [[int(g[1]), int(g[0])] for g in geo]
+    crops: Any = [[int(g[3]), int(g[2])] for g in geo]
+    flips: Any = [g[4] == "1" for g in geo]
+    if blocks is None:
+        sizes, crops, flips = _geometry(sizes, crops, flips)
+    # else in a worker of Buckets.loader, whose process makes them
+    # (_made): each tensor a worker sends is a shared-memory file of its
+    # own, made there and its descriptor passed and mapped here, about
+    # 0.1 ms of the training node's CPU each, three a step.
     keys = [s["__key__"] for s in b]
     if clip:
         frames = out.shape[2] if layout == "cthw" else out.shape[1]
@@ -190,8 +238,9 @@ class Buckets(IterableDataset):
     ``len()`` is the steps of the current epoch this rank yields from
     where it stands; :meth:`state_dict` and :meth:`load_state_dict` save
     and restore the position at any world size and worker count.
-    :meth:`loader` is the DataLoader to read it with: its workers write
-    each step's images into shared blocks they reuse, it counts the steps
+    :meth:`loader` is the DataLoader to read it with: its workers read
+    each batch into shared blocks they reuse, whose images the step hands
+    on where they lie (no copy of an image), it counts the steps
     it hands out (``state_dict()`` needs no ``steps``), and its persistent
     workers read the epoch and position of each iteration. A plain
     ``DataLoader(ds, batch_size=None)`` works too, at more CPU a step
@@ -264,6 +313,11 @@ class Buckets(IterableDataset):
                 self.epoch, self._legs = st["epoch"], [tuple(x) for x in st["legs"]]
         blocks = worker_blocks()
         with self._client() as c:
+            if blocks is not None:
+                # Each batch's body read straight into a shared block: its
+                # images are the step's, handed to the trainer's process by
+                # reference (docs/benchmarks.md, "Shape buckets").
+                c.read_batches_into(blocks.body)
             steps = int(c.epoch_info(self.epoch)["batches"])
             for m in range(wid, steps, k):
                 b = bucket_batch(c.batch(self.epoch, m), blocks, self.options.job.clip_layout)
@@ -315,6 +369,20 @@ class Buckets(IterableDataset):
         self._done = 0
 
 
+def _geometry(sizes: Any, crops: Any, flips: Any) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return (torch.tensor(sizes, dtype=torch.int64).reshape(-1, 2), torch.tensor(crops, dtype=torch.int64).reshape(-1, 2),
+            torch.tensor(flips, dtype=torch.bool))
+
+
+def _made(step: Any) -> Any:
+    """A step from a worker of :meth:`Buckets.loader` with its sizes,
+    crops and flips made tensors here."""
+    if isinstance(step.flips, torch.Tensor):
+        return step
+    return step._replace(**dict(zip(("original_sizes", "crops", "flips"),
+                                    _geometry(step.original_sizes, step.crops, step.flips))))
+
+
 def _as_made(step: BucketBatch) -> BucketBatch:
     """A step as its worker made it (a DataLoader's conversion would make
     its tuples lists)."""
@@ -323,7 +391,7 @@ def _as_made(step: BucketBatch) -> BucketBatch:
 
 class BucketLoader(DataLoader):
     """The ``DataLoader`` of :meth:`Buckets.loader`: a step is one bucket
-    batch; its workers write each step's images into shared blocks
+    batch; its workers read each batch into shared blocks
     (``_shm.Board``) that this process frees for reuse as the trainer lets
     go of them, so that no step maps new memory; it counts the steps it
     hands out for :meth:`Buckets.state_dict`; and persistent workers read
@@ -356,6 +424,7 @@ class BucketLoader(DataLoader):
             self._board_iteration = weakref.ref(steps)
         for item in steps:
             ds._done += 1
+            item = _made(item)
             board.received(item)
             yield item
 

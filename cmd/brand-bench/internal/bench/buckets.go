@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,17 @@ type BucketsConfig struct {
 	// CheckWorld, if not 0, reads a whole epoch at that world size once
 	// more and holds it to the files (python/bench/buckets.py check).
 	CheckWorld int `zero:"kept"`
+	// Clips, if not 0, adds the clip half (bucketclips.go): this many
+	// short videos read as ClipBuckets (HxWxT) with ClipBudget pixels a
+	// step; ClipsOnly skips the photos.
+	Clips       int `zero:"kept"`
+	ClipsOnly   bool
+	ClipBuckets string
+	ClipBudget  int64
+	// Baseline, if set, is another tree's python directory whose
+	// brand.Buckets is read in each round too (mode brand-before): a
+	// change of the client measured before and after in one run.
+	Baseline string
 
 	Interpreter, Script string
 	Harness
@@ -67,7 +79,7 @@ type BucketsConfig struct {
 // node on core 1.
 func DefaultBucketsConfig() BucketsConfig {
 	return BucketsConfig{Images: 400, MinSide: 1100, MaxSide: 2400, Rounds: 2, Workers: 2, Side: 1024, Budget: 4 << 20,
-		TrainerCPU: 0, DataCPU: 1}
+		TrainerCPU: 0, DataCPU: 1, ClipBuckets: DefaultClipBuckets, ClipBudget: 4 * 240 * 432 * 17}
 }
 
 // bucketsAspects are the photos' aspect ratios, width:height: 24 of them
@@ -94,6 +106,7 @@ type BucketsReport struct {
 	Summary    map[string][3]float64 `json:"trainer_ms_per_image"` // per mode: median, min, max
 	Targets    []Target              `json:"targets"`
 	Check      *BucketsCheck         `json:"check,omitempty"`
+	Clips      *BucketsClipsReport   `json:"clips,omitempty"`
 	Load       []float64             `json:"load_average"`
 	Seconds    float64               `json:"seconds"`
 }
@@ -155,22 +168,45 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 		Sides: [2]int{cfg.MinSide, cfg.MaxSide}, Workers: cfg.Workers, TrainerCPU: cfg.TrainerCPU, DataCPU: cfg.DataCPU,
 		Buckets: preset, Budget: cfg.Budget,
 		Versions: py.versions(ctx, "import torch, PIL; print('torch', torch.__version__, 'Pillow', PIL.__version__)")}
+	py.env = []string{"OMP_NUM_THREADS=1"}
+	if !cfg.ClipsOnly {
+		if err := runBucketPhotos(ctx, cfg, py, rep); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Clips > 0 {
+		rep.Load = append(rep.Load, loadAverage())
+		if rep.Clips, err = runBucketClips(ctx, cfg, py); err != nil {
+			return nil, err
+		}
+		rep.Targets = append(rep.Targets, Target{Name: "trainer CPU per clip, brand.Buckets ÷ PyAV + PIL bucketing in DataLoader workers (worst round; the issue's target is for 1024² images)",
+			Want: "—", Ratio: rep.Clips.WorstRate, Status: NA})
+	}
+	rep.Seconds = time.Since(started).Seconds()
+	return rep, nil
+}
+
+// runBucketPhotos runs the photo half: the JPEGs written and packed, a
+// gateway serving them, the rounds of both loaders and the check.
+func runBucketPhotos(ctx context.Context, cfg BucketsConfig, py trainerNode, rep *BucketsReport) error {
+	preset := rep.Buckets
 	src := filepath.Join(cfg.WorkDir, "buckets-src")
+	var err error
 	if rep.MeanBytes, err = writeBucketPhotos(src, cfg); err != nil {
-		return nil, err
+		return err
 	}
 	storeDir := filepath.Join(cfg.WorkDir, "buckets-store")
 	_ = os.RemoveAll(storeDir)
 	store, err := s3backend.NewLocal(storeDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: 32 << 20, Shuffle: true, Seed: 78, Parallel: 2, Name: "photos", Overwrite: true})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := dataset.WriteSizes(ctx, store, res.Index, 0, 2); err != nil {
-		return nil, err
+		return err
 	}
 	logf(cfg.Log, "dataset: %d photos of %d aspect ratios, longer sides %d to %d px, mean %s, packed with their sizes",
 		cfg.Images, len(bucketsAspects), cfg.MinSide, cfg.MaxSide, sizeString(rep.MeanBytes))
@@ -179,59 +215,46 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 		"--cache-size", strconv.FormatInt(2*res.Index.TotalBytes()+(64<<20), 10), "--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
 	g, err := startGateway(ctx, py.taskset, args, nil, filepath.Join(cfg.WorkDir, "gateway-buckets.log"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer g.kill()
 	q := fmt.Sprintf("dataset=photos&seed=7&buckets=%s&budget=%d", preset, cfg.Budget)
 	var info api.EpochInfo
 	var b strings.Builder
 	if code, err := g.get(ctx, "/epoch/1?"+q, &b); err != nil || code != 200 {
-		return nil, fmt.Errorf("bench: /epoch/1 of the bucket job: status %d, %v: %s", code, err, b.String())
+		return fmt.Errorf("bench: /epoch/1 of the bucket job: status %d, %v: %s", code, err, b.String())
 	}
 	if err := json.Unmarshal([]byte(b.String()), &info); err != nil {
-		return nil, err
+		return err
 	}
 	rep.Epoch = info.Buckets
 	if st, err := transformStats(ctx, g); err == nil {
 		rep.Decoder = st.Decoder
 	}
-	py.env = []string{"OMP_NUM_THREADS=1"}
 	for round := range cfg.Rounds {
 		rep.Load = append(rep.Load, loadAverage())
-		for _, mode := range []string{"pil", "brand"} {
+		modes := []string{"pil", "brand"}
+		if cfg.Baseline != "" {
+			modes = append(modes, "brand-before")
+		}
+		for _, mode := range modes {
 			args := []string{mode, "--side", strconv.Itoa(cfg.Side), "--budget", strconv.FormatInt(cfg.Budget, 10),
 				"--workers", strconv.Itoa(cfg.Workers), "--epoch", strconv.Itoa(round + 1), "--seed", "7", "--warmup", "1"}
+			node := py
 			if mode == "pil" {
 				args = append(args, "--dir", src)
 			} else {
 				args = append(args, "--url", g.base, "--dataset", "photos")
 			}
-			gw0 := processCPU(g.cmd.Process.Pid)
-			var out struct {
-				Images     int     `json:"images"`
-				Steps      int     `json:"steps"`
-				Seconds    float64 `json:"seconds"`
-				CPUSeconds float64 `json:"cpu_seconds"`
-				Warmup     float64 `json:"warmup_cpu_seconds"`
+			if mode == "brand-before" {
+				node.env = append(slices.Clip(py.env), "BRAND_BENCH_PYTHONPATH="+cfg.Baseline)
 			}
-			if err := py.run(ctx, &out, args...); err != nil {
-				return nil, err
-			}
-			gw := (processCPU(g.cmd.Process.Pid) - gw0).Seconds()
-			if out.Images == 0 {
-				return nil, fmt.Errorf("bench: %s read no image", mode)
-			}
-			n := float64(out.Images)
-			row := BucketsRow{Round: round, Mode: mode, Images: out.Images, Steps: out.Steps, Seconds: out.Seconds,
-				ImagesPerSec: n / out.Seconds, TrainerCPU: out.CPUSeconds, TrainerMsPerImage: 1e3 * out.CPUSeconds / n,
-				WarmupCPU: out.Warmup}
-			if mode == "brand" {
-				// The gateway served the epoch twice: the warm-up pass and
-				// the measured one.
-				row.GatewayCPU, row.GatewayMsPerImage = gw, 1e3*gw/(2*n)
+			row, err := bucketsPass(ctx, node, g, round, mode, args)
+			if err != nil {
+				return err
 			}
 			logf(cfg.Log, "round %d, %s: %d images in %d steps, %.1f images/s, trainer %.3f ms an image, gateway %.1f ms an image",
-				round, mode, out.Images, out.Steps, row.ImagesPerSec, row.TrainerMsPerImage, row.GatewayMsPerImage)
+				round, mode, row.Images, row.Steps, row.ImagesPerSec, row.TrainerMsPerImage, row.GatewayMsPerImage)
 			rep.Rows = append(rep.Rows, row)
 		}
 	}
@@ -239,36 +262,22 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 		var c BucketsCheck
 		if err := py.run(ctx, &c, "check", "--dir", src, "--url", g.base, "--dataset", "photos", "--side", strconv.Itoa(cfg.Side),
 			"--budget", strconv.FormatInt(cfg.Budget, 10), "--world", strconv.Itoa(cfg.CheckWorld), "--seed", "7"); err != nil {
-			return nil, err
+			return err
 		}
 		rep.Check = &c
 		logf(cfg.Log, "check at world %d: %d of %d files served in %d steps of %d buckets; %d steps of two shapes, %d images in another bucket, share off by at most %.2f steps, fill %.3f",
 			c.World, c.Served, c.Files, c.Steps, c.BucketsUsed, c.Mixed, c.Wrong, c.MaxShareDev, c.MeanFill)
 	}
 	if err := g.stop(10 * time.Second); err != nil {
-		return nil, err
+		return err
 	}
 	rep.Summary = map[string][3]float64{}
-	var worst float64
-	for _, mode := range []string{"pil", "brand"} {
-		var ms []float64
-		for _, r := range rep.Rows {
-			if r.Mode == mode {
-				ms = append(ms, r.TrainerMsPerImage)
-			}
-		}
-		rep.Summary[mode] = spread(ms)
-	}
-	for _, r := range rep.Rows {
-		if r.Mode != "brand" {
-			continue
-		}
-		for _, p := range rep.Rows {
-			if p.Round == r.Round && p.Mode == "pil" {
-				worst = max(worst, ratio(r.TrainerMsPerImage, p.TrainerMsPerImage))
-			}
+	for _, mode := range []string{"pil", "brand", "brand-before"} {
+		if ms := trainerMs(rep.Rows, mode); len(ms) > 0 {
+			rep.Summary[mode] = spread(ms)
 		}
 	}
+	worst := worstRatio(rep.Rows, "brand", "pil")
 	rep.Targets = []Target{atMost("trainer CPU per image, brand.Buckets ÷ PIL bucketing in DataLoader workers (worst round)", worst, 0.05)}
 	if rep.Epoch != nil {
 		rep.Targets = append(rep.Targets, atLeast("mean fill of the budget over the epoch's steps", rep.Epoch.Fill, 0.95))
@@ -280,8 +289,7 @@ func RunBuckets(ctx context.Context, cfg BucketsConfig) (*BucketsReport, error) 
 			atMost("a bucket's count of steps off its share, at any step (steps)", c.MaxShareDev, 1),
 			atLeast("mean fill of the budget (the check's epoch)", c.MeanFill, 0.95))
 	}
-	rep.Seconds = time.Since(started).Seconds()
-	return rep, nil
+	return nil
 }
 
 // writeBucketPhotos writes cfg.Images photos under dir (a class-folder
@@ -339,28 +347,36 @@ func (r *BucketsReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 // WriteText writes the report as markdown tables.
 func (r *BucketsReport) WriteText(w io.Writer) error {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d photo-like JPEGs of %d aspect ratios, longer sides %d–%d px, mean %s; buckets %s, a budget of %d pixels a step; training node: CPU %d (the DataLoader and %d workers); data node: CPU %d (brand serve, decoder %s); %s\n\n",
-		r.Images, r.Aspects, r.Sides[0], r.Sides[1], sizeString(r.MeanBytes), r.Buckets, r.Budget, r.TrainerCPU, r.Workers, r.DataCPU, r.Decoder, r.Versions)
-	sb.WriteString("| loader | trainer CPU ms per image, median (min–max) |\n| --- | --: |\n")
-	for _, m := range []string{"pil", "brand"} {
-		fmt.Fprintf(&sb, "| %s | %s |\n", map[string]string{"pil": "(1) PIL bucketing in DataLoader workers", "brand": "(2) brand.Buckets"}[m], spreadString(r.Summary[m], 3))
-	}
-	sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | images/s | s | trainer CPU s | trainer ms an image | the warm-up pass's trainer CPU s | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
-	for _, row := range r.Rows {
-		fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.1f | %.2f | %.2f | %.3f | %.2f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.ImagesPerSec,
-			row.Seconds, row.TrainerCPU, row.TrainerMsPerImage, row.WarmupCPU, row.GatewayCPU, row.GatewayMsPerImage)
-	}
-	if e := r.Epoch; e != nil {
-		fmt.Fprintf(&sb, "\nEpoch 1 of the bucket job (/epoch/1): mean fill of the budget %.3f, %d images too small, %d without an image.\n\n| bucket | images | steps | batch size | dropped | fill |\n| --- | --: | --: | --: | --: | --: |\n", e.Fill, e.TooSmall, e.NoImage)
-		for _, b := range e.Buckets {
-			if b.Samples > 0 {
-				fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %.3f |\n", b.Shape, b.Samples, b.Batches, b.BatchSize, b.Dropped, b.Fill)
+	if len(r.Rows) > 0 {
+		fmt.Fprintf(&sb, "%d photo-like JPEGs of %d aspect ratios, longer sides %d–%d px, mean %s; buckets %s, a budget of %d pixels a step; training node: CPU %d (the DataLoader and %d workers); data node: CPU %d (brand serve, decoder %s); %s\n\n",
+			r.Images, r.Aspects, r.Sides[0], r.Sides[1], sizeString(r.MeanBytes), r.Buckets, r.Budget, r.TrainerCPU, r.Workers, r.DataCPU, r.Decoder, r.Versions)
+		sb.WriteString("| loader | trainer CPU ms per image, median (min–max) |\n| --- | --: |\n")
+		for _, m := range []string{"pil", "brand", "brand-before"} {
+			if v, ok := r.Summary[m]; ok {
+				fmt.Fprintf(&sb, "| %s | %s |\n", map[string]string{"pil": "(1) PIL bucketing in DataLoader workers", "brand": "(2) brand.Buckets",
+					"brand-before": "(2′) brand.Buckets, the baseline tree's client (--baseline-python)"}[m], spreadString(v, 3))
 			}
 		}
+		sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | images/s | s | trainer CPU s | trainer ms an image | the warm-up pass's trainer CPU s | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+		for _, row := range r.Rows {
+			fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.1f | %.2f | %.2f | %.3f | %.2f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.ImagesPerSec,
+				row.Seconds, row.TrainerCPU, row.TrainerMsPerImage, row.WarmupCPU, row.GatewayCPU, row.GatewayMsPerImage)
+		}
+		if e := r.Epoch; e != nil {
+			fmt.Fprintf(&sb, "\nEpoch 1 of the bucket job (/epoch/1): mean fill of the budget %.3f, %d images too small, %d without an image.\n\n| bucket | images | steps | batch size | dropped | fill |\n| --- | --: | --: | --: | --: | --: |\n", e.Fill, e.TooSmall, e.NoImage)
+			for _, b := range e.Buckets {
+				if b.Samples > 0 {
+					fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %.3f |\n", b.Shape, b.Samples, b.Batches, b.BatchSize, b.Dropped, b.Fill)
+				}
+			}
+		}
+		if c := r.Check; c != nil {
+			fmt.Fprintf(&sb, "\nAn epoch read at world %d held to the files (each file's bucket computed from its header with fractions by python/bench/buckets.py): %d files, %d fit a bucket, %d served once each in %d steps of %d buckets; %d steps of two shapes; %d images in another bucket; %d served unfit; a bucket's steps off its share by at most %.3f; mean fill %.3f; %d dropped, %d too small.\n",
+				c.World, c.Files, c.Fit, c.Served, c.Steps, c.BucketsUsed, c.Mixed, c.Wrong, c.ServedUnfit, c.MaxShareDev, c.MeanFill, c.Dropped, c.TooSmall)
+		}
 	}
-	if c := r.Check; c != nil {
-		fmt.Fprintf(&sb, "\nAn epoch read at world %d held to the files (each file's bucket computed from its header with fractions by python/bench/buckets.py): %d files, %d fit a bucket, %d served once each in %d steps of %d buckets; %d steps of two shapes; %d images in another bucket; %d served unfit; a bucket's steps off its share by at most %.3f; mean fill %.3f; %d dropped, %d too small.\n",
-			c.World, c.Files, c.Fit, c.Served, c.Steps, c.BucketsUsed, c.Mixed, c.Wrong, c.ServedUnfit, c.MaxShareDev, c.MeanFill, c.Dropped, c.TooSmall)
+	if c := r.Clips; c != nil {
+		c.writeText(&sb)
 	}
 	fmt.Fprintf(&sb, "\nEach loader reads the epoch once unmeasured (its persistent workers started) and once measured; the trainer's CPU is its process tree's over the measured pass (its live workers' included), the gateway's over the same pass, from /proc. Load average before each round: %s. %d CPUs.\n\nTargets:\n", joinFloats(r.Load, 1), r.Machine.CPUs)
 	for _, t := range r.Targets {
