@@ -16,29 +16,11 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/internal/testsupport/throttlefront"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
-
-// editedList is a cluster's member list a test edits, as an operator
-// edits a --peers-file.
-type editedList struct {
-	mu   sync.Mutex
-	urls []string
-}
-
-func (l *editedList) set(urls ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.urls = slices.Clone(urls)
-}
-
-func (l *editedList) List(context.Context) ([]string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.urls), nil
-}
 
 // TestStoreBudgetAcrossAJoin: a cluster of three gateways reads a job
 // under a store budget of GETs a second while a fourth joins and, later,
@@ -71,9 +53,9 @@ func TestStoreBudgetAcrossAJoin(t *testing.T) {
 		}
 		lns[k], urls[k] = ln, "http://"+ln.Addr().String()
 	}
-	lists := make([]*editedList, 4)
+	lists := make([]*gatewaytest.MemberList, 4)
 	for k := range lists {
-		lists[k] = &editedList{}
+		lists[k] = &gatewaytest.MemberList{}
 	}
 	start := func(k int) {
 		g, err := gateway.New(gateway.Config{
@@ -116,7 +98,7 @@ func TestStoreBudgetAcrossAJoin(t *testing.T) {
 	// The three start together, as a cluster's pods do.
 	var starting sync.WaitGroup
 	for k := range 3 {
-		lists[k].set(urls[:3]...)
+		lists[k].Set(urls[:3]...)
 		starting.Go(func() { start(k) })
 	}
 	starting.Wait()
@@ -154,13 +136,13 @@ func TestStoreBudgetAcrossAJoin(t *testing.T) {
 		})
 	}
 	time.Sleep(3 * time.Second)
-	lists[3].set(urls...)
+	lists[3].Set(urls...)
 	start(3)
 	if t.Failed() {
 		t.FailNow()
 	}
 	for k := range 3 {
-		lists[k].set(urls...)
+		lists[k].Set(urls...)
 	}
 	// A fall is taken within a poll (and the test's scrape).
 	for k := range 3 {
@@ -170,9 +152,9 @@ func TestStoreBudgetAcrossAJoin(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	left := []string{urls[0], urls[2], urls[3]}
 	for _, k := range []int{0, 2, 3} {
-		lists[k].set(left...)
+		lists[k].Set(left...)
 	}
-	lists[1].set(left...)
+	lists[1].Set(left...)
 	for _, k := range []int{0, 2, 3} {
 		waitShare(k, 1.0/3, 15*time.Second, "node 1 listed out")
 	}

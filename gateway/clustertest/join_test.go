@@ -1,14 +1,12 @@
 package clustertest_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +16,6 @@ import (
 	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
-
-// memberList is a cluster's member list that a test edits, as an operator
-// edits a --peers-file.
-type memberList struct {
-	mu   sync.Mutex
-	urls []string
-}
-
-func (l *memberList) set(urls ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.urls = slices.Clone(urls)
-}
-
-func (l *memberList) List(context.Context) ([]string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.urls), nil
-}
 
 // TestJoinersDoNotMoveTheClusterCold: two gateways join two (2 → 4) while
 // a job reads; a joiner whose warm-up waits on the store (its chunk reads
@@ -57,19 +36,19 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 			joiners = append(joiners, k)
 		}
 	}
-	lists := make([]*memberList, 4)
+	lists := make([]*gatewaytest.MemberList, 4)
 	nodes := make([]*gatewaytest.Node, 4)
 	stores := make([]*s3test.Store, 4)
 	gates := make([]*s3test.Gate, 4) // every chunk read held until opened
 	for k := range 4 {
-		lists[k] = &memberList{}
+		lists[k] = &gatewaytest.MemberList{}
 		stores[k] = s3test.Wrap(f.Store)
 		gates[k] = stores[k].Gate(func(c s3test.Call) bool { return c.Op == s3backend.OpGet && strings.HasPrefix(c.Key, "chunks/") })
 		if slices.Contains(old, k) {
 			gates[k].Open() // only the joiners' reads are held
-			lists[k].set(two.Members()...)
+			lists[k].Set(two.Members()...)
 		} else {
-			lists[k].set(urls...)
+			lists[k].Set(urls...)
 		}
 	}
 	t.Cleanup(func() {
@@ -116,7 +95,7 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 		run(k)
 	}
 	for _, k := range old {
-		lists[k].set(urls...)
+		lists[k].Set(urls...)
 	}
 	// A joiner's warm-up waits on the store for a gain the job needs soon.
 	var held int

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,12 +15,9 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/internal/testsupport/throttlefront"
-	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -110,44 +106,17 @@ func RunBudget(ctx context.Context, cfg BudgetConfig) (*BudgetReport, error) {
 		return nil, err
 	}
 	started := time.Now()
-	srv, err := miniotest.Start(ctx, filepath.Join(cfg.WorkDir, "budget-minio"))
+	srv, url, ix, err := syntheticInMinIO(ctx, cfg.WorkDir, "budget", synth.Spec{Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, Classes: 100, Seed: cfg.Seed}, cfg.ChunkSize)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	const bucket = "budget"
-	if err := srv.MakeBucket(ctx, bucket); err != nil {
-		return nil, err
-	}
-	prefix := fmt.Sprintf("packed-%d-%d-%d-%d", cfg.Samples, cfg.MeanBytes, cfg.ChunkSize, cfg.Seed)
-	store, err := s3backend.NewS3(srv.Config(), bucket, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	ix, err := stored.ReadIndex(ctx, store)
-	if errors.Is(err, s3backend.ErrNotFound) {
-		src := filepath.Join(cfg.WorkDir, "budget-src")
-		_ = os.RemoveAll(src)
-		spec := synth.Spec{Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, Classes: 100, Seed: cfg.Seed}
-		if err := spec.WriteTree(src); err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		res, perr := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: cfg.ChunkSize, Shuffle: true, Seed: cfg.Seed, Parallel: 2, Name: "budget", Overwrite: true})
-		_ = os.RemoveAll(src)
-		if perr != nil {
-			return nil, fmt.Errorf("bench: packing the dataset: %w", perr)
-		}
-		ix, err = res.Index, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bench: reading the index: %w", err)
-	}
 	rep := &BudgetReport{Header: newHeader(started, cfg.Command),
 		Samples: ix.NumSamples(), Bytes: ix.TotalBytes(), Chunks: ix.NumChunks(), Nodes: cfg.Nodes,
 		BatchSize: cfg.BatchSize, World: cfg.World, Window: cfg.Window, Epochs: cfg.Epochs,
 		NodeCache: int64(cfg.NodeCache * float64(ix.TotalBytes())), Fraction: cfg.Fraction}
 	logf(cfg.Log, "dataset: %d samples in %d chunks (%s); %d nodes, each node's cache %s", rep.Samples, rep.Chunks, sizeString(rep.Bytes), cfg.Nodes, sizeString(rep.NodeCache))
-	bc := &budgetCluster{cfg: cfg, srv: srv, url: "s3://" + bucket + "/" + prefix, cache: rep.NodeCache}
+	bc := &budgetCluster{cfg: cfg, srv: srv, url: url, cache: rep.NodeCache}
 	free, err := bc.run(ctx, budgetFree, 0, 0, 0)
 	if err != nil {
 		return nil, err

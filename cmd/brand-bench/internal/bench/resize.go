@@ -18,11 +18,8 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
-	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -123,45 +120,18 @@ func RunResize(ctx context.Context, cfg ResizeConfig) (*ResizeReport, error) {
 		return nil, err
 	}
 	started := time.Now()
-	srv, err := miniotest.Start(ctx, filepath.Join(cfg.WorkDir, "resize-minio"))
+	srv, url, ix, err := syntheticInMinIO(ctx, cfg.WorkDir, "resize", synth.Spec{Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, Classes: 100, Seed: cfg.Seed}, cfg.ChunkSize)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	const bucket = "resize"
-	if err := srv.MakeBucket(ctx, bucket); err != nil {
-		return nil, err
-	}
-	prefix := fmt.Sprintf("packed-%d-%d-%d-%d", cfg.Samples, cfg.MeanBytes, cfg.ChunkSize, cfg.Seed)
-	store, err := s3backend.NewS3(srv.Config(), bucket, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	ix, err := stored.ReadIndex(ctx, store)
-	if errors.Is(err, s3backend.ErrNotFound) {
-		src := filepath.Join(cfg.WorkDir, "resize-src")
-		_ = os.RemoveAll(src)
-		spec := synth.Spec{Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, Classes: 100, Seed: cfg.Seed}
-		if err := spec.WriteTree(src); err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		res, perr := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: cfg.ChunkSize, Shuffle: true, Seed: cfg.Seed, Parallel: 2, Name: "resize", Overwrite: true})
-		_ = os.RemoveAll(src)
-		if perr != nil {
-			return nil, fmt.Errorf("bench: packing the dataset: %w", perr)
-		}
-		ix, err = res.Index, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bench: reading the index: %w", err)
-	}
 	rep := &ResizeReport{Header: newHeader(started, cfg.Command),
 		Samples: ix.NumSamples(), MeanBytes: cfg.MeanBytes, Bytes: ix.TotalBytes(), Chunks: ix.NumChunks(),
 		BatchSize: cfg.BatchSize, World: cfg.World, Window: cfg.Window, Epochs: cfg.Epochs,
 		Steps:     int(math.Ceil(float64(ix.NumSamples()) / float64(cfg.BatchSize*cfg.World))),
 		NodeCache: int64(cfg.NodeCache * float64(ix.TotalBytes())), StepMs: ms(cfg.StepTime)}
 	logf(cfg.Log, "dataset: %d samples in %d chunks (%s); each node's cache %s", rep.Samples, rep.Chunks, sizeString(rep.Bytes), sizeString(rep.NodeCache))
-	rc := &resizeCluster{cfg: cfg, srv: srv, url: "s3://" + bucket + "/" + prefix, bytes: rep.Bytes, cache: rep.NodeCache, steps: rep.Steps}
+	rc := &resizeCluster{cfg: cfg, srv: srv, url: url, bytes: rep.Bytes, cache: rep.NodeCache, steps: rep.Steps}
 	for pair := range cfg.Pairs {
 		for _, scenario := range []string{resizeFixed, resizeResized} {
 			run, err := rc.run(ctx, scenario, pair)
