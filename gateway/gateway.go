@@ -573,7 +573,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
 	orders := layout.New(g.feedback)
-	orders.Add(bucketunit.New(orders.Base(), catalogSizes{}, stagePipelines{g}))
+	orders.Add(bucketunit.New(orders.Base(), bucketunit.CatalogSizes{}, stagePipelines{g}))
 	if cfg.OnBadImage == OnDamagedSkip {
 		orders.SkipBadImages() // a vision job's bad samples, as a transform job's bad images
 	}

@@ -255,3 +255,24 @@ func writeGeometry(sb *strings.Builder, i int, g [5]int) {
 		sb.WriteString(strconv.Itoa(v))
 	}
 }
+
+// CatalogSizes are the datasets' image sizes as their catalog loads them
+// (catalog.Dataset.LoadSizes): the Sizes a node's bucket unit reads.
+type CatalogSizes struct{}
+
+// Load loads ds's sizes from its store if they are not in memory.
+func (CatalogSizes) Load(ctx context.Context, ds *catalog.Dataset) error {
+	_, err := ds.LoadSizes(ctx)
+	return err
+}
+
+// Of is sample id's image's size in ds, false if its sizes are not
+// loaded.
+func (CatalogSizes) Of(ds *catalog.Dataset, id int) (w, h int, ok bool) {
+	f := ds.Sizes()
+	if f == nil {
+		return 0, 0, false
+	}
+	s, _ := f.Of(id)
+	return int(s.W), int(s.H), true
+}

@@ -137,7 +137,7 @@ func New(t testing.TB, cfg Config) *Stages {
 	s.Catalog = catalog.New(names, names[0], catalog.NewMetrics(reg), cfg.Log)
 	fb := feedback.NewWith(feedback.Config{Log: cfg.Log, Buffers: mem})
 	orders := layout.New(fb)
-	orders.Add(bucketunit.New(orders.Base(), catalogSizes{}, setPipelines{pipelines})) // as gateway.New adds it
+	orders.Add(bucketunit.New(orders.Base(), bucketunit.CatalogSizes{}, setPipelines{pipelines})) // as gateway.New adds it
 	if cfg.SkipBadImages {
 		orders.SkipBadImages()
 	}
