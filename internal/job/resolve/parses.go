@@ -24,8 +24,9 @@ import (
 // every request that hits it; the resolver and the layout replace them
 // and never write into them.
 type parses struct {
-	mu sync.Mutex
-	m  map[string]parsed
+	mu    sync.Mutex
+	m     map[string]parsed
+	bytes int // the kept query strings' lengths, summed
 }
 
 // parsed is a query string parsed, and the features its parameters name
@@ -36,12 +37,17 @@ type parsed struct {
 }
 
 // Bounds of parses: at most maxParses query strings of at most
-// maxParsedBytes each. A node serves a handful of jobs at a time, each
-// with one query string a rank; when more come, the table starts again
-// rather than keep a rank's query string it may never see again.
+// maxParsedBytes each, and maxParsesBytes of them in all (a parse holds
+// about ten times its string: a schedule's slices). A node
+// serves a handful of jobs at a time, each with one query string a rank;
+// when more come, the table starts again rather than keep a rank's query
+// string it may never see again. A stream of distinct jobs (a schedule
+// edited every batch) holds at most the table's bound:
+// visit.TestDistinctMixturesHoldNoMemory.
 const (
 	maxParses      = 4096
 	maxParsedBytes = 4 << 10
+	maxParsesBytes = 64 << 10
 )
 
 // parse is query.Parse(raw, query.JobParams, defaults, limits), kept for
@@ -63,8 +69,11 @@ func (p *parses) parse(raw string, defaults query.Query, limits query.Limits) (q
 	e := parsed{q: q, set: features.Requested(q.Job)}
 	if cacheable {
 		p.mu.Lock()
-		if p.m == nil || len(p.m) >= maxParses {
-			p.m = make(map[string]parsed)
+		if p.m == nil || len(p.m) >= maxParses || p.bytes+len(raw) > maxParsesBytes {
+			p.m, p.bytes = make(map[string]parsed), 0
+		}
+		if _, ok := p.m[raw]; !ok {
+			p.bytes += len(raw)
 		}
 		p.m[raw] = e
 		p.mu.Unlock()

@@ -63,6 +63,19 @@ func TestParses(t *testing.T) {
 	if len(p.m) > maxParses {
 		t.Fatalf("%d query strings kept, over %d", len(p.m), maxParses)
 	}
+	for i := range 50 { // query strings of 4 KiB less a little: the bytes' bound
+		raw := "seed=" + strconv.Itoa(i) + "&window=" + strings.Repeat("0", maxParsedBytes-40) + "1"
+		if _, _, err := p.parse(raw, defaults, limits); err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for k := range p.m {
+			total += len(k)
+		}
+		if total > maxParsesBytes || total != p.bytes {
+			t.Fatalf("%d bytes of query strings kept (counted %d), over %d", total, p.bytes, maxParsesBytes)
+		}
+	}
 	long := "dataset=" + strings.Repeat("d", maxParsedBytes)
 	if _, _, err := p.parse(long, defaults, limits); err != nil {
 		t.Fatal(err)
