@@ -262,13 +262,27 @@ import (
 // canCut: this build cuts JPEGs with libjpeg's coefficient API.
 const canCut = true
 
-// cutJPEG is CropJPEG with libjpeg, appending the cut JPEG to dst;
-// optimize computes Huffman tables for the cut image (a second pass over
-// its coefficients) instead of the standard ones.
+// cutJPEG is CropJPEG, appending the cut JPEG to dst: spliced (splice.go)
+// where the source is a one-scan sequential JPEG the splice takes, else
+// with libjpeg's coefficients (cutCoefficients); optimize computes
+// Huffman tables for the cut image (a second pass over its coefficients,
+// so never spliced) instead of the standard ones.
 func cutJPEG(dst, src []byte, x, y, w, h int, optimize bool) ([]byte, int, int, error) {
 	if err := cuttable(src); err != nil {
 		return dst, 0, 0, err
 	}
+	if !optimize {
+		if out, ox, oy, ok := spliceJPEG(dst, src, x, y, w, h); ok {
+			return out, ox, oy, nil
+		}
+	}
+	return cutCoefficients(dst, src, x, y, w, h, optimize)
+}
+
+// cutCoefficients is the cut by libjpeg's coefficient API, which takes
+// every JPEG the GPU path cuts: the blocks' coefficients read, copied
+// and coded again.
+func cutCoefficients(dst, src []byte, x, y, w, h int, optimize bool) ([]byte, int, int, error) {
 	var msg [C.JMSG_LENGTH_MAX]C.char
 	var out *C.uchar
 	var n C.ulong

@@ -22,6 +22,7 @@ def main():
     im.save("cut444-progressive.jpg", quality=90, subsampling=0, progressive=True)
     im.convert("L").save("cut-gray.jpg", quality=90)
     im.convert("L").save("cut-gray-progressive.jpg", quality=90, progressive=True)
+    im.save("cut420-optimized.jpg", quality=90, subsampling=2, optimize=True)
 
 
 if __name__ == "__main__":
