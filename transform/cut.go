@@ -28,9 +28,11 @@ func NotCut(err error) bool { return errors.Is(err, errNotCut) }
 // the largest sampling factor each way: 16×16 for 4:2:0, 16×8 for 4:2:2,
 // 8×8 for 4:4:4 and grayscale) and that holds the box of w×h pixels at
 // (x, y), as jpegtran -crop does: the blocks covering the region, their
-// DCT coefficients untouched (no inverse transform, no requantizing),
-// entropy-coded again as a baseline JPEG with libjpeg's standard Huffman
-// tables, without the source's markers (EXIF, ICC, comments). It returns
+// DCT coefficients untouched (no inverse transform, no requantizing), in
+// a baseline JPEG without the source's markers (EXIF, ICC, comments):
+// spliced from the source's scan where it is one sequential scan (the
+// source's Huffman tables kept; splice.go), else entropy-coded again by
+// libjpeg with its standard tables. It returns
 // the cut JPEG and the box's offset (ox, oy) in it: the cut image is
 // (ox+w)×(oy+h) pixels, and ox, oy are less than the iMCU's sides.
 //
