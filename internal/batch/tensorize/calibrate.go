@@ -20,6 +20,10 @@ type Calibration struct {
 	// its JPEG.
 	DecodedFactor float64
 	Images        int
+	// Cut is how many of the Images a pipeline for the GPU's decoder
+	// (Pipeline.CutsForGPU) cut, as the stage serves them: PerImage is
+	// then the cut's CPU, not a tensor's.
+	Cut int
 }
 
 // CalibrationSeed seeds the calibration's photos: the same photos on
@@ -27,7 +31,9 @@ type Calibration struct {
 const CalibrationSeed = 1
 
 // Calibrate runs p, and decoding alone, over n generated photos on the
-// calling goroutine (a core), and returns the costs.
+// calling goroutine (a core), and returns the costs. A pipeline for the
+// GPU's decoder is run as the stage serves it: each photo cut, and
+// transformed where the cut refuses it.
 func Calibrate(p *transform.Pipeline, n int) (Calibration, error) {
 	decode, err := transform.New("decode", transform.Spec{Ops: []transform.Op{}, ReducedDecode: new(bool)}, transform.Options{})
 	if err != nil {
@@ -43,13 +49,25 @@ func Calibrate(p *transform.Pipeline, n int) (Calibration, error) {
 			return Calibration{}, err
 		}
 		key := transform.Key{Seed: CalibrationSeed, Sample: uint64(i)}
-		res, err := p.Apply(out[:0], ph.JPEG, key, sc)
-		if err != nil {
-			return Calibration{}, fmt.Errorf("calibrating pipeline %q: %w", p.Name(), err)
+		if p.CutsForGPU() {
+			g, err := p.GPUCrop(out[:0], ph.JPEG, key)
+			out = g.JPEG
+			c.PerImage += g.CPU
+			if err == nil {
+				c.Cut++
+			} else if !transform.NotCut(err) {
+				return Calibration{}, fmt.Errorf("calibrating pipeline %q: %w", p.Name(), err)
+			}
 		}
-		out = res.Out
-		c.PerImage += res.CPU
-		res, err = decode.Apply(out[:0], ph.JPEG, key, sc)
+		if !p.CutsForGPU() || c.Cut <= i { // a tensor, as the stage makes of what is not cut
+			res, err := p.Apply(out[:0], ph.JPEG, key, sc)
+			if err != nil {
+				return Calibration{}, fmt.Errorf("calibrating pipeline %q: %w", p.Name(), err)
+			}
+			out = res.Out
+			c.PerImage += res.CPU
+		}
+		res, err := decode.Apply(out[:0], ph.JPEG, key, sc)
 		if err != nil {
 			return Calibration{}, fmt.Errorf("calibrating the decoder: %w", err)
 		}

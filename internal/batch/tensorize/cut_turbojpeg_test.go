@@ -200,3 +200,22 @@ func names(ms []member) []string {
 	}
 	return n
 }
+
+// TestCalibrateCuts: a pipeline for the GPU's decoder is calibrated as
+// the stage serves it, each photo cut (so /plan prices the cut, not a
+// tensor); imagenet-train is calibrated by its tensors.
+func TestCalibrateCuts(t *testing.T) {
+	s := newCutStage(t)
+	for _, c := range []struct {
+		name string
+		cut  int
+	}{{transform.ImagenetTrainGPU, 3}, {transform.ImagenetTrain, 0}} {
+		cal, err := Calibrate(pipeline(t, s, c.name), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cal.Images != 3 || cal.Cut != c.cut || cal.PerImage <= 0 {
+			t.Errorf("%s: calibration %+v, want %d of 3 cut", c.name, cal, c.cut)
+		}
+	}
+}
