@@ -57,10 +57,11 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	if samples <= 0 || side <= 0 || chunk <= 0 {
 		return errors.New("--samples, --image-side and --chunk-size must be positive")
 	}
-	log, err := f.logger(env.Stderr)
+	log, flush, err := f.logger(env.Stderr)
 	if err != nil {
 		return err
 	}
+	defer flush()
 	tree := photos.Tree{Samples: samples, MaxSide: side, Classes: 10, Seed: 1}
 	storeURL := dst
 	if storeURL == "" {

@@ -23,6 +23,7 @@ import (
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/server/logbuffer"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/transform"
@@ -123,24 +124,30 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	f.security.register(fs)
 }
 
-func (f *serveFlags) logger(w io.Writer) (zerolog.Logger, error) {
+// logger is the log of --log-level and --log-format on w, and what
+// writes the lines it still holds. JSON lines below warn go out a few at
+// a time (package logbuffer): written one by one, the access log's lines
+// are a system call a batch beside the batch's own. A console's lines,
+// read by a person as they come, go out at once.
+func (f *serveFlags) logger(w io.Writer) (zerolog.Logger, func(), error) {
 	lvl, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil || f.logLevel == "" {
-		return zerolog.Logger{}, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", f.logLevel)
+		return zerolog.Logger{}, nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", f.logLevel)
 	}
-	out := w
 	console := f.logFormat == "console"
 	if f.logFormat == "auto" {
 		if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
 			console = true
 		}
 	} else if f.logFormat != "json" && f.logFormat != "console" {
-		return zerolog.Logger{}, fmt.Errorf("--log-format: %q is not json, console or auto", f.logFormat)
+		return zerolog.Logger{}, nil, fmt.Errorf("--log-format: %q is not json, console or auto", f.logFormat)
 	}
 	if console {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		out := zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), func() {}, nil
 	}
-	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+	lines := logbuffer.New(w)
+	return zerolog.New(lines).Level(lvl).With().Timestamp().Logger(), func() { _ = lines.Close() }, nil
 }
 
 // specs turns --dataset values into dataset specs. A bare URL is named
@@ -324,10 +331,11 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err := cli.NoArgs(fs); err != nil {
 		return err
 	}
-	log, err := f.logger(env.Stderr)
+	log, flush, err := f.logger(env.Stderr)
 	if err != nil {
 		return err
 	}
+	defer flush()
 	cfg, err := f.gatewayConfig(log)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -153,30 +154,12 @@ func (wr *Writer) Write(w http.ResponseWriter, r *http.Request, contentType stri
 	// The write may be interrupted only once the headers are out (the
 	// connection hands the body to WriteTo after flushing them): net/http
 	// takes a failed flush of its own for a broken connection.
-	var interrupted, armed atomic.Bool
-	stop, done := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
 	var segStart atomic.Int64 // when the segment being written began, in Unix ns
 	segStart.Store(time.Now().UnixNano())
+	var pr *probe
 	if !relieved && resumable {
-		go func() { // ends with this call: stop is closed before Write returns
-			defer close(done)
-			t := time.NewTicker(stallProbe)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case now := <-t.C:
-					if armed.Load() && wr.pressure(now.Sub(time.Unix(0, segStart.Load())) >= wr.slow) {
-						interrupted.Store(true)
-						_ = rc.SetWriteDeadline(time.Now())
-						return
-					}
-				}
-			}
-		}()
-	} else {
-		close(done)
+		pr = wr.startProbe(rc, &armed, &segStart)
 	}
 	var written int64
 	var err error
@@ -213,7 +196,7 @@ func (wr *Writer) Write(w http.ResponseWriter, r *http.Request, contentType stri
 		var m int64
 		m, err = writeParts(w, b)
 		written += m
-		if err != nil && !relieved && interrupted.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		if err != nil && !relieved && pr.interrupted() && errors.Is(err, os.ErrDeadlineExceeded) {
 			// Interrupted to give the pins back: resume from where the
 			// write stopped, from a copy if the budget allows.
 			parts, _ = p.Relieve(append(b.parts, parts...))
@@ -227,9 +210,7 @@ func (wr *Writer) Write(w http.ResponseWriter, r *http.Request, contentType stri
 	if release != nil {
 		release()
 	}
-	close(stop)
-	<-done
-	if interrupted.Load() {
+	if pr.stop() {
 		// The interruption may have come after the last write: the
 		// server's own flush of the response must not meet it.
 		_ = rc.SetWriteDeadline(time.Now().Add(wr.timeout))
@@ -244,6 +225,57 @@ func (wr *Writer) Write(w http.ResponseWriter, r *http.Request, contentType stri
 		return written, fmt.Errorf("writing a response: wrote %d of %d bytes", written, p.N)
 	}
 	return written, nil
+}
+
+// probe looks every stallProbe, while a body is written from pinned
+// chunks, whether the cache is under pressure, and if so interrupts the
+// write by its deadline. It is a timer rather than a goroutine of its
+// own: a batch written within stallProbe, as nearly every one is, starts
+// no goroutine and wakes no thread to run one.
+type probe struct {
+	mu    sync.Mutex // held while the timer's function runs
+	t     *time.Timer
+	ended bool // set by stop: the timer's function does nothing more
+	cut   atomic.Bool
+}
+
+// startProbe starts the probe of a write through rc; armed says the
+// headers are out, segStart when the segment being written began.
+func (wr *Writer) startProbe(rc *http.ResponseController, armed *atomic.Bool, segStart *atomic.Int64) *probe {
+	p := &probe{}
+	p.mu.Lock() // the timer's function reads p.t
+	defer p.mu.Unlock()
+	p.t = time.AfterFunc(stallProbe, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.ended {
+			return
+		}
+		if armed.Load() && wr.pressure(time.Since(time.Unix(0, segStart.Load())) >= wr.slow) {
+			p.cut.Store(true)
+			_ = rc.SetWriteDeadline(time.Now())
+			return
+		}
+		p.t.Reset(stallProbe)
+	})
+	return p
+}
+
+// interrupted reports whether the probe interrupted the write; a nil
+// probe never does.
+func (p *probe) interrupted() bool { return p != nil && p.cut.Load() }
+
+// stop ends the probe, waiting for its timer's function if it is
+// running, and reports whether it interrupted the write.
+func (p *probe) stop() bool {
+	if p == nil {
+		return false
+	}
+	p.t.Stop()
+	p.mu.Lock()
+	p.ended = true
+	p.mu.Unlock()
+	return p.cut.Load()
 }
 
 // cut splits parts after at most size bytes, splitting a part if it must
