@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/cluster/hedge"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -64,6 +65,9 @@ func TestClusterTransformsWhereTheChunkIs(t *testing.T) {
 		// transform (the rule that moves work is TestTransformAt's and
 		// BenchmarkTransformOffload's).
 		c.Cluster.TransformSlack = time.Minute
+		// Nor does a late answer: a hedge asks the next node, which reads
+		// the chunk again (TestS3FaceOnCluster).
+		c.Cluster.Hedge = hedge.Config{Rate: -1}
 	})
 	probed(t, cl)
 	seen := map[string]int{}
