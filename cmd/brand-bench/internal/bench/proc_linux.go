@@ -68,9 +68,35 @@ func minorFaults(pid int) int64 {
 }
 
 // processCPU returns the user and system CPU time a process (all its
-// threads) has used, from /proc/<pid>/stat; pid 0 means this process. It
-// returns 0 if the process is gone.
+// threads, those that have ended included) has used; pid 0 means this
+// process. It reads the process's CPU-time clock (clock_gettime of the
+// clock clock_getcpuclockid names, to the nanosecond), and where that
+// fails /proc/<pid>/stat, whose ticks of 10 ms were a twenty-seventh of
+// a warm 10 KiB epoch's gateway CPU, so that its CPU per GB came in
+// steps of 3.7 %. It returns 0 if the process is gone.
 func processCPU(pid int) time.Duration {
+	if d, ok := cpuClock(pid); ok {
+		return d
+	}
+	return statCPU(pid)
+}
+
+// cpuClock reads pid's CPU-time clock: CPUCLOCK_SCHED of the whole
+// process, the clock id glibc's clock_getcpuclockid makes of a pid.
+func cpuClock(pid int) (time.Duration, bool) {
+	clk := int32(unix.CLOCK_PROCESS_CPUTIME_ID)
+	if pid != 0 {
+		clk = int32(^pid<<3 | 2)
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(clk, &ts); err != nil {
+		return 0, false
+	}
+	return time.Duration(ts.Nano()), true
+}
+
+// statCPU is processCPU from /proc/<pid>/stat, in ticks of 10 ms.
+func statCPU(pid int) time.Duration {
 	name := "/proc/self/stat"
 	if pid != 0 {
 		name = "/proc/" + strconv.Itoa(pid) + "/stat"
