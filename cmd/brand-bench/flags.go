@@ -53,6 +53,7 @@ func bindProcesses(fs *flag.FlagSet, p *bench.Processes) {
 	fs.StringVar(&p.GatewayBinary, "gateway-binary", p.GatewayBinary, "brand binary whose serve command is the gateway under test (default: brand beside this executable, else on $PATH)")
 	fs.Var((*stringList)(&p.GatewayArgs), "gateway-arg", "extra `FLAG` of brand serve for every gateway, e.g. --gateway-arg=--s3-part-size=64MiB (repeatable)")
 	fs.StringVar(&p.GatewayProfiles, "gateway-profiles", p.GatewayProfiles, "directory for a CPU profile of each gateway run (gateway-<policy>-<cache %>.pprof; go tool pprof -tagfocus epoch=0 for the cold epoch)")
+	fs.StringVar(&p.ServerCPU, "server-cpu", p.ServerCPU, "pin every gateway and limit server of the limits and brand groups to this `CPU` (its number), and the harness's clients to the others (Linux)")
 }
 
 // bindRun binds what the run as a whole uses: which groups, where the data

@@ -218,6 +218,10 @@ func (r *runner) startBrandGateway(ctx context.Context, fraction float64, policy
 	if err != nil {
 		return nil, err
 	}
+	if err := r.pinServer(g.cmd.Process.Pid); err != nil {
+		g.kill()
+		return nil, err
+	}
 	g.start, g.startCPU = time.Since(started), processCPU(g.cmd.Process.Pid)
 	r.logf("  ready after %.2f s (%.2f s of CPU: index load and cache preallocation)", g.start.Seconds(), g.startCPU.Seconds())
 	return g, nil

@@ -514,6 +514,9 @@ func (r *runner) runLimit(ctx context.Context, hc *http.Client, kind, config, la
 		return fmt.Errorf("%s: %w", label, err)
 	}
 	defer p.kill()
+	if err := r.pinServer(p.cmd.Process.Pid); err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
 	r.logf("  measuring at concurrency %v", r.cfg.Concurrency.StreamReaders)
 	err = r.sweepRow(ctx, p.cmd.Process.Pid, config, GroupLimits, label, r.cfg.Concurrency.StreamReaders,
 		r.streamThrough(hc, p.base, keys, order, p.limitUpstream))

@@ -10,3 +10,8 @@ import "fmt"
 func pinProcess(pid, cpu int) error {
 	return fmt.Errorf("bench: pinning process %d to CPU %d needs Linux (sched_setaffinity); the tensors benchmark runs there only", pid, cpu)
 }
+
+// pinElsewhere is pinProcess's other half: Linux only.
+func pinElsewhere(pid, cpu int) error {
+	return fmt.Errorf("bench: pinning process %d off CPU %d needs Linux (sched_setaffinity)", pid, cpu)
+}

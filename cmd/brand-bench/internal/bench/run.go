@@ -211,6 +211,8 @@ type runner struct {
 	runs    map[runKey]*brandRun
 	planDS  planner.Dataset
 	started time.Time
+	// clientsPinned: this process runs off Processes.ServerCPU (pinServer).
+	clientsPinned bool
 }
 
 type runKey struct {
