@@ -16,9 +16,10 @@ import (
 // can be had by finding where each run starts and ends (walking the
 // Huffman codes down to the region's last MCU: decoding them, but storing
 // and dequantizing no coefficient), and copying each run's bits, with
-// only the first block of each component in each run given its DC
-// difference again (against the previous run's last block, not the
-// source's neighbour to the left). The coefficients are the source's
+// only a few blocks coded again (spliceJPEG): the first of each component
+// in each run gets its DC difference against the previous run's last
+// block, not the source's neighbour to the left, and the blocks past the
+// cut image's edges become libjpeg's dummies. The coefficients are the source's
 // exactly, as in libjpeg's coefficient copy; the Huffman tables are the
 // source's (libjpeg's path writes its standard ones, so the bytes of the
 // two cuts are equal when the source used those). What libjpeg's path
@@ -42,19 +43,17 @@ type spliceComp struct {
 
 // spliceHeader is a JPEG's header as the splice reads it.
 type spliceHeader struct {
-	w, h   int
-	comps  []spliceComp
-	dqt    [4][]byte    // each table's body as stored (Pq/Tq, values)
-	dht    [2][4][]byte // [class][id]: the table's body (Tc/Th, counts, values)
-	scan   []byte       // the entropy-coded data and what follows it
-	jfif   []byte       // the first JFIF APP0's body, if any
-	hasDQT [4]bool
+	w, h  int
+	comps []spliceComp
+	dqt   [4][]byte    // each table's body as stored (Pq/Tq, values)
+	dht   [2][4][]byte // [class][id]: the table's body (Tc/Th, counts, values)
+	scan  []byte       // the entropy-coded data and what follows it
+	jfif  []byte       // the first JFIF APP0's body, if any
 }
 
 // readSpliceHeader reads src's markers up to its scan; ok is false for
 // anything the splice declines.
 func readSpliceHeader(src []byte) (j spliceHeader, ok bool) {
-	jfif := false
 	i := 2
 	for i+4 <= len(src) {
 		if src[i] != 0xff {
@@ -72,7 +71,6 @@ func readSpliceHeader(src []byte) (j spliceHeader, ok bool) {
 		seg := src[i+4 : i+2+n]
 		switch {
 		case m == 0xe0 && len(seg) >= 5 && string(seg[:5]) == "JFIF\x00":
-			jfif = true
 			if j.jfif == nil {
 				j.jfif = seg
 			}
@@ -86,7 +84,7 @@ func readSpliceHeader(src []byte) (j spliceHeader, ok bool) {
 				if pq > 1 || tq > 3 || len(seg) < size {
 					return j, false
 				}
-				j.dqt[tq], j.hasDQT[tq] = seg[:size], true
+				j.dqt[tq] = seg[:size]
 				seg = seg[size:]
 			}
 		case m == 0xc4:
@@ -126,7 +124,7 @@ func readSpliceHeader(src []byte) (j spliceHeader, ok bool) {
 				}
 				j.comps = append(j.comps, spliceComp{id: b[0], h: hs, v: vs, tq: b[2]})
 			}
-			if nc == 3 && !jfif && string([]byte{j.comps[0].id, j.comps[1].id, j.comps[2].id}) == "RGB" {
+			if nc == 3 && j.jfif == nil && string([]byte{j.comps[0].id, j.comps[1].id, j.comps[2].id}) == "RGB" {
 				return j, false
 			}
 		case m == 0xda:
@@ -346,7 +344,7 @@ func spliceJPEG(dst, src []byte, x, y, w, h int) (out []byte, ox, oy int, ok boo
 		}
 		hmax, vmax = max(hmax, hs[k]), max(vmax, vs[k])
 		blocks[k] = hs[k] * vs[k]
-		if !j.hasDQT[c.tq] || j.dht[0][c.td] == nil || j.dht[1][c.ta] == nil ||
+		if j.dqt[c.tq] == nil || j.dht[0][c.td] == nil || j.dht[1][c.ta] == nil ||
 			!dc[k].build(j.dht[0][c.td]) || !ac[k].build(j.dht[1][c.ta]) || ac[k].size[0] == 0 || dc[k].size[0] == 0 {
 			return dst, 0, 0, false
 		}

@@ -49,17 +49,18 @@ func Calibrate(p *transform.Pipeline, n int) (Calibration, error) {
 			return Calibration{}, err
 		}
 		key := transform.Key{Seed: CalibrationSeed, Sample: uint64(i)}
+		cut := false
 		if p.CutsForGPU() {
 			g, err := p.GPUCrop(out[:0], ph.JPEG, key)
-			out = g.JPEG
+			out, cut = g.JPEG, err == nil
 			c.PerImage += g.CPU
-			if err == nil {
+			if cut {
 				c.Cut++
 			} else if !transform.NotCut(err) {
 				return Calibration{}, fmt.Errorf("calibrating pipeline %q: %w", p.Name(), err)
 			}
 		}
-		if !p.CutsForGPU() || c.Cut <= i { // a tensor, as the stage makes of what is not cut
+		if !cut { // a tensor, as the stage makes of what it does not cut
 			res, err := p.Apply(out[:0], ph.JPEG, key, sc)
 			if err != nil {
 				return Calibration{}, fmt.Errorf("calibrating pipeline %q: %w", p.Name(), err)
