@@ -97,6 +97,21 @@ def scale(shapes: List[Tuple[int, int]], side: int) -> List[Tuple[int, int]]:
     return [(h * side // 1024, w * side // 1024) for h, w in shapes]
 
 
+def cover_crop(im, H: int, W: int):
+    """im resized (bilinear) to cover H×W, keeping its aspect, and cut to
+    H×W at the centre: the bucket's shape, as the gateway's rule makes it."""
+    from PIL import Image
+
+    w, h = im.size
+    if W * h >= H * w:
+        nw, nh = W, h * W // w
+    else:
+        nw, nh = w * H // h, H
+    im = im.resize((nw, nh), Image.BILINEAR)
+    left, top = round((nw - W) / 2), round((nh - H) / 2)
+    return im.crop((left, top, left + W, top + H))
+
+
 class Files:
     """The usual bucketed Dataset: item (path, bucket) decoded, oriented,
     resized to cover the bucket and cropped at the centre, to uint8 CHW."""
@@ -114,15 +129,7 @@ class Files:
         i, b = item
         H, W = self.shapes[b]
         with Image.open(self.paths[i]) as im:
-            im = ImageOps.exif_transpose(im).convert("RGB")
-            w, h = im.size
-            if W * h >= H * w:
-                nw, nh = W, h * W // w
-            else:
-                nw, nh = w * H // h, H
-            im = im.resize((nw, nh), Image.BILINEAR)
-            left, top = round((nw - W) / 2), round((nh - H) / 2)
-            im = im.crop((left, top, left + W, top + H))
+            im = cover_crop(ImageOps.exif_transpose(im).convert("RGB"), H, W)
             t = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).reshape(H, W, 3).permute(2, 0, 1)
         return t
 
@@ -224,22 +231,13 @@ class Videos:
         import av
         import numpy
         import torch
-        from PIL import Image
 
         i, b = item
         H, W, T = self.shapes[b]
         out = []
         with av.open(self.paths[i]) as c:
             for f in c.decode(video=0):
-                im = f.to_image()
-                w, h = im.size
-                if W * h >= H * w:
-                    nw, nh = W, h * W // w
-                else:
-                    nw, nh = w * H // h, H
-                im = im.resize((nw, nh), Image.BILINEAR)
-                left, top = round((nw - W) / 2), round((nh - H) / 2)
-                out.append(numpy.asarray(im.crop((left, top, left + W, top + H))))
+                out.append(numpy.asarray(cover_crop(f.to_image(), H, W)))
                 if len(out) == T:
                     break
         return torch.from_numpy(numpy.stack(out))
