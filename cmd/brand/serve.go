@@ -115,7 +115,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "the node's memory budget, also set as Go's memory limit: the cache (--cache-size), 256MiB for the rest of the process, and what copies out of the cache (--copy-bytes) and decodes of images and of chunks served in place share, each admitted against its part (503 with Retry-After past a wait); "+
 		"auto: their total, with room for the largest decode --max-image-pixels allows (Go's limit left to GOMEMLIMIT if set); a size: the cache and the rest first, copies and decodes share what is left, an image whose decode needs more than their part refused; off: the parts as auto, and no Go memory limit")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
+	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal); JSON lines below warn are written together, at most 100 ms after they are logged")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; keep it off public interfaces")
 	f.s3face.register(fs)
