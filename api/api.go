@@ -9,6 +9,7 @@
 package api
 
 import (
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -152,10 +153,54 @@ type Job struct {
 	// batch of the step's bucket's size), an epoch's extent is its steps
 	// times world, and a job resumes at any world size with resume=.
 	Buckets Buckets
+	// Run serves a dataset's samples as runs of consecutive records
+	// (run=, docs/http-api.md "Runs"): each item a run of Run.Len
+	// samples of one chunk in the index's order, shuffled as samples
+	// are; batch_size, world, rank, offset and the epoch's extent count
+	// runs.
+	Run Runs
 }
+
+// ParamRun is a run job's run length (Job.Run), and HeaderRun names it in
+// a run job's batch, whose samples come in runs of that many.
+const (
+	ParamRun  = "run"
+	HeaderRun = "Brand-Run"
+	// MaxRun bounds run=.
+	MaxRun = 4096
+)
+
+// Runs are a run job's parameters: a dataset's samples served as runs
+// of Len consecutive records of a chunk (2..MaxRun); 0 serves samples as
+// stored.
+type Runs struct{ Len int }
+
+// On reports whether the job serves runs.
+func (r Runs) On() bool { return r.Len > 0 }
+
+// Params are Job.Run's parameters.
+func (*Runs) Params() []string { return []string{ParamRun} }
+
+// Set parses run=.
+func (r *Runs) Set(name, v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 || n > MaxRun {
+		return fmt.Errorf("%s must be a run length of 2..%d records, got %q", name, MaxRun, v)
+	}
+	r.Len = n
+	return nil
+}
+
+func (r Runs) setValues(v url.Values) { setPositive(v, ParamRun, r.Len) }
 
 // Clips reports whether the job serves video clips.
 func (j Job) Clips() bool { return j.Clip.On() }
+
+// Space is the key of the item space the job's epochs are of when they
+// are not of its dataset's samples — a clip job's clip parameters
+// (Clip.Key) — and "" otherwise: the layout keys a stream's order by it
+// (jobstream.Stream.Space).
+func (j Job) Space() string { return j.Clip.Key() }
 
 // Tokens reports whether the job packs a token dataset into sequences
 // (seq=).
@@ -270,12 +315,37 @@ const (
 	SamplingImportance = "importance"
 )
 
-// JobParams lists the query parameters that make up a Job.
-var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
+// JobParams lists the query parameters that make up a Job: its own and
+// its kinds' (Job.Units).
+var JobParams = append([]string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
 	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixSchedule, ParamScheduleVersion, ParamMixBlock, ParamMixSamples, ParamMembers,
-	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS, ParamVision,
-	ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamBalance,
-	ParamBuckets, ParamBudget, ParamBudgetTokens, ParamVAE, ParamPatch, ParamVAET, ParamMaxUpscale, ParamSmall, ParamCrop, ParamFlip, ParamResume}
+	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS, ParamVision, ParamBalance}, UnitParamNames()...)
+
+// UnitParams are a kind of batch's own parameters in a Job, each of a
+// type of this package (Clip, Buckets): the query parameters it takes,
+// parsed into it one by one, and written back. Job.Units lists them, and
+// the parser (internal/job/query), JobParams and Values go through the
+// list, so that a kind's parameters are its type and one entry there.
+type UnitParams interface {
+	// Params are its parameters' names, in the order Values writes them.
+	Params() []string
+	// Set parses one of its parameters.
+	Set(name, value string) error
+	setValues(v url.Values)
+}
+
+// Units are the job's kinds' own parameters, one entry a kind.
+func (j *Job) Units() []UnitParams { return []UnitParams{&j.Clip, &j.Buckets, &j.Run} }
+
+// UnitParamNames are the names of every kind's own parameters
+// (Job.Units), in order.
+func UnitParamNames() []string {
+	var out []string
+	for _, u := range (&Job{}).Units() {
+		out = append(out, u.Params()...)
+	}
+	return out
+}
 
 // setPositive sets k to n when n is positive.
 func setPositive(v url.Values, k string, n int) {
@@ -379,7 +449,8 @@ func (j Job) Values() url.Values {
 	if j.Balance != "" {
 		v.Set(ParamBalance, j.Balance)
 	}
-	j.Clip.setValues(v)
-	j.Buckets.setValues(v)
+	for _, u := range j.Units() {
+		u.setValues(v)
+	}
 	return v
 }

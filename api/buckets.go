@@ -62,6 +62,9 @@ type Buckets struct {
 // On reports whether the job batches by shape.
 func (b Buckets) On() bool { return b.Shapes != "" }
 
+// Params are Job.Buckets' parameters (BucketParams).
+func (*Buckets) Params() []string { return BucketParams }
+
 // Set parses one of BucketParams into b.
 func (b *Buckets) Set(name, v string) error {
 	bad := func(format string, args ...any) error {

@@ -99,6 +99,9 @@ func (c Clip) LayoutName() string {
 	return c.Layout
 }
 
+// Params are Job.Clip's parameters (ClipParams).
+func (*Clip) Params() []string { return ClipParams }
+
 // Set parses the clip parameter name's value v into c.
 func (c *Clip) Set(name, v string) error {
 	bad := func(format string, args ...any) error {

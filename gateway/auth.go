@@ -5,12 +5,13 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
-	"github.com/brandgw/brand/internal/job/jobsched"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/brandgw/brand/internal/job/jobsched"
 
 	"github.com/go-chi/chi/v5"
 

@@ -135,7 +135,7 @@ func writeManifest(w http.ResponseWriter, b *layout.Batch) {
 		if ds.Index.Deferred() {
 			m.Samples[i].Offset = 0 // sized and placed when its chunk is decoded
 		}
-		if b.Mix != nil {
+		if b.Composite() != nil {
 			m.Samples[i].Dataset = ds.Name
 		}
 		if ds.IsDamaged(s.Chunk) {
@@ -146,21 +146,31 @@ func writeManifest(w http.ResponseWriter, b *layout.Batch) {
 	writeJSON(w, http.StatusOK, m)
 }
 
+// A unit's content's wire form beyond a batch's own headers is asked of
+// the unit, each where the gateway writes it:
+//
+//   - sourceHeaded: what a job of it reads, in place of Brand-Index (a
+//     mixture: its text, block, components' versions and schedule);
+//   - batchHeaded: what a batch of it serves beside Brand-Dataset (a
+//     mixture: each sample's component; a bucket job: its images'
+//     geometry).
+type (
+	sourceHeaded interface{ SourceHeaders(h http.Header) }
+	batchHeaded  interface {
+		BatchHeaders(h http.Header, b *layout.Batch)
+	}
+)
+
 // setSourceHeaders names what a job reads: the dataset's index version,
-// or the mixture (its text, block and the components' index versions);
-// and on a cluster the membership version its batches are laid out
-// under, which the clients pin for the epoch.
+// or its unit's own (a mixture's); and on a cluster the membership
+// version its batches are laid out under, which the clients pin for the
+// epoch.
 func setSourceHeaders(h http.Header, src layout.Source) {
 	if src.Members != nil {
 		h.Set(api.HeaderMembers, src.Members.Version())
 	}
-	if m := src.Mix; m != nil {
-		h.Set(api.HeaderMix, m.Text())
-		h.Set(api.HeaderMixBlock, strconv.Itoa(m.Order.Block()))
-		h.Set(api.HeaderMixIndex, m.IndexIDs())
-		if len(m.Schedule) > 0 {
-			h.Set(api.HeaderMixSchedule, m.ScheduleText())
-		}
+	if u, ok := src.Unit.(sourceHeaded); ok {
+		u.SourceHeaders(h)
 		return
 	}
 	h.Set(api.HeaderIndex, src.IndexID())
@@ -175,10 +185,11 @@ func setBatchHeaders(h http.Header, b *layout.Batch) {
 	if v := b.Job.ScheduleVersion; v != "" {
 		h.Set(api.HeaderScheduleVersion, v)
 	}
-	if b.Mix != nil {
-		h.Set(api.HeaderMixComponents, layout.FormatComponents(b.Components()))
-	} else {
+	if b.Composite() == nil {
 		h.Set(api.HeaderDataset, b.DS.Name)
+	}
+	if u, ok := b.Unit.(batchHeaded); ok {
+		u.BatchHeaders(h, b)
 	}
 	h.Set(api.HeaderEpoch, strconv.FormatUint(b.Epoch, 10))
 	h.Set(api.HeaderBatch, strconv.FormatUint(b.Batch, 10))
@@ -190,11 +201,6 @@ func setBatchHeaders(h http.Header, b *layout.Batch) {
 	}
 	if b.Job.Transform != "" {
 		h.Set(api.HeaderTransform, b.Job.Transform)
-	}
-	if g, ok := b.Content.(interface{ Geometry(*layout.Batch) string }); ok {
-		if geo := g.Geometry(b); geo != "" { // "" for a clip job's clips not bucketed
-			h.Set(api.HeaderBucketGeometry, geo) // a bucket job's images' or clips' micro-conditioning
-		}
 	}
 	if bl := b.Balanced; bl != nil {
 		h.Set(api.HeaderBalance, bl.Kind)

@@ -18,12 +18,13 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/batch/bucketunit"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/respond"
 	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/units/buckets"
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cache/preload"
@@ -572,11 +573,15 @@ func New(cfg Config) (*Gateway, error) {
 		rt, parts = routing, ask
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
-	orders := layout.New(g.feedback)
-	orders.Add(bucketunit.New(orders.Base(), bucketunit.CatalogSizes{}, stagePipelines{g}))
-	if cfg.OnBadImage == OnDamagedSkip {
-		orders.SkipBadImages() // a vision job's bad samples, as a transform job's bad images
+	// The node's kinds of batch, the one list the test harness makes
+	// its orders with too; their stages are found when a batch is made
+	// (they are made after the orders).
+	var noVideo error
+	if !tvideo.Available() && !cfg.ClipsWithoutDecoder {
+		noVideo = fmt.Errorf("%w: a clip job's frames are decoded by the node that serves it; serve it from a brand built with libavcodec (the container image is)", tvideo.ErrNoDecoder)
 	}
+	orders := layout.New(g.feedback, units.New(units.Node{Pack: stageOf{g}, Clips: stageOf{g}, Pipelines: stagePipelines{g}, Sizes: buckets.CatalogSizes{},
+		SkipBadImages: cfg.OnBadImage == OnDamagedSkip, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip, NoVideo: noVideo, Log: cfg.Logger}))
 	var own func(ds *catalog.Dataset, c int) bool // a single gateway owns every chunk
 	if routing != nil {
 		own = routing.Owns
@@ -650,7 +655,7 @@ func New(cfg Config) (*Gateway, error) {
 		MaxBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{UseTable: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
-		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, Clipper: g.stage, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
+		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Group: g.life.Group("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Str("video_decoder", g.stage.VideoDecoder()).Msg("transform stage")
@@ -677,9 +682,6 @@ func New(cfg Config) (*Gateway, error) {
 		Defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
 			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}},
 		Node: c.Advertise}
-	if !tvideo.Available() && !cfg.ClipsWithoutDecoder {
-		rc.NoClips = fmt.Errorf("%w: a clip job's frames are decoded by the node that serves it; serve it from a brand built with libavcodec (the container image is)", tvideo.ErrNoDecoder)
-	}
 	if peers != nil {
 		// An edit of a named job asks every other member what it has
 		// served of the job; they answer from their books.

@@ -28,8 +28,8 @@ var ErrPlanBusy = plans.ErrBusy
 // cache, disk tier and prefetch as a plan's defaults.
 func newPlans(cfg Config, j *resolve.Resolver, nodes func() int, costs *pipelineCosts, snaps plans.Snapshots) *plans.Maker {
 	return plans.New(plans.Config{Planner: cfg.Planner, Jobs: j, Snapshots: snaps, Epochs: j.Orders(), Costs: costs,
-		Clips: j.Orders(), DecodeCost: costs.frameCost,
-		Defaults: j.Defaults(), Limits: j.Limits(), Nodes: nodes,
+		DecodeCost: costs.frameCost,
+		Defaults:   j.Defaults(), Limits: j.Limits(), Nodes: nodes,
 		Options: api.PlanOptions{Prices: cfg.StorePrices, CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: plans.DefaultEpochs,
 			BackendBytesPerSec: 1 << 30, PrefetchWindows: cfg.PrefetchWindows},
 		Members: func(ctx context.Context) *gcluster.Membership {

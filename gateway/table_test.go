@@ -32,6 +32,7 @@ var tableParams = map[features.Feature]string{
 	features.Samples:    "",
 	features.Tokens:     "seq=16",
 	features.Clips:      "clip=4",
+	features.Runs:       "run=2",
 	features.Transform:  "transform=imagenet-train",
 	features.Columns:    "columns=line",
 	features.Locality:   "locality=true",

@@ -4,7 +4,9 @@
 // offset with drop_last, a transform, balance=bytes, columns), token jobs
 // (both packs, balance=attention and tokens), vision jobs (alone,
 // balanced, mixed with text), clip jobs (their manifests: decoding needs
-// libavcodec), mixtures and schedules of each unit, and named jobs with
+// libavcodec), bucket jobs (images, with random crops and flips, and a
+// tree of videos' clips by their manifests), mixtures and schedules of
+// each unit, and named jobs with
 // edits (an append, then an exclusion) or a stored schedule.
 // testdata/epochs.golden has a line for each rank's /epoch/N and each
 // rank's batch of one or two epochs: the status, the body's length and
@@ -82,6 +84,9 @@ func jobs(s *sources) []job {
 		{"vision-mix-text", "mix=vis:1,txt:1&mix_block=4&" + vis, 1, false},
 		{"vision-schedule-text", "mix_schedule=" + url.QueryEscape("0:vis:1,txt:1;2:vis:1,txt:3") + "&mix_block=4&" + vis, 1, false},
 		{"clips", "dataset=video&clip=4&stride=2&seed=7&window=2&batch_size=2&world=2", 2, true},
+		{"buckets", "dataset=pics&buckets=32x48,48x32,40x40&budget=4800&seed=7&window=2&world=2", 2, false},
+		{"buckets-crop-flip", "dataset=pics&buckets=32x32,32x48,48x32&budget=3072&crop=random&flip=0.5&seed=3&window=2", 1, false},
+		{"buckets-clips", "dataset=video&buckets=16x16x3,32x32x2&budget=2048&seed=7&window=2", 1, true},
 		{"clips-fps-first", "dataset=video&clip=3&fps=5&clip_start=first&clip_layout=cthw&seed=7&batch_size=3", 1, true},
 	}
 }

@@ -117,6 +117,13 @@ func makeSources(t *testing.T) *sources {
 		putAll(t, st, formattest.Write(map[string][]string{"data/f9.lines": added}))
 		s.linesX = index(dataset.AppendInPlace(ctx, st, st, dataset.AppendOptions{Formats: []format.Format{formattest.Lines{}}, Options: format.Options{ChunkBytes: 300}})).ID()
 
+		// pics: the photos of web, their sizes written beside the index
+		// (brand index --sizes), which bucket jobs read.
+		st = put("pics", sampleShards(t, "pics", 4, 10, true))
+		if _, err := dataset.WriteSizes(ctx, st, index(dataset.IndexShards(ctx, st, dataset.IndexOptions{Parallel: 1, Name: "pics"})), 0, 1); err != nil {
+			t.Fatal(err)
+		}
+
 		// tok and tok2: Megatron uint16 token files.
 		for k, name := range []string{"tok", "tok2"} {
 			bin, idx := megatrontest.Files("uint16", megatrontest.Corpus(120-60*k, 300, 50000, uint64(10+k)))

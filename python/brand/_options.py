@@ -413,6 +413,11 @@ class Job:
             right, drawn from the sample's key (default 0).
         resume: with ``buckets``: the steps of the epoch taken so far, at
             the world sizes they were taken at: ``"4:120,3:40"``.
+        run: serve the dataset's samples as runs of ``run`` consecutive
+            records of a chunk (``run=``, 2 to 4096; docs/http-api.md
+            "Runs"): ``batch_size``, ``offset`` and the epoch count runs,
+            and a batch's samples come ``run`` at a time, each run's in
+            order.
 
     Raises:
         ValueError: a value no gateway would take: a rank outside the
@@ -491,6 +496,7 @@ class Job:
     crop: Optional[str] = None
     flip: Optional[float] = None
     resume: Optional[str] = None
+    run: Optional[int] = None
 
     def __post_init__(self) -> None:
         # Each parameter's own value first, normalised as it is sent...
@@ -499,6 +505,10 @@ class Job:
             raise ValueError(f"brand: seed {self.seed!r} must be an unsigned 64-bit integer")
         self._check_tokens()
         self._check_clips()
+        if self.run is not None:
+            _integer_at_least("run", self.run, 2)
+            if self.run > 4096:
+                raise ValueError(f"brand: run {self.run} must be 2..4096")
         if self.balance is not None and self.balance not in ("attention", "tokens", "bytes", "vision"):
             raise ValueError(f"brand: balance {self.balance!r} must be 'attention', 'tokens', 'bytes' or 'vision'")
         if self.columns is not None:
@@ -883,6 +893,8 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         v = getattr(job, name)
         if v is not None:
             q[name] = _format_weight(float(v))
+    if job.run is not None:
+        q["run"] = str(job.run)
     return q
 
 

@@ -64,6 +64,8 @@ LATENT = brand.Job(dataset="photos", seed=3, buckets="512x512,384x640", budget_t
 # A clip bucket job: its clip= and step= derived from its buckets.
 CLIPBUCKETS = brand.Job(dataset="kinetics", seed=3, buckets="480x848x49,640x640x17", budget_tokens=1 << 20, vae_t=4,
                         fps=8)
+# A run job: a dataset's samples as runs of consecutive records.
+RUNS = brand.Job(dataset="steps", seed=3, batch_size=8, world=2, run=16)
 
 
 def field_changes():
@@ -117,6 +119,7 @@ def field_changes():
         "crop": (brand.Job(buckets="sdxl", budget=1 << 22), dict(crop="random")),
         "flip": (brand.Job(buckets="sdxl", budget=1 << 22), dict(flip=0.5)),
         "resume": (brand.Job(buckets="sdxl", budget=1 << 22), dict(resume="1:3")),
+        "run": (plain, dict(run=16)),
     }
 
 
@@ -138,9 +141,10 @@ class TestQuery(unittest.TestCase):
         sched = set(job_query(SCHED)) | set(job_query(STORED))
         clips = set(job_query(CLIP)) | set(job_query(ROBOT))
         buckets = set(job_query(BUCKETS)) | set(job_query(LATENT)) | set(job_query(CLIPBUCKETS))
-        for sent in (one, mix, tok, sched, clips, buckets):
+        runs = set(job_query(RUNS))
+        for sent in (one, mix, tok, sched, clips, buckets, runs):
             self.assertLessEqual(sent, want, "the client sends a job parameter the gateway does not list")
-        self.assertEqual(one | mix | tok | sched | clips | buckets, want,
+        self.assertEqual(one | mix | tok | sched | clips | buckets | runs, want,
                          "the client never sends some job parameter the gateway lists")
         # An epoch's requests are the job with its plan's values, encoded alike.
         plan = {"dataset": "t", "seed": 7, "batch_size": 8, "window": 2, "world": 4, "rank": 3,
@@ -314,6 +318,7 @@ FEATURE_FIELDS = {
     "balance-bytes": dict(balance="bytes"),
     "balance-cost": dict(balance="attention"),
     "buckets": dict(buckets="sdxl", budget=1 << 22),
+    "runs": dict(run=4),
     # None: no Job field sends it yet (the gateway does not serve vision=);
     # its pairs are checked on the parameters (VISION_QUERY).
     "vision": None,
@@ -762,14 +767,26 @@ class TestWire(unittest.TestCase):
         # dataset's images are not real JPEGs) and fields (it is tar chunks,
         # whose samples are served whole), nor a token job's (the test
         # dataset is no token dataset), nor a clip job's (nor a video
-        # dataset); index= is the version the plan named.
+        # dataset), nor a run job's; index= is the version the plan named.
         self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "mix_schedule", "schedule",
                                            "importance", "transform", "columns", "seq", "pack", "pad", "eos", "vision",
                                            "clip", "stride", "fps", "step", "clip_start", "clip_layout",
                                            "delta_timestamps", "frames", "balance", "buckets", "budget",
                                            "budget_tokens", "vae", "patch", "vae_t", "max_upscale", "small", "crop", "flip",
-                                           "resume"})
+                                           "resume", "run"})
 
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestRuns(unittest.TestCase):
+    def test_runs_refused_in_the_tables_words(self):
+        # A run job's pairs are the table's row (compat.json): a mixture
+        # of runs is refused with the gateway's own message.
+        with self.assertRaisesRegex(ValueError, "a run job reads one dataset's runs, not a mixture"):
+            brand.Job(mix="web:1,code:1", run=4)
+        for bad in (1, 4097, True, "8"):
+            with self.assertRaises(ValueError):
+                brand.Job(run=bad)
+        self.assertEqual(job_query(RUNS)["run"], "16")

@@ -14,14 +14,14 @@ import (
 	"github.com/brandgw/brand/internal/job/features"
 )
 
-// Source is what a job reads: one dataset version (DS), or a mixture of
-// several (Mix) — exactly one is set — and the cluster membership its
-// global batches are assigned to ranks under (nil on a single gateway).
-// The membership never changes which samples a global batch holds, only
-// which rank receives which of them.
+// Source is what a job reads: one dataset version (DS), or, for a unit
+// over several (a Composite: a mixture), none of its own — its unit names
+// them — and the cluster membership its global batches are assigned to
+// ranks under (nil on a single gateway). The membership never changes
+// which samples a global batch holds, only which rank receives which of
+// them.
 type Source struct {
 	DS      *catalog.Dataset
-	Mix     *Mixed
 	Members *cluster.Membership
 	// Index is the index version a job's answers name when it is not
 	// DS's: the version a job with appends read before its first, which
@@ -41,9 +41,17 @@ type Source struct {
 	// of the chain up to the edit it is laid out under.
 	Versions []*catalog.Dataset
 	// Unit is the kind of batch the job serves, chosen from its
-	// features when it was resolved (Orders.UnitOf); nil for a source
-	// laid out without a resolution, whose features choose it then.
+	// features when it was resolved (Orders.UnitOf; Orders.Compose for a
+	// job over several datasets); nil for a source of one dataset laid
+	// out without a resolution, whose features choose it then.
 	Unit Unit
+}
+
+// Composite is s's unit over several datasets (a mixture), nil for a
+// source of one dataset.
+func (s Source) Composite() Composite {
+	c, _ := s.Unit.(Composite)
+	return c
 }
 
 // IndexID is the index version s's answers name (Brand-Index, an epoch's
@@ -75,11 +83,11 @@ func (s Source) features(job api.Job) features.Set {
 	return features.Requested(job)
 }
 
-// datasets are the dataset versions s reads: its dataset, or its
-// mixture's components.
-func (s Source) datasets() []*catalog.Dataset {
-	if s.Mix != nil {
-		return s.Mix.DS
+// Datasets are the dataset versions s reads: its dataset, or its
+// composite unit's.
+func (s Source) Datasets() []*catalog.Dataset {
+	if c := s.Composite(); c != nil {
+		return c.Datasets()
 	}
 	return []*catalog.Dataset{s.DS}
 }
@@ -93,11 +101,11 @@ func (s Source) assignedUnder(job api.Job) string {
 	return ""
 }
 
-// Name is the source as requests name it: the dataset's name, or the
-// mixture as written (mix=).
+// Name is the source as requests name it: the dataset's name, or its
+// composite unit's (a mixture as written).
 func (s Source) Name() string {
-	if s.Mix != nil {
-		return s.Mix.Text()
+	if c := s.Composite(); c != nil {
+		return c.Name()
 	}
 	return s.DS.Name
 }
@@ -130,9 +138,8 @@ type Batch struct {
 	MissingKeys []string
 	full        string
 	// Content is what the batch serves when it is not the samples it
-	// reads, made by its Unit: a token job's sequences (*TokenBatch), a
-	// vision job's (*VisionBatch), a clip job's clips (*ClipBatch); nil
-	// for samples as stored.
+	// reads, made by its Unit (a token job's sequences, a clip job's
+	// clips); nil for samples as stored.
 	Content Content
 	// Balanced is set for a balanced job's batch (api.Job.Balance): the
 	// ranks' costs in its global batch.
@@ -264,11 +271,12 @@ func (b *Batch) Components() []int {
 
 // Turns reports whether the batch takes its job's turn when the jobs'
 // windows do not fit in the cache together (internal/cache/usetable/turn.go).
-// A mixture's does not: its batch needs every component's window at
-// once, so its components cannot take turns with each other — each would
-// wait for the other's turn to end. Like a peer's stream, a mixture's
-// components are counted in what holds the cache and never held back.
-func (b *Batch) Turns() bool { return b.Mix == nil }
+// A composite's (a mixture's) does not: its batch needs every
+// component's window at once, so its components cannot take turns with
+// each other — each would wait for the other's turn to end. Like a
+// peer's stream, a mixture's components are counted in what holds the
+// cache and never held back.
+func (b *Batch) Turns() bool { return b.Composite() == nil }
 
 // Without returns the batch served without the samples at batch positions
 // missing (ascending): their chunk is damaged at rest. Its ETag differs
@@ -299,27 +307,41 @@ func (b *Batch) Without(missing []int) *Batch {
 		part.Samples = part.Samples.Pick(keep[p])
 		nb.Parts[p] = part
 	}
-	nb.full = b.full
-	if nb.full == "" {
-		nb.full = b.ETag
-	}
-	nb.ETag = partialETag(nb.full, missing)
-	return &nb
+	return nb.Partial(b.Content, nb.Missing, nb.MissingKeys)
 }
 
 // Extent returns the number of batches of an epoch of a job over a source
 // and the epoch's length in its unit's items.
 func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples int, err error) {
 	src, job = o.base.edits.under(src, job, epoch, -1)
-	if src.Mix != nil {
-		n := src.Mix.Order.NumSamples()
-		if job.Offset > n {
-			return 0, n, fmt.Errorf("%w: offset %d is past the end of the mixture's epoch, which has %d samples", ErrOutOfRange, job.Offset, n)
-		}
-		return job.NumBatches(n), n, nil
+	un, err := o.units.unit(src, job)
+	if err != nil {
+		return 0, 0, err
 	}
-	batches, samples, _, err = o.units.batches(o.units.unit(src, job), src.DS, job, epoch)
-	return batches, samples, err
+	return o.batches(un, src, job, epoch)
+}
+
+// batches returns the number of batches of an epoch of job over src, read
+// by unit un, and the epoch's extent in un's items.
+func (o *Orders) batches(un Unit, src Source, job api.Job, epoch uint64) (batches, n int, err error) {
+	if n, err = un.Extent(src, job, epoch); err != nil {
+		return 0, 0, err
+	}
+	if job.Offset > n {
+		return 0, n, fmt.Errorf("%w: offset %d is past the end of epoch %d, which has %d samples", ErrOutOfRange, job.Offset, epoch, n)
+	}
+	return job.NumBatches(n), n, nil
+}
+
+// extent is the extent of an epoch of job over src, in its unit's items:
+// what an edit's step is counted in (Edits).
+func (o *Orders) extent(src Source, job api.Job, epoch uint64) (int, error) {
+	un, err := o.units.unit(src, job)
+	if err != nil {
+		return 0, err
+	}
+	_, n, err := o.batches(un, src, job, epoch)
+	return n, err
 }
 
 // Layout lays out batch m of an epoch of a job over a source. On a node
@@ -331,15 +353,11 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	// epoch's extent is the job's.
 	over, overJob := o.base.edits.under(src, job, epoch, int64(m))
 	src, job = o.base.edits.under(src, job, epoch, -1)
-	un := o.units.unit(src, job)
-	var e *EpochOrder
-	var batches, n int
-	var err error
-	if src.Mix != nil {
-		batches, n, err = o.Extent(src, job, epoch)
-	} else {
-		batches, n, e, err = o.units.batches(un, src.DS, job, epoch)
+	un, err := o.units.unit(src, job)
+	if err != nil {
+		return nil, err
 	}
+	batches, n, err := o.batches(un, src, job, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -353,10 +371,8 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	}
 	if over.DS != src.DS || overJob.Edit != job.Edit {
 		src, job = over, overJob
-		if _, _, e, err = o.units.batches(un, src.DS, job, epoch); err != nil {
-			return nil, err
-		}
 	}
+	src.Unit = un
 	start, end, err := job.BatchRange(n, int(m))
 	if err != nil {
 		return nil, err
@@ -368,17 +384,15 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 		r0.Rank = 0
 		b.global = o.ETag(src, r0, epoch, m)
 	}
-	if src.Mix != nil {
-		return b, o.mixes.lay(ctx, b)
-	}
-	return b, un.Lay(ctx, b, e)
+	return b, un.Lay(ctx, b)
 }
 
 // ETag is the ETag of batch m of an epoch of a job over a source, known
 // without laying the batch out.
 func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
-	if src.Mix != nil {
-		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))
+	un, err := o.units.unit(src, job)
+	if t, ok := un.(Tagger); ok {
+		return t.ETag(src, job, epoch, m)
 	}
 	// Its samples are those of the edit it is laid out under, over the
 	// version the chain up to it grew the job to.
@@ -386,9 +400,12 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 	src = edits.withEdit(src, job)
 	e := edits.inForce(src, job, epoch, int64(m))
 	id := grownTo(src.Edit, e, src.DS)
-	un := o.units.unit(src, job)
 	src, job = src.upTo(e, job)
-	return batchETag(id, un, src.DS, job, e, epoch, m, src.assignedUnder(job))
+	var key []byte
+	if err == nil {
+		key = un.AppendKey(nil, job)
+	}
+	return batchETag(id, key, src.DS, job, e, epoch, m, src.assignedUnder(job))
 }
 
 // batchETag names a batch's bytes: its index version id and every
@@ -402,7 +419,7 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 // under, "" for a plain cut (Source.Assigns): only then does the cluster
 // change the batch, and the ETag names it. So is an importance snapshot
 // an epoch is drawn from, and a pipeline the batch's images go through.
-func batchETag(id string, un Unit, ds *catalog.Dataset, job api.Job, e *Edit, epoch, m uint64, members string) string {
+func batchETag(id string, unitKey []byte, ds *catalog.Dataset, job api.Job, e *Edit, epoch, m uint64, members string) string {
 	// "brand-batch-v1|id|name|seed|window|batch_size|world|rank|drop_last|epoch|m",
 	// appended field by field, as fmt.Appendf wrote it, without its
 	// reflection on a path every batch takes.
@@ -429,9 +446,9 @@ func batchETag(id string, un Unit, ds *catalog.Dataset, job api.Job, e *Edit, ep
 	if sel := ds.Selected(); sel != "" {
 		s = fmt.Appendf(s, "|columns=%s", sel)
 	}
-	s = appendTransform(s, job)
-	s = un.AppendKey(s, job)
-	s = appendBalance(s, job)
+	s = AppendTransform(s, job)
+	s = append(s, unitKey...)
+	s = AppendBalance(s, job)
 	if e != nil {
 		s = fmt.Appendf(s, "|%s=%s", e.Kind(), e.Version)
 	}
@@ -439,21 +456,21 @@ func batchETag(id string, un Unit, ds *catalog.Dataset, job api.Job, e *Edit, ep
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }
 
-// appendBalance names, in a balanced job's batch ETag, the cost its
+// AppendBalance names, in a balanced job's batch ETag, the cost its
 // ranks are weighed by.
-func appendBalance(s []byte, job api.Job) []byte {
+func AppendBalance(s []byte, job api.Job) []byte {
 	if job.Balance == "" {
 		return s
 	}
 	return fmt.Appendf(s, "|balance=%s", job.Balance)
 }
 
-// appendTransform names, in a batch's ETag, the pipeline its images go
+// AppendTransform names, in a batch's ETag, the pipeline its images go
 // through and the pipeline's fingerprint on the server (its definition,
 // decoder and pixel bound): a server whose configuration changes a
 // pipeline serves its batches under other ETags. A batch of the bytes as
 // stored names none, and keeps the ETag it had before pipelines existed.
-func appendTransform(s []byte, job api.Job) []byte {
+func AppendTransform(s []byte, job api.Job) []byte {
 	if job.Transform == "" {
 		return s
 	}
@@ -471,42 +488,30 @@ func partialETag(full string, missing []int) string {
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }
 
-// Info describes an epoch of a job over a source: its extent, its
-// unit's figures, and for a mixture each component's share.
+// Info describes an epoch of a job over a source: its extent, and its
+// unit's figures (a mixture's components among them).
 func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, error) {
 	src, job = o.base.edits.under(src, job, epoch, -1)
 	info := api.EpochInfo{Dataset: src.Name(), Epoch: int(epoch), BatchSize: job.BatchSize, World: job.World, Rank: job.Rank,
 		Window: job.Window, Seed: job.Seed, DropLast: job.DropLast, Offset: job.Offset}
-	if m := src.Mix; m != nil {
-		batches, n, err := o.Extent(src, job, epoch)
+	un, err := o.units.unit(src, job)
+	if err != nil {
+		return info, err
+	}
+	batches, n, err := o.batches(un, src, job, epoch)
+	if err != nil {
+		return info, err
+	}
+	info.Samples, info.Batches = n, batches
+	if src.DS != nil {
+		e, err := o.base.epoch(StreamOf(src.DS, job), epoch)
 		if err != nil {
 			return info, err
 		}
-		info.Samples, info.Batches = n, batches
-		info.Mix = &api.MixInfo{Block: m.Order.Block()}
-		mo, err := m.Order.At(epoch) // the epoch's own counts and stream starts
-		if err != nil {
-			return info, err
-		}
-		for i, c := range m.Mix {
-			ds := m.DS[i]
-			info.Chunks += ds.Index.NumChunks()
-			start := mo.Start(i, epoch)
-			info.Mix.Components = append(info.Mix.Components, api.MixComponentInfo{Dataset: c.Dataset, Weight: c.Weight, IndexID: ds.ID(),
-				Samples: mo.Size(i), EpochSamples: mo.EpochSamples(i), Window: mo.ComponentWindow(i, job.Window),
-				FirstPass: start.Pass, FirstIndex: start.Index})
-		}
-	} else {
-		un := o.units.unit(src, job)
-		batches, n, e, err := o.units.batches(un, src.DS, job, epoch)
-		if err != nil {
-			return info, err
-		}
-		info.Samples, info.Batches = n, batches
 		info.IndexID, info.Chunks, info.Windows = src.IndexID(), src.DS.Index.NumChunks(), e.NumWindows()
-		if err := un.Describe(&info, src.DS, job, epoch); err != nil {
-			return info, err
-		}
+	}
+	if err := un.Describe(&info, src, job, epoch); err != nil {
+		return info, err
 	}
 	info.RankSamples = job.RankSamples(info.Samples)
 	return info, nil

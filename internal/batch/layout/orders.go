@@ -12,7 +12,6 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/jobstream"
-	"github.com/brandgw/brand/vision"
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
@@ -47,16 +46,15 @@ type windowKey struct {
 
 // Orders lays out jobs' batches: it keeps what every kind of batch
 // shares — the memoised base orders of streams' epochs with their edits
-// (epochs), the assignment of global batches to ranks (assigner) and the
-// mixtures (mixtures) — and one Unit of each kind, which lays out what its
-// batches serve over them. All are pure functions of their keys, so a lost
+// (epochs) and the assignment of global batches to ranks (assigner) —
+// and its units, one of each kind, which lay out what their batches
+// serve over them (Unit). All are pure functions of their keys, so a lost
 // or duplicated memo entry costs only recomputation; the bounds keep a
 // flood of distinct seeds or epochs from holding memory. Safe for
 // concurrent use.
 type Orders struct {
 	base  *epochs
 	units *units
-	mixes *mixtures
 	asg   *assigner
 }
 
@@ -71,9 +69,9 @@ type epochs struct {
 	windows   *windowMemo
 	snapshots Snapshots
 	edits     *Edits
-	// clips makes a clip stream's order, which is of its clips, not of
-	// its dataset's samples (clipUnit.order).
-	clips *clipUnit
+	// spaced makes the order of a stream of a unit's own items (a clip
+	// job's clips: Spaced), nil if no unit has items of its own.
+	spaced Spaced
 }
 
 // Bounds of the memoised orders: an epoch costs O(chunks), a window the
@@ -133,37 +131,53 @@ func (noSnapshots) Get(*catalog.Dataset, string, string) (*importance.Snapshot, 
 }
 
 // New returns the orders of a gateway, with importance snapshots found in
-// snaps (nil: none). A job's order is the same on one gateway and on a
-// cluster of any size; only which rank of a global batch receives which
-// sample depends on the cluster (Source.Members).
-func New(snaps Snapshots) *Orders {
+// snaps (nil: none) and the units kinds makes over their base (nil:
+// none, for orders that only give base orders). A job's order is the
+// same on one gateway and on a cluster of any size; only which rank of a
+// global batch receives which sample depends on the cluster
+// (Source.Members).
+func New(snaps Snapshots, kinds Kinds) *Orders {
 	if snaps == nil {
 		snaps = noSnapshots{}
 	}
 	e, _ := lru.New[epochKey, *EpochOrder](maxMemoEpochs)
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
 	base := &epochs{orders: e, sampled: se, windows: newWindowMemo(), snapshots: snaps}
-	asg := newAssigner()
-	u := &units{base: base}
-	u.samples = &sampleUnit{base: base, asg: asg}
-	u.tokens = newTokenUnit(base, asg)
-	u.vision = newVisionUnit(base, asg, u.tokens, vision.Fail)
-	u.clips = newClipUnit(base)
-	base.clips = u.clips
-	base.edits = &Edits{ext: u}
-	return &Orders{base: base, units: u, asg: asg, mixes: newMixtures(base, u, asg)}
+	o := &Orders{base: base, asg: newAssigner()}
+	base.edits = &Edits{ext: o}
+	var us []Unit
+	var c Composer
+	if kinds != nil {
+		us, c = kinds(o.Base())
+	}
+	o.units = newUnits(us, c)
+	base.spaced = o.units.spaced
+	return o
 }
 
-// UnitOf is the unit a job of features f is laid out by (see Unit): the
-// resolver asks it once and hands it over in Source.Unit.
+// Base is the orders' base, which their units lay out over.
+func (o *Orders) Base() Base { return Base{o.base, o.asg} }
+
+// UnitOf is the unit a job of features f is laid out by (see Unit), nil
+// if none of the orders' units is: the resolver asks it once and hands
+// it over in Source.Unit.
 func (o *Orders) UnitOf(f features.Set) Unit { return o.units.of(f) }
+
+// Compose is the unit of a job over datasets ds (a mixture) whose items
+// are un's, made by the orders' Composer.
+func (o *Orders) Compose(un Unit, ds []*catalog.Dataset, job api.Job) (Composite, error) {
+	if o.units.compose == nil {
+		return nil, fmt.Errorf("%w: no unit composes a job over several datasets", ErrNoUnit)
+	}
+	return o.units.compose.Compose(un, ds, job)
+}
 
 // Epoch returns the order of one epoch of a stream.
 func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) { return o.base.epoch(s, epoch) }
 
 // epoch returns the base order of one epoch of a stream: its dataset's
 // shuffle (or importance draw), with the edits of the job's chain up to
-// the stream's, or a clip stream's order of its clips.
+// the stream's, or the order of a stream of a unit's own items (Spaced).
 func (m *epochs) epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	k := epochKey{s.Order(), epoch}
 	memo := m.orders
@@ -181,8 +195,11 @@ func (m *epochs) epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 		memo.Add(k, e)
 		return e, nil
 	}
-	if s.Clips != "" {
-		e, err := m.clips.order(s, epoch)
+	if s.Space != "" {
+		if m.spaced == nil {
+			return nil, fmt.Errorf("%w: a stream of items of their own (%s)", ErrNoUnit, s.Space)
+		}
+		e, err := m.spaced.SpaceOrder(s, epoch)
 		if err != nil {
 			return nil, err
 		}

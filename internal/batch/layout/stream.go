@@ -16,7 +16,7 @@ type Importance = jobstream.Importance
 
 // StreamOf is the stream a job reads on ds.
 func StreamOf(ds *catalog.Dataset, job api.Job) Stream {
-	s := Stream{DS: ds, Seed: job.Seed, Window: job.Window, Name: job.Name, Clips: job.Clip.Key(), Edit: job.Edit}
+	s := Stream{DS: ds, Seed: job.Seed, Window: job.Window, Name: job.Name, Space: job.Space(), Edit: job.Edit}
 	if i := job.Importance; i.On() {
 		s.Imp.Job = i.Job
 		if i.Version != "" {

@@ -12,14 +12,14 @@ type epochOrder struct {
 	epoch uint64
 }
 
-// placeOf is b's place in the transform stage's queue (tensorize.Place):
+// PlaceOf is b's place in the transform stage's queue (tensorize.Place):
 // among the queued batches of its epoch of its order, by its first
 // position, so that the batches a trainer's loaders ask for at once —
 // after a resume, at a cold gateway — are made in step order, the step
-// the trainer waits for first. A mixture's batch, whose position is the
-// mixture's, keeps the place of its arrival.
-func placeOf(b *layout.Batch) tensorize.Place {
-	if b.Mix != nil || len(b.Parts) != 1 {
+// the trainer waits for first. A composite's batch (a mixture's), whose
+// position is the mixture's, keeps the place of its arrival.
+func PlaceOf(b *layout.Batch) tensorize.Place {
+	if b.Composite() != nil || len(b.Parts) != 1 {
 		return tensorize.Place{}
 	}
 	return tensorize.Place{Job: epochOrder{order: b.Parts[0].Stream.Order(), epoch: b.Epoch}, Pos: b.Start}

@@ -65,7 +65,7 @@ func (v *Batches) transform(ctx context.Context, b *layout.Batch, res *reader.Re
 	if v.skipBad {
 		on = tensorize.Skip
 	}
-	out, err := v.stage.Apply(ctx, tensorize.Request{Pipeline: pl, Samples: samples, On: on, NoWait: noWait, Place: placeOf(b)})
+	out, err := v.stage.Apply(ctx, tensorize.Request{Pipeline: pl, Samples: samples, On: on, NoWait: noWait, Place: PlaceOf(b)})
 	if errors.Is(err, transform.ErrDecode) || errors.Is(err, transform.ErrTooLarge) {
 		return nil, fmt.Errorf("%w (a server started with --on-bad-image=skip serves the batch without it)", err)
 	}

@@ -94,17 +94,10 @@ type Config struct {
 	// Stage transforms the samples of a job that names a pipeline; nil:
 	// such a job is refused (transform.ErrUnknownPipeline). SkipBadImages
 	// leaves out a sample whose image the pipeline cannot transform,
-	// named as a damaged chunk's are, instead of failing the batch.
+	// named as a damaged chunk's are, instead of failing the batch. A
+	// unit whose content is made by a stage of its own brings it (Maker).
 	Stage         Stage
 	SkipBadImages bool
-	// Packer writes token jobs' sequences (seq=); nil: such a job fails.
-	Packer Packer
-	// Clipper decodes clip jobs' clips (clip=); nil: such a job fails.
-	// SkipDamaged (--on-damaged-chunk=skip, as the reader's) leaves out
-	// the clips whose video's packets do not decode, named as those of
-	// a chunk damaged or lost at rest are, instead of failing the batch.
-	Clipper     Clipper
-	SkipDamaged bool
 	// Group runs the premade batches (the next ones, made before their
 	// requests), and ends them when it stops (nil: a part of their own,
 	// stopped by Close); Limit bounds those made at once, and may be
@@ -127,10 +120,7 @@ type Batches struct {
 	reader       Reader
 	stats        *livestats.Stats
 	stage        Stage
-	packer       Packer
-	clipper      Clipper
 	skipBad      bool
-	skipDamaged  bool
 	part         *stopper.Group
 	limit        *stopper.Limit
 	premade      *premade.Store[made] // next batches made before their requests
@@ -141,16 +131,10 @@ type Batches struct {
 // New returns Batches.
 func New(c Config) *Batches {
 	v := &Batches{sched: c.UseTable, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
-		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages, skipDamaged: c.SkipDamaged,
+		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages,
 		part: stopper.Own(c.Group, "visit: premade batches"), limit: c.Limit, log: c.Log}
 	if v.stage == nil {
 		v.stage = noStage{}
-	}
-	if v.packer = c.Packer; v.packer == nil {
-		v.packer = noPacker{}
-	}
-	if v.clipper = c.Clipper; v.clipper == nil {
-		v.clipper = noClipper{}
 	}
 	if v.limit == nil {
 		v.limit = stopper.NewLimit(1)
@@ -298,7 +282,7 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	// The stage that makes the batch's bytes: its content's, or the
 	// transform's, or none for the samples as stored.
 	if mk := makerOf(b); mk != nil {
-		s, err := mk.make(ctx, v, b, res, premade)
+		s, err := mk.Make(ctx, b, res, premade)
 		return s, wait, nx, err
 	}
 	if b.Job.Transform == "" {
@@ -312,7 +296,7 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 // A mixture's batch counts once, under the mixture's job
 // (livestats.MixJob), with what each part read.
 func (v *Batches) count(b *layout.Batch, res *reader.Result, wait time.Duration) {
-	if b.Mix != nil {
+	if mx := b.Composite(); mx != nil {
 		parts := make([]livestats.PartServed, len(b.Parts))
 		for i, part := range b.Parts {
 			f := res.PerPart[i]
@@ -320,7 +304,7 @@ func (v *Batches) count(b *layout.Batch, res *reader.Result, wait time.Duration)
 				Loads: f.Loads, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes, StoreGETs: f.StoreGETs}
 		}
 		v.stats.Batch(livestats.Served{Stream: livestats.MixJob(b), Epoch: b.Epoch, EpochSamples: b.EpochSamples,
-			Samples: b.End - b.Start, Wait: wait, Mix: b.Mix, Parts: parts})
+			Samples: b.End - b.Start, Wait: wait, Mix: mx, Parts: parts})
 		return
 	}
 	for i, part := range b.Parts {

@@ -41,7 +41,7 @@ func Dataset(ds *catalog.Dataset) transport.Dataset {
 // Stream is js as a request names it (transport.Stream): what fixes its
 // order on another node, and its job's name.
 func Stream(js jobstream.Stream) transport.Stream {
-	return transport.Stream{Seed: js.Seed, Window: js.Window, Name: js.Name, Imp: transport.Importance(js.Imp), Clips: js.Clips, Edit: js.Edit}
+	return transport.Stream{Seed: js.Seed, Window: js.Window, Name: js.Name, Imp: transport.Importance(js.Imp), Clips: js.Space, Edit: js.Edit}
 }
 
 // Versions finds the index version a request names (catalog.Catalog).
@@ -83,9 +83,10 @@ func DecodeSamples(r *http.Request, v Versions, l query.Limits) (SampleRequest, 
 	req := SampleRequest{DS: ds}
 	switch stream := q.Job.Window > 0; {
 	case stream && q.EpochSet && q.PosSet:
-		// A clip job's positions are of its clips, not the dataset's
-		// samples (jobstream.Stream.Clips): its order bounds them.
-		if !q.Job.Clips() && q.Pos > ds.Index.NumSamples() {
+		// A stream of items of their own (a clip job's clips:
+		// jobstream.Stream.Space) is bounded by its order, not the
+		// dataset's samples.
+		if q.Job.Space() == "" && q.Pos > ds.Index.NumSamples() {
 			return SampleRequest{}, fmt.Errorf("%w: pos %d is past the epoch's %d samples", query.ErrBadRequest, q.Pos, ds.Index.NumSamples())
 		}
 		if (q.Job.Transform == "") != (q.Job.TransformFingerprint == "") {

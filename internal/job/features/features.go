@@ -24,6 +24,7 @@ const (
 	Vision     Feature = "vision"
 	Clips      Feature = "clips"
 	Buckets    Feature = "buckets"
+	Runs       Feature = "runs"
 	Transform  Feature = "transform"
 	Columns    Feature = "columns"
 	InPlace    Feature = "in-place"
@@ -78,6 +79,18 @@ type Def struct {
 	SetBy         []Param `json:"set_by,omitempty"`
 	DefaultUnless []Param `json:"default_unless,omitempty"`
 	Resolved      bool    `json:"resolved,omitempty"`
+	// Unit marks a kind of batch (a unit: layout.Unit); a job's is the
+	// one of its features that no other of them takes over (Over names
+	// those a unit takes over: a vision job is a token job whose samples
+	// are image-text pairs, a clip bucket job a clip job bucketed), or
+	// Samples (Set.Unit). Not in the clients' table: they read the
+	// pairs.
+	Unit bool      `json:"-"`
+	Over []Feature `json:"-"`
+	// Row are the feature's cells against the other features that do
+	// not simply compose: a feature's row in one place (Table has every
+	// cell). The table's older features keep theirs in cells.
+	Row []Cell `json:"-"`
 }
 
 // Features are the features, in the table's order: a request refused for
@@ -100,8 +113,7 @@ var bits = func() map[Feature]Set {
 func features() []Def {
 	p := func(name string) Param { return Param{Name: name} }
 	sources := []Param{p(api.ParamMix), p(api.ParamMixSchedule), p(api.ParamScheduleVersion)}
-	units := []Param{p(api.ParamSeq), p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames), p(api.ParamBuckets)}
-	return []Def{
+	defs := []Def{
 		{Name: Dataset, What: "a job over one dataset", DefaultUnless: sources},
 		{Name: Mix, What: "a mixture of datasets (mix=)", SetBy: []Param{p(api.ParamMix)}},
 		{Name: Schedule, What: "a mixture whose weights change by step (mix_schedule=, or schedule= for one stored under the job's name)",
@@ -109,14 +121,29 @@ func features() []Def {
 		{Name: Index, What: "the dataset's index version pinned (index=)", SetBy: []Param{p(api.ParamIndex)}},
 		{Name: Importance, What: "epochs drawn by the trainer's losses (sampling=importance)",
 			SetBy: []Param{{Name: api.ParamSampling, Value: api.SamplingImportance}}},
-		{Name: Samples, What: "samples served as stored", DefaultUnless: units},
-		{Name: Tokens, What: "a token dataset's documents packed into sequences (seq=)", SetBy: []Param{p(api.ParamSeq)}},
+		{Name: Samples, What: "samples served as stored", Unit: true}, // DefaultUnless: every other unit's parameters
+		{Name: Tokens, What: "a token dataset's documents packed into sequences (seq=)", SetBy: []Param{p(api.ParamSeq)}, Unit: true},
 		{Name: Vision, What: "a token job's samples are image-text pairs: each image resized by a rule and counted as vision tokens in the sequence (vision=, with seq=; package vision), over a dataset indexed with its image-text facts (brand index --tokenizer): tar chunks of WebDataset pairs, or Parquet rows served in place (an image column and a text or conversation column); another format served in place is refused naming it",
-			SetBy: []Param{p(api.ParamVision)}},
+			SetBy: []Param{p(api.ParamVision)}, Unit: true, Over: []Feature{Tokens}},
 		{Name: Clips, What: "a video dataset's clips decoded on the data node (clip=, delta_timestamps=, frames=)",
-			SetBy: []Param{p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}},
+			SetBy: []Param{p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}, Unit: true},
 		{Name: Buckets, What: "a dataset's images batched by shape (buckets=, with budget= or budget_tokens=): each image resized to cover the bucket of nearest aspect ratio and cropped to it on the data node, a bucket's batch size set by the budget, every step one bucket; over a dataset indexed with its image sizes (brand index --sizes), or a tree of videos' clips by (height, width, frames) (buckets=HxWxT, with clip=)",
-			SetBy: []Param{p(api.ParamBuckets)}},
+			SetBy: []Param{p(api.ParamBuckets)}, Unit: true, Over: []Feature{Clips}},
+		{Name: Runs, What: "a dataset's samples served as runs of consecutive records (run=K): each item K samples of one chunk in the index's order, the runs shuffled as samples are",
+			SetBy: []Param{p(api.ParamRun)}, Unit: true, Row: []Cell{
+				refuse(Mix, Runs, "a run job reads one dataset's runs, not a mixture"),
+				refuse(Schedule, Runs, "a run job reads one dataset's runs, not a schedule"),
+				refuse(Importance, Runs, "sampling=importance draws samples by their weight, some more than once; a run job serves each run once an epoch"),
+				refuse(Tokens, Runs, "seq and run do not go together: a token job's items are sequences, a run job's runs of records"),
+				refuse(Clips, Runs, "clip and run do not go together: a clip job's items are clips"),
+				refuse(Buckets, Runs, "buckets and run do not go together: a bucket job's items are its steps' batches"),
+				refuse(Runs, Exclusion, "an exclusion list leaves samples out of an order of samples; a run job's runs are read whole, which a list would split"),
+				refuse(Runs, Append, "an append record merges samples into an order of samples; a run job's runs are cut from its chunks, which a record would change"),
+				downgrade(Runs, Locality, Locality, "a run job's ranks take the plain cut of each global batch of runs: locality does not apply"),
+				refuse(Runs, BalanceB, "every run of a run job holds as many records: balance= has nothing to weigh"),
+				refuse(Runs, BalanceC, "balance=attention and balance=tokens weigh a token job's sequences; a run job's runs are records"),
+				refuse(Runs, Resize, "a run job's plan is of its epochs, not of a resize (nodes_after=)"),
+			}},
 		{Name: Transform, What: "images decoded and augmented into tensors on the data node (transform=)", SetBy: []Param{p(api.ParamTransform)}},
 		{Name: Columns, What: "some fields of a dataset served in place (columns=)", SetBy: []Param{p(api.ParamColumns)}},
 		{Name: InPlace, What: "a dataset served in place (Parquet, MDS, Megatron, video, LeRobot): its samples sized once their chunk is read", Resolved: true},
@@ -132,6 +159,25 @@ func features() []Def {
 		{Name: Resize, What: "a plan of the cluster resized under the job (/plan's nodes_after=)", Resolved: true},
 		{Name: Cluster, What: "a job served by a cluster of several nodes, or a plan of several (/plan's nodes=)", Resolved: true},
 	}
+	// A job is of samples as stored unless a parameter names another
+	// unit: a unit's own, not one that means something only beside
+	// another's (vision= beside seq=: a companion).
+	for i, d := range defs {
+		if d.Name != Samples {
+			continue
+		}
+		for _, u := range defs {
+			if !u.Unit || u.Name == Samples {
+				continue
+			}
+			for _, p := range u.SetBy {
+				if !companion(p.Name) {
+					defs[i].DefaultUnless = append(defs[i].DefaultUnless, p)
+				}
+			}
+		}
+	}
+	return defs
 }
 
 // A Set is a set of features.
@@ -167,6 +213,38 @@ func (s Set) List() []Feature {
 		}
 	}
 	return out
+}
+
+// units are, for each unit feature's bit (Def.Unit), the bits of the
+// unit features it takes over (Def.Over). Never modified.
+var units = func() map[Set]Set {
+	m := map[Set]Set{}
+	for _, d := range defs {
+		if d.Unit {
+			m[bit(d.Name)] = Of(d.Over...)
+		}
+	}
+	return m
+}()
+
+// Unit is the kind of batch a job of features s serves: its one unit
+// feature (Def.Unit) that no other of its unit features takes over
+// (Def.Over), or Samples if it has none. A set of two units neither of
+// which takes over the other is refused by the table; Unit then names the
+// first of them.
+func (s Set) Unit() Feature {
+	var over Set
+	for b, o := range units {
+		if s&b != 0 {
+			over |= o
+		}
+	}
+	for i, d := range defs {
+		if d.Unit && s&(1<<i) != 0 && over&(1<<i) == 0 {
+			return d.Name
+		}
+	}
+	return Samples
 }
 
 // Detect is the features a request's query parameters name, by the

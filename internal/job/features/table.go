@@ -47,11 +47,6 @@ type Cell struct {
 // cells are the pairs that do not simply compose. Every other pair
 // composes. Each message says why, in the words a user of both reads.
 func cells() []Cell {
-	refuse := func(a, b Feature, msg string) Cell { return Cell{A: a, B: b, Verdict: Refuse, Message: msg} }
-	downgrade := func(a, b, drops Feature, msg string) Cell {
-		return Cell{A: a, B: b, Verdict: Downgrade, Message: msg, Drops: drops}
-	}
-	notPlanned := func(a, b Feature, why string) Cell { return Cell{A: a, B: b, Verdict: Compose, Plan: why} }
 	const oneSource = "a job reads one source: give dataset=, mix=, mix_schedule= or schedule= (the schedule stored under its name)"
 	const editsOneDataset = "is stored under the job's name over one dataset and applies to that dataset's own order; a mixture or schedule reads each component's order: read the job over its dataset, or name the mixture another job"
 	return []Cell{
@@ -114,6 +109,19 @@ func cells() []Cell {
 	}
 }
 
+// refuse is a refused pair's cell, with the message every entry point
+// answers it with.
+func refuse(a, b Feature, msg string) Cell { return Cell{A: a, B: b, Verdict: Refuse, Message: msg} }
+
+// downgrade is the cell of a pair served with drops having no effect.
+func downgrade(a, b, drops Feature, msg string) Cell {
+	return Cell{A: a, B: b, Verdict: Downgrade, Message: msg, Drops: drops}
+}
+
+// notPlanned is the cell of a pair served but not modelled by the
+// planner, why.
+func notPlanned(a, b Feature, why string) Cell { return Cell{A: a, B: b, Verdict: Compose, Plan: why} }
+
 // Table is every pair of features, each once (A before B in Features'
 // order), with its cell.
 func Table() []Cell { return slices.Clone(table) }
@@ -149,6 +157,9 @@ func (s Set) holds(i int) bool { return s&pairs[i] == pairs[i] }
 
 func makeTable() []Cell {
 	listed := cells()
+	for _, d := range defs {
+		listed = append(listed, d.Row...)
+	}
 	var out []Cell
 	for i, a := range defs {
 		for _, b := range defs[i+1:] {
@@ -308,6 +319,17 @@ var companions = []Companion{
 		Message: "{param} applies only to a token job (seq=): its images are counted in the sequence's tokens"},
 	{Params: []string{api.ParamBalance}, Value: api.BalanceVision, Needs: []Feature{Vision},
 		Message: "balance=vision weighs a vision job's sequences (vision=, with seq=) by their vision tokens; a text token job takes balance=attention or balance=tokens, a job of samples balance=bytes"},
+}
+
+// companion reports whether the parameter name is a companion's: it
+// means something only with another feature.
+func companion(name string) bool {
+	for _, c := range companions {
+		if slices.Contains(c.Params, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // given reports whether v gives c's parameter p (with c's value, if it

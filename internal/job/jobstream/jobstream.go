@@ -39,10 +39,11 @@ type Stream struct {
 	// sequences jobs (turns, loads in turn) treats them as one. It is not
 	// part of the order: Order strips it.
 	Mix string
-	// Clips is a clip job's clip parameters (api.Clip.Key), "" for any
-	// other job: a clip job's order is of its clips, not of the
-	// dataset's samples, so it is part of the order.
-	Clips string
+	// Space is the key of the items the stream's order is of when they
+	// are not the dataset's samples (api.Job.Space: a clip job's clip
+	// parameters), "" otherwise: part of the order, which is of those
+	// items (layout.Spaced).
+	Space string
 	// Edit is the version of the newest edit of the job's chain the
 	// stream is laid out under (layout.Edit), "" for none: from each
 	// edit's step on the order leaves samples out or takes appended ones

@@ -299,12 +299,12 @@ func jobLabelsOf(dataset, index string, js layout.Stream) prometheus.Labels {
 // MixJob is the job a mixture's batch counts under: the mixture's order
 // (Mixed.Key) read with the job's seed, window and name.
 func MixJob(b *layout.Batch) layout.Stream {
-	return layout.Stream{Seed: b.Job.Seed, Window: b.Job.Window, Name: b.Job.Name, Mix: b.Mix.Key()}
+	return layout.Stream{Seed: b.Job.Seed, Window: b.Job.Window, Name: b.Job.Name, Mix: b.Composite().Key()}
 }
 
 // mixIndex names a mixture's versions, weights and schedule as an index
 // ID names a dataset's version: a digest of its key, 16 hex digits.
-func mixIndex(mx *layout.Mixed) string {
+func mixIndex(mx layout.Composite) string {
 	h := sha256.Sum256([]byte(mx.Key()))
 	return hex.EncodeToString(h[:8])
 }
@@ -318,7 +318,7 @@ const maxComps = 4096
 
 // jobLocked returns js's figures, making room for them among statsJobs;
 // mx is the mixture js is the job of (nil: a dataset's job).
-func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
+func (s *Stats) jobLocked(js layout.Stream, mx layout.Composite) *jobStats {
 	s.tick++
 	now := s.clock()
 	j, ok := s.jobs[js]
@@ -350,8 +350,8 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 		var dataset, index string
 		var datasets []string
 		if mx != nil {
-			dataset, index = mx.Text(), mixIndex(mx)
-			for _, ds := range mx.DS {
+			dataset, index = mx.Name(), mixIndex(mx)
+			for _, ds := range mx.Datasets() {
 				datasets = append(datasets, ds.Name)
 			}
 		} else {
@@ -464,7 +464,7 @@ type Served struct {
 	// Mix is the mixture the batch was of (nil: one dataset), and Parts
 	// what each of its parts read: the mixture's figures count them per
 	// component.
-	Mix   *layout.Mixed
+	Mix   layout.Composite
 	Parts []PartServed
 }
 
@@ -487,14 +487,15 @@ type PartServed struct {
 // the mixture and its job: its figures count them against the epoch of
 // the last batch followed.
 func (s *Stats) Follow(b *layout.Batch) {
-	if b.Mix == nil {
+	mx := b.Composite()
+	if mx == nil {
 		return
 	}
 	s.mix.follow(b)
 	job := MixJob(b)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.jobLocked(job, b.Mix)
+	j := s.jobLocked(job, mx)
 	j.current = b.Epoch
 	s.epochLocked(job, j, b.Epoch, b.EpochSamples)
 	for _, p := range b.Parts {

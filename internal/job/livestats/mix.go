@@ -72,7 +72,7 @@ func (m *mixtures) prefetched(js layout.Stream, bytes int64, disk bool) {
 func (m *mixtures) follow(b *layout.Batch) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	key := m.entryLocked(b.Mix).Mix
+	key := m.entryLocked(b.Composite()).Mix
 	for _, p := range b.Parts {
 		if _, ok := m.streams[p.Stream]; !ok && len(m.streams) >= 16*maxMixtures {
 			clear(m.streams) // bounded: a flood of seeds forgets the older streams
@@ -82,13 +82,13 @@ func (m *mixtures) follow(b *layout.Batch) {
 }
 
 // entryLocked returns the figures of a mixture, made if new.
-func (m *mixtures) entryLocked(mx *layout.Mixed) *api.MixStat {
-	key := mx.Text()
+func (m *mixtures) entryLocked(mx layout.Composite) *api.MixStat {
+	key := mx.Name()
 	st, ok := m.byMix[key]
 	if !ok {
 		st = &api.MixStat{Mix: key}
-		for _, c := range mx.Mix {
-			st.Components = append(st.Components, api.MixComponentStat{Dataset: c.Dataset})
+		for _, ds := range mx.Datasets() {
+			st.Components = append(st.Components, api.MixComponentStat{Dataset: ds.Name})
 		}
 		if len(m.order) >= maxMixtures {
 			delete(m.byMix, m.order[0]) // its streams find no mixture and are skipped
@@ -101,7 +101,7 @@ func (m *mixtures) entryLocked(mx *layout.Mixed) *api.MixStat {
 }
 
 // add counts what a part's read served and loaded.
-func (m *mixtures) add(mx *layout.Mixed, js layout.Stream, comp, samples int, backend, disk int64) {
+func (m *mixtures) add(mx layout.Composite, js layout.Stream, comp, samples int, backend, disk int64) {
 	name := js.DS.Name
 	m.samples.WithLabelValues(name).Add(float64(samples))
 	m.backend.WithLabelValues(name).Add(float64(backend))

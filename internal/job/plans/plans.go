@@ -70,12 +70,35 @@ type Snapshots interface {
 	Snapshot(ctx context.Context, ds *catalog.Dataset, job, version string) (*importance.Snapshot, error)
 }
 
-// Epochs tells what an epoch of a job holds (layout.Orders): a token job's
-// sequences and tokens, and a vision job's images rank by rank.
+// Epochs tells what an epoch of a job holds, and lays its batches out, as
+// they are served (layout.Orders).
 type Epochs interface {
 	Info(src layout.Source, job api.Job, epoch uint64) (api.EpochInfo, error)
 	Layout(ctx context.Context, src layout.Source, job api.Job, epoch, m uint64) (*layout.Batch, error)
-	VisionLoad(src layout.Source, job api.Job, epoch uint64) (*layout.VisionLoad, error)
+	ETag(src layout.Source, job api.Job, epoch, m uint64) string
+}
+
+// A UnitPlanner is a unit whose /plan is its own: a kind whose epochs are
+// not its samples as stored (a token job's packed epochs, a clip job's
+// clips, a bucket job's steps) or a job over several datasets (a
+// mixture). It is asked of the job's resolved unit (layout.As) in one
+// place, Plan; a unit that is none is planned as samples as stored.
+type UnitPlanner interface {
+	Plan(ctx context.Context, t Tools, src layout.Source, q query.Query) (any, error)
+}
+
+// Tools are what a unit's plan is made with (the Maker's).
+type Tools interface {
+	// Epochs are the layout's, as batches are served.
+	Epochs() Epochs
+	// Planner is the simulator of caches over a demand.
+	Planner() Planner
+	// Run computes a plan within a plan slot (Slots), the planner's
+	// errors mapped as every plan's.
+	Run(ctx context.Context, plan func(context.Context) (any, error)) (any, error)
+	// DecodeCost is this node's CPU a decoded frame, measured, and
+	// whether it has decoded any.
+	DecodeCost() (time.Duration, bool)
 }
 
 // Costs tells what a transform pipeline costs on this node, measured or
@@ -106,10 +129,8 @@ type Config struct {
 	Snapshots Snapshots
 	Epochs    Epochs
 	Costs     Costs
-	// Clips lays a clip job's epochs out (nil: clip jobs are not
-	// planned); DecodeCost is this node's CPU a decoded frame, measured,
-	// and whether it has decoded any (nil: none measured).
-	Clips      Clips
+	// DecodeCost is this node's CPU a decoded frame, measured, and
+	// whether it has decoded any (nil: none measured).
 	DecodeCost func() (time.Duration, bool)
 	// Defaults is the query a request starts from, Limits its bounds
 	// (the gateway's, as a batch request's).
@@ -265,32 +286,17 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	// is of a cluster): a plan of several nodes reports the cross-node
 	// traffic of that one.
 	q.Plan.Assignment = j.Features.Assignment(q.Job.World)
-	if src.Mix != nil {
-		return m.run(ctx, func(ctx context.Context) (any, error) {
-			data := make([]api.PlanDataset, len(src.Mix.DS))
-			for i, ds := range src.Mix.DS {
-				data[i] = Data(ds)
-			}
-			return m.cfg.Planner.MixPlan(ctx, data, q.Job, q.Plan)
-		})
-	}
-	ds := src.DS
 	// A named job's edits: its epochs are laid out under its chain, over
 	// the version its appends grew it to, as its batches are.
 	q.Plan.Edit = PlanEdit(src.Edit)
 	// A unit whose epochs are not its samples as stored plans them
 	// itself: a token or vision job its packed epochs, a clip job its
-	// clips. The one place /plan takes a job's kind (its resolved unit).
-	switch src.Unit.Feature() {
-	case features.Tokens:
-		return m.planTokens(ctx, src, q, false)
-	case features.Vision:
-		return m.planTokens(ctx, src, q, true)
-	case features.Clips:
-		return m.planClips(ctx, ds, q)
-	case features.Buckets:
-		return m.planBuckets(ctx, src, q)
+	// clips, a mixture its components. The one place /plan takes a job's
+	// kind (its resolved unit).
+	if p, ok := layout.As[UnitPlanner](src.Unit); ok {
+		return p.Plan(ctx, m, src, q)
 	}
+	ds := src.DS
 	if q.Plan.NodesAfter > 0 {
 		from := m.cfg.Members(ctx) // nil on a single gateway: from nodes= planned ones
 		return m.run(ctx, func(ctx context.Context) (any, error) {
@@ -331,6 +337,25 @@ func PlanEdit(e *layout.Edit) *api.PlanEdit {
 		p.Samples, p.Drop = e.Drop.Len(), e.Drop.Bits()
 	}
 	return p
+}
+
+// Epochs are the layout's (Tools).
+func (m *Maker) Epochs() Epochs { return m.cfg.Epochs }
+
+// Planner is the gateway's planner (Tools).
+func (m *Maker) Planner() Planner { return m.cfg.Planner }
+
+// DecodeCost is this node's CPU a decoded frame (Tools).
+func (m *Maker) DecodeCost() (time.Duration, bool) {
+	if m.cfg.DecodeCost == nil {
+		return 0, false
+	}
+	return m.cfg.DecodeCost()
+}
+
+// Run computes a plan in a plan slot (Tools; run).
+func (m *Maker) Run(ctx context.Context, plan func(context.Context) (any, error)) (any, error) {
+	return m.run(ctx, plan)
 }
 
 // run computes a plan with plan in one of the plan slots (Slots, waiting

@@ -156,7 +156,7 @@ type param func(q *Query, name, v string, l Limits) error
 // params is the one table of every query parameter the API knows. Each
 // endpoint accepts a subset (see JobParams and the others); parsing goes
 // through here for all of them. It is never modified.
-var params = map[string]param{
+var params = withUnits(map[string]param{
 	api.ParamDataset: func(q *Query, _, v string, _ Limits) error { q.Job.Dataset = v; return nil },
 	api.ParamSeed: func(q *Query, _, v string, _ Limits) error {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -317,25 +317,6 @@ var params = map[string]param{
 		q.Job.Balance = v
 		return nil
 	},
-	api.ParamBuckets:         bucketParam,
-	api.ParamBudget:          bucketParam,
-	api.ParamBudgetTokens:    bucketParam,
-	api.ParamVAE:             bucketParam,
-	api.ParamPatch:           bucketParam,
-	api.ParamVAET:            bucketParam,
-	api.ParamMaxUpscale:      bucketParam,
-	api.ParamSmall:           bucketParam,
-	api.ParamCrop:            bucketParam,
-	api.ParamFlip:            bucketParam,
-	api.ParamResume:          bucketParam,
-	api.ParamClip:            clipParam,
-	api.ParamStride:          clipParam,
-	api.ParamFPS:             clipParam,
-	api.ParamStep:            clipParam,
-	api.ParamClipStart:       clipParam,
-	api.ParamClipLayout:      clipParam,
-	api.ParamDeltaTimestamps: clipParam,
-	api.ParamFrames:          clipParam,
 	ParamClipKey: func(q *Query, name, v string, _ Limits) error {
 		c, err := api.ParseClipKey(v)
 		if err != nil {
@@ -390,7 +371,7 @@ var params = map[string]param{
 		q.Plan.ImagesPerSec = r
 		return nil
 	},
-}
+})
 
 // The parameters each kind of endpoint accepts. The epoch, batch and
 // manifest endpoints take the same ones, format included, so that one query
@@ -462,19 +443,20 @@ const (
 	ParamAppend    = "append"
 )
 
-// clipParam is one of a clip job's parameters (api.Clip.Set).
-func bucketParam(q *Query, name, v string, _ Limits) error {
-	if err := q.Job.Buckets.Set(name, v); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+// withUnits is m with every kind's own parameters (api.Job.Units), each
+// parsed by its kind's Set.
+func withUnits(m map[string]param) map[string]param {
+	for i, u := range (&api.Job{}).Units() {
+		for _, name := range u.Params() {
+			m[name] = func(q *Query, name, v string, _ Limits) error {
+				if err := q.Job.Units()[i].Set(name, v); err != nil {
+					return fmt.Errorf("%w: %w", ErrBadRequest, err)
+				}
+				return nil
+			}
+		}
 	}
-	return nil
-}
-
-func clipParam(q *Query, name, v string, _ Limits) error {
-	if err := q.Job.Clip.Set(name, v); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadRequest, err)
-	}
-	return nil
+	return m
 }
 
 // intParam is an integer parameter of at least lo and, if hi is not nil,

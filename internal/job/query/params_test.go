@@ -118,6 +118,7 @@ func TestJobValuesParseBack(t *testing.T) {
 		{Dataset: "clips", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 1, World: 2},
 			Buckets: api.Buckets{Shapes: "480x848x49,640x640x17", Tokens: 1 << 20, VAE: 8, Patch: 2, VAET: 4},
 			Clip:    api.Clip{Frames: 17, Stride: 2, FPS: 8, Step: api.MaxClipStep}},
+		{Dataset: "steps", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 8, World: 2}, Run: api.Runs{Len: 16}},
 	}
 	written := map[string]bool{}
 	l := Limits{}

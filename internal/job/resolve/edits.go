@@ -158,7 +158,7 @@ func (r *Resolver) chainOf(ctx context.Context, src layout.Source, job api.Job) 
 	if job.Name == "" {
 		return nil, nil
 	}
-	for _, ds := range datasets(src) {
+	for _, ds := range src.Datasets() {
 		if ds.Store == nil {
 			continue // a dataset of no store (a test's) keeps no edits
 		}
@@ -200,7 +200,7 @@ func (r *Resolver) applyChain(ctx context.Context, head *chain.Link, src *layout
 				return fmt.Errorf("%w; job %s took the samples appended in it (POST /jobs/%s/append): this node has not loaded it yet", err, job.Name, job.Name)
 			}
 			if err == nil {
-				ds, err = r.unit(*job).View(ctx, ds, *job)
+				ds, err = r.view(ctx, ds, *job)
 			}
 			if err != nil {
 				return err
@@ -289,7 +289,11 @@ func (ed *Editor) EditJob(ctx context.Context, name, raw, kind string) (*EditJob
 	}
 	// The chain as the store has it now: an edit made on another node
 	// within chain.Refresh is the one this one follows.
-	src, err := ed.r.source(ctx, q.Job, ed.r.unit(q.Job))
+	un, err := ed.r.unit(q.Job)
+	if err != nil {
+		return nil, err
+	}
+	src, err := ed.r.source(ctx, q.Job, un)
 	if err != nil {
 		return nil, err
 	}
@@ -381,7 +385,7 @@ func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Link
 	ext := ds
 	if e.Kind == chain.Append {
 		if ext, err = ed.r.cfg.Catalog.Version(ds.Name, e.Index); err == nil {
-			ext, err = ed.r.unit(job).View(ctx, ext, job)
+			ext, err = ed.r.view(ctx, ext, job)
 		}
 		if err != nil {
 			return nil, nil, nil, err

@@ -92,13 +92,6 @@ type Config struct {
 	// under; Others asks the other members before an edit (nil: none).
 	Node   string
 	Others Others
-	// NoClips is why this node serves no clip job (a build without a
-	// video decoder: transform/video.ErrNoDecoder), nil where it serves
-	// them: every request that resolves a clip job — its epochs, its
-	// plan, its batches in any format — is answered with it, where the
-	// job is first named, rather than a job that lays out and plans and
-	// fails at its first batch.
-	NoClips error
 }
 
 // A Resolver resolves jobs, and keeps the books of named jobs' stored
@@ -286,7 +279,11 @@ func (r *Resolver) resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	if err := set.Check(); err != nil {
 		return nil, err
 	}
-	src, err := r.source(ctx, q.Job, r.cfg.Orders.UnitOf(set))
+	un, err := r.unitOf(set)
+	if err != nil {
+		return nil, err
+	}
+	src, err := r.source(ctx, q.Job, un)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +294,7 @@ func (r *Resolver) resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	for _, e := range head.Chain() {
 		set = set.With(kindFeature(e.Kind))
 	}
-	for _, ds := range datasets(src) {
+	for _, ds := range src.Datasets() {
 		if ds.Index.Deferred() {
 			set = set.With(features.InPlace)
 		}
@@ -308,11 +305,13 @@ func (r *Resolver) resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	if err := set.Check(); err != nil {
 		return nil, err
 	}
-	if r.cfg.NoClips != nil && set.Has(features.Clips) {
+	if u, ok := layout.As[unavailable](un); ok {
 		// After the table and what the job reads (a 400 or a 404 is the
-		// request's to mend): no clip job is served here, whatever its
-		// parameters.
-		return nil, r.cfg.NoClips
+		// request's to mend): no job of a kind this node was built
+		// without is served here, whatever its parameters.
+		if err := u.Unavailable(q.Job); err != nil {
+			return nil, err
+		}
 	}
 	if head != nil {
 		if err := r.applyChain(ctx, head, &src, &q.Job); err != nil {
@@ -334,12 +333,14 @@ func kindFeature(kind string) features.Feature {
 	return features.Exclusion
 }
 
-// datasets are the dataset versions src reads.
-func datasets(src layout.Source) []*catalog.Dataset {
-	if src.Mix != nil {
-		return src.Mix.DS
-	}
-	return []*catalog.Dataset{src.DS}
+// An unavailable unit is a kind of batch this node was built without
+// what it needs to serve (a clip job's video decoder:
+// transform/video.ErrNoDecoder): every request that resolves a job of it
+// — its epochs, its plan, its batches in any format — is answered with
+// its error, where the job is first named, rather than a job that lays
+// out and plans and fails at its first batch.
+type unavailable interface {
+	Unavailable(job api.Job) error
 }
 
 // transform resolves the pipeline job names, if any: its fingerprint on
@@ -374,7 +375,26 @@ func (r *Resolver) source(ctx context.Context, job api.Job, un layout.Unit) (lay
 // already (an edit's source, a stored schedule's length); Resolve chooses
 // it from the features it checked. Either way the layout's UnitOf
 // chooses, and the source hands it over.
-func (r *Resolver) unit(job api.Job) layout.Unit { return r.cfg.Orders.UnitOf(features.Requested(job)) }
+func (r *Resolver) unit(job api.Job) (layout.Unit, error) { return r.unitOf(features.Requested(job)) }
+
+// unitOf is the unit of a job of features set: none is a kind this
+// node's orders do not serve (layout.ErrNoUnit).
+func (r *Resolver) unitOf(set features.Set) (layout.Unit, error) {
+	if un := r.cfg.Orders.UnitOf(set); un != nil {
+		return un, nil
+	}
+	return nil, fmt.Errorf("%w: a job of %s", layout.ErrNoUnit, set.Unit())
+}
+
+// view is ds as a job of the kind job's parameters name reads it
+// (layout.Unit.View).
+func (r *Resolver) view(ctx context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+	un, err := r.unit(job)
+	if err != nil {
+		return nil, err
+	}
+	return un.View(ctx, ds, job)
+}
 
 // data resolves what job reads: one dataset's version, or a mixture of
 // the versions of its components, each the view its unit reads
@@ -398,8 +418,11 @@ func (r *Resolver) data(ctx context.Context, job api.Job, un layout.Unit) (layou
 			return layout.Source{}, err
 		}
 	}
-	m, err := r.cfg.Orders.MixtureOf(un, job.Mix, ds, job)
-	return layout.Source{Mix: m, Unit: un}, err
+	m, err := r.cfg.Orders.Compose(un, ds, job)
+	if err != nil {
+		return layout.Source{}, err
+	}
+	return layout.Source{Unit: m}, nil
 }
 
 // snapshot has the importance snapshot job's order is drawn from in

@@ -3,7 +3,6 @@ package resolve
 import (
 	"context"
 	"fmt"
-	"github.com/brandgw/brand/internal/batch/layout"
 	"sync"
 
 	"github.com/brandgw/brand/api"
@@ -78,27 +77,25 @@ func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch
 		return err
 	}
 	// Every version reads the same datasets, so an epoch's length, and
-	// so its steps, are the same under each. A token job's epoch is its
-	// sources' packed sequences, which their windows (the job's split by
-	// the first phase's weights) decide: the same under every version
-	// that keeps the first phase, as an edit from a step after 0 does.
+	// so its steps, are the same under each: the mixture's of the
+	// current version's. A token job's epoch is its sources' packed
+	// sequences, which their windows (the job's split by the first
+	// phase's weights) decide: the same under every version that keeps
+	// the first phase, as an edit from a step after 0 does.
 	samples := job.MixSamples
-	if _, packs := r.unit(*job).(layout.Packer); samples == 0 && packs {
+	if samples == 0 {
 		tj := *job
-		tj.Schedule, tj.Mix, tj.Dataset = cur.Parsed(), cur.Parsed()[0].Mix, ""
-		src, err := r.data(ctx, tj, r.unit(tj))
+		tj.Schedule, tj.Mix, tj.Dataset, tj.Offset = cur.Parsed(), cur.Parsed()[0].Mix, "", 0
+		un, err := r.unit(tj)
 		if err != nil {
 			return err
 		}
-		samples = src.Mix.Order.NumSamples()
-	}
-	if samples == 0 {
-		for _, name := range cur.Parsed().Datasets() {
-			ds, err := r.Version(api.Job{Dataset: name})
-			if err != nil {
-				return err
-			}
-			samples += ds.Index.NumSamples()
+		src, err := r.data(ctx, tj, un)
+		if err != nil {
+			return err
+		}
+		if _, samples, err = r.cfg.Orders.Extent(src, tj, 0); err != nil {
+			return err
 		}
 	}
 	k := uint64(max(job.Block(), 1))

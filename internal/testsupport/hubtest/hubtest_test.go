@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/job/features"
 )
 
 func TestMethods(t *testing.T) {
@@ -147,19 +149,56 @@ func TestGatewayTestsBesideItsCode(t *testing.T) {
 	}
 }
 
-// maxUnitBranches bounds the places outside tests that ask which kind of
-// batch a job is (docs/architecture.md, "One seam"): the unit is chosen
-// once, in internal/batch/layout/unit.go, and a new kind is an entry
-// there, not a branch in every path.
-const maxUnitBranches = 8
+// maxUnitBranches bounds the places outside tests that choose a kind of
+// batch (docs/architecture.md, "One seam"): the unit is chosen once, by
+// the table (features.Set.Unit), and everything a kind decides is asked
+// of its unit; a new kind is an entry in internal/batch/units, not a
+// branch in every path.
+const maxUnitBranches = 3
 
-// unitBranch matches a question of a job's kind of batch: vision=,
-// seq=, clips, buckets, and the table's features of them.
-var unitBranch = regexp.MustCompile(`\.Vision != ""|(\bj|[Jj]ob)\.(Tokens|Clips)\(\)|\.Seq > 0|\.Clip\.On\(\)|\.Buckets\.On\(\)|Has\(features\.(Tokens|Vision|Clips|Buckets)\)`)
+// unitBranch matches a question of a job's kind of batch, as issue 89
+// counts them: an if, case or switch on a unit's feature (features.X of
+// every unit feature the table has, Def.Unit, or a unit's Feature()), on
+// a job's kind parameters (Clip.On(), Buckets.On(), Seq against 0,
+// Vision against "", Tokens(), Clips()), and a type switch or a branch
+// on a batch's content type (a case of a *…Batch type, a switch on a
+// Content's type, an if on a Content's type assertion).
+func unitBranch(t *testing.T) *regexp.Regexp {
+	var kinds []string
+	for _, d := range features.Features() {
+		if d.Unit {
+			kinds = append(kinds, goName(t, string(d.Name)))
+		}
+	}
+	if len(kinds) < 5 {
+		t.Fatalf("the table names %d units (%v); it has at least five", len(kinds), kinds)
+	}
+	k := strings.Join(kinds, "|")
+	return regexp.MustCompile(`Has\(features\.(` + k + `)\)|case .*\bfeatures\.(` + k + `)\b|[=!]= *features\.(` + k + `)\b|switch [^{]*\.Feature\(\)|` +
+		`\.Clip\.On\(\)|\.Buckets\.On\(\)|\.Seq *(>|<|>=|<=|==|!=) *0\b|\.Vision *(!=|==) *""|\.(Tokens|Clips)\(\)|` +
+		`case \*[\w.]*Batch\b|switch [^{]*Content\.\(type\)|if .*Content\.\(`)
+}
 
-// TestUnitBranchesFew: the unit branches in the module's non-test Go
-// code (the brand-bench harness aside) are at most maxUnitBranches.
+// goName is the Go constant of a feature of the table (features.go):
+// its name with its first letter upper-cased, as the constants are
+// named (the test fails if a unit's is not).
+func goName(t *testing.T, name string) string {
+	src, err := os.ReadFile(filepath.Join("..", "..", "job", "features", "features.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*(\w+)\s+Feature = "` + regexp.QuoteMeta(name) + `"`).FindSubmatch(src)
+	if m == nil {
+		t.Fatalf("feature %q has no constant in features.go", name)
+	}
+	return string(m[1])
+}
+
+// TestUnitBranchesFew: the places in the module's non-test Go code (the
+// brand-bench harness aside) that choose a kind of batch are at most
+// maxUnitBranches.
 func TestUnitBranchesFew(t *testing.T) {
+	unitBranch := unitBranch(t)
 	root := filepath.Join("..", "..", "..")
 	var sites []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -183,9 +222,9 @@ func TestUnitBranchesFew(t *testing.T) {
 		for i, line := range strings.Split(string(b), "\n") {
 			code, _, _ := strings.Cut(line, "//")
 			if strings.HasPrefix(strings.TrimSpace(code), "func ") {
-				continue // a definition (api.Job.Tokens), not a question
+				continue // a definition (api.Job.Tokens, a unit's Feature), not a question
 			}
-			if unitBranch.MatchString(code) {
+			if unitBranch.MatchString(code) && isBranch(code) {
 				sites = append(sites, fmt.Sprintf("%s:%d", rel, i+1))
 			}
 		}
@@ -196,6 +235,54 @@ func TestUnitBranchesFew(t *testing.T) {
 	}
 	t.Logf("%d unit branches: %s", len(sites), strings.Join(sites, " "))
 	if len(sites) > maxUnitBranches {
-		t.Errorf("%d places ask which kind of batch a job is, over %d: choose the unit once (internal/batch/layout/unit.go) and ask it: %s", len(sites), maxUnitBranches, strings.Join(sites, " "))
+		t.Errorf("%d places choose a kind of batch, over %d: choose the unit once (features.Set.Unit, layout.Orders.UnitOf) and ask it (docs/architecture.md, \"One seam\"): %s", len(sites), maxUnitBranches, strings.Join(sites, " "))
+	}
+}
+
+// isBranch reports whether a line that asks a kind's question branches
+// on it: an if, a case or a switch, or a boolean term of one (a line of
+// && or ||), not a value's use (a feature named in a table's row, a
+// unit saying which feature it is).
+func isBranch(code string) bool {
+	c := strings.TrimSpace(code)
+	for _, p := range []string{"if ", "case ", "switch ", "} else if ", "for "} {
+		if strings.HasPrefix(c, p) {
+			return true
+		}
+	}
+	return strings.Contains(c, "&&") || strings.Contains(c, "||") || strings.HasPrefix(c, "return ") && (strings.Contains(c, "==") || strings.Contains(c, "!=") || strings.Contains(c, "Has("))
+}
+
+// TestUnitBranchPattern holds the pattern to the sites it must see (and
+// the uses it must not), so that a pattern that misses one is seen.
+func TestUnitBranchPattern(t *testing.T) {
+	re := unitBranch(t)
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{"	if set.Has(features.Clips) {", true},
+		{"	case features.Tokens:", true},
+		{"	case features.Buckets, features.Vision:", true},
+		{"	switch src.Unit.Feature() {", true},
+		{"	if f == features.Vision {", true},
+		{"	if !job.Clip.On() {", true},
+		{"	if job.Buckets.On() {", true},
+		{"	if q.Job.Seq > 0 {", true},
+		{"	if j.Vision != \"\" {", true},
+		{"	if !q.Job.Clips() && q.Pos > n {", true},
+		{"	if job.Tokens() {", true},
+		{"	switch c := b.Content.(type) {", true},
+		{"	case *layout.TokenBatch:", true},
+		{"	case *VisionBatch:", true},
+		{"	if cb, ok := b.Content.(*ClipBatch); ok {", true},
+		{"	if q.Job.Space() == \"\" && q.Pos > n {", false},
+		{"	{Name: Tokens, What: \"…\"},", false},
+		{"	switch r := err.(type) {", false},
+		{"	tb := b.Content.(*TokenBatch)", false},
+	} {
+		if got := re.MatchString(c.line) && isBranch(c.line); got != c.want {
+			t.Errorf("%q: counted %t, want %t", c.line, got, c.want)
+		}
 	}
 }

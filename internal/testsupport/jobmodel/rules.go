@@ -10,7 +10,7 @@ import (
 // this order (pairs (a, b) with a before b, by a then b).
 var Features = []string{
 	"dataset", "mix", "schedule", "index", "importance", "samples", "tokens", "vision", "clips",
-	"buckets", "transform", "columns", "in-place", "exclusion", "append", "locality",
+	"buckets", "runs", "transform", "columns", "in-place", "exclusion", "append", "locality",
 	"balance-bytes", "balance-cost", "resize", "cluster",
 }
 
@@ -89,6 +89,19 @@ var rules = []Rule{
 	{A: "buckets", B: "balance-bytes", Kind: Refuse},
 	{A: "buckets", B: "balance-cost", Kind: Refuse},
 	{A: "buckets", B: "resize", Kind: Refuse},
+	// Runs: one dataset's runs of records, each once, the plain cut.
+	{A: "mix", B: "runs", Kind: Refuse},
+	{A: "schedule", B: "runs", Kind: Refuse},
+	{A: "importance", B: "runs", Kind: Refuse},
+	{A: "tokens", B: "runs", Kind: Refuse},
+	{A: "clips", B: "runs", Kind: Refuse},
+	{A: "buckets", B: "runs", Kind: Refuse},
+	{A: "runs", B: "exclusion", Kind: Refuse},
+	{A: "runs", B: "append", Kind: Refuse},
+	{A: "runs", B: "locality", Kind: Downgrade, Drops: "locality"},
+	{A: "runs", B: "balance-bytes", Kind: Refuse},
+	{A: "runs", B: "balance-cost", Kind: Refuse},
+	{A: "runs", B: "resize", Kind: Refuse},
 	// Bytes are known before the read only of tar chunks.
 	{A: "in-place", B: "balance-bytes", Kind: Refuse},
 	// Balance replaces locality; one cost.
@@ -230,8 +243,9 @@ func Detect(v url.Values) []string {
 		"schedule":      given("mix_schedule", "schedule"),
 		"index":         given("index"),
 		"importance":    v.Get("sampling") == "importance",
-		"samples":       !given("seq", "clip", "delta_timestamps", "frames", "buckets"),
+		"samples":       !given("seq", "clip", "delta_timestamps", "frames", "buckets", "run"),
 		"buckets":       given("buckets"),
+		"runs":          given("run"),
 		"tokens":        given("seq"),
 		"vision":        given("vision"),
 		"clips":         given("clip", "delta_timestamps", "frames"),

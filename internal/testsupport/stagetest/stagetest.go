@@ -28,11 +28,12 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/batch/bucketunit"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/units/buckets"
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cache/preload"
@@ -136,11 +137,16 @@ func New(t testing.TB, cfg Config) *Stages {
 	s := &Stages{Registry: reg}
 	s.Catalog = catalog.New(names, names[0], catalog.NewMetrics(reg), cfg.Log)
 	fb := feedback.NewWith(feedback.Config{Log: cfg.Log, Buffers: mem})
-	orders := layout.New(fb)
-	orders.Add(bucketunit.New(orders.Base(), bucketunit.CatalogSizes{}, setPipelines{pipelines})) // as gateway.New adds it
-	if cfg.SkipBadImages {
-		orders.SkipBadImages()
+	s.Stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: workers, Buffers: mem.Copies(), Decodes: mem.Decodes(),
+		MaxBytes: limits.MaxBatchBytes, Group: life.Group("tensors: workers"), Registry: reg, Log: cfg.Log})
+	packer := sequences.New(sequences.Config{Workers: s.Stage, MaxBytes: limits.MaxBatchBytes, Registry: reg})
+	var noVideo error
+	if !tvideo.Available() {
+		noVideo = tvideo.ErrNoDecoder
 	}
+	// The node's kinds of batch, as gateway.New makes them.
+	orders := layout.New(fb, units.New(units.Node{Pack: packer, Clips: s.Stage, Pipelines: s.Stage, Sizes: buckets.CatalogSizes{},
+		SkipBadImages: cfg.SkipBadImages, SkipDamaged: cfg.SkipDamaged, NoVideo: noVideo, Log: cfg.Log}))
 	rt := route.Solo{}
 	sched := usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, Local: rt.Local})
 	reg.MustRegister(sched.Collectors()...)
@@ -156,18 +162,12 @@ func New(t testing.TB, cfg Config) *Stages {
 	s.Reader = reader.New(reader.Config{Cache: s.Cache, Loader: loader, Remote: rt, SkipDamaged: cfg.SkipDamaged,
 		MaxBytes: limits.MaxBatchBytes, Copies: mem.Copies(), Assemblers: 2, MaxWait: time.Minute,
 		Shared: sched.Shared, Preload: ahead, Tally: stats, Registry: reg, Log: cfg.Log})
-	s.Stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: workers, Buffers: mem.Copies(), Decodes: mem.Decodes(),
-		MaxBytes: limits.MaxBatchBytes, Group: life.Group("tensors: workers"), Registry: reg, Log: cfg.Log})
-	packer := sequences.New(sequences.Config{Workers: s.Stage, MaxBytes: limits.MaxBatchBytes, Registry: reg})
 	s.Batches = visit.New(visit.Config{UseTable: sched, Prefetch: usetable.NoPrefetch{}, Windows: 1, Orders: orders,
-		Peers: rt, Reader: s.Reader, Stats: stats, Stage: s.Stage, Packer: packer, Clipper: s.Stage,
-		SkipDamaged: cfg.SkipDamaged, SkipBadImages: cfg.SkipBadImages, Group: life.Group("visit: premade batches"), Log: cfg.Log})
+		Peers: rt, Reader: s.Reader, Stats: stats, Stage: s.Stage, SkipBadImages: cfg.SkipBadImages,
+		Group: life.Group("visit: premade batches"), Log: cfg.Log})
 	rc := resolve.Config{Catalog: s.Catalog, Versions: membership.Solo{Held: s.Catalog.HeldIDs}, Orders: orders, Snapshots: fb,
 		Pipelines: pipelines, Limits: limits, Defaults: query.Query{Job: api.Job{Dataset: names[0],
 			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}}
-	if !tvideo.Available() {
-		rc.NoClips = tvideo.ErrNoDecoder
-	}
 	s.Jobs = resolve.New(rc)
 	ctx := context.Background()
 	for _, spec := range cfg.Datasets {

@@ -1,7 +1,7 @@
-// Package bucketunit is the unit of a bucket job (buckets=): a dataset's
+// Package buckets is the unit of a bucket job (buckets=): a dataset's
 // images batched by shape, as text-to-image models train (package
 // bucket). It is a kind of batch of its own behind the layout's seam
-// (layout.Unit, made with the orders' Base and added with Orders.Add):
+// (layout.Unit, made over the orders' Base):
 // an epoch's images go each to its bucket in the job's seeded order,
 // each bucket's images are cut into batches of the size its budget
 // gives, and the steps interleave the buckets (bucket.Steps); every
@@ -17,14 +17,15 @@
 //
 // A clip bucket job (buckets of HxWxT over a tree of videos) is the same
 // unit over a clip job's base order of one clip a video: its batches are
-// clip batches (layout.ClipBatch) whose frames the clip stage decodes
-// through the bucket's pipeline (clips.go). Which kind of sample a plan
-// buckets is read in one place (assigner).
-package bucketunit
+// clip batches (clips.ClipBatch, of the clip unit it is made over) whose
+// frames the clip stage decodes through the bucket's pipeline (clips.go).
+// Which kind of sample a job buckets is chosen in one place (kindOf).
+package buckets
 
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/bucket"
 	"github.com/brandgw/brand/internal/batch/layout"
+	clipunit "github.com/brandgw/brand/internal/batch/units/clips"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/features"
@@ -63,6 +65,7 @@ type Pipelines interface {
 // Unit is the bucket job's unit. Safe for concurrent use.
 type Unit struct {
 	base  layout.Base
+	clips *clipunit.Unit // a clip bucket job's clip spaces and clip batches
 	sizes Sizes
 	pipes Pipelines
 	memo  *lru.Cache[memoKey, *epochPlan]
@@ -71,42 +74,54 @@ type Unit struct {
 // maxMemoEpochs bounds the epochs' plans kept: each is 4 bytes an image.
 const maxMemoEpochs = 16
 
-// New returns the unit, over the orders' base b, reading sizes and the
-// bucket pipelines of pipes.
-func New(b layout.Base, sizes Sizes, pipes Pipelines) *Unit {
+// New returns the unit, over the orders' base b and, for clip bucket
+// jobs, the clip unit cu, reading sizes and the bucket pipelines of
+// pipes.
+func New(b layout.Base, cu *clipunit.Unit, sizes Sizes, pipes Pipelines) *Unit {
 	m, _ := lru.New[memoKey, *epochPlan](maxMemoEpochs)
-	return &Unit{base: b, sizes: sizes, pipes: pipes, memo: m}
+	return &Unit{base: b, clips: cu, sizes: sizes, pipes: pipes, memo: m}
 }
 
 func (*Unit) Feature() features.Feature { return features.Buckets }
 
-// View is the fields job names, with the dataset's image sizes loaded;
-// a clip bucket job's sizes are its videos' (the clip space's).
+// View is the fields job names, with what its kind of sample is
+// bucketed by loaded (an image's size).
 func (u *Unit) View(ctx context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
-	if !job.Clip.On() {
-		if err := u.sizes.Load(ctx, ds); err != nil {
-			return nil, err
-		}
+	if err := u.kindOf(job).load(ctx, ds); err != nil {
+		return nil, err
 	}
 	return ds.Select(job.Columns)
 }
 
+// Unavailable is why this node serves no job of job's kind of sample (a
+// clip bucket job on a node without a video decoder), nil if it does.
+func (u *Unit) Unavailable(job api.Job) error { return u.kindOf(job).unavailable(job) }
+
 // Extent is the epoch's steps times the world size: its ranks' batches.
-func (u *Unit) Extent(ds *catalog.Dataset, job api.Job, epoch uint64, e *layout.EpochOrder) (int, error) {
-	p, err := u.plan(ds, job, epoch, e)
+func (u *Unit) Extent(src layout.Source, job api.Job, epoch uint64) (int, error) {
+	p, err := u.epochPlan(src.DS, job, epoch)
 	if err != nil {
 		return 0, err
 	}
 	return len(p.steps) * max(job.World, 1), nil
 }
 
+// epochPlan is the plan of an epoch of job over ds.
+func (u *Unit) epochPlan(ds *catalog.Dataset, job api.Job, epoch uint64) (*epochPlan, error) {
+	e, err := u.base.Epoch(layout.StreamOf(ds, job), epoch)
+	if err != nil {
+		return nil, err
+	}
+	return u.plan(ds, job, epoch, e)
+}
+
 // Lay lays out the rank's batch of step b.Batch: its images (or clips)
 // of the step's bucket, through the bucket's pipeline.
-func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) error {
+func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
 	if b.Source.Assignment(b.Job) != api.AssignPlain {
 		return fmt.Errorf("bucket job: assignment %s: a bucket job's ranks take the plain cut", b.Source.Assignment(b.Job))
 	}
-	p, err := u.plan(b.DS, b.Job, b.Epoch, e)
+	p, err := u.epochPlan(b.DS, b.Job, b.Epoch)
 	if err != nil {
 		return err
 	}
@@ -129,28 +144,15 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) e
 	if err != nil {
 		return err
 	}
-	var smp layout.Samples
-	epochLen := b.DS.Index.NumSamples()
-	if p.space == nil {
-		if smp, err = layout.NewSamples(ctx, b.DS, ids); err != nil {
-			return err
-		}
-		b.Content = &Batch{Shape: sh, sizes: u.sizes, pipe: pl}
-	} else {
-		var cb *layout.ClipBatch
-		if cb, smp, err = u.clipBatch(ctx, b, p.space, sh, pl, ids); err != nil {
-			return err
-		}
-		b.Content = cb
-		epochLen = p.n // a clip stream's epoch is of clips
+	c, smp, epochLen, err := u.kindOf(b.Job).read(ctx, b, p, sh, pl, ids)
+	if err != nil {
+		return err
 	}
+	b.Content = c
 	s := layout.StreamOf(b.DS, b.Job)
 	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: end,
 		Share: max(1, p.n/max(1, len(p.steps))), EpochLen: epochLen}}
-	b.Take = make([]layout.Take, len(smp.IDs))
-	for i := range b.Take {
-		b.Take[i].At = i
-	}
+	b.Take = layout.TakeAll(len(smp.IDs))
 	b.Job.Transform, b.Job.TransformFingerprint = name, pl.Fingerprint()
 	return nil
 }
@@ -162,9 +164,7 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) e
 func (u *Unit) AppendKey(s []byte, job api.Job) []byte {
 	bk := job.Buckets
 	s = fmt.Appendf(s, "|buckets=%s|%d|%d|%d|%d|%g|%s|%g|%s", bk.Shapes, bk.Pixels, bk.Tokens, bk.VAE, bk.Patch, bk.Upscale(), bk.Small, bk.Flip, bk.Resume)
-	if job.Clip.On() { // a clip bucket job's (an image bucket job's key as before)
-		s = fmt.Appendf(s, "|vae_t=%d|clips=%s|clip_layout=%s", bk.VAET, job.Clip.Key(), job.Clip.LayoutName())
-	}
+	s = u.kindOf(job).key(s, job)
 	if bk.RandomCrop() {
 		s = append(s, "|crop=random"...)
 	}
@@ -176,13 +176,18 @@ func (u *Unit) AppendKey(s []byte, job api.Job) []byte {
 	return s
 }
 
-// Describe adds the epoch's buckets to /epoch/N.
-func (u *Unit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.Job, epoch uint64) error {
-	e, err := u.base.Epoch(layout.StreamOf(ds, job), epoch)
-	if err != nil {
-		return err
+// BatchHeaders names a batch's samples' geometry (the gateway's
+// Brand-Bucket-Geometry header: each image's or clip's
+// micro-conditioning).
+func (u *Unit) BatchHeaders(h http.Header, b *layout.Batch) {
+	if g := u.kindOf(b.Job).geometry(b); g != "" {
+		h.Set(api.HeaderBucketGeometry, g)
 	}
-	p, err := u.plan(ds, job, epoch, e)
+}
+
+// Describe adds the epoch's buckets to /epoch/N.
+func (u *Unit) Describe(info *api.EpochInfo, src layout.Source, job api.Job, epoch uint64) error {
+	p, err := u.epochPlan(src.DS, job, epoch)
 	if err != nil {
 		return err
 	}

@@ -1,37 +1,58 @@
-package visit
+package vision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/sequences"
+	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/vision"
 )
+
+// Stage writes a vision batch's sequences from its image-text samples
+// (sequences.Stage): the stage between read and respond for a vision job.
+type Stage interface {
+	PackVision(ctx context.Context, req sequences.VisionRequest) (*sequences.Output, error)
+}
+
+// noStage is the stage of a unit made without one: a vision batch fails.
+type noStage struct{}
+
+var errNoStage = errors.New("vision: no pack stage")
+
+func (noStage) PackVision(context.Context, sequences.VisionRequest) (*sequences.Output, error) {
+	return nil, errNoStage
+}
+
+// Premakes is false, as for a token job.
+func (*Unit) Premakes() bool { return false }
 
 // ErrVisionMissing marks a vision batch a sample of which was not read
 // (its chunk damaged at rest, under --on-damaged-chunk=skip): its
 // sequences' spans were laid out with the sample, so the batch fails
 // rather than serve a sequence without it.
-var ErrVisionMissing = errkind.New(errkind.Upstream, "visit: a vision sequence's sample was not read")
+var ErrVisionMissing = errkind.New(errkind.Upstream, "vision: a vision sequence's sample was not read")
 
-// packVision writes vision batch b's sequences from its samples, read
+// Make writes vision batch b's sequences from its samples, read
 // as res: each sample read again under the job's rule and checked
 // against the item it was laid out by (vision.Reader.ReadSequence), then
 // written by the pack stage (sequences.Stage.PackVision) into the copy
 // budget, keyed as a token job's sequences (sequences.Key). The read's
 // pins go back once the sequences are written, before any is sent.
 // noWait: a premade batch, which takes no memory it would wait for.
-func (v *Batches) packVision(ctx context.Context, b *layout.Batch, vb *layout.VisionBatch, res *reader.Result, noWait bool) (*Served, error) {
+func (vs *Unit) Make(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*visit.Served, error) {
 	defer res.Release()
+	vb := b.Content.(*VisionBatch)
 	if len(res.MissingPos) > 0 {
 		_, _, in := b.Sample(res.MissingPos[0])
 		return nil, fmt.Errorf("%w: sample %s of batch %d (and %d more)", ErrVisionMissing, in.Key, b.Batch, len(res.MissingPos)-1)
 	}
-	req := sequences.VisionRequest{Writer: vb.Writer, Keys: make([]string, len(vb.Seqs)), Samples: make([][]vision.Sample, len(vb.Seqs)), NoWait: noWait, Skip: v.skipBad}
+	req := sequences.VisionRequest{Writer: vb.Writer, Keys: make([]string, len(vb.Seqs)), Samples: make([][]vision.Sample, len(vb.Seqs)), NoWait: noWait, Skip: vs.cfg.SkipBadImages}
 	for i, q := range vb.Seqs {
 		at := vb.At[i]
 		if vb.IsText(i) {
@@ -57,7 +78,7 @@ func (v *Batches) packVision(ctx context.Context, b *layout.Batch, vb *layout.Vi
 		}
 		req.Keys[i], req.Samples[i] = sequences.Key(b.Epoch, vb.Pos[i]), samples
 	}
-	out, err := v.packer.PackVision(ctx, req)
+	out, err := vs.cfg.Stage.PackVision(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -79,18 +100,18 @@ func (v *Batches) packVision(ctx context.Context, b *layout.Batch, vb *layout.Vi
 		}
 		slices.Sort(missing)
 		nb = b.Without(missing)
-		v.log.Warn().Strs("skipped_samples", keys).AnErr("first", out.Skipped[0].Err).
+		vs.cfg.Log.Warn().Strs("skipped_samples", keys).AnErr("first", out.Skipped[0].Err).
 			Msg("serving vision sequences without samples whose images do not decode")
 	}
 	r := reader.Owned(out.Parts, out.Bytes, out.Release)
 	r.Figures, r.PerPart, r.MissingPos = res.Figures, perPart, nb.Missing
-	return &Served{Batch: nb, Result: r}, nil
+	return &visit.Served{Batch: nb, Result: r}, nil
 }
 
 // textSamples is a vision mixture's text sequence i as samples of text
 // alone (sequences.TextSample), one a piece, from its documents read as
 // res.
-func textSamples(b *layout.Batch, res *reader.Result, vb *layout.VisionBatch, i int) ([]vision.Sample, error) {
+func textSamples(b *layout.Batch, res *reader.Result, vb *VisionBatch, i int) ([]vision.Sample, error) {
 	q := vb.Text[i]
 	out := make([]vision.Sample, len(q.Pieces))
 	for j, pc := range q.Pieces {

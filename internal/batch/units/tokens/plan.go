@@ -1,16 +1,16 @@
-package plans
+package tokens
 
 import (
 	"context"
 	"encoding/json"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
 )
 
-// planTokens answers /plan for a token job (seq=): the plan of the
+// Plan answers /plan for a token job (seq=, plans.UnitPlanner): the plan of the
 // documents it reads — the same chunks in the same windows as its
 // document order, so the same store bytes and cache behaviour — with
 // batches of the documents its global batches of sequences hold on
@@ -24,9 +24,15 @@ import (
 // table has refused a token job's resize and importance sampling. A
 // vision job's documents are its samples (each read once an epoch, in
 // its window, as a document is), and each epoch's "vision" its images
-// and how its ranks carry their vision tokens (layout.VisionLoad:
-// exact, the epoch a pure function of the dataset's facts and the job).
-func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query, vision bool) (any, error) {
+// and how its ranks carry their vision tokens (PlanDocuments' each).
+func (*Unit) Plan(ctx context.Context, t plans.Tools, src layout.Source, q query.Query) (any, error) {
+	return PlanDocuments(ctx, t, src, q, nil)
+}
+
+// PlanDocuments is Plan of a job whose documents are src's samples, with
+// each(epoch, pe) adding to each planned epoch's figures what the unit
+// knows of it beside (nil: nothing): a vision job's images, rank by rank.
+func PlanDocuments(ctx context.Context, t plans.Tools, src layout.Source, q query.Query, each func(epoch uint64, pe *api.TokenPlanEpoch) error) (any, error) {
 	ds := src.DS
 	epochs := q.Plan.Epochs
 	if epochs == 0 {
@@ -38,7 +44,7 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 	var served []api.PlanEpoch
 	var seqs, docs, batches int
 	for e := range epochs {
-		info, err := m.cfg.Epochs.Info(src, job, uint64(q.Plan.FirstEpoch+e))
+		info, err := t.Epochs().Info(src, job, uint64(q.Plan.FirstEpoch+e))
 		if err != nil {
 			return nil, err
 		}
@@ -47,12 +53,10 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 		t := info.Tokens
 		pe := api.TokenPlanEpoch{Epoch: info.Epoch, Sequences: info.Samples, Batches: info.Batches,
 			Tokens: t.Tokens, Fill: t.Fill, Split: t.Split}
-		if vision {
-			vl, err := m.cfg.Epochs.VisionLoad(src, job, uint64(info.Epoch))
-			if err != nil {
+		if each != nil {
+			if err := each(uint64(info.Epoch), &pe); err != nil {
 				return nil, err
 			}
-			pe.Vision = visionPlan(vl)
 		}
 		tp.Epochs = append(tp.Epochs, pe)
 		seqs, docs = info.Samples, t.Documents
@@ -69,8 +73,8 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 		// more documents than an epoch's.
 		doc.BatchSize = docs/q.Job.World + 1
 	}
-	return m.run(ctx, func(ctx context.Context) (any, error) {
-		p, err := m.cfg.Planner.Plan(ctx, Data(ds), doc, q.Plan, nil)
+	return t.Run(ctx, func(ctx context.Context) (any, error) {
+		p, err := t.Planner().Plan(ctx, plans.Data(ds), doc, q.Plan, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -87,28 +91,4 @@ func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query
 		m["epochs"], m["batches_per_epoch"] = served, served[0].Batches
 		return m, nil
 	})
-}
-
-// visionPlan is a vision epoch's images and its ranks' vision tokens,
-// busiest over mean per global batch (balance.Ratio), averaged over the
-// epoch's global batches and at worst.
-func visionPlan(vl *layout.VisionLoad) *api.VisionPlanEpoch {
-	vp := &api.VisionPlanEpoch{Images: vl.Images, VisionTokens: vl.VisionTokens}
-	vp.MaxOverMean, vp.MaxOverMeanWorst = ratios(vl.Ranks)
-	vp.PlainMaxOverMean, vp.PlainMaxOverMeanWorst = ratios(vl.Plain)
-	return vp
-}
-
-// ratios is the mean and the largest of each global batch's ranks'
-// busiest over mean (1 and 1 for an epoch of no batch).
-func ratios(batches [][]uint64) (mean, worst float64) {
-	if len(batches) == 0 {
-		return 1, 1
-	}
-	for _, ranks := range batches {
-		r := balance.Ratio(ranks)
-		mean += r
-		worst = max(worst, r)
-	}
-	return mean / float64(len(batches)), worst
 }

@@ -1,4 +1,14 @@
-package layout
+// Package tokens is the unit of a token job (seq=): it reads a token
+// dataset's documents and serves them packed into sequences (package
+// seqpack). Its batch's items are sequences, everything that counts
+// samples for an ordinary job counts sequences, and the batch's one part
+// reads the documents the sequences' pieces name, each once, as ordinary
+// samples — the cache, peers and skip modes read them as they read any
+// sample. The pack stage (internal/batch/sequences) writes the sequences
+// from them (Make), and /plan plans the documents it reads (Plan). It
+// mixes as passes of packed sequences (internal/batch/units/mixture), a
+// text component of which the vision unit mixes too.
+package tokens
 
 import (
 	"context"
@@ -9,20 +19,13 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/seqpack"
 )
-
-// A token job (api.Job.Seq) reads a token dataset's documents and serves
-// them packed into sequences (package seqpack): its batch's samples are
-// sequences, everything that counts samples for an ordinary job counts
-// sequences, and the batch's parts read the documents the sequences'
-// pieces name, each once, as ordinary samples — the cache, peers and skip
-// modes read them as they read any sample. The pack stage
-// (internal/batch/sequences) writes the sequences from them.
 
 // ErrTokens marks a token job its source cannot serve: a dataset that is
 // not a token dataset, tokens of a dtype that is not an integer's, a pad
@@ -107,9 +110,9 @@ func tokensOf(ds *catalog.Dataset) format.Tokens {
 	return tok
 }
 
-// HoldsTokens reports whether ds is a token dataset (format.Tokens):
+// Holds reports whether ds is a token dataset (format.Tokens):
 // in a vision mixture, a text component rather than the image-text one.
-func HoldsTokens(ds *catalog.Dataset) bool { return tokensOf(ds) != nil }
+func Holds(ds *catalog.Dataset) bool { return tokensOf(ds) != nil }
 
 // TokenView is the dataset a token job over ds reads: ds with only its
 // token field selected, so that a dataset of several fields reads the
@@ -120,6 +123,12 @@ func TokenView(ds *catalog.Dataset) (*catalog.Dataset, error) {
 		return nil, fmt.Errorf("%w: seq= packs the documents of a token dataset (Megatron .bin/.idx, or Parquet or MDS indexed with --tokens or --text: docs/format.md §6.7), and %s is not one", ErrTokens, ds.Name)
 	}
 	return ds.Select([]string{tok.TokenField()})
+}
+
+// epochKey names one epoch of a stream's order.
+type epochKey struct {
+	s     layout.Stream // its Order
+	epoch uint64
 }
 
 // packKey names a packed epoch: the order's epoch and the packing.
@@ -141,36 +150,42 @@ const (
 	maxMemoDocTokens     = 16
 )
 
-// tokenUnit is the unit of a token job: an epoch is its base order's
+// Unit is the unit of a token job: an epoch is its base order's
 // documents packed into sequences (Packed), and a batch the rank's
 // sequences with one part reading the documents they name. It holds the
 // packed epochs, their windows and the datasets' document token counts:
-// pure functions of their keys, as the base orders.
-type tokenUnit struct {
-	base    *epochs
-	asg     *assigner
+// pure functions of their keys, as the base orders. Safe for concurrent
+// use.
+type Unit struct {
+	base    layout.Base
+	stage   Stage
 	epochs  *lru.Cache[packKey, *seqpack.Packing]
 	windows *lru.Cache[packWindowKey, []seqpack.Sequence]
 	counts  *lru.Cache[string, []uint32] // per index ID: every document's tokens, by sample ID
 }
 
-func newTokenUnit(base *epochs, asg *assigner) *tokenUnit {
+// New returns the unit over the orders' base b, its batches' sequences
+// written by stage (nil: a token batch fails, naming the missing stage).
+func New(b layout.Base, stage Stage) *Unit {
 	e, _ := lru.New[packKey, *seqpack.Packing](maxMemoPacked)
 	w, _ := lru.New[packWindowKey, []seqpack.Sequence](maxMemoPackedWindows)
 	c, _ := lru.New[string, []uint32](maxMemoDocTokens)
-	return &tokenUnit{base: base, asg: asg, epochs: e, windows: w, counts: c}
+	if stage == nil {
+		stage = noStage{}
+	}
+	return &Unit{base: b, stage: stage, epochs: e, windows: w, counts: c}
 }
 
-func (*tokenUnit) Feature() features.Feature { return features.Tokens }
+func (*Unit) Feature() features.Feature { return features.Tokens }
 
 // View is ds's token field alone (TokenView).
-func (*tokenUnit) View(_ context.Context, ds *catalog.Dataset, _ api.Job) (*catalog.Dataset, error) {
+func (*Unit) View(_ context.Context, ds *catalog.Dataset, _ api.Job) (*catalog.Dataset, error) {
 	return TokenView(ds)
 }
 
 // Extent is the epoch's sequences.
-func (u *tokenUnit) Extent(ds *catalog.Dataset, job api.Job, epoch uint64, _ *EpochOrder) (int, error) {
-	p, err := u.epoch(ds, job, epoch)
+func (u *Unit) Extent(src layout.Source, job api.Job, epoch uint64) (int, error) {
+	p, err := u.epoch(src.DS, job, epoch)
 	if err != nil {
 		return 0, err
 	}
@@ -178,12 +193,12 @@ func (u *tokenUnit) Extent(ds *catalog.Dataset, job api.Job, epoch uint64, _ *Ep
 }
 
 // Lay lays out the rank's sequences of b.
-func (u *tokenUnit) Lay(ctx context.Context, b *Batch, _ *EpochOrder) error {
+func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
 	spec, err := TokensOf(b.DS, b.Job)
 	if err != nil {
 		return err
 	}
-	s := StreamOf(b.DS, b.Job)
+	s := layout.StreamOf(b.DS, b.Job)
 	p, err := u.packed(s, b.Epoch, spec.Pack)
 	if err != nil {
 		return err
@@ -193,7 +208,7 @@ func (u *tokenUnit) Lay(ctx context.Context, b *Batch, _ *EpochOrder) error {
 
 // AppendKey names the sequences' length, the packing, the pad and
 // concat's EOS.
-func (*tokenUnit) AppendKey(s []byte, job api.Job) []byte {
+func (*Unit) AppendKey(s []byte, job api.Job) []byte {
 	s = fmt.Appendf(s, "|seq=%d|pack=%s|pad=%d", job.Seq, job.PackMode(), job.Pad)
 	if job.EOSSet {
 		s = fmt.Appendf(s, "|eos=%d", job.EOS)
@@ -202,8 +217,8 @@ func (*tokenUnit) AppendKey(s []byte, job api.Job) []byte {
 }
 
 // Describe adds the epoch's packing to /epoch/N.
-func (u *tokenUnit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.Job, epoch uint64) error {
-	p, err := u.epoch(ds, job, epoch)
+func (u *Unit) Describe(info *api.EpochInfo, src layout.Source, job api.Job, epoch uint64) error {
+	p, err := u.epoch(src.DS, job, epoch)
 	if err != nil {
 		return err
 	}
@@ -213,7 +228,7 @@ func (u *tokenUnit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.J
 
 // docTokens is every document's token count of ds, by sample ID, from
 // its index (format.Tokens.DocTokens).
-func (u *tokenUnit) docTokens(ds *catalog.Dataset) ([]uint32, error) {
+func (u *Unit) docTokens(ds *catalog.Dataset) ([]uint32, error) {
 	if n, ok := u.counts.Get(ds.ID()); ok {
 		return n, nil
 	}
@@ -234,30 +249,30 @@ func (u *tokenUnit) docTokens(ds *catalog.Dataset) ([]uint32, error) {
 	return n, nil
 }
 
-// windows is a stream's epoch order as package seqpack reads it: its windows
-// from the base orders' memo.
-type windows struct {
-	m     *epochs
-	s     Stream
-	epoch uint64
-	e     *EpochOrder
+// Windows is a stream's epoch order as packages seqpack and vision read
+// it: its windows from the base orders' memo.
+type Windows struct {
+	Base  layout.Base
+	S     layout.Stream
+	Epoch uint64
+	E     *layout.EpochOrder
 }
 
-func (w windows) NumWindows() int    { return w.e.NumWindows() }
-func (w windows) Window(i int) []int { return w.m.window(w.s, w.epoch, w.e, i) }
+func (w Windows) NumWindows() int    { return w.E.NumWindows() }
+func (w Windows) Window(i int) []int { return w.Base.Window(w.S, w.Epoch, w.E, i) }
 
 // Packed is one epoch of a stream packed into sequences, with the order
 // it was packed from.
 type Packed struct {
 	*seqpack.Packing
-	Order *EpochOrder
+	Order *layout.EpochOrder
 	key   packKey
 }
 
 // packed returns epoch epoch of stream s packed as spec says: computed
 // once per (dataset version, seed, window, epoch, spec) and kept.
-func (u *tokenUnit) packed(s Stream, epoch uint64, spec seqpack.Spec) (*Packed, error) {
-	e, err := u.base.epoch(s, epoch)
+func (u *Unit) packed(s layout.Stream, epoch uint64, spec seqpack.Spec) (*Packed, error) {
+	e, err := u.base.Epoch(s, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +284,7 @@ func (u *tokenUnit) packed(s Stream, epoch uint64, spec seqpack.Spec) (*Packed, 
 	if err != nil {
 		return nil, err
 	}
-	pe, err := seqpack.NewPacking(windows{u.base, s.Order(), epoch, e}, func(d int) int { return int(counts[d]) }, spec, s.Seed, epoch)
+	pe, err := seqpack.NewPacking(Windows{u.base, s.Order(), epoch, e}, func(d int) int { return int(counts[d]) }, spec, s.Seed, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
 	}
@@ -279,7 +294,7 @@ func (u *tokenUnit) packed(s Stream, epoch uint64, spec seqpack.Spec) (*Packed, 
 
 // sequences appends sequences [start, end) of a packed epoch to dst, from
 // its memoised windows.
-func (u *tokenUnit) sequences(dst []seqpack.Sequence, p *Packed, start, end int) []seqpack.Sequence {
+func (u *Unit) sequences(dst []seqpack.Sequence, p *Packed, start, end int) []seqpack.Sequence {
 	for s := start; s < end; {
 		w := p.WindowOf(s)
 		ws, we := p.WindowStart(w), p.WindowStart(w+1)
@@ -337,7 +352,7 @@ type TokenBatch struct {
 // lay lays out batch b of a token job over one dataset: the rank's cut
 // of the epoch's sequences, and one part reading the documents they
 // name, each once.
-func (u *tokenUnit) lay(ctx context.Context, b *Batch, spec TokenSpec, p *Packed, s Stream) error {
+func (u *Unit) lay(ctx context.Context, b *layout.Batch, spec TokenSpec, p *Packed, s layout.Stream) error {
 	seqs, pos, bal, err := u.sequencesOf(b, p)
 	if err != nil {
 		return err
@@ -345,7 +360,7 @@ func (u *tokenUnit) lay(ctx context.Context, b *Batch, spec TokenSpec, p *Packed
 	b.Balanced = bal
 	start, end := b.Start, b.End // what the stream is followed at: a balanced rank's, its global batch
 	if bal != nil {
-		if _, start, end, err = globalBatch(b.Job, b.EpochSamples, int(b.Batch)); err != nil {
+		if _, start, end, err = layout.GlobalBatch(b.Job, b.EpochSamples, int(b.Batch)); err != nil {
 			return err
 		}
 	}
@@ -373,18 +388,15 @@ func (u *tokenUnit) lay(ctx context.Context, b *Batch, spec TokenSpec, p *Packed
 			}
 		}
 	}
-	smp, err := NewSamples(ctx, s.DS, ids)
+	smp, err := layout.NewSamples(ctx, s.DS, ids)
 	if err != nil {
 		return err
 	}
 	first, last := docPosition(p, start), docPosition(p, end)
 	global := b.Job.BatchSize * b.Job.World
 	share := max(1, int(int64(global)*int64(p.Order.NumSamples())/int64(max(1, p.NumSequences()))))
-	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(last, first), Share: share, EpochLen: s.DS.Index.NumSamples()}}
-	b.Take = make([]Take, len(ids))
-	for i := range b.Take {
-		b.Take[i].At = i
-	}
+	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(last, first), Share: share, EpochLen: s.DS.Index.NumSamples()}}
+	b.Take = layout.TakeAll(len(ids))
 	b.Content = tb
 	return nil
 }
@@ -392,22 +404,22 @@ func (u *tokenUnit) lay(ctx context.Context, b *Batch, spec TokenSpec, p *Packed
 // sequencesOf is the sequences b's rank takes of its global batch of
 // packed epoch p and each one's position in the epoch: its plain cut's,
 // or its balanced share of the global batch.
-func (u *tokenUnit) sequencesOf(b *Batch, p *Packed) ([]seqpack.Sequence, []int, *Balanced, error) {
+func (u *Unit) sequencesOf(b *layout.Batch, p *Packed) ([]seqpack.Sequence, []int, *layout.Balanced, error) {
 	job := b.Job
-	if b.assignment(job) == plainCut {
+	if b.Assignment(job) == api.AssignPlain {
 		seqs := u.sequences(nil, p, b.Start, b.End)
-		return seqs, span(b.Start, len(seqs)), nil, nil
+		return seqs, layout.Span(b.Start, len(seqs)), nil, nil
 	}
-	shares, gstart, gend, err := globalBatch(job, b.EpochSamples, int(b.Batch))
+	shares, gstart, gend, err := layout.GlobalBatch(job, b.EpochSamples, int(b.Batch))
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	seqs := u.sequences(make([]seqpack.Sequence, 0, gend-gstart), p, gstart, gend)
-	places, info, err := u.asg.places(b.Source, job, b.Epoch, b.Batch, b.global, global{shares: shares,
-		costs: func() ([]uint64, error) {
+	places, info, err := u.base.Assign(b, layout.Global{Shares: shares,
+		Costs: func() ([]uint64, error) {
 			costs := make([]uint64, len(seqs))
 			for i, q := range seqs {
-				costs[i] = sequenceCost(job.Balance, q)
+				costs[i] = Cost(job.Balance, q)
 			}
 			return costs, nil
 		}})
@@ -444,29 +456,29 @@ func boolInt(b bool) int {
 // sequences that need a document at read positions missing (ascending:
 // its chunk is damaged at rest), with its content. Its Missing are the
 // sequences' positions, MissingKeys the documents' keys; its ETag is a
-// partial one, as Batch.Without's.
-func (tb *TokenBatch) Without(b *Batch, missing []int) (*Batch, *TokenBatch) {
+// partial one (layout.Batch.Partial).
+func (tb *TokenBatch) Without(b *layout.Batch, missing []int) (*layout.Batch, *TokenBatch) {
 	if len(missing) == 0 {
 		return b, tb
 	}
 	gone := make(map[int]bool, len(missing))
-	nb := *b
-	nb.MissingKeys = make([]string, 0, len(missing))
+	keys := make([]string, 0, len(missing))
 	for _, pos := range missing {
 		gone[pos] = true
 		t := b.Take[pos]
-		nb.MissingKeys = append(nb.MissingKeys, b.Parts[t.Part].Samples.Info[t.At].Key)
+		keys = append(keys, b.Parts[t.Part].Samples.Info[t.At].Key)
 	}
 	old := tb
 	nt := *old
 	nt.Seqs, nt.Pos, nt.At, nt.split, nt.Comps, nt.NonPad, nt.Split = nil, nil, nil, nil, nil, 0, 0
+	var lost []int
 	for i, q := range old.Seqs {
-		lost := false
+		out := false
 		for _, k := range old.At[i] {
-			lost = lost || gone[k]
+			out = out || gone[k]
 		}
-		if lost {
-			nb.Missing = append(nb.Missing, i)
+		if out {
+			lost = append(lost, i)
 			continue
 		}
 		nt.Seqs = append(nt.Seqs, q)
@@ -481,22 +493,16 @@ func (tb *TokenBatch) Without(b *Batch, missing []int) (*Batch, *TokenBatch) {
 			nt.NonPad += pc.Len
 		}
 	}
-	nb.Content = &nt
-	nb.full = b.full
-	if nb.full == "" {
-		nb.full = b.ETag
-	}
-	nb.ETag = partialETag(nb.full, nb.Missing)
-	return &nb, &nt
+	return b.Partial(&nt, lost, keys), &nt
 }
 
 // epoch is the packed epoch of a token job over ds.
-func (u *tokenUnit) epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*Packed, error) {
+func (u *Unit) epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*Packed, error) {
 	spec, err := TokensOf(ds, job)
 	if err != nil {
 		return nil, err
 	}
-	return u.packed(StreamOf(ds, job), epoch, spec.Pack)
+	return u.packed(layout.StreamOf(ds, job), epoch, spec.Pack)
 }
 
 // tokenInfo describes a packed epoch in /epoch/N.
@@ -512,4 +518,18 @@ func tokenInfo(p *Packed, job api.Job) *api.TokenInfo {
 		ti.Fill = float64(p.NumTokens()) / (float64(n) * float64(job.Seq))
 	}
 	return ti
+}
+
+// Cost is a packed sequence's cost under kind: its attention
+// (the sum of its pieces' squared lengths) or its tokens.
+func Cost(kind string, q seqpack.Sequence) uint64 {
+	var c uint64
+	for _, pc := range q.Pieces {
+		if kind == api.BalanceAttention {
+			c += uint64(pc.Len) * uint64(pc.Len)
+		} else {
+			c += uint64(pc.Len)
+		}
+	}
+	return c
 }

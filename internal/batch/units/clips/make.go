@@ -1,4 +1,4 @@
-package visit
+package clips
 
 import (
 	"context"
@@ -9,34 +9,36 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/transform"
 	"github.com/brandgw/brand/transform/video"
 )
 
-// Clipper decodes a clip batch's clips from the GOPs (and rows) it read
+// Stage decodes a clip batch's clips from the GOPs (and rows) it read
 // (tensorize.Stage): the transform stage's work for a clip job.
-type Clipper interface {
+type Stage interface {
 	Clips(ctx context.Context, req tensorize.ClipRequest) (*tensorize.ClipOutput, error)
 }
 
-// premakes reports whether b's job has its next batch made before its
-// request: a job whose samples are transformed (transform=) or decoded
-// (a clip job).
-func premakes(b *layout.Batch) bool {
-	if mk := makerOf(b); mk != nil {
-		return mk.premade()
-	}
-	return b.Job.Transform != ""
+// Pipelines are the server's pipelines a clip job may name (the
+// transform stage's).
+type Pipelines interface {
+	Pipeline(name string) (*transform.Pipeline, error)
 }
 
-// clip decodes clip batch b's clips from the GOPs and rows read as res. A
+// Premakes: a clip's frames are decoded, worth starting before the
+// request.
+func (*Unit) Premakes() bool { return true }
+
+// Make decodes clip batch b's clips from the GOPs and rows read as res. A
 // clip that needs a GOP or row of a chunk damaged or lost at rest, or
 // whose video's packets do not decode (skip mode, both), is left out and
 // named (layout.ClipBatch.Without, WithoutAt). The read's pins go
 // back once the clips are written, before any is sent. noWait: a premade
 // batch, which takes no memory it would wait for.
-func (v *Batches) clip(ctx context.Context, b *layout.Batch, old *layout.ClipBatch, res *reader.Result, noWait bool) (*Served, error) {
+func (u *Unit) Make(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*visit.Served, error) {
 	defer res.Release()
+	old := b.Content.(*ClipBatch)
 	nb, cb := old.Without(b, res.MissingPos)
 	data := make([][]byte, b.Reads()) // by read position; nil where missing
 	for i, j, m := 0, 0, 0; i < b.Reads(); i++ {
@@ -50,15 +52,15 @@ func (v *Batches) clip(ctx context.Context, b *layout.Batch, old *layout.ClipBat
 	var pl *transform.Pipeline
 	if b.Job.Transform != "" {
 		var err error
-		if pl, err = v.stage.Pipeline(b.Job.Transform); err != nil {
+		if pl, err = u.cfg.Pipelines.Pipeline(b.Job.Transform); err != nil {
 			return nil, err
 		}
 	}
 	ds := b.Parts[0].Samples.DS
 	seed := transform.KeySeed(b.Job.Seed, ds.Name)
 	req := tensorize.ClipRequest{Pipeline: pl, Layout: video.Layout(cb.Layout), Video: cb.Space.Video, NoWait: noWait,
-		Place: placeOf(b), GOPs: map[clips.GOP][]byte{}, Rows: map[int][]byte{}, Clips: make([]tensorize.ClipSample, len(cb.Clips)),
-		Skip: v.skipDamaged, Missing: len(nb.Missing)}
+		Place: visit.PlaceOf(b), GOPs: map[clips.GOP][]byte{}, Rows: map[int][]byte{}, Clips: make([]tensorize.ClipSample, len(cb.Clips)),
+		Skip: u.cfg.SkipDamaged, Missing: len(nb.Missing)}
 	for i, c := range cb.Clips {
 		req.Clips[i] = tensorize.ClipSample{Key: cb.Keys[i], Clip: c, Draw: transform.Key{Seed: seed, Epoch: b.Epoch, Sample: uint64(c.Sample)}}
 		for _, g := range c.GOPs {
@@ -68,8 +70,8 @@ func (v *Batches) clip(ctx context.Context, b *layout.Batch, old *layout.ClipBat
 			req.Rows[r] = data[at]
 		}
 	}
-	out, err := v.clipper.Clips(ctx, req)
-	if errors.Is(err, video.ErrDecode) && !v.skipDamaged {
+	out, err := u.cfg.Stage.Clips(ctx, req)
+	if errors.Is(err, video.ErrDecode) && !u.cfg.SkipDamaged {
 		return nil, fmt.Errorf("%w (a server started with --on-damaged-chunk=skip serves the batch without the clips of a video that does not decode)", err)
 	}
 	if err != nil {
@@ -81,20 +83,35 @@ func (v *Batches) clip(ctx context.Context, b *layout.Batch, old *layout.ClipBat
 			keys[k] = cb.Keys[i]
 		}
 		nb = cb.WithoutAt(nb, out.Failed)
-		v.log.Warn().Str("dataset", ds.Name).Strs("skipped_clips", keys).AnErr("first", out.Errors[0]).
+		u.cfg.Log.Warn().Str("dataset", ds.Name).Strs("skipped_clips", keys).AnErr("first", out.Errors[0]).
 			Msg("serving without the clips of a video that does not decode")
 	}
 	r := reader.Owned(out.Parts, out.Bytes, out.Release)
 	r.Figures, r.PerPart, r.MissingPos = res.Figures, res.PerPart, nb.Missing
-	return &Served{Batch: nb, Result: r}, nil
+	return &visit.Served{Batch: nb, Result: r}, nil
 }
 
-// noClipper is the clip stage of Batches built without one: a clip job is
+// noStage is the clip stage of a unit made without one: a clip job is
 // refused.
-type noClipper struct{}
+type noStage struct{}
 
-var errNoClipper = errors.New("visit: no clip stage")
+var errNoStage = errors.New("clips: no clip stage")
 
-func (noClipper) Clips(context.Context, tensorize.ClipRequest) (*tensorize.ClipOutput, error) {
-	return nil, fmt.Errorf("%w: %w", video.ErrNoDecoder, errNoClipper)
+func (noStage) Clips(context.Context, tensorize.ClipRequest) (*tensorize.ClipOutput, error) {
+	return nil, fmt.Errorf("%w: %w", video.ErrNoDecoder, errNoStage)
 }
+
+// noPipelines are the pipelines of a unit made without a transform stage:
+// a clip job that names a pipeline is refused.
+type noPipelines struct{}
+
+var errNoPipelines = errors.New("clips: no transform stage")
+
+func (noPipelines) Pipeline(name string) (*transform.Pipeline, error) {
+	return nil, fmt.Errorf("%w %q: %w", transform.ErrUnknownPipeline, name, errNoPipelines)
+}
+
+var (
+	_ visit.Maker   = (*Unit)(nil)
+	_ layout.Spaced = (*Unit)(nil)
+)

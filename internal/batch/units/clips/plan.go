@@ -1,4 +1,4 @@
-package plans
+package clips
 
 import (
 	"context"
@@ -8,21 +8,13 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
-	fvideo "github.com/brandgw/brand/format/video"
+	"github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/internal/batch/layout"
-	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/transform/video"
+	tvideo "github.com/brandgw/brand/transform/video"
 )
-
-// Clips is what a clip job's plan needs of the layout (layout.Orders):
-// its clip space and its epochs' orders, the ones its batches are laid
-// out by.
-type Clips interface {
-	ClipSpaceOf(ds *catalog.Dataset, key string) (*layout.ClipSpace, error)
-	Epoch(s layout.Stream, epoch uint64) (*layout.EpochOrder, error)
-}
 
 // DefaultFrameCPU is the CPU a decoded frame costs a plan that has
 // measured none, at 640×360 (docs/transform.md §12.7: H.264 to RGB on
@@ -33,7 +25,7 @@ const DefaultFrameCPU = 1220 * time.Microsecond
 // every epoch planned.
 const maxClipPlan = 1 << 26
 
-// planClips answers /plan for a clip job: the exact demand of its
+// Plan answers /plan for a clip job (plans.UnitPlanner): the exact demand of its
 // epochs — each global batch's clips drawn as the gateway draws them, the
 // chunks holding their GOPs in first-use order — simulated through the
 // plan's cache (the nodes' caches together on a cluster, whose nodes read
@@ -46,18 +38,16 @@ const maxClipPlan = 1 << 26
 // Its epochs and batches_per_epoch are its clips' and batches', as
 // /epoch/N counts them (api.PlanEpoch): an epoch of fewer clips than one
 // global batch with drop_last serves none, and its plan reads nothing.
-func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Query) (any, error) {
-	if m.cfg.Clips == nil {
-		return nil, fmt.Errorf("%w: this gateway plans no clip jobs", query.ErrBadRequest)
-	}
-	cs, err := m.cfg.Clips.ClipSpaceOf(ds, q.Job.Clip.Key())
+func (u *Unit) Plan(ctx context.Context, t plans.Tools, src layout.Source, q query.Query) (any, error) {
+	ds := src.DS
+	cs, err := u.Space(ds, q.Job.Clip.Key())
 	if err != nil {
 		return nil, err
 	}
 	d := cs.Dataset()
 	epochs := q.Plan.Epochs
 	if epochs == 0 {
-		epochs = DefaultEpochs
+		epochs = plans.DefaultEpochs
 	}
 	perClip := q.Job.Clip.Frames
 	for _, w := range cs.Windows() {
@@ -67,10 +57,8 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 		return nil, fmt.Errorf("%w: a plan of %d epochs of %d clips draws %d frames; a gateway plans at most %d", query.ErrBadRequest, epochs, cs.Samples(), work, int64(maxClipPlan))
 	}
 	perFrame, measured := DefaultFrameCPU, false
-	if m.cfg.DecodeCost != nil {
-		if c, ok := m.cfg.DecodeCost(); ok {
-			perFrame, measured = c, true
-		}
+	if c, ok := t.DecodeCost(); ok {
+		perFrame, measured = c, true
 	}
 	job := q.Job
 	job.Offset = 0
@@ -82,7 +70,7 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 	// table keys a chunk read earlier in an epoch by the next one's.
 	for e := range epochs + 1 {
 		epoch := uint64(q.Plan.FirstEpoch + e)
-		ep, err := m.cfg.Clips.Epoch(stream, epoch)
+		ep, err := u.base.Epoch(stream, epoch)
 		if err != nil {
 			return nil, err
 		}
@@ -94,7 +82,7 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 	}
 	for e := range epochs {
 		epoch := uint64(q.Plan.FirstEpoch + e)
-		ep, err := m.cfg.Clips.Epoch(stream, epoch)
+		ep, err := u.base.Epoch(stream, epoch)
 		if err != nil {
 			return nil, err
 		}
@@ -173,8 +161,8 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 		// the nodes' caches together hold what one of their size would.
 		o.CacheBytes *= int64(o.Nodes)
 	}
-	return m.run(ctx, func(ctx context.Context) (any, error) {
-		sim, err := m.cfg.Planner.TracePlan(ctx, Data(ds), trace, o)
+	return t.Run(ctx, func(ctx context.Context) (any, error) {
+		sim, err := t.Planner().TracePlan(ctx, plans.Data(ds), trace, o)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +185,7 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 // readOrder calls read with each chunk clip c reads, in the order a
 // batch's read asks the cache for them (layout's layoutClips): its GOPs'
 // chunks, then a LeRobot sample's anchor row's and its windows' rows'.
-func readOrder(d *fvideo.Dataset, c clips.Clip, read func(chunk int)) error {
+func readOrder(d *video.Dataset, c clips.Clip, read func(chunk int)) error {
 	for _, g := range c.GOPs {
 		read(d.ChunkOf(g.Video, g.GOP))
 	}
@@ -214,7 +202,7 @@ func readOrder(d *fvideo.Dataset, c clips.Clip, read func(chunk int)) error {
 	for _, r := range rows {
 		ch, _, ok := l.Row(r)
 		if !ok {
-			return fmt.Errorf("%w: row %d of a clip has no chunk", layout.ErrClips, r)
+			return fmt.Errorf("%w: row %d of a clip has no chunk", ErrClips, r)
 		}
 		read(ch)
 	}
@@ -235,7 +223,7 @@ func clipFrames(c clips.Clip) int {
 // transform stage decodes it: per video the runs Cover plans for every
 // frame its clips name (each GOP once), their packets, and those packets'
 // pixels.
-func decodedFrames(d *fvideo.Dataset, batch []clips.Clip) (int64, float64, error) {
+func decodedFrames(d *video.Dataset, batch []clips.Clip) (int64, float64, error) {
 	want := map[int][]int64{}
 	span := map[int][2]int{}
 	note := func(fs []clips.Frame) {
@@ -262,13 +250,13 @@ func decodedFrames(d *fvideo.Dataset, batch []clips.Clip) (int64, float64, error
 		t := &d.Videos[v].Track
 		r := span[v]
 		first, end := int(t.GOPs[r[0]].First), int(t.GOPs[r[1]].End)
-		infos := make([]video.PacketInfo, end-first)
+		infos := make([]tvideo.PacketInfo, end-first)
 		for i := range infos {
 			smp := t.Samples[first+i]
-			infos[i] = video.PacketInfo{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key}
+			infos[i] = tvideo.PacketInfo{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key}
 		}
 		slices.Sort(pts)
-		spans, err := video.Cover(infos, slices.Compact(pts))
+		spans, err := tvideo.Cover(infos, slices.Compact(pts))
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", d.Videos[v].Key, err)
 		}

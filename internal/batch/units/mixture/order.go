@@ -1,4 +1,4 @@
-package layout
+package mixture
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -93,7 +94,7 @@ func (o *MixOrder) At(epoch uint64) (*shuffle.Mixture, error) {
 // for room to build a span at most as long as ctx lets it.
 func (o *MixOrder) Draws(ctx context.Context, dst []shuffle.Draw, seed, epoch uint64, start, end int) ([]shuffle.Draw, error) {
 	if start < 0 || end < start || end > o.NumSamples() {
-		return dst, fmt.Errorf("%w: positions [%d, %d) of a mixture epoch of %d", ErrOutOfRange, start, end, o.NumSamples())
+		return dst, fmt.Errorf("%w: positions [%d, %d) of a mixture epoch of %d", layout.ErrOutOfRange, start, end, o.NumSamples())
 	}
 	mo, err := o.At(epoch)
 	if err != nil {
@@ -115,7 +116,7 @@ func (o *MixOrder) Draws(ctx context.Context, dst []shuffle.Draw, seed, epoch ui
 // AppendRange is Draws under shuffle.Mixture's name, which it shadows:
 // every reader of a mixture's order reads the memoised spans rather than
 // shuffling blocks itself, waits only as long as ctx lets it, and gets a
-// position outside the epoch as an error wrapping ErrOutOfRange rather
+// position outside the epoch as an error wrapping layout.ErrOutOfRange rather
 // than Mixture.AppendRange's panic.
 func (o *MixOrder) AppendRange(ctx context.Context, dst []shuffle.Draw, seed, epoch uint64, start, end int) ([]shuffle.Draw, error) {
 	return o.Draws(ctx, dst, seed, epoch, start, end)

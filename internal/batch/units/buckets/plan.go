@@ -1,4 +1,4 @@
-package plans
+package buckets
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
 )
 
@@ -13,7 +14,7 @@ import (
 // every epoch planned, each laid out as its batch is.
 const maxBucketPlan = 1 << 22
 
-// planBuckets answers /plan for a bucket job: each planned epoch as its
+// Plan answers /plan for a bucket job (plans.UnitPlanner): each planned epoch as its
 // batches are laid out — /epoch/N's figures (its steps, and per bucket
 // its images, steps, batch size, images dropped and fill of the budget;
 // the images too small and the samples without one) from the unit that
@@ -21,10 +22,10 @@ const maxBucketPlan = 1 << 22
 // batches ask for them (every rank's batch of a step laid out), simulated
 // through the plan's cache under Belady's rule (the use table's keys of
 // a bucket job's reads follow its steps, not its order's windows).
-func (m *Maker) planBuckets(ctx context.Context, src layout.Source, q query.Query) (any, error) {
+func (u *Unit) Plan(ctx context.Context, t plans.Tools, src layout.Source, q query.Query) (any, error) {
 	epochs := q.Plan.Epochs
 	if epochs == 0 {
-		epochs = DefaultEpochs
+		epochs = plans.DefaultEpochs
 	}
 	job := q.Job
 	world := max(job.World, 1)
@@ -34,7 +35,7 @@ func (m *Maker) planBuckets(ctx context.Context, src layout.Source, q query.Quer
 	per := make([]api.BucketPlanEpoch, 0, epochs)
 	work := 0
 	for e := q.Plan.FirstEpoch; e < q.Plan.FirstEpoch+epochs; e++ {
-		info, err := m.cfg.Epochs.Info(src, job, uint64(e))
+		info, err := t.Epochs().Info(src, job, uint64(e))
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +56,7 @@ func (m *Maker) planBuckets(ctx context.Context, src layout.Source, q query.Quer
 			for r := range world {
 				jr := job
 				jr.Rank = r
-				b, err := m.cfg.Epochs.Layout(ctx, src, jr, uint64(e), uint64(step))
+				b, err := t.Epochs().Layout(ctx, src, jr, uint64(e), uint64(step))
 				if err != nil {
 					return nil, err
 				}
@@ -79,8 +80,8 @@ func (m *Maker) planBuckets(ctx context.Context, src layout.Source, q query.Quer
 	if o.Nodes > 1 {
 		o.CacheBytes *= int64(o.Nodes) // each chunk read once, by its owner
 	}
-	return m.run(ctx, func(ctx context.Context) (any, error) {
-		sim, err := m.cfg.Planner.TracePlan(ctx, Data(ds), trace, o)
+	return t.Run(ctx, func(ctx context.Context) (any, error) {
+		sim, err := t.Planner().TracePlan(ctx, plans.Data(ds), trace, o)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,19 @@
-package layout
+// Package clips is the unit of a clip job (clip=, or delta_timestamps=
+// or frames= over a LeRobot dataset): it reads a video dataset served in
+// place (format/video) and serves clips. Its samples are those of the
+// clip space package clips draws from the dataset's description and the
+// job's parameters, numbered unit by unit (a tree's chunks, a LeRobot
+// dataset's episodes). Its order is the shuffle of those units with
+// their clips' counts (seed, epoch and window as any job's, the window
+// counting units): a stream of items of its own (layout.Spaced), so a
+// clip is a pure function of (dataset version, seed, epoch, sample) on
+// every node and at every world size. A batch's clips name the GOPs their
+// frames need (and, over a LeRobot dataset, the rows their windows read);
+// its one part reads those GOPs and rows, each once, as ordinary samples
+// — the cache, peers, prefetch and skip modes read them as they read any
+// sample — and the clip stage decodes them (Make, through
+// internal/batch/tensorize).
+package clips
 
 import (
 	"context"
@@ -7,29 +22,17 @@ import (
 	"strings"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
+	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/shuffle"
 )
-
-// A clip job (api.Job.Clip) reads a video dataset served in place
-// (format/video) and serves clips: its samples are those of the clip space
-// package clips draws from the dataset's description and the job's
-// parameters, numbered unit by unit (a tree's chunks, a LeRobot
-// dataset's episodes). Its order is the shuffle of those units with their
-// clips' counts (seed, epoch and window as any job's, the window counting
-// units), so a clip is a pure function of (dataset version, seed, epoch,
-// sample) on every node and at every world size. A batch's clips name the
-// GOPs their frames need (and, over a LeRobot dataset, the rows their
-// windows read); its one part reads those GOPs and rows, each once, as
-// ordinary samples — the cache, peers, prefetch and skip modes read them
-// as they read any sample — and the transform stage decodes them
-// (internal/batch/tensorize).
 
 // ErrClips marks a clip job its source cannot serve: a dataset that is
 // not a video one, parameters its videos cannot make clips with (a clip
@@ -65,39 +68,74 @@ const maxMemoClipSpaces = 16
 
 type clipSpaceKey struct{ id, clip string }
 
-// clipUnit is the unit of a clip job: its epoch is the base order of its
-// clips (order), a batch the rank's clips with one part reading the GOPs
-// and rows they need. It holds the clip spaces of its jobs.
-type clipUnit struct {
-	base   *epochs
+// Unit is the unit of a clip job: its epoch is the base order of its
+// clips (SpaceOrder), a batch the rank's clips with one part reading the
+// GOPs and rows they need. It holds the clip spaces of its jobs. Safe
+// for concurrent use.
+type Unit struct {
+	base   layout.Base
+	cfg    Config
 	spaces *lru.Cache[clipSpaceKey, *ClipSpace]
 }
 
-func newClipUnit(base *epochs) *clipUnit {
-	c, _ := lru.New[clipSpaceKey, *ClipSpace](maxMemoClipSpaces)
-	return &clipUnit{base: base, spaces: c}
+// Config is what the node gives the unit.
+type Config struct {
+	// Stage decodes clip batches' clips (tensorize.Stage; nil: a clip
+	// batch fails, naming the missing decoder), through the pipelines
+	// Pipelines names.
+	Stage     Stage
+	Pipelines Pipelines
+	// SkipDamaged (--on-damaged-chunk=skip, as the reader's) leaves out
+	// the clips whose video's packets do not decode, named as those of a
+	// chunk damaged or lost at rest are, instead of failing the batch.
+	SkipDamaged bool
+	// NoDecoder is why this node serves no clip job (a build without a
+	// video decoder), nil where it serves them: every request that
+	// resolves a clip job — its epochs, its plan, its batches — is
+	// answered with it, where the job is first named (Unavailable).
+	NoDecoder error
+	Log       zerolog.Logger
 }
 
-func (*clipUnit) Feature() features.Feature { return features.Clips }
+// New returns the unit over the orders' base b.
+func New(b layout.Base, cfg Config) *Unit {
+	c, _ := lru.New[clipSpaceKey, *ClipSpace](maxMemoClipSpaces)
+	if cfg.Stage == nil {
+		cfg.Stage = noStage{}
+	}
+	if cfg.Pipelines == nil {
+		cfg.Pipelines = noPipelines{}
+	}
+	return &Unit{base: b, cfg: cfg, spaces: c}
+}
+
+func (*Unit) Feature() features.Feature { return features.Clips }
+
+// Unavailable is why this node serves no clip job, nil if it does.
+func (u *Unit) Unavailable(api.Job) error { return u.cfg.NoDecoder }
 
 // View is the fields job names (columns=).
-func (*clipUnit) View(_ context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+func (*Unit) View(_ context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
 	return ds.Select(job.Columns)
 }
 
 // Extent is the epoch's clips: its base order is of them.
-func (*clipUnit) Extent(_ *catalog.Dataset, _ api.Job, _ uint64, e *EpochOrder) (int, error) {
+func (u *Unit) Extent(src layout.Source, job api.Job, epoch uint64) (int, error) {
+	e, err := u.base.Epoch(layout.StreamOf(src.DS, job), epoch)
+	if err != nil {
+		return 0, err
+	}
 	return e.NumSamples(), nil
 }
 
 // AppendKey names the job's clip parameters and the frames' layout.
-func (*clipUnit) AppendKey(s []byte, job api.Job) []byte {
+func (*Unit) AppendKey(s []byte, job api.Job) []byte {
 	return fmt.Appendf(s, "|clips=%s|clip_layout=%s", job.Clip.Key(), job.Clip.LayoutName())
 }
 
 // Describe adds the job's clip space to /epoch/N.
-func (u *clipUnit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.Job, _ uint64) error {
-	cs, err := u.space(ds, job.Clip.Key())
+func (u *Unit) Describe(info *api.EpochInfo, src layout.Source, job api.Job, _ uint64) error {
+	cs, err := u.Space(src.DS, job.Clip.Key())
 	if err != nil {
 		return err
 	}
@@ -105,16 +143,11 @@ func (u *clipUnit) Describe(info *api.EpochInfo, ds *catalog.Dataset, job api.Jo
 	return nil
 }
 
-// ClipSpaceOf returns the clip space of the job whose clip parameters'
-// key is key (api.Clip.Key) over ds: computed once per dataset version
-// and key, and kept. An error wraps ErrClips and says why ds cannot serve
-// the job.
-func (o *Orders) ClipSpaceOf(ds *catalog.Dataset, key string) (*ClipSpace, error) {
-	return o.units.clips.space(ds, key)
-}
-
-// space is ClipSpaceOf.
-func (u *clipUnit) space(ds *catalog.Dataset, key string) (*ClipSpace, error) {
+// Space returns the clip space of the job whose clip parameters' key is
+// key (api.Clip.Key) over ds: computed once per dataset version and key,
+// and kept. An error wraps ErrClips and says why ds cannot serve the
+// job.
+func (u *Unit) Space(ds *catalog.Dataset, key string) (*ClipSpace, error) {
 	k := clipSpaceKey{ds.ID(), key}
 	if cs, ok := u.spaces.Get(k); ok {
 		return cs, nil
@@ -198,13 +231,13 @@ type clipOrder struct {
 // WindowChunks are the layout chunks window w's clips need, ascending.
 func (c *clipOrder) WindowChunks(w int) []int { return c.chunks[w] }
 
-// order is the order of an epoch of a clip stream. Every clip of the
-// epoch is drawn once here (O(clips × frames)), so that the schedule,
+// SpaceOrder is the order of an epoch of a clip stream (layout.Spaced).
+// Every clip of the epoch is drawn once here (O(clips × frames)), so that the schedule,
 // prefetch and the planner see exactly the chunks the epoch's clips
 // need, window by window — not every chunk a segment's clip might need
 // in some epoch (clips.Space.Reach), about twice as many.
-func (u *clipUnit) order(s Stream, epoch uint64) (*EpochOrder, error) {
-	cs, err := u.space(s.DS, s.Clips)
+func (u *Unit) SpaceOrder(s layout.Stream, epoch uint64) (*layout.EpochOrder, error) {
+	cs, err := u.Space(s.DS, s.Space)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +258,7 @@ func (u *clipUnit) order(s Stream, epoch uint64) (*EpochOrder, error) {
 		slices.Sort(chunks)
 		co.chunks[w] = slices.Compact(chunks)
 	}
-	eo := &EpochOrder{Order: co, ChunkWindow: make([]int32, len(s.DS.Counts))}
+	eo := &layout.EpochOrder{Order: co, ChunkWindow: make([]int32, len(s.DS.Counts))}
 	for c := range eo.ChunkWindow {
 		eo.ChunkWindow[c] = -1
 	}
@@ -265,7 +298,7 @@ type ClipBatch struct {
 // Geometry is a clip bucket job's clips' micro-conditioning, as its
 // unit's Bucketed writes it (the Brand-Bucket-Geometry header), in the
 // order of Clips; "" for another clip job.
-func (cb *ClipBatch) Geometry(*Batch) string {
+func (cb *ClipBatch) Geometry(*layout.Batch) string {
 	if cb.Bucketed == nil {
 		return ""
 	}
@@ -274,13 +307,17 @@ func (cb *ClipBatch) Geometry(*Batch) string {
 
 // Lay lays out batch b of a clip job: the rank's cut of the epoch's
 // clips, and one part reading the GOPs (and rows) they need, each once.
-func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
-	s := StreamOf(b.DS, b.Job)
-	cs, err := u.space(s.DS, s.Clips)
+func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
+	s := layout.StreamOf(b.DS, b.Job)
+	cs, err := u.Space(s.DS, s.Space)
 	if err != nil {
 		return err
 	}
-	ns := u.base.appendRange(nil, s, e, b.Epoch, b.Start, b.End)
+	e, err := u.base.Epoch(s, b.Epoch)
+	if err != nil {
+		return err
+	}
+	ns := u.base.AppendRange(nil, s, e, b.Epoch, b.Start, b.End)
 	cl := make([]clips.Clip, len(ns))
 	for i, n := range ns {
 		if cl[i], err = cs.Clip(b.Job.Seed, b.Epoch, n); err != nil {
@@ -291,26 +328,24 @@ func (u *clipUnit) Lay(ctx context.Context, b *Batch, e *EpochOrder) error {
 	if err != nil {
 		return err
 	}
-	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World,
+	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World,
 		EpochLen: b.EpochSamples}} // a clip stream's epoch is of clips
-	b.Take = make([]Take, len(smp.IDs))
-	for i := range b.Take {
-		b.Take[i].At = i
-	}
+	b.Take = layout.TakeAll(len(smp.IDs))
 	b.Content = cb
 	return nil
 }
 
 // ReadClips is the content of a batch of clips cl drawn from cs, in
-// that order, in layout (api.Clip.LayoutName), and the samples it reads:
+// that order, its frames in layout frames (api.Clip.LayoutName), and the
+// samples it reads:
 // the GOPs (and a LeRobot dataset's rows) the clips need, each once, in
 // the order the clips first need them. A clip bucket job's unit lays its
 // batches out with it too.
-func ReadClips(ctx context.Context, cs *ClipSpace, cl []clips.Clip, layout string) (*ClipBatch, Samples, error) {
+func ReadClips(ctx context.Context, cs *ClipSpace, cl []clips.Clip, frames string) (*ClipBatch, layout.Samples, error) {
 	d := cs.Dataset()
 	ds := cs.ds
 	cb := &ClipBatch{Space: cs, Clips: cl, Keys: make([]string, len(cl)),
-		GOPs: map[clips.GOP]int{}, Rows: map[int]int{}, Layout: layout}
+		GOPs: map[clips.GOP]int{}, Rows: map[int]int{}, Layout: frames}
 	var ids []int
 	at := map[int]int{} // sample ID → read position
 	read := func(chunk, sample int) int {
@@ -345,7 +380,7 @@ func ReadClips(ctx context.Context, cs *ClipSpace, cl []clips.Clip, layout strin
 				}
 				ch, smp, ok := l.Row(r)
 				if !ok {
-					return nil, Samples{}, fmt.Errorf("%w: row %d of clip %d has no chunk", ErrClips, r, c.Sample)
+					return nil, layout.Samples{}, fmt.Errorf("%w: row %d of clip %d has no chunk", ErrClips, r, c.Sample)
 				}
 				cb.Rows[r] = read(ch, smp)
 			}
@@ -353,9 +388,9 @@ func ReadClips(ctx context.Context, cs *ClipSpace, cl []clips.Clip, layout strin
 		}
 		cb.Keys[i] = ClipKey(d, c)
 	}
-	smp, err := NewSamples(ctx, ds, ids)
+	smp, err := layout.NewSamples(ctx, ds, ids)
 	if err != nil {
-		return nil, Samples{}, err
+		return nil, layout.Samples{}, err
 	}
 	if d.LeRobot != nil {
 		// The anchor rows' keys are their samples' (format/parquet's).
@@ -389,9 +424,9 @@ func ClipKey(d *video.Dataset, c clips.Clip) string {
 // Without returns clip batch b, whose content is old, served without the
 // clips that need a GOP or row at read positions missing (ascending: its
 // chunk is damaged at rest), with its content. Its Missing are the clips'
-// positions, MissingKeys their keys; its ETag is a partial one, as
-// Batch.Without's.
-func (old *ClipBatch) Without(b *Batch, missing []int) (*Batch, *ClipBatch) {
+// positions, MissingKeys their keys; its ETag is a partial one
+// (layout.Batch.Partial).
+func (old *ClipBatch) Without(b *layout.Batch, missing []int) (*layout.Batch, *ClipBatch) {
 	if len(missing) == 0 {
 		return b, old
 	}
@@ -399,39 +434,34 @@ func (old *ClipBatch) Without(b *Batch, missing []int) (*Batch, *ClipBatch) {
 	for _, pos := range missing {
 		gone[pos] = true
 	}
-	nb := *b
 	cb := *old
 	cb.Clips, cb.Keys = nil, nil
+	var lost []int
+	var keys []string
 	for i, c := range old.Clips {
-		lost := false
+		out := false
 		for _, g := range c.GOPs {
-			lost = lost || gone[old.GOPs[g]]
+			out = out || gone[old.GOPs[g]]
 		}
 		if c.Row >= 0 {
-			lost = lost || gone[old.Rows[c.Row]]
+			out = out || gone[old.Rows[c.Row]]
 			for _, st := range c.Streams {
 				for _, r := range st.Rows {
 					if k, ok := old.Rows[r]; ok && !st.Camera {
-						lost = lost || gone[k]
+						out = out || gone[k]
 					}
 				}
 			}
 		}
-		if lost {
-			nb.Missing = append(nb.Missing, i)
-			nb.MissingKeys = append(nb.MissingKeys, old.Keys[i])
+		if out {
+			lost = append(lost, i)
+			keys = append(keys, old.Keys[i])
 			continue
 		}
 		cb.Clips = append(cb.Clips, c)
 		cb.Keys = append(cb.Keys, old.Keys[i])
 	}
-	nb.Content = &cb
-	nb.full = b.full
-	if nb.full == "" {
-		nb.full = b.ETag
-	}
-	nb.ETag = partialETag(nb.full, nb.Missing)
-	return &nb, &cb
+	return b.Partial(&cb, lost, keys), &cb
 }
 
 // WithoutAt returns clip batch b, whose content is old, served without
@@ -439,7 +469,7 @@ func (old *ClipBatch) Without(b *Batch, missing []int) (*Batch, *ClipBatch) {
 // video did not decode (skip mode). Their positions in the batch as laid
 // out join Missing, in order, with their keys; its ETag is a partial one,
 // as Without's.
-func (old *ClipBatch) WithoutAt(b *Batch, at []int) *Batch {
+func (old *ClipBatch) WithoutAt(b *layout.Batch, at []int) *layout.Batch {
 	if len(at) == 0 {
 		return b
 	}
@@ -453,7 +483,6 @@ func (old *ClipBatch) WithoutAt(b *Batch, at []int) *Batch {
 		out = append(out, left{p, b.MissingKeys[k]})
 		was[p] = true
 	}
-	nb := *b
 	cb := *old
 	cb.Clips, cb.Keys = nil, nil
 	pos := 0 // the batch position of old's clip i: the i-th not missing
@@ -470,17 +499,11 @@ func (old *ClipBatch) WithoutAt(b *Batch, at []int) *Batch {
 		pos++
 	}
 	slices.SortFunc(out, func(x, y left) int { return x.pos - y.pos })
-	nb.Missing, nb.MissingKeys = make([]int, len(out)), make([]string, len(out))
+	missing, keys := make([]int, len(out)), make([]string, len(out))
 	for k, l := range out {
-		nb.Missing[k], nb.MissingKeys[k] = l.pos, l.key
+		missing[k], keys[k] = l.pos, l.key
 	}
-	nb.Content = &cb
-	nb.full = b.full
-	if nb.full == "" {
-		nb.full = b.ETag
-	}
-	nb.ETag = partialETag(nb.full, nb.Missing)
-	return &nb
+	return b.Partial(&cb, missing, keys)
 }
 
 // clipInfo describes a clip job's epoch in /epoch/N.

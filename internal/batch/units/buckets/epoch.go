@@ -1,4 +1,4 @@
-package bucketunit
+package buckets
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/bucket"
 	"github.com/brandgw/brand/internal/batch/layout"
+	clipunit "github.com/brandgw/brand/internal/batch/units/clips"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
@@ -36,7 +37,7 @@ type epochPlan struct {
 	tooShort int
 	// space is a clip bucket job's base clip space (one clip a video, its
 	// samples the videos long enough for some bucket); nil for images.
-	space *layout.ClipSpace
+	space *clipunit.ClipSpace
 }
 
 // plan returns (memoised) the plan of an epoch of job over ds, whose
@@ -64,7 +65,7 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 		ids: make([][]int32, len(shapes)), pos: make([][]int32, len(shapes))}
 	order := u.base.AppendRange(make([]int, 0, p.n), s, e, epoch, 0, p.n)
 	up := job.Buckets.Upscale()
-	assign, err := u.assigner(ds, job, shapes, p)
+	assign, err := u.kindOf(job).assigner(ds, job, shapes, p)
 	if err != nil {
 		return nil, err
 	}
@@ -110,50 +111,6 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 	}
 	p.steps = bucket.Steps(avail, per, p.world, job.Seed, epoch)
 	return p, nil
-}
-
-// assigner returns the rule that gives a sample of the epoch (by its ID
-// in the base order) its bucket and fit: an image's by its size in the
-// index (bucket.Nearest), a clip bucket job's clip's by its video's size
-// and length (bucket.NearestClip). The one place the plan takes which
-// kind of sample it buckets; p.space is set for clips, and the videos
-// too short for the shortest bucket, which the base clip space leaves
-// out, are counted too short.
-func (u *Unit) assigner(ds *catalog.Dataset, job api.Job, shapes []bucket.Shape, p *epochPlan) (func(id int) (int, bucket.Fit, error), error) {
-	up := job.Buckets.Upscale()
-	if !bucket.Clips(shapes) {
-		return func(id int) (int, bucket.Fit, error) {
-			w, h, ok := u.sizes.Of(ds, id)
-			if !ok {
-				return 0, 0, fmt.Errorf("bucket job over dataset %s: its image sizes are not loaded", ds.Name)
-			}
-			if w <= 0 || h <= 0 {
-				return 0, bucket.NoImage, nil
-			}
-			b := bucket.Nearest(w, h, shapes)
-			return b, bucket.FitOf(w, h, shapes[b], up), nil
-		}, nil
-	}
-	cs, err := u.base.ClipSpace(ds, job.Clip.Key())
-	if err != nil {
-		return nil, err
-	}
-	p.space = cs
-	d := cs.Dataset()
-	p.tooShort = len(d.Videos) - cs.Samples()
-	stride := max(job.Clip.Stride, 1)
-	return func(n int) (int, bucket.Fit, error) {
-		v := cs.VideoOf(n)
-		t := &d.Videos[v].Track
-		if t.Width <= 0 || t.Height <= 0 {
-			return 0, bucket.NoImage, nil
-		}
-		b, ok := bucket.NearestClip(t.Width, t.Height, cs.Length(v), stride, shapes)
-		if !ok {
-			return 0, bucket.TooShort, nil
-		}
-		return b, bucket.FitOf(t.Width, t.Height, shapes[b], up), nil
-	}, nil
 }
 
 func firstOf(first, id int) int {

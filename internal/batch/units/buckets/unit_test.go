@@ -1,4 +1,4 @@
-package bucketunit_test
+package buckets_test
 
 import (
 	"context"
