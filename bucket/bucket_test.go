@@ -427,3 +427,43 @@ func TestPythonClipPresets(t *testing.T) {
 		t.Errorf("python/brand/_options.py's _CLIP_PRESETS %v, the presets' shortest frames %v", got, want)
 	}
 }
+
+// TestResumeIsTheUninterruptedRun: a job stopped after s steps and
+// resumed at the same world serves exactly the steps the uninterrupted
+// run serves from s (each step's bucket and samples); resumed at another
+// world, it serves every sample the legs left, once.
+func TestResumeIsTheUninterruptedRun(t *testing.T) {
+	n, per := []int{97, 40, 253, 8}, []int{3, 5, 2, 4}
+	for _, world := range []int{1, 2, 3} {
+		full := Steps(n, per, world, 11, 2)
+		for s := 0; s <= len(full); s += 7 {
+			// Stopped after s steps of an uninterrupted run at world.
+			legs := []Leg{{World: world, Steps: s}}
+			from, steps, taken, err := Resume(n, per, legs, world, 11, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(steps) != len(full)-s {
+				t.Fatalf("world %d from step %d: %d steps, want %d", world, s, len(steps), len(full)-s)
+			}
+			for i, st := range steps {
+				want := full[s+i]
+				if st.Bucket != want.Bucket || from[st.Bucket]+st.First != want.First {
+					t.Fatalf("world %d resumed at step %d: step %d is bucket %d from %d, the uninterrupted run's bucket %d from %d",
+						world, s, s+i, st.Bucket, from[st.Bucket]+st.First, want.Bucket, want.First)
+				}
+			}
+			for b := range n {
+				used := 0
+				for _, st := range full[:s] {
+					if st.Bucket == b {
+						used += per[b] * world
+					}
+				}
+				if taken[b] != used {
+					t.Fatalf("world %d after %d steps: taken %v, bucket %d used %d", world, s, taken, b, used)
+				}
+			}
+		}
+	}
+}

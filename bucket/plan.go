@@ -122,3 +122,30 @@ func Taken(n, per []int, legs []Leg, seed, epoch uint64) ([]int, error) {
 	}
 	return taken, nil
 }
+
+// Resume returns an epoch's steps from a resume point at world: for each
+// bucket the position its samples are counted from (from, which a step's
+// First is relative to), the steps, and how many of its samples the
+// legs took (taken). The steps are those an uninterrupted run would
+// take from there: where the last leg was at world, the rest of its
+// steps (a job stopped and resumed at one world size serves exactly the
+// steps it would have served); where the world changed, Steps of the
+// samples the legs left at the new world. A leg of more steps than
+// remain is refused.
+func Resume(n, per []int, legs []Leg, world int, seed, epoch uint64) (from []int, steps []Step, taken []int, err error) {
+	if taken, err = Taken(n, per, legs, seed, epoch); err != nil {
+		return nil, nil, nil, err
+	}
+	from, skip := taken, 0
+	if k := len(legs); k > 0 && legs[k-1].World == world {
+		if from, err = Taken(n, per, legs[:k-1], seed, epoch); err != nil {
+			return nil, nil, nil, err
+		}
+		skip = legs[k-1].Steps
+	}
+	avail := make([]int, len(n))
+	for b := range n {
+		avail[b] = n[b] - from[b]
+	}
+	return from, Steps(avail, per, world, seed, epoch)[skip:], taken, nil
+}

@@ -29,6 +29,7 @@ type epochPlan struct {
 	// order, and their positions in it.
 	ids, pos [][]int32
 	taken    []int // of each bucket, by the resume point
+	from     []int // of each bucket, where the steps' First count from
 	steps    []bucket.Step
 	world    int
 	n        int // the epoch's positions
@@ -102,14 +103,12 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 	if err != nil {
 		return nil, err
 	}
-	if p.taken, err = bucket.Taken(counts, per, legs, job.Seed, epoch); err != nil {
+	// The steps from the resume point are the uninterrupted run's
+	// (bucket.Resume): a job resumed at the world it stopped at serves
+	// the steps it would have served.
+	if p.from, p.steps, p.taken, err = bucket.Resume(counts, per, legs, p.world, job.Seed, epoch); err != nil {
 		return nil, err
 	}
-	avail := make([]int, len(shapes))
-	for b := range shapes {
-		avail[b] = counts[b] - p.taken[b]
-	}
-	p.steps = bucket.Steps(avail, per, p.world, job.Seed, epoch)
 	return p, nil
 }
 

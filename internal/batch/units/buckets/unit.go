@@ -127,7 +127,7 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
 	}
 	st := p.steps[b.Batch]
 	k := p.per[st.Bucket]
-	from := p.taken[st.Bucket] + st.First + b.Job.Rank*k
+	from := p.from[st.Bucket] + st.First + b.Job.Rank*k
 	ids := make([]int, k)
 	first, end := -1, 0
 	for i := range k {
