@@ -467,3 +467,19 @@ func TestResumeIsTheUninterruptedRun(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeTwice: a job stopped and resumed twice at one world serves the
+// uninterrupted run's steps; its legs are one leg.
+func TestResumeTwice(t *testing.T) {
+	n, per := []int{97, 40, 253, 8}, []int{3, 5, 2, 4}
+	full := Steps(n, per, 2, 5, 0)
+	from, steps, _, err := Resume(n, per, []Leg{{2, 10}, {2, 7}}, 2, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range steps {
+		if want := full[17+i]; st.Bucket != want.Bucket || from[st.Bucket]+st.First != want.First {
+			t.Fatalf("step %d: bucket %d from %d, want bucket %d from %d", 17+i, st.Bucket, from[st.Bucket]+st.First, want.Bucket, want.First)
+		}
+	}
+}

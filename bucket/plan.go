@@ -103,9 +103,11 @@ func FormatResume(legs []Leg) string {
 
 // Taken returns how many samples of each bucket (of n[b] in the epoch)
 // the legs took: each leg's steps are the first of Steps from where the
-// legs before it left off, at its world size. A leg of more steps than
-// remain is refused.
+// legs before it left off, at its world size, a leg at the world of the
+// one before it continuing that one's steps (Resume). A leg of more
+// steps than remain is refused.
 func Taken(n, per []int, legs []Leg, seed, epoch uint64) ([]int, error) {
+	legs = merged(legs)
 	taken := make([]int, len(n))
 	avail := make([]int, len(n))
 	for i, l := range legs {
@@ -133,6 +135,7 @@ func Taken(n, per []int, legs []Leg, seed, epoch uint64) ([]int, error) {
 // samples the legs left at the new world. A leg of more steps than
 // remain is refused.
 func Resume(n, per []int, legs []Leg, world int, seed, epoch uint64) (from []int, steps []Step, taken []int, err error) {
+	legs = merged(legs)
 	if taken, err = Taken(n, per, legs, seed, epoch); err != nil {
 		return nil, nil, nil, err
 	}
@@ -148,4 +151,18 @@ func Resume(n, per []int, legs []Leg, world int, seed, epoch uint64) (from []int
 		avail[b] = n[b] - from[b]
 	}
 	return from, Steps(avail, per, world, seed, epoch)[skip:], taken, nil
+}
+
+// merged is legs with each run of legs at one world one leg: a job
+// resumed at the world it stopped at continued the stopped leg's steps.
+func merged(legs []Leg) []Leg {
+	var out []Leg
+	for _, l := range legs {
+		if k := len(out); k > 0 && out[k-1].World == l.World {
+			out[k-1].Steps += l.Steps
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
 }
