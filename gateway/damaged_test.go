@@ -17,7 +17,7 @@ import (
 	"github.com/brandgw/brand/format/hostiletest"
 	"github.com/brandgw/brand/format/parquet"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 	"github.com/brandgw/brand/s3backend"
 )
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 

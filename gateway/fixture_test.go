@@ -7,8 +7,8 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 	"github.com/brandgw/brand/s3backend"
 )
 

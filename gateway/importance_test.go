@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 // post is gatewaytest.Post.

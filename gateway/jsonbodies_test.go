@@ -11,8 +11,8 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 	"github.com/brandgw/brand/internal/cluster/transport"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // jsonRoute is a route that takes a JSON body, for TestJSONBodiesEndThere:

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 // TestMixtureOverHTTP is the mixture's HTTP contract with three datasets

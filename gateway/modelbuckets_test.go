@@ -155,9 +155,15 @@ func bucketRound(t *testing.T, seed uint64) {
 	served := make([][]jobmodel.BucketStep, 2)
 	for epoch := range uint64(2) {
 		served[epoch] = check(epoch, nil, world)
-		// The rest of the epoch after k steps, at another world size.
+		// The rest of the epoch after k steps, at another world size;
+		// at the same one, the uninterrupted run's steps from k.
 		k := r.IntN(len(served[epoch]) + 1)
 		check(epoch, [][2]int{{world, k}}, 1+r.IntN(4))
+		if rest := check(epoch, [][2]int{{world, k}}, world); !slices.EqualFunc(rest, served[epoch][k:], func(a, b jobmodel.BucketStep) bool {
+			return a.Bucket == b.Bucket && slices.EqualFunc(a.Ranks, b.Ranks, slices.Equal)
+		}) {
+			t.Fatalf("epoch %d resumed after %d steps at world %d: not the uninterrupted run's steps", epoch, k, world)
+		}
 	}
 	// /plan plans what was served.
 	jq := cloneValues(q)

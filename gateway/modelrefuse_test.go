@@ -292,6 +292,7 @@ var featureParams = map[string]url.Values{
 	"vision":        {"seq": {"64"}, "vision": {"size:28x28,patch:14,image:1"}},
 	"clips":         {"clip": {"4"}},
 	"buckets":       {"buckets": {"32x32"}, "budget": {"4096"}},
+	"runs":          {"run": {"2"}},
 	"transform":     {"transform": {"imagenet-train"}},
 	"columns":       {"columns": {"txt"}},
 	"in-place":      {"dataset": {mLines}},

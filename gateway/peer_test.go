@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/transport"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // peerRequest is gatewaytest.PeerRequest.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 // repack overwrites f's store with another dataset, as `brand pack

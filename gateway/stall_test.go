@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 // stalledConn sends the requests in paths on one connection with a small

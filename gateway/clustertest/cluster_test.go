@@ -11,7 +11,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 func TestClusterEpochExactlyOnceFromHomes(t *testing.T) {

@@ -2,7 +2,7 @@
 // cluster in one process: each node a gateway.Gateway behind its own
 // loopback server, the nodes probing, asking and answering each other
 // over HTTP as a deployment's do, started by
-// internal/testsupport/gatewaytest.StartCluster. An epoch read over
+// gateway/gatewaytest.StartCluster. An epoch read over
 // four nodes, a node on another index version, joiners warming up, an
 // edit with a member paused, a seal across nodes, a cut healed, the
 // bill of /plan against the nodes' reads.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 // editNodesJob is the job of TestEditUnaskedWithinTheProbeBound over

@@ -10,7 +10,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 // TestOldVersionOnAClusterAfterAppend: a cluster node holds its

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/brandgw/brand/gateway/gatewaytest"
 	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/cluster/transport"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // TestFeedbackDuringASealAcrossNodes: two nodes; node 0 seals an epoch,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 // TestHealedCutGivesBackWhatAPeerRead: node 0 cannot reach node 1 (every

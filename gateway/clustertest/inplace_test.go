@@ -13,7 +13,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 )
 
 // A cluster of 3 serves a dataset in place exactly once per epoch, each

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/transport"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // TestPeerRequestBounds: a peer's sample request is bounded as a batch is,

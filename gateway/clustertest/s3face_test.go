@@ -14,9 +14,9 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/gateway/gatewaytest"
 	"github.com/brandgw/brand/internal/cluster/hedge"
 	"github.com/brandgw/brand/internal/s3face/s3auth"
-	"github.com/brandgw/brand/internal/testsupport/gatewaytest"
 )
 
 // TestS3FaceOnCluster: on a cluster of partial-index nodes, any node lists

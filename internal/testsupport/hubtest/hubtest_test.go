@@ -286,3 +286,9 @@ func TestUnitBranchPattern(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchTypesUnder25 holds the types of a batch's rooms — the common
+// layout and every kind of batch, each a package of internal/batch/units
+// — to 25 methods and functions that take them (issue 89: no new type
+// over 25), under the module's ceiling of MaxMethods.
+func TestBatchTypesUnder25(t *testing.T) { Tree(t, filepath.Join("..", "..", "batch"), 25) }

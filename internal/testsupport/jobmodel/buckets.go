@@ -111,14 +111,29 @@ func (b *BucketJob) byBucket(epoch uint64) ([][]int, int, error) {
 // (each [world, steps]): every bucket's remaining samples cut into global
 // batches of Per·world (a last partial one dropped), batch j of m_b due
 // by (j+1)·S/m_b and free from j·S/m_b; each step the free batch due
-// first, ties by the seeded order.
+// first, ties by the seeded order. Legs of one world in a row are one
+// leg, and a job resumed at the world of its last leg serves the rest of
+// that leg's steps: the uninterrupted run's.
 func (b *BucketJob) Steps(epoch uint64, legs [][2]int, world int) ([]BucketStep, error) {
 	samples, _, err := b.byBucket(epoch)
 	if err != nil {
 		return nil, err
 	}
+	var merged [][2]int
+	for _, l := range legs {
+		if k := len(merged); k > 0 && merged[k-1][0] == l[0] {
+			merged[k-1][1] += l[1]
+			continue
+		}
+		merged = append(merged, l)
+	}
+	skip := 0
+	if k := len(merged); k > 0 && merged[k-1][0] == world {
+		skip = merged[k-1][1]
+		merged = merged[:k-1]
+	}
 	taken := make([]int, len(b.Shapes))
-	for i, l := range legs {
+	for i, l := range merged {
 		steps := b.interleave(samples, taken, l[0], epoch)
 		if l[1] > len(steps) {
 			return nil, fmt.Errorf("leg %d: %d steps of %d", i, l[1], len(steps))
@@ -129,14 +144,20 @@ func (b *BucketJob) Steps(epoch uint64, legs [][2]int, world int) ([]BucketStep,
 	}
 	var out []BucketStep
 	next := append([]int(nil), taken...)
-	for _, k := range b.interleave(samples, taken, world, epoch) {
+	steps := b.interleave(samples, taken, world, epoch)
+	if skip > len(steps) {
+		return nil, fmt.Errorf("the last leg: %d steps of %d", skip, len(steps))
+	}
+	for i, k := range steps {
 		st := BucketStep{Bucket: k}
 		for r := range world {
 			from := next[k] + r*b.Per[k]
 			st.Ranks = append(st.Ranks, samples[k][from:from+b.Per[k]])
 		}
 		next[k] += b.Per[k] * world
-		out = append(out, st)
+		if i >= skip {
+			out = append(out, st)
+		}
 	}
 	return out, nil
 }
