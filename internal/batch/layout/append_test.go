@@ -1,9 +1,12 @@
-package layout
+package layout_test
 
 import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -13,9 +16,9 @@ import (
 
 // cutAll is every sample of an epoch of job over ds, batch by batch and
 // rank by rank, as the job's ranks read them.
-func cutAll(t *testing.T, o *Orders, ds *catalog.Dataset, j api.Job, epoch uint64) []int {
+func cutAll(t *testing.T, o *layout.Orders, ds *catalog.Dataset, j api.Job, epoch uint64) []int {
 	t.Helper()
-	n, _, err := o.Extent(Source{DS: ds}, j, epoch)
+	n, _, err := o.Extent(layout.Source{DS: ds}, j, epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +26,7 @@ func cutAll(t *testing.T, o *Orders, ds *catalog.Dataset, j api.Job, epoch uint6
 	for m := range n {
 		for r := range j.World {
 			j.Rank = r
-			b, err := o.Layout(context.Background(), Source{DS: ds}, j, epoch, uint64(m))
+			b, err := o.Layout(context.Background(), layout.Source{DS: ds}, j, epoch, uint64(m))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,21 +62,21 @@ func TestAppendedOrder(t *testing.T) {
 			ds := catalogtest.Dataset(t, "d", tc.old+tc.added, per)
 			parent := catalogtest.Dataset(t, "d", tc.old, per)
 			a := mustAppend(t, "a1", parent.ID(), ds.ID(), tc.old, 1, tc.from, nil)
-			o := New(nil)
+			o := units.Orders(nil)
 			o.Edits().Add(a)
-			s := Stream{DS: ds, Seed: 3, Window: tc.window, Edit: "a1"}
+			s := layout.Stream{DS: ds, Seed: 3, Window: tc.window, Edit: "a1"}
 			for epoch := range uint64(3) {
 				e, err := o.Epoch(s, epoch)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := o.base.appendRange(nil, s, e, epoch, 0, e.NumSamples())
-				ps := Stream{DS: parent, Seed: 3, Window: tc.window}
+				got := o.Base().AppendRange(nil, s, e, epoch, 0, e.NumSamples())
+				ps := layout.Stream{DS: parent, Seed: 3, Window: tc.window}
 				pe, _ := o.Epoch(ps, epoch)
-				old := o.base.appendRange(nil, ps, pe, epoch, 0, pe.NumSamples())
-				ws := Stream{DS: ds, Seed: 3, Window: tc.window}
+				old := o.Base().AppendRange(nil, ps, pe, epoch, 0, pe.NumSamples())
+				ws := layout.Stream{DS: ds, Seed: 3, Window: tc.window}
 				we, _ := o.Epoch(ws, epoch)
-				whole := o.base.appendRange(nil, ws, we, epoch, 0, we.NumSamples())
+				whole := o.Base().AppendRange(nil, ws, we, epoch, 0, we.NumSamples())
 				switch {
 				case epoch < a.Epoch:
 					if !slices.Equal(got, old) {
@@ -127,7 +130,7 @@ func TestAppendedOrder(t *testing.T) {
 				if epoch == a.Epoch {
 					// A resume at position From (offset=) at another world
 					// size reads the rest, as a fresh Orders computes it.
-					o2 := New(nil)
+					o2 := units.Orders(nil)
 					o2.Edits().Add(a)
 					j := api.Job{Edit: "a1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 3, World: 5, Offset: tc.from}}
 					if rest := cutAll(t, o2, ds, j, epoch); !slices.Equal(rest, got[tc.from:]) {
@@ -164,7 +167,7 @@ func TestAppendETag(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 8, 10)
 	parent := catalogtest.Dataset(t, "d", 6, 10)
 	a := mustAppend(t, "a1", parent.ID(), ds.ID(), 6, 1, 20, nil)
-	o := New(nil)
+	o := units.Orders(nil)
 	o.Edits().Add(a)
 	plain := job(5, 2, 0) // steps of 10
 	with := plain
@@ -173,14 +176,14 @@ func TestAppendETag(t *testing.T) {
 		epoch, m uint64
 		same     bool
 	}{{0, 0, true}, {0, 5, true}, {1, 0, true}, {1, 1, true}, {1, 2, false}, {2, 0, false}} {
-		old := o.ETag(Source{DS: parent}, plain, c.epoch, c.m)
-		if same := old == o.ETag(Source{DS: ds}, with, c.epoch, c.m); same != c.same {
+		old := o.ETag(layout.Source{DS: parent}, plain, c.epoch, c.m)
+		if same := old == o.ETag(layout.Source{DS: ds}, with, c.epoch, c.m); same != c.same {
 			t.Errorf("epoch %d batch %d: ETag unchanged %t, want %t", c.epoch, c.m, same, c.same)
 		}
 	}
 	// With the parent at hand (as a gateway gives it), a batch before the
 	// record is laid out over it: its source and stream are the parent's.
-	both := Source{DS: ds, Edit: a, Versions: []*catalog.Dataset{parent, ds}}
+	both := layout.Source{DS: ds, Edit: a, Versions: []*catalog.Dataset{parent, ds}}
 	for _, c := range []struct {
 		epoch, m uint64
 		parent   bool
@@ -192,7 +195,7 @@ func TestAppendETag(t *testing.T) {
 		if got := b.Source.DS == parent && b.Parts[0].Stream.Edit == ""; got != c.parent || b.ETag != o.ETag(both, with, c.epoch, c.m) {
 			t.Errorf("epoch %d batch %d: laid out over the parent %t, want %t (ETag %s, ETag() %s)", c.epoch, c.m, got, c.parent, b.ETag, o.ETag(both, with, c.epoch, c.m))
 		}
-		if c.parent && b.ETag != o.ETag(Source{DS: parent}, plain, c.epoch, c.m) {
+		if c.parent && b.ETag != o.ETag(layout.Source{DS: parent}, plain, c.epoch, c.m) {
 			t.Errorf("epoch %d batch %d: not the parent's ETag", c.epoch, c.m)
 		}
 		// The epoch's extent is the job's, whatever the batch is laid
@@ -202,7 +205,7 @@ func TestAppendETag(t *testing.T) {
 		}
 	}
 	for epoch, want := range []int{60, 80, 80} {
-		info, err := o.Info(Source{DS: ds}, with, uint64(epoch))
+		info, err := o.Info(layout.Source{DS: ds}, with, uint64(epoch))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,15 +213,15 @@ func TestAppendETag(t *testing.T) {
 			t.Errorf("epoch %d: %d samples, index %s; want %d, %s", epoch, info.Samples, info.IndexID, want, parent.ID())
 		}
 	}
-	if _, err := o.Epoch(Stream{DS: ds, Seed: 1, Window: 2, Edit: "nope"}, 0); err == nil {
+	if _, err := o.Epoch(layout.Stream{DS: ds, Seed: 1, Window: 2, Edit: "nope"}, 0); err == nil {
 		t.Error("a record not registered laid an order out")
 	}
 }
 
 // mustAppend is NewAppend's edit.
-func mustAppend(t testing.TB, version, over, index string, chunks int, epoch uint64, from int, prev *Edit) *Edit {
+func mustAppend(t testing.TB, version, over, index string, chunks int, epoch uint64, from int, prev *layout.Edit) *layout.Edit {
 	t.Helper()
-	a, err := NewAppend(version, over, index, chunks, epoch, from, prev)
+	a, err := layout.NewAppend(version, over, index, chunks, epoch, from, prev)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,12 @@
-package layout
+package layout_test
 
 import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -23,21 +26,21 @@ func TestAppendChainLayout(t *testing.T) {
 	a1 := mustAppend(t, "a1", v0.ID(), v1.ID(), 6, 0, 20, nil)
 	a2 := mustAppend(t, "a2", v1.ID(), v2.ID(), 8, 0, 50, a1)
 	a3 := mustAppend(t, "a3", v2.ID(), v3.ID(), 10, 1, 30, a2)
-	o := New(nil)
+	o := units.Orders(nil)
 	o.Edits().Add(a3)
 	job := api.Job{Name: "run", Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 10, World: 1}}
-	under := func(a *Edit, grown ...*Source) (Source, api.Job) {
+	under := func(a *layout.Edit, grown ...*layout.Source) (layout.Source, api.Job) {
 		j := job
 		j.Edit = a.Version
-		src := Source{Edit: a, Versions: []*catalog.Dataset{v0}}
+		src := layout.Source{Edit: a, Versions: []*catalog.Dataset{v0}}
 		for _, g := range grown {
 			src.Versions = append(src.Versions, g.DS)
 		}
 		src.DS = src.Versions[len(src.Versions)-1]
 		return src, j
 	}
-	s1, s2, s3 := &Source{DS: v1}, &Source{DS: v2}, &Source{DS: v3}
-	at := func(src Source, j api.Job, epoch, m uint64) ([]int, string) {
+	s1, s2, s3 := &layout.Source{DS: v1}, &layout.Source{DS: v2}, &layout.Source{DS: v3}
+	at := func(src layout.Source, j api.Job, epoch, m uint64) ([]int, string) {
 		t.Helper()
 		b, err := o.Layout(context.Background(), src, j, epoch, m)
 		if err != nil {
@@ -65,7 +68,7 @@ func TestAppendChainLayout(t *testing.T) {
 			var wantETag string
 			switch {
 			case tc.epoch == 0 && m < 2:
-				wantIDs, wantETag = at(Source{DS: v0}, job, 0, m)
+				wantIDs, wantETag = at(layout.Source{DS: v0}, job, 0, m)
 			case tc.epoch == 0 && m < 5:
 				wantIDs, wantETag = at(first, firstJob, 0, m)
 			case tc.epoch == 0 || tc.epoch == 1 && m < 3:

@@ -1,4 +1,4 @@
-package layout
+package layout_test
 
 import (
 	"context"
@@ -8,6 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	utok "github.com/brandgw/brand/internal/batch/units/tokens"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
@@ -37,7 +44,7 @@ func seqKey(q seqpack.Sequence) string {
 // (balanced) and of the same job plainly cut, and checks what balancing
 // keeps: each rank's count, the global batch's sequences, the costs the
 // layout reports. It returns the balanced and the plain ranks' costs.
-func balancedStep(t *testing.T, o *Orders, src Source, job api.Job, m int) (balanced, plain []uint64, keys []string) {
+func balancedStep(t *testing.T, o *layout.Orders, src layout.Source, job api.Job, m int) (balanced, plain []uint64, keys []string) {
 	t.Helper()
 	plainJob := job
 	plainJob.Balance = ""
@@ -53,23 +60,23 @@ func balancedStep(t *testing.T, o *Orders, src Source, job api.Job, m int) (bala
 		if err != nil {
 			t.Fatalf("plain batch %d rank %d: %v", m, r, err)
 		}
-		if len(b.Tokens().Seqs) != len(p.Tokens().Seqs) {
-			t.Fatalf("batch %d rank %d: %d sequences balanced, %d in the plain cut", m, r, len(b.Tokens().Seqs), len(p.Tokens().Seqs))
+		if len(unitstest.Tokens(b).Seqs) != len(unitstest.Tokens(p).Seqs) {
+			t.Fatalf("batch %d rank %d: %d sequences balanced, %d in the plain cut", m, r, len(unitstest.Tokens(b).Seqs), len(unitstest.Tokens(p).Seqs))
 		}
 		if b.Balanced == nil || b.Balanced.Kind != job.Balance {
 			t.Fatalf("batch %d rank %d: no balance reported (%+v)", m, r, b.Balanced)
 		}
 		var c uint64
-		for _, q := range b.Tokens().Seqs {
-			c += sequenceCost(job.Balance, q)
+		for _, q := range unitstest.Tokens(b).Seqs {
+			c += utok.Cost(job.Balance, q)
 			bal = append(bal, seqKey(q))
 		}
 		if c != b.Balanced.Costs[r] {
 			t.Fatalf("batch %d rank %d: its sequences cost %d, the layout says %d", m, r, c, b.Balanced.Costs[r])
 		}
-		for _, q := range p.Tokens().Seqs {
+		for _, q := range unitstest.Tokens(p).Seqs {
 			plain = append(plain, 0)
-			plain[len(plain)-1] = sequenceCost(job.Balance, q)
+			plain[len(plain)-1] = utok.Cost(job.Balance, q)
 			cut = append(cut, seqKey(q))
 		}
 		balanced = b.Balanced.Costs
@@ -93,7 +100,7 @@ func balancedStep(t *testing.T, o *Orders, src Source, job api.Job, m int) (bala
 	return balanced, pc, bal
 }
 
-func balancedLen(t *testing.T, o *Orders, src Source, job api.Job) int {
+func balancedLen(t *testing.T, o *layout.Orders, src layout.Source, job api.Job) int {
 	t.Helper()
 	_, n, err := o.Extent(src, job, 0)
 	if err != nil {
@@ -111,10 +118,10 @@ func balancedLen(t *testing.T, o *Orders, src Source, job api.Job) int {
 // balanced job is the plain one; resumed at world 4 from an offset
 // partway through, every remaining sequence is served once, balanced.
 func TestBalanceAttention(t *testing.T) {
-	ds := tokenDataset(t, "d", "uint16", megatrontest.LogNormal(5000, 500, 1.2, 60000, 11))
-	o := New(nil)
-	src := Source{DS: ds}
-	job := tokenJob(t, "seq=8192&balance=attention&batch_size=8&world=8&window=512")
+	ds := unitstest.TokenDataset(t, "d", "uint16", megatrontest.LogNormal(5000, 500, 1.2, 60000, 11))
+	o := units.Orders(nil)
+	src := layout.Source{DS: ds}
+	job := unitstest.TokenJob(t, "seq=8192&balance=attention&batch_size=8&world=8&window=512")
 	batches, n, err := o.Extent(src, job, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +155,7 @@ func TestBalanceAttention(t *testing.T) {
 	}
 
 	t.Run("world 1", func(t *testing.T) {
-		one := tokenJob(t, "seq=8192&balance=attention&batch_size=8&window=512")
+		one := unitstest.TokenJob(t, "seq=8192&balance=attention&batch_size=8&window=512")
 		plain := one
 		plain.Balance = ""
 		for m := range 3 {
@@ -160,20 +167,20 @@ func TestBalanceAttention(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.EqualFunc(b.Tokens().Seqs, p.Tokens().Seqs, func(x, y seqpack.Sequence) bool { return seqKey(x) == seqKey(y) }) {
+			if !slices.EqualFunc(unitstest.Tokens(b).Seqs, unitstest.Tokens(p).Seqs, func(x, y seqpack.Sequence) bool { return seqKey(x) == seqKey(y) }) {
 				t.Fatalf("batch %d: one rank's balanced batch differs from the plain one", m)
 			}
 		}
 	})
 
 	t.Run("token mixture", func(t *testing.T) {
-		other := tokenDataset(t, "e", "uint16", megatrontest.LogNormal(2000, 300, 1.0, 60000, 12))
-		mjob := tokenJob(t, "mix=d:0.7,e:0.3&seq=8192&balance=attention&batch_size=8&world=8&window=512")
-		mx, err := o.Mixture(mjob.Mix, []*catalog.Dataset{ds, other}, mjob)
+		other := unitstest.TokenDataset(t, "e", "uint16", megatrontest.LogNormal(2000, 300, 1.0, 60000, 12))
+		mjob := unitstest.TokenJob(t, "mix=d:0.7,e:0.3&seq=8192&balance=attention&batch_size=8&world=8&window=512")
+		mx, err := unitstest.Mixture(o, mjob.Mix, []*catalog.Dataset{ds, other}, mjob)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msrc := Source{Mix: mx}
+		msrc := layout.Source{Unit: mx}
 		mb, mn, err := o.Extent(msrc, mjob, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +203,7 @@ func TestBalanceAttention(t *testing.T) {
 				seen[k]++
 			}
 		}
-		resumed := tokenJob(t, fmt.Sprintf("seq=8192&balance=attention&batch_size=16&world=4&window=512&offset=%d", offset))
+		resumed := unitstest.TokenJob(t, fmt.Sprintf("seq=8192&balance=attention&batch_size=16&world=4&window=512&offset=%d", offset))
 		rb, rn, err := o.Extent(src, resumed, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -252,21 +259,21 @@ func bytesDataset(t *testing.T, name string, chunks, perChunk int) *catalog.Data
 // rank within 5 % of the mean at 16 samples a rank.
 func TestBalanceBytes(t *testing.T) {
 	a, b := bytesDataset(t, "a", 40, 50), bytesDataset(t, "b", 30, 40)
-	o := New(nil)
-	mixed, err := o.Mixture(api.Mix{{Dataset: "a", Weight: "0.6"}, {Dataset: "b", Weight: "0.4"}}, []*catalog.Dataset{a, b}, parseJob(t, "batch_size=16&world=8", 16))
+	o := units.Orders(nil)
+	mixed, err := unitstest.Mixture(o, api.Mix{{Dataset: "a", Weight: "0.6"}, {Dataset: "b", Weight: "0.4"}}, []*catalog.Dataset{a, b}, unitstest.ParseJob(t, "batch_size=16&world=8", 16))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
-		src  Source
+		src  layout.Source
 		raw  string
 	}{
-		{"one dataset", Source{DS: a}, "balance=bytes&batch_size=16&world=8"},
-		{"mixture", Source{Mix: mixed}, "mix=a:0.6,b:0.4&balance=bytes&batch_size=16&world=8"},
+		{"one dataset", layout.Source{DS: a}, "balance=bytes&batch_size=16&world=8"},
+		{"mixture", layout.Source{Unit: mixed}, "mix=a:0.6,b:0.4&balance=bytes&batch_size=16&world=8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job := parseJob(t, tc.raw, 16)
+			job := unitstest.ParseJob(t, tc.raw, 16)
 			plainJob := job
 			plainJob.Balance = ""
 			batches, n, err := o.Extent(tc.src, job, 0)
@@ -327,10 +334,10 @@ func TestBalanceBytes(t *testing.T) {
 // leaves it, and the time to lay out a global batch's 8 ranks balanced
 // (the assignment computed once, memoised for the other ranks).
 func BenchmarkBalanceAttention(b *testing.B) {
-	ds := tokenDataset(b, "d", "uint16", megatrontest.LogNormal(20000, 500, 1.2, 60000, 11))
-	src := Source{DS: ds}
-	job := tokenJob(b, "seq=8192&balance=attention&batch_size=8&world=8&window=512")
-	batches, n, err := New(nil).Extent(src, job, 0)
+	ds := unitstest.TokenDataset(b, "d", "uint16", megatrontest.LogNormal(20000, 500, 1.2, 60000, 11))
+	src := layout.Source{DS: ds}
+	job := unitstest.TokenJob(b, "seq=8192&balance=attention&batch_size=8&world=8&window=512")
+	batches, n, err := units.Orders(nil).Extent(src, job, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -338,9 +345,9 @@ func BenchmarkBalanceAttention(b *testing.B) {
 	var bal, cut struct{ sum, worst float64 }
 	steps := 0
 	for b.Loop() {
-		o := New(nil) // no memoised assignment from the last round
+		o := units.Orders(nil) // no memoised assignment from the last round
 		for m := range full {
-			var info *Balanced
+			var info *layout.Balanced
 			for r := range job.World {
 				j := job
 				j.Rank = r

@@ -1,4 +1,4 @@
-package layout
+package layout_test
 
 import (
 	"context"
@@ -9,6 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
@@ -39,8 +44,8 @@ func TestLayoutOfOneDataset(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := catalogtest.Dataset(t, "d", tc.chunks, tc.perChunk)
 			n := tc.chunks * tc.perChunk
-			o := New(nil)
-			src := Source{DS: ds}
+			o := units.Orders(nil)
+			src := layout.Source{DS: ds}
 			var orders [2][]int
 			for i, epoch := range []uint64{tc.epoch, tc.epoch + 1} {
 				orders[i] = layoutEpoch(t, o, src, tc.batch, tc.world, epoch, tc.batches, n)
@@ -72,7 +77,7 @@ func TestLayoutOfOneDataset(t *testing.T) {
 // layoutEpoch lays out every batch of epoch for every rank, checks each
 // is one part served in its order with the ETag known before the
 // layout, and returns the sample IDs read, batch by batch, rank by rank.
-func layoutEpoch(t *testing.T, o *Orders, src Source, batch, world int, epoch uint64, wantBatches, wantSamples int) []int {
+func layoutEpoch(t *testing.T, o *layout.Orders, src layout.Source, batch, world int, epoch uint64, wantBatches, wantSamples int) []int {
 	t.Helper()
 	batches, n, err := o.Extent(src, job(batch, world, 0), epoch)
 	if err != nil || n != wantSamples || batches != wantBatches {
@@ -90,11 +95,11 @@ func layoutEpoch(t *testing.T, o *Orders, src Source, batch, world int, epoch ui
 				t.Fatalf("batch %d rank %d: %d parts, %d samples", m, r, len(b.Parts), b.Len())
 			}
 			p := b.Parts[0]
-			if p.Stream != StreamOf(src.DS, j) || p.Epoch != epoch || p.First != b.Start || p.End != b.End || p.Share != batch*world {
+			if p.Stream != layout.StreamOf(src.DS, j) || p.Epoch != epoch || p.First != b.Start || p.End != b.End || p.Share != batch*world {
 				t.Errorf("batch %d rank %d: part %+v (batch %d..%d)", m, r, p, b.Start, b.End)
 			}
 			for i, tk := range b.Take {
-				if tk != (Take{0, i}) {
+				if tk != (layout.Take{0, i}) {
 					t.Fatalf("batch %d rank %d: take %d is %v", m, r, i, tk)
 				}
 			}
@@ -112,17 +117,17 @@ func layoutEpoch(t *testing.T, o *Orders, src Source, batch, world int, epoch ui
 // mixture's order.
 func TestLayoutOfAMixture(t *testing.T) {
 	a, b := catalogtest.Dataset(t, "a", 4, 5), catalogtest.Dataset(t, "b", 2, 5) // 20 and 10 samples
-	o := New(nil)
+	o := units.Orders(nil)
 	mix, err := api.ParseMix("a:0.5,b:0.5")
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := job(6, 1, 0)
-	m, err := o.Mixture(mix, []*catalog.Dataset{a, b}, j)
+	m, err := unitstest.Mixture(o, mix, []*catalog.Dataset{a, b}, j)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := Source{Mix: m}
+	src := layout.Source{Unit: m}
 	batches, n, err := o.Extent(src, j, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +160,7 @@ func TestLayoutOfAMixture(t *testing.T) {
 			}
 		}
 		for _, p := range bt.Parts {
-			if p.Stream != m.Stream(p.Comp, j) || p.Share != m.share(p.Comp, 6) {
+			if p.Stream != m.Stream(p.Comp, j) || p.Share != unitstest.Share(m, p.Comp, 6) {
 				t.Errorf("batch %d: part %+v", bn, p)
 			}
 		}
@@ -167,14 +172,14 @@ func TestLayoutOfAMixture(t *testing.T) {
 // number of parts.
 func TestWithout(t *testing.T) {
 	a, b := catalogtest.Dataset(t, "a", 2, 3), catalogtest.Dataset(t, "b", 2, 3)
-	sa := SamplesOf(a, []int{0, 1, 4}, []chunkindex.Sample{a.Index.Sample(0), a.Index.Sample(1), a.Index.Sample(4)})
-	sb := SamplesOf(b, []int{2, 3}, []chunkindex.Sample{b.Index.Sample(2), b.Index.Sample(3)})
-	one := &Batch{ETag: `"full1"`, Parts: []Part{{Samples: sa}}, Take: []Take{{0, 0}, {0, 1}, {0, 2}}}
-	two := &Batch{ETag: `"full2"`, Parts: []Part{{Samples: sa}, {Comp: 1, Samples: sb}},
-		Take: []Take{{1, 0}, {0, 0}, {0, 1}, {1, 1}, {0, 2}}}
+	sa := layout.SamplesOf(a, []int{0, 1, 4}, []chunkindex.Sample{a.Index.Sample(0), a.Index.Sample(1), a.Index.Sample(4)})
+	sb := layout.SamplesOf(b, []int{2, 3}, []chunkindex.Sample{b.Index.Sample(2), b.Index.Sample(3)})
+	one := &layout.Batch{ETag: `"full1"`, Parts: []layout.Part{{Samples: sa}}, Take: []layout.Take{{0, 0}, {0, 1}, {0, 2}}}
+	two := &layout.Batch{ETag: `"full2"`, Parts: []layout.Part{{Samples: sa}, {Comp: 1, Samples: sb}},
+		Take: []layout.Take{{1, 0}, {0, 0}, {0, 1}, {1, 1}, {0, 2}}}
 	tests := []struct {
 		name     string
-		b        *Batch
+		b        *layout.Batch
 		missing  []int
 		wantKeys []string // served, in order
 		gone     []string
@@ -224,9 +229,9 @@ func TestWithout(t *testing.T) {
 // its components.
 func TestInfo(t *testing.T) {
 	a, b := catalogtest.Dataset(t, "a", 4, 5), catalogtest.Dataset(t, "b", 2, 5)
-	o := New(nil)
+	o := units.Orders(nil)
 	j := job(4, 2, 1)
-	info, err := o.Info(Source{DS: a}, j, 0)
+	info, err := o.Info(layout.Source{DS: a}, j, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,11 +240,11 @@ func TestInfo(t *testing.T) {
 		t.Errorf("one dataset: %+v", info)
 	}
 	mix, _ := api.ParseMix("a:3,b:1")
-	m, err := o.Mixture(mix, []*catalog.Dataset{a, b}, j)
+	m, err := unitstest.Mixture(o, mix, []*catalog.Dataset{a, b}, j)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err = o.Info(Source{Mix: m}, j, 1)
+	info, err = o.Info(layout.Source{Unit: m}, j, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +252,7 @@ func TestInfo(t *testing.T) {
 		info.Mix == nil || len(info.Mix.Components) != 2 || info.Mix.Components[1].IndexID != b.ID() {
 		t.Errorf("a mixture: %+v %+v", info, info.Mix)
 	}
-	if _, err := o.Info(Source{DS: a}, api.Job{Params: shuffle.Params{BatchSize: 4, Window: 2, World: 1, Offset: 21}}, 0); err == nil {
+	if _, err := o.Info(layout.Source{DS: a}, api.Job{Params: shuffle.Params{BatchSize: 4, Window: 2, World: 1, Offset: 21}}, 0); err == nil {
 		t.Error("an offset past the epoch was described")
 	}
 }
@@ -257,19 +262,19 @@ func TestInfo(t *testing.T) {
 // pipelines, and one of them defined otherwise (another fingerprint)
 // are four ETags; the same pipeline and fingerprint are one.
 func TestTransformETags(t *testing.T) {
-	ds, o := catalogtest.Dataset(t, "d", 4, 8), New(nil)
+	ds, o := catalogtest.Dataset(t, "d", 4, 8), units.Orders(nil)
 	etags := map[string]string{}
 	for _, tc := range []struct{ name, pipeline, fingerprint string }{
 		{"as stored", "", ""}, {"tiny", "tiny", "f1"}, {"plain", "plain", "f2"}, {"tiny defined otherwise", "tiny", "f3"},
 	} {
 		j := job(8, 1, 0)
 		j.Transform, j.TransformFingerprint = tc.pipeline, tc.fingerprint
-		e := o.ETag(Source{DS: ds}, j, 1, 2)
+		e := o.ETag(layout.Source{DS: ds}, j, 1, 2)
 		if prev, ok := etags[e]; ok {
 			t.Errorf("%s and %s have one ETag", prev, tc.name)
 		}
 		etags[e] = tc.name
-		if again := o.ETag(Source{DS: ds}, j, 1, 2); again != e {
+		if again := o.ETag(layout.Source{DS: ds}, j, 1, 2); again != e {
 			t.Errorf("%s: ETag %s, then %s", tc.name, e, again)
 		}
 	}
@@ -285,7 +290,7 @@ func TestMixOrderAppendRangeBadPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := job(6, 1, 0)
-	m, err := New(nil).Mixture(mix, []*catalog.Dataset{a, b}, j)
+	m, err := unitstest.Mixture(units.Orders(nil), mix, []*catalog.Dataset{a, b}, j)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +314,7 @@ func TestMixOrderAppendRangeBadPosition(t *testing.T) {
 				}()
 				_, err = m.Order.AppendRange(ctx, nil, j.Seed, 0, tt.start, tt.end)
 			}()
-			if !errors.Is(err, ErrOutOfRange) {
+			if !errors.Is(err, layout.ErrOutOfRange) {
 				t.Fatalf("AppendRange(%d, %d): %v, want an error wrapping ErrOutOfRange", tt.start, tt.end, err)
 			}
 		})

@@ -1,10 +1,13 @@
-package layout
+package layout_test
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -21,13 +24,13 @@ import (
 // another order.
 func TestOrderIndependentOfClusterSize(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 24, 10) // 240 samples
-	o := New(nil)
+	o := units.Orders(nil)
 	// steps lays out epoch e at world ranks under ms: per global step,
 	// its samples' keys, sorted for more than one rank.
 	steps := func(ms *cluster.Membership, world int, e uint64) [][]string {
 		j := job(8, world, 0)
 		j.Seed = 5
-		src := Source{DS: ds, Members: ms}
+		src := layout.Source{DS: ds, Members: ms}
 		batches, _, err := o.Extent(src, j, e)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package layout
+package layout_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -42,13 +45,13 @@ func TestExcludedOrder(t *testing.T) {
 					ids = append(ids, id)
 				}
 			}
-			x, err := NewExclusion("v1", ds, 1, tc.from, ids, nil)
+			x, err := layout.NewExclusion("v1", ds, 1, tc.from, ids, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := New(nil)
+			o := units.Orders(nil)
 			o.Edits().Add(x)
-			s := Stream{DS: ds, Seed: 3, Window: tc.window, Edit: "v1"}
+			s := layout.Stream{DS: ds, Seed: 3, Window: tc.window, Edit: "v1"}
 			base := s
 			base.Edit = ""
 			for epoch := range uint64(3) {
@@ -67,14 +70,14 @@ func TestExcludedOrder(t *testing.T) {
 				case epoch == x.Epoch:
 					from = tc.from
 				}
-				whole := o.base.appendRange(nil, base, be, epoch, 0, be.NumSamples())
+				whole := o.Base().AppendRange(nil, base, be, epoch, 0, be.NumSamples())
 				var want []int
 				for pos, id := range whole {
 					if pos < from || !x.Drop.Dropped(id) {
 						want = append(want, id)
 					}
 				}
-				got := o.base.appendRange(nil, s, e, epoch, 0, e.NumSamples())
+				got := o.Base().AppendRange(nil, s, e, epoch, 0, e.NumSamples())
 				if !slices.Equal(got, want) {
 					t.Fatalf("epoch %d: order %v\nwant %v", epoch, got, want)
 				}
@@ -108,14 +111,14 @@ func TestExcludedOrder(t *testing.T) {
 				for _, world := range []int{1, 3, 4} {
 					var cut []int
 					j := api.Job{Edit: "v1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 2, World: world}}
-					n, _, err := o.Extent(Source{DS: ds}, j, epoch)
+					n, _, err := o.Extent(layout.Source{DS: ds}, j, epoch)
 					if err != nil {
 						t.Fatal(err)
 					}
 					for m := range n {
 						for r := range world {
 							j.Rank = r
-							b, err := o.Layout(context.Background(), Source{DS: ds}, j, epoch, uint64(m))
+							b, err := o.Layout(context.Background(), layout.Source{DS: ds}, j, epoch, uint64(m))
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -144,7 +147,7 @@ func TestNewExclusion(t *testing.T) {
 	for range 120 {
 		ids = append(ids, r.IntN(ds.Index.NumSamples()))
 	}
-	x, err := NewExclusion("v", ds, 0, 0, ids, nil)
+	x, err := layout.NewExclusion("v", ds, 0, 0, ids, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +174,7 @@ func TestNewExclusion(t *testing.T) {
 	if empty == 0 || x.Drop.EmptyChunks(ds.Counts) != empty {
 		t.Errorf("EmptyChunks %d, want %d (at least chunk 1)", x.Drop.EmptyChunks(ds.Counts), empty)
 	}
-	if _, err := NewExclusion("v", ds, 0, 0, []int{ds.Index.NumSamples()}, nil); err == nil {
+	if _, err := layout.NewExclusion("v", ds, 0, 0, []int{ds.Index.NumSamples()}, nil); err == nil {
 		t.Error("an ID past the dataset's samples was taken")
 	}
 }
@@ -200,8 +203,8 @@ func TestExtendedOrder(t *testing.T) {
 		{"three versions", []link{{0, 10, func(id int) bool { return id%9 == 2 }}, {0, 50, func(id int) bool { return id/10 == 6 }}, {2, 5, func(id int) bool { return id%4 == 0 }}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := New(nil)
-			var xs []*Edit
+			o := units.Orders(nil)
+			var xs []*layout.Edit
 			for k, l := range tc.links {
 				var ids []int
 				for id := range ds.Index.NumSamples() {
@@ -210,12 +213,12 @@ func TestExtendedOrder(t *testing.T) {
 					}
 				}
 				v := fmt.Sprint("v", k+1)
-				var x *Edit
+				var x *layout.Edit
 				var err error
 				if k == 0 {
-					x, err = NewExclusion(v, ds, l.epoch, l.from, ids, nil)
+					x, err = layout.NewExclusion(v, ds, l.epoch, l.from, ids, nil)
 				} else {
-					x, err = NewExclusion(v, ds, l.epoch, l.from, ids, xs[k-1])
+					x, err = layout.NewExclusion(v, ds, l.epoch, l.from, ids, xs[k-1])
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -224,12 +227,12 @@ func TestExtendedOrder(t *testing.T) {
 			}
 			o.Edits().Add(xs[len(xs)-1]) // registers the chain
 			for epoch := range uint64(4) {
-				base := Stream{DS: ds, Seed: 3, Window: 2}
+				base := layout.Stream{DS: ds, Seed: 3, Window: 2}
 				be, err := o.Epoch(base, epoch)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := o.base.appendRange(nil, base, be, epoch, 0, be.NumSamples())
+				want := o.Base().AppendRange(nil, base, be, epoch, 0, be.NumSamples())
 				for k, l := range tc.links {
 					from := 0
 					switch {
@@ -245,12 +248,12 @@ func TestExtendedOrder(t *testing.T) {
 							want = append(want, id)
 						}
 					}
-					s := Stream{DS: ds, Seed: 3, Window: 2, Edit: xs[k].Version}
+					s := layout.Stream{DS: ds, Seed: 3, Window: 2, Edit: xs[k].Version}
 					e, err := o.Epoch(s, epoch)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got := o.base.appendRange(nil, s, e, epoch, 0, e.NumSamples()); !slices.Equal(got, want) {
+					if got := o.Base().AppendRange(nil, s, e, epoch, 0, e.NumSamples()); !slices.Equal(got, want) {
 						t.Fatalf("epoch %d, version %d: order %v\nwant %v", epoch, k+1, got, want)
 					}
 					for w := range e.NumWindows() {
@@ -269,7 +272,7 @@ func TestExtendedOrder(t *testing.T) {
 					for _, world := range []int{1, 3} {
 						var cut []int
 						j := api.Job{Edit: xs[k].Version, Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 2, World: world}}
-						n, _, err := o.Extent(Source{DS: ds}, j, epoch)
+						n, _, err := o.Extent(layout.Source{DS: ds}, j, epoch)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -284,13 +287,13 @@ func TestExtendedOrder(t *testing.T) {
 							if k > 0 {
 								pj.Edit = xs[k-1].Version
 							}
-							got, prevTag := o.ETag(Source{DS: ds}, j, epoch, uint64(m)), o.ETag(Source{DS: ds}, pj, epoch, uint64(m))
+							got, prevTag := o.ETag(layout.Source{DS: ds}, j, epoch, uint64(m)), o.ETag(layout.Source{DS: ds}, pj, epoch, uint64(m))
 							if affects := xs[k].Affects(epoch, end); (got == prevTag) == affects {
 								t.Fatalf("epoch %d, version %d, batch %d (ending at %d): ETag %s, the previous version's %s; want them equal: %t", epoch, k+1, m, end, got, prevTag, !affects)
 							}
 							for r := range world {
 								j.Rank = r
-								b, err := o.Layout(context.Background(), Source{DS: ds}, j, epoch, uint64(m))
+								b, err := o.Layout(context.Background(), layout.Source{DS: ds}, j, epoch, uint64(m))
 								if err != nil {
 									t.Fatal(err)
 								}
@@ -305,10 +308,10 @@ func TestExtendedOrder(t *testing.T) {
 			}
 		})
 	}
-	if _, err := func() (*Edit, error) {
-		x, _ := NewExclusion("v1", ds, 1, 30, []int{1}, nil)
-		return NewExclusion("v2", ds, 1, 29, []int{2}, x)
-	}(); !errors.Is(err, ErrBeforePrevious) {
+	if _, err := func() (*layout.Edit, error) {
+		x, _ := layout.NewExclusion("v1", ds, 1, 30, []int{1}, nil)
+		return layout.NewExclusion("v2", ds, 1, 29, []int{2}, x)
+	}(); !errors.Is(err, layout.ErrBeforePrevious) {
 		t.Errorf("an extension before its list's position: %v", err)
 	}
 }
@@ -317,16 +320,16 @@ func TestExtendedOrder(t *testing.T) {
 // keeps its ETag; one from it on names the list.
 func TestExclusionETag(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 6, 10)
-	x, err := NewExclusion("v1", ds, 0, 20, []int{1, 2, 33}, nil)
+	x, err := layout.NewExclusion("v1", ds, 0, 20, []int{1, 2, 33}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := New(nil)
+	o := units.Orders(nil)
 	o.Edits().Add(x)
 	plain := job(5, 2, 0) // steps of 10
 	with := plain
 	with.Edit = "v1"
-	src := Source{DS: ds}
+	src := layout.Source{DS: ds}
 	for _, c := range []struct {
 		epoch, m uint64
 		same     bool
@@ -350,13 +353,13 @@ func BenchmarkExclusionOfAMillionKeys(b *testing.B) {
 	var last time.Duration
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
-		x, err := NewExclusion(fmt.Sprint("v", i), ds, 0, 0, ids, nil)
+		x, err := layout.NewExclusion(fmt.Sprint("v", i), ds, 0, 0, ids, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		o := New(nil)
+		o := units.Orders(nil)
 		o.Edits().Add(x)
-		if _, err := o.Epoch(Stream{DS: ds, Seed: 1, Window: 8, Edit: x.Version}, 1); err != nil {
+		if _, err := o.Epoch(layout.Stream{DS: ds, Seed: 1, Window: 8, Edit: x.Version}, 1); err != nil {
 			b.Fatal(err)
 		}
 		last = time.Since(t0)

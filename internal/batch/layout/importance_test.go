@@ -1,9 +1,12 @@
-package layout
+package layout_test
 
 import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
@@ -42,7 +45,7 @@ func skewed(t *testing.T, ds *catalog.Dataset, job string) *importance.Snapshot 
 
 // keysOf lays out every batch of an epoch for rank r of job and returns
 // each batch's sample keys.
-func keysOf(t *testing.T, o *Orders, src Source, job api.Job, epoch uint64) [][]string {
+func keysOf(t *testing.T, o *layout.Orders, src layout.Source, job api.Job, epoch uint64) [][]string {
 	t.Helper()
 	batches, _, err := o.Extent(src, job, epoch)
 	if err != nil {
@@ -71,12 +74,12 @@ func keysOf(t *testing.T, o *Orders, src Source, job api.Job, epoch uint64) [][]
 func TestImportanceOnAClusterNeverRepeatsInARow(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 32, 16) // 512 samples
 	snap := skewed(t, ds, "cl")
-	o := New(oneSnapshot{snap})
+	o := units.Orders(oneSnapshot{snap})
 	ms, err := cluster.NewMembership([]string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := Source{DS: ds, Members: ms}
+	src := layout.Source{DS: ds, Members: ms}
 	total, seen := 0, map[string]bool{}
 	for r := range 4 {
 		job := api.Job{Params: shuffle.Params{Seed: 2, Window: 4, BatchSize: 32, World: 4, Rank: r},
@@ -111,11 +114,11 @@ func TestImportanceOnAClusterNeverRepeatsInARow(t *testing.T) {
 func TestImportanceWithoutASnapshot(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 32, 16)
 	snap := skewed(t, ds, "train-1")
-	src := Source{DS: ds}
+	src := layout.Source{DS: ds}
 	uniform := api.Job{Params: shuffle.Params{Seed: 4, Window: 4, BatchSize: 16, World: 1}}
 	drawn := uniform
 	drawn.Importance = api.Importance{Job: "train-1", Version: snap.Version(), Hot: 2}
-	a, b := keysOf(t, New(oneSnapshot{snap}), src, drawn, 1), keysOf(t, New(oneSnapshot{snap}), src, drawn, 1)
+	a, b := keysOf(t, units.Orders(oneSnapshot{snap}), src, drawn, 1), keysOf(t, units.Orders(oneSnapshot{snap}), src, drawn, 1)
 	if !slices.EqualFunc(a, b, slices.Equal) {
 		t.Fatal("two Orders lay out the importance epoch differently")
 	}
@@ -130,7 +133,7 @@ func TestImportanceWithoutASnapshot(t *testing.T) {
 	}
 	named := uniform
 	named.Importance = api.Importance{Job: "train-1"}
-	if got, want := keysOf(t, New(oneSnapshot{snap}), src, named, 1), keysOf(t, New(nil), src, uniform, 1); !slices.EqualFunc(got, want, slices.Equal) {
+	if got, want := keysOf(t, units.Orders(oneSnapshot{snap}), src, named, 1), keysOf(t, units.Orders(nil), src, uniform, 1); !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("importance mode without a snapshot differs from the uniform order: %d and %d batches", len(got), len(want))
 	}
 }

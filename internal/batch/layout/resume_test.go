@@ -1,10 +1,13 @@
-package layout
+package layout_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -20,8 +23,8 @@ import (
 // batch ETag covers the offset, and the statuses, are gateway's.)
 func TestResumeAtAnotherWorldSize(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 10, 25) // 250 samples
-	o := New(nil)
-	src := Source{DS: ds}
+	o := units.Orders(nil)
+	src := layout.Source{DS: ds}
 	params := func(world, rank, offset int, dropLast bool) api.Job {
 		return api.Job{Params: shuffle.Params{Seed: 11, BatchSize: 8, Window: 3, World: world, Rank: rank, Offset: offset, DropLast: dropLast}}
 	}
@@ -85,11 +88,11 @@ func TestResumeAtAnotherWorldSize(t *testing.T) {
 	if e, err := o.Info(src, params(1, 0, 250, false), 2); err != nil || e.Batches != 0 || e.RankSamples != 0 {
 		t.Errorf("offset at the end: %+v, %v; want no batches", e, err)
 	}
-	if _, err := o.Info(src, params(1, 0, 251, false), 2); !errors.Is(err, ErrOutOfRange) {
+	if _, err := o.Info(src, params(1, 0, 251, false), 2); !errors.Is(err, layout.ErrOutOfRange) {
 		t.Errorf("offset past the end: %v, want ErrOutOfRange", err)
 	}
 	for _, off := range []int{250, 251} {
-		if _, err := o.Layout(context.Background(), src, params(1, 0, off, false), 2, 0); !errors.Is(err, ErrOutOfRange) {
+		if _, err := o.Layout(context.Background(), src, params(1, 0, off, false), 2, 0); !errors.Is(err, layout.ErrOutOfRange) {
 			t.Errorf("batch 0 at offset %d: %v, want ErrOutOfRange", off, err)
 		}
 	}

@@ -2,6 +2,7 @@ package layout_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -15,9 +16,9 @@ import (
 )
 
 // pairs is a unit of a package other than layout, made with nothing but
-// the seam's exported API (Base, Batch, Part, Take, Content): its items
-// are pairs of consecutive samples of the base order, a batch of k pairs
-// reading 2k samples as one part.
+// the seam's exported API (Base, Source, Batch, Part, Take, Content): its
+// items are pairs of consecutive samples of the base order, a batch of k
+// pairs reading 2k samples as one part.
 type pairs struct{ base layout.Base }
 
 type pairBatch struct{ n int }
@@ -32,47 +33,53 @@ func (pairs) View(_ context.Context, ds *catalog.Dataset, job api.Job) (*catalog
 	return ds.Select(job.Columns)
 }
 
-func (pairs) Extent(_ *catalog.Dataset, _ api.Job, _ uint64, e *layout.EpochOrder) (int, error) {
+func (p pairs) Extent(src layout.Source, job api.Job, epoch uint64) (int, error) {
+	e, err := p.base.Epoch(layout.StreamOf(src.DS, job), epoch)
+	if err != nil {
+		return 0, err
+	}
 	return e.NumSamples() / 2, nil
 }
 
-func (p pairs) Lay(ctx context.Context, b *layout.Batch, e *layout.EpochOrder) error {
+func (p pairs) Lay(ctx context.Context, b *layout.Batch) error {
 	if b.Source.Assignment(b.Job) != api.AssignPlain {
 		return fmt.Errorf("pairs take the plain cut")
 	}
 	s := layout.StreamOf(b.DS, b.Job)
+	e, err := p.base.Epoch(s, b.Epoch)
+	if err != nil {
+		return err
+	}
 	ids := p.base.AppendRange(nil, s, e, b.Epoch, 2*b.Start, 2*b.End)
 	smp, err := layout.NewSamples(ctx, b.DS, ids)
 	if err != nil {
 		return err
 	}
 	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: 2 * b.Start, End: 2 * b.End, EpochLen: b.DS.Index.NumSamples()}}
-	b.Take = make([]layout.Take, len(ids))
-	for i := range b.Take {
-		b.Take[i].At = i
-	}
+	b.Take = layout.TakeAll(len(ids))
 	b.Content = pairBatch{len(ids) / 2}
 	return nil
 }
 
-func (pairs) Describe(info *api.EpochInfo, _ *catalog.Dataset, _ api.Job, _ uint64) error {
+func (pairs) Describe(info *api.EpochInfo, _ layout.Source, _ api.Job, _ uint64) error {
 	info.RankSamples = -1 // overwritten by Info: the unit's figures come first
 	return nil
 }
 
 // TestUnitOfAnotherPackage: a kind of batch is one unit behind the seam.
-// A unit made outside the package, added for a feature, takes its jobs —
-// their extent, layout, ETag and /epoch figures — and nothing else in the
-// layout asks which kind it is.
+// A unit made outside the package from its exported API alone, passed
+// in the orders' kinds for its feature, takes that feature's jobs —
+// their extent, layout, ETag and /epoch figures — and nothing in the
+// layout asks which kind it is; orders made without it serve no such
+// job (ErrNoUnit).
 func TestUnitOfAnotherPackage(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 6, 10)
 	job := api.Job{Dataset: "d", Params: shuffle.Params{Seed: 7, Window: 2, BatchSize: 4, World: 2, Rank: 1}}
-	plain := layout.New(nil)
-	o := layout.New(nil)
-	o.Add(pairs{o.Base()})
+	kinds := func(b layout.Base) ([]layout.Unit, layout.Composer) { return []layout.Unit{pairs{b}}, nil }
+	o := layout.New(nil, kinds)
 	src := layout.Source{DS: ds}
-	if u := o.UnitOf(features.Requested(job)); u.Feature() != features.Samples {
-		t.Fatalf("the unit of a job of samples: %v", u.Feature())
+	if u := o.UnitOf(features.Requested(job)); u == nil || u.Feature() != features.Samples {
+		t.Fatalf("the unit of a job of samples: %v", u)
 	}
 	batches, n, err := o.Extent(src, job, 0)
 	if err != nil || n != 30 || batches != 4 {
@@ -82,7 +89,10 @@ func TestUnitOfAnotherPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	order := layout.New(nil).Base().AppendRange(nil, layout.StreamOf(ds, job), e, 0, 0, e.NumSamples())
+	order := layout.New(nil, nil).Base().AppendRange(nil, layout.StreamOf(ds, job), e, 0, 0, e.NumSamples())
+	plain := layout.New(nil, func(b layout.Base) ([]layout.Unit, layout.Composer) {
+		return []layout.Unit{noKey{pairs{b}}}, nil
+	})
 	for m := range uint64(batches) {
 		b, err := o.Layout(context.Background(), src, job, 0, m)
 		if err != nil {
@@ -95,9 +105,20 @@ func TestUnitOfAnotherPackage(t *testing.T) {
 		if b.ETag == plain.ETag(src, job, 0, m) || b.ETag != o.ETag(src, job, 0, m) {
 			t.Fatalf("batch %d: ETag %s names no unit of its own", m, b.ETag)
 		}
+		if b.Unit == nil || b.Unit.Feature() != features.Samples {
+			t.Fatalf("batch %d: laid out by %v", m, b.Unit)
+		}
 	}
 	info, err := o.Info(src, job, 0)
 	if err != nil || info.Samples != 30 || info.Batches != 4 || info.RankSamples != job.RankSamples(30) {
 		t.Fatalf("/epoch/0: %+v %v", info, err)
 	}
+	if _, _, err := layout.New(nil, nil).Extent(src, job, 0); !errors.Is(err, layout.ErrNoUnit) {
+		t.Fatalf("orders without a unit of samples: %v, want ErrNoUnit", err)
+	}
 }
+
+// noKey is a unit that names nothing of its own in the ETag.
+type noKey struct{ pairs }
+
+func (noKey) AppendKey(s []byte, _ api.Job) []byte { return s }

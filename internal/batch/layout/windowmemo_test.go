@@ -2,6 +2,8 @@ package layout
 
 import (
 	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
 // TestWindowsOfManyJobsMemoised: a gateway serving many jobs at once
@@ -11,8 +13,8 @@ import (
 // concurrency`); and windows past the bytes bound are let go, the 32
 // most recent kept whatever their size.
 func TestWindowsOfManyJobsMemoised(t *testing.T) {
-	ds := bytesDataset(t, "d", 16, 64)
-	o := New(nil)
+	ds := catalogtest.Dataset(t, "d", 16, 64)
+	o := New(nil, nil)
 	const jobs = 200
 	for seed := range uint64(jobs) {
 		s := Stream{DS: ds, Seed: seed + 1, Window: 2}

@@ -1,4 +1,4 @@
-package reader
+package reader_test
 
 import (
 	"bytes"
@@ -20,8 +20,11 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -98,8 +101,8 @@ func TestReadInPlace(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, _, _ := newReader(t, 64<<20, catalog.NewLoader(cat, time.Minute, 1), false)
-				orders := layout.New(nil)
+				r, _, _ := reader.NewCachedReader(t, 64<<20, catalog.NewLoader(cat, time.Minute, 1), false)
+				orders := units.Orders(nil)
 				job := api.Job{Params: shuffle.Params{BatchSize: 16, Seed: 5, World: 1, Window: 2}}
 				seen := map[string]bool{}
 				for m := range uint64((len(want) + 15) / 16) {
@@ -179,7 +182,7 @@ func (s *storeReads) ObserveBackend(op string, n int64, _ time.Duration, err err
 // byDataset loads dataset web's chunks with the test store, the others
 // with the catalog's loader.
 type byDataset struct {
-	web     *store
+	web     *reader.Store
 	catalog chunkcache.Loader
 }
 
@@ -224,7 +227,7 @@ func TestStoreBytesInPlace(t *testing.T) {
 				t.Fatal(err)
 			}
 			web := catalogtest.Dataset(t, "web", 4, 10)
-			tarStore := &store{}
+			tarStore := &reader.Store{}
 			capacity := tt.cache
 			if capacity == 0 {
 				for c := range view.Index.NumChunks() {
@@ -232,8 +235,8 @@ func TestStoreBytesInPlace(t *testing.T) {
 				}
 				capacity += capacity / 2
 			}
-			r, _, _ := newReader(t, capacity, byDataset{web: tarStore, catalog: catalog.NewLoader(cat, time.Minute, 1)}, false)
-			orders := layout.New(nil)
+			r, _, _ := reader.NewCachedReader(t, capacity, byDataset{web: tarStore, catalog: catalog.NewLoader(cat, time.Minute, 1)}, false)
+			orders := units.Orders(nil)
 			job := api.Job{Params: shuffle.Params{BatchSize: 8, Seed: 3, World: 1, Window: 2}}
 			src := layout.Source{DS: view}
 			n := view.Index.NumSamples()
@@ -241,10 +244,11 @@ func TestStoreBytesInPlace(t *testing.T) {
 				if job.Mix, err = api.ParseMix("lines:1,web:1"); err != nil {
 					t.Fatal(err)
 				}
-				if src.Mix, err = orders.Mixture(job.Mix, []*catalog.Dataset{view, web}, job); err != nil {
+				m, err := orders.Compose(orders.UnitOf(features.Requested(job)), []*catalog.Dataset{view, web}, job)
+				if err != nil {
 					t.Fatal(err)
 				}
-				src.DS = nil
+				src = layout.Source{Unit: m}
 				n += web.Index.NumSamples()
 			}
 			var linesBytes, webBytes int64
@@ -293,10 +297,8 @@ func TestStoreBytesInPlace(t *testing.T) {
 				t.Error("no batch was assembled in parts")
 			}
 			if tt.mix {
-				tarStore.mu.Lock()
-				loads := tarStore.loads
-				tarStore.mu.Unlock()
-				if want := int64(loads) * 10 * sampleSize; webBytes != want || loads != web.Index.NumChunks() {
+				loads := tarStore.Loads()
+				if want := int64(loads) * 10 * catalogtest.SampleSize; webBytes != want || loads != web.Index.NumChunks() {
 					t.Errorf("the tar part's figures say %d store bytes; %d loads of %d chunks read %d", webBytes, loads, web.Index.NumChunks(), want)
 				}
 			}

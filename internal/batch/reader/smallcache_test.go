@@ -1,4 +1,4 @@
-package reader
+package reader_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
@@ -39,12 +41,12 @@ func TestSmallCacheEpochs(t *testing.T) {
 		{"three chunks, from the disk", 3 * chunk, 48, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var loader chunkcache.Loader = &store{}
+			var loader chunkcache.Loader = &reader.Store{}
 			if tc.below {
-				loader = fromDisk{&store{}}
+				loader = fromDisk{&reader.Store{}}
 			}
-			r, c, _ := newReader(t, tc.cache, loader, false)
-			orders := layout.New(nil)
+			r, c, _ := reader.NewCachedReader(t, tc.cache, loader, false)
+			orders := units.Orders(nil)
 			job := api.Job{Params: shuffle.Params{BatchSize: tc.batch, Window: 8, Seed: 9, World: 1}}
 			for epoch := range uint64(2) {
 				seen := map[int]int{}
@@ -63,7 +65,7 @@ func TestSmallCacheEpochs(t *testing.T) {
 					for i := range b.Len() {
 						_, id, _ := b.Sample(i)
 						seen[id]++
-						if !bytes.Equal(res.Parts[i], want(ds, id)) {
+						if !bytes.Equal(res.Parts[i], reader.SampleBytes(ds, id)) {
 							t.Fatalf("epoch %d batch %d: sample %d has the wrong bytes", epoch, m, id)
 						}
 					}
@@ -82,7 +84,7 @@ func TestSmallCacheEpochs(t *testing.T) {
 					}
 				}
 			}
-			if n := testutil.ToFloat64(r.inParts); tc.cache < 8*chunk && n == 0 {
+			if n := testutil.ToFloat64(reader.AssembledInParts(r)); tc.cache < 8*chunk && n == 0 {
 				t.Errorf("no batch was assembled in parts with a cache of %d bytes", tc.cache)
 			}
 			if st := c.Stats(); st.PinnedBytes != 0 {
@@ -94,7 +96,7 @@ func TestSmallCacheEpochs(t *testing.T) {
 
 // fromDisk is a store whose every chunk the disk tier below the cache
 // gives (chunkcache.TieredLoader).
-type fromDisk struct{ *store }
+type fromDisk struct{ *reader.Store }
 
 func (d fromDisk) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (bool, error) {
 	return true, d.Load(ctx, k, buf)

@@ -17,7 +17,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/video"
-	"github.com/brandgw/brand/internal/batch/layout"
+	clipunit "github.com/brandgw/brand/internal/batch/units/clips"
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/internal/testsupport/stagetest"
 	"github.com/brandgw/brand/internal/testsupport/videotest"
@@ -100,7 +100,7 @@ func serveClipBuckets(t *testing.T, s *stagetest.Stages, w int, resume string, s
 			if err != nil {
 				t.Fatalf("step %d rank %d: %v", m, r, err)
 			}
-			geo := strings.Split(b.Content.(*layout.ClipBatch).Geometry(b), ";")
+			geo := strings.Split(b.Content.(*clipunit.ClipBatch).Geometry(b), ";")
 			samples := stagetest.Samples(t, body)
 			if len(samples) != len(geo) || len(samples) == 0 {
 				t.Fatalf("step %d rank %d: %d clips, geometry of %d", m, r, len(samples), len(geo))

@@ -1,4 +1,4 @@
-package visit
+package visit_test
 
 import (
 	"context"
@@ -13,7 +13,10 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -53,18 +56,18 @@ func (s *keyStage) take() []sampleKey {
 
 // keyedBatches is Batches with a stage that records keys (no premade
 // batches), reading the datasets' batches through orders.
-func keyedBatches(t *testing.T) (*Batches, *keyStage, *layout.Orders) {
+func keyedBatches(t *testing.T) (*visit.Batches, *keyStage, *layout.Orders) {
 	t.Helper()
 	set, err := transform.NewSet(transform.Config{Pipelines: map[string]transform.Spec{"plain": {}}}, transform.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stage := &keyStage{copyStage: copyStage{set}}
-	orders := layout.New(nil)
+	orders := units.Orders(nil)
 	l := &log{}
 	part := stopper.New().Group("premade")
 	t.Cleanup(part.Stop)
-	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
+	v := visit.New(visit.Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
 		Stage: stage, Group: part})
 	return v, stage, orders
@@ -72,7 +75,7 @@ func keyedBatches(t *testing.T) (*Batches, *keyStage, *layout.Orders) {
 
 // readEpoch reads every batch of an epoch of src for every rank of job's
 // world and returns the keys the stage was asked for.
-func readEpoch(t *testing.T, v *Batches, stage *keyStage, orders *layout.Orders, src layout.Source, job api.Job, epoch uint64) []sampleKey {
+func readEpoch(t *testing.T, v *visit.Batches, stage *keyStage, orders *layout.Orders, src layout.Source, job api.Job, epoch uint64) []sampleKey {
 	t.Helper()
 	batches, _, err := orders.Extent(src, job, epoch)
 	if err != nil {
@@ -154,13 +157,13 @@ func TestMixtureTransformKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := api.Job{Params: shuffle.Params{Seed: 4, Window: 2, BatchSize: 64, World: 1}, Transform: "plain", MixSamples: 64}
-	m, err := orders.Mixture(mix, []*catalog.Dataset{a, b}, job)
+	job := api.Job{Params: shuffle.Params{Seed: 4, Window: 2, BatchSize: 64, World: 1}, Transform: "plain", Mix: mix, MixSamples: 64}
+	m, err := orders.Compose(orders.UnitOf(features.Requested(job)), []*catalog.Dataset{a, b}, job)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 64 samples an epoch: a's 16 three times over (passes 0, 1, 2), b's once.
-	keys := readEpoch(t, v, stage, orders, layout.Source{Mix: m}, job, 0)
+	keys := readEpoch(t, v, stage, orders, layout.Source{Unit: m}, job, 0)
 	if len(keys) != 64 {
 		t.Fatalf("%d samples", len(keys))
 	}

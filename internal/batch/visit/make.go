@@ -23,10 +23,21 @@ type Maker interface {
 	Premakes() bool
 }
 
+// A Chooser is a unit whose batches are made by one maker or another by
+// the kind of sample they hold (a bucket job's images served through
+// their bucket's pipeline, its clips decoded by the clip stage): it names
+// each batch's maker, nil for one that serves the samples it reads.
+type Chooser interface {
+	MakerOf(b *layout.Batch) Maker
+}
+
 // makerOf is the maker of b's bytes, nil for samples as stored (served
 // as read, or through the job's pipeline): the one place the visit takes
 // a batch's kind, from its unit.
 func makerOf(b *layout.Batch) Maker {
+	if c, ok := layout.As[Chooser](b.Unit); ok {
+		return c.MakerOf(b)
+	}
 	mk, _ := layout.As[Maker](b.Unit)
 	return mk
 }

@@ -1,9 +1,11 @@
-package visit
+package visit_test
 
 import (
 	"testing"
 
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units/mixture"
+	"github.com/brandgw/brand/internal/batch/visit"
 )
 
 // TestPlaceOf: every batch of one epoch of one order has one job in the
@@ -14,10 +16,10 @@ func TestPlaceOf(t *testing.T) {
 	batch := func(s layout.Stream, epoch uint64, start int) *layout.Batch {
 		return &layout.Batch{Epoch: epoch, Start: start, Parts: []layout.Part{{Stream: s}}}
 	}
-	a := layout.Stream{Seed: 1, Window: 2, Clips: "16/2"}
+	a := layout.Stream{Seed: 1, Window: 2, Space: "16/2"}
 	named := a
 	named.Name = "train"
-	rank0, rank1 := placeOf(batch(a, 3, 16)), placeOf(batch(named, 3, 24))
+	rank0, rank1 := visit.PlaceOf(batch(a, 3, 16)), visit.PlaceOf(batch(named, 3, 24))
 	if rank0.Job == nil || rank0.Job != rank1.Job {
 		t.Errorf("one epoch of one order: jobs %v and %v", rank0.Job, rank1.Job)
 	}
@@ -30,13 +32,13 @@ func TestPlaceOf(t *testing.T) {
 		name string
 		b    *layout.Batch
 	}{{"another epoch", batch(a, 4, 16)}, {"another order", batch(other, 3, 16)}} {
-		if placeOf(p.b).Job == rank0.Job {
+		if visit.PlaceOf(p.b).Job == rank0.Job {
 			t.Errorf("%s: the same job", p.name)
 		}
 	}
 	mixed := batch(a, 3, 16)
-	mixed.Mix = &layout.Mixed{}
-	if got := placeOf(mixed); got.Job != nil {
+	mixed.Unit = &mixture.Mixed{}
+	if got := visit.PlaceOf(mixed); got.Job != nil {
 		t.Errorf("a mixture's batch: %+v, want its arrival", got)
 	}
 }

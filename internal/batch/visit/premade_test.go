@@ -1,4 +1,4 @@
-package visit
+package visit_test
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -39,18 +41,18 @@ func (s *countingStage) Apply(ctx context.Context, req tensorize.Request) (*tens
 // premadeBatches is Batches of a single gateway with a transform stage
 // and room for premade batches, reading a dataset of 16 samples in
 // batches of 4 under the pipeline "plain".
-func premadeBatches(t *testing.T) (*Batches, *countingStage, func(m uint64) *layout.Batch) {
+func premadeBatches(t *testing.T) (*visit.Batches, *countingStage, func(m uint64) *layout.Batch) {
 	t.Helper()
 	set, err := transform.NewSet(transform.Config{Pipelines: map[string]transform.Spec{"plain": {}}}, transform.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stage := &countingStage{copyStage: copyStage{set}}
-	orders := layout.New(nil)
+	orders := units.Orders(nil)
 	l := &log{}
 	part := stopper.New().Group("premade")
 	t.Cleanup(part.Stop)
-	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
+	v := visit.New(visit.Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
 		Stage: stage, Group: part, PremadeBytes: 1 << 20})
 	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}
@@ -66,7 +68,7 @@ func premadeBatches(t *testing.T) (*Batches, *countingStage, func(m uint64) *lay
 }
 
 // read reads batch b as its request does, and releases it.
-func read(t *testing.T, v *Batches, b *layout.Batch) {
+func read(t *testing.T, v *visit.Batches, b *layout.Batch) {
 	t.Helper()
 	s, err := v.Read(context.Background(), b)
 	if err != nil {
@@ -79,7 +81,7 @@ func read(t *testing.T, v *Batches, b *layout.Batch) {
 }
 
 // bodyOf reads batch b as its request does and returns its bytes.
-func bodyOf(t *testing.T, v *Batches, b *layout.Batch) []byte {
+func bodyOf(t *testing.T, v *visit.Batches, b *layout.Batch) []byte {
 	t.Helper()
 	s, err := v.Read(context.Background(), b)
 	if err != nil {
@@ -97,7 +99,7 @@ func bodyOf(t *testing.T, v *Batches, b *layout.Batch) []byte {
 }
 
 // waitPremade waits until a premade batch's bytes are held.
-func waitPremade(t *testing.T, v *Batches) {
+func waitPremade(t *testing.T, v *visit.Batches) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); v.PremadeStats().Bytes == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -1,4 +1,4 @@
-package visit
+package visit_test
 
 import (
 	"context"
@@ -18,10 +18,13 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -151,16 +154,18 @@ func TestVisit(t *testing.T) {
 			l := &log{}
 			sched := tc.sched
 			sched.log = l
-			orders := layout.New(nil)
+			orders := units.Orders(nil)
 			src := layout.Source{DS: a}
 			if tc.mix {
-				m, err := orders.Mixture(mix, []*catalog.Dataset{a, b}, job)
+				j := job
+				j.Mix = mix
+				m, err := orders.Compose(orders.UnitOf(features.Requested(j)), []*catalog.Dataset{a, b}, j)
 				if err != nil {
 					t.Fatal(err)
 				}
-				src = layout.Source{Mix: m}
+				src = layout.Source{Unit: m}
 			}
-			p := New(Config{UseTable: &sched, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{l, tc.nodes},
+			p := visit.New(visit.Config{UseTable: &sched, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{l, tc.nodes},
 				Reader: fakeReader{log: l, fail: tc.fail}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())})
 			m := uint64(1)
 			if tc.mix {
@@ -209,7 +214,7 @@ func TestVisit(t *testing.T) {
 func TestReadFor(t *testing.T) {
 	a := catalogtest.Dataset(t, "a", 4, 4)
 	l := &log{}
-	p := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 2, Orders: layout.New(nil),
+	p := visit.New(visit.Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 2, Orders: units.Orders(nil),
 		Peers: fakePeers{l, 2}, Reader: fakeReader{log: l}})
 	s := layout.SamplesOf(a, []int{3}, []chunkindex.Sample{a.Index.Sample(3)})
 	for _, o := range []*transport.Origin{{Epoch: 2, Pos: 9}, nil} {
@@ -288,10 +293,10 @@ func TestNextBatchLaidOutOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orders := &countingOrders{Orders: layout.New(nil), layouts: map[uint64]int{}}
+	orders := &countingOrders{Orders: units.Orders(nil), layouts: map[uint64]int{}}
 	l := &log{}
 	part := stopper.New().Group("premade")
-	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fetchingPeers{},
+	v := visit.New(visit.Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fetchingPeers{},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
 		Stage: copyStage{set}, Group: part, PremadeBytes: 1 << 20})
 	job := api.Job{Params: shuffle.Params{Seed: 1, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}

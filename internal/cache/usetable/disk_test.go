@@ -1,4 +1,4 @@
-package usetable
+package usetable_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cache/disktier"
+	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -72,7 +73,7 @@ func (l *diskLoader) Wants(k chunkcache.Key) bool { return l.tier.Wants(k) }
 // cache of a quarter of it under policy, with a disk tier of disk bytes
 // below it (none if 0), and returns the run and the dataset's bytes.
 func diskRun(t *testing.T, policy string, disk func(total int64) int64, epochs int) (*policyRun, int64) {
-	ds := catalog.NewDataset("d", "", nil, testIndex(t, 32, 8))
+	ds := catalog.NewDataset("d", "", nil, usetable.IndexOf(t, 32, 8))
 	total := ds.Index.TotalBytes()
 	r := newPolicyRun(t, ds, total/4, policy, 0, disk(total))
 	r.jobs([]api.Job{{Params: shuffle.Params{BatchSize: 8, World: 1, Window: 2, Seed: 42}}}, epochs, 0)

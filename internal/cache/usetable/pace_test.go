@@ -37,7 +37,7 @@ func TestUseTableSeesThePhaseAhead(t *testing.T) {
 		return out
 	}
 	kp, kq := keys(plain), keys(paced)
-	e, err := layout.New(nil).Epoch(plain, 0)
+	e, err := layout.New(nil, nil).Epoch(plain, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

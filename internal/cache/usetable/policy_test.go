@@ -142,7 +142,7 @@ func TestStandInsNeverEvictOwnChunks(t *testing.T) {
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
 	own := func(_ *catalog.Dataset, c int) bool { return c%2 == 0 }
 	all := func(*catalog.Dataset, int) bool { return true }
-	s := New(Config{Orders: layout.New(nil), Local: all, Own: own, Capacity: 1 << 40})
+	s := New(Config{Orders: layout.New(nil, nil), Local: all, Own: own, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
 	js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}

@@ -1,4 +1,4 @@
-package usetable
+package usetable_test
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/shuffle"
@@ -27,7 +29,7 @@ import (
 // and the bytes the loader read.
 type policyRun struct {
 	t      *testing.T
-	s      *Table
+	s      *usetable.Table
 	cache  *chunkcache.Cache
 	orders *layout.Orders
 	ds     *catalog.Dataset
@@ -54,9 +56,9 @@ func (c *epochCounts) hitRatio() float64 { return float64(c.hits) / float64(c.ac
 // policy and by recency under LRU, as a gateway's is.
 func newPolicyRun(t *testing.T, ds *catalog.Dataset, capacity int64, policy string, maxTurnWait time.Duration, disk int64) *policyRun {
 	t.Helper()
-	r := &policyRun{t: t, orders: layout.New(nil), ds: ds, stats: map[uint64]*epochCounts{}}
-	r.s = New(Config{Orders: r.orders, Local: allLocal, Capacity: capacity, MaxTurnWait: maxTurnWait})
-	var p chunkcache.Policy = NewPolicy(r.s.Snapshot, r.s.Ticks)
+	r := &policyRun{t: t, orders: units.Orders(nil), ds: ds, stats: map[uint64]*epochCounts{}}
+	r.s = usetable.New(usetable.Config{Orders: r.orders, Local: usetable.AllLocal, Capacity: capacity, MaxTurnWait: maxTurnWait})
+	var p chunkcache.Policy = usetable.NewPolicy(r.s.Snapshot, r.s.Ticks)
 	distance := r.s.Distance
 	if policy == "lru" {
 		p, distance = chunkcache.NewLRU(), nil
@@ -113,9 +115,9 @@ func (r *policyRun) batch(job api.Job, epoch, m uint64) (time.Duration, []string
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	var toks []Inflight
+	var toks []usetable.Inflight
 	for _, p := range b.Parts {
-		f, err := r.s.Begin(p.Stream, p.Epoch, p.First, p.Share, job.Weight, Rank{Rank: job.Rank, World: max(job.World, 1)})
+		f, err := r.s.Begin(p.Stream, p.Epoch, p.First, p.Share, job.Weight, usetable.Rank{Rank: job.Rank, World: max(job.World, 1)})
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -212,7 +214,7 @@ func (r *policyRun) jobsAfter(jobs []api.Job, epochs int, delay time.Duration) [
 func TestScheduleBeatsLRU(t *testing.T) { synctest.Test(t, testScheduleBeatsLRU) }
 
 func testScheduleBeatsLRU(t *testing.T) {
-	ix := testIndex(t, 24, 8) // 192 samples in 24 chunks
+	ix := usetable.IndexOf(t, 24, 8) // 192 samples in 24 chunks
 	ds := catalog.NewDataset("d", "", nil, ix)
 	job := api.Job{Params: shuffle.Params{BatchSize: 8, World: 1, Window: 2, Seed: 77}}
 	const epochs = 4
@@ -265,7 +267,7 @@ func testScheduleBeatsLRU(t *testing.T) {
 func TestPlanPredictsSmallCacheBytes(t *testing.T) { synctest.Test(t, testPlanPredictsSmallCacheBytes) }
 
 func testPlanPredictsSmallCacheBytes(t *testing.T) {
-	ix := testIndex(t, 19, 16) // 304 samples
+	ix := usetable.IndexOf(t, 19, 16) // 304 samples
 	cache := 10 * ix.Chunk(0).Size
 	job := api.Job{Params: shuffle.Params{BatchSize: 32, World: 1, Window: 8, Seed: 5}}
 	r := newPolicyRun(t, catalog.NewDataset("d", "", nil, ix), cache, "schedule", 10*time.Second, 0)

@@ -1,4 +1,4 @@
-package usetable
+package usetable_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -15,7 +16,7 @@ import (
 // sharedDataset is the dataset of the shared-cache reproductions: 3,952
 // samples in 76 chunks, read with batch 64 and a window of 8 chunks.
 func sharedDataset(t *testing.T) *catalog.Dataset {
-	return catalog.NewDataset("d", "", nil, testIndex(t, 76, 52))
+	return catalog.NewDataset("d", "", nil, usetable.IndexOf(t, 76, 52))
 }
 
 func sharedJob(seed uint64) api.Job {

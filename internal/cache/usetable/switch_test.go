@@ -1,4 +1,4 @@
-package usetable
+package usetable_test
 
 import (
 	"context"
@@ -11,8 +11,11 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -25,9 +28,9 @@ import (
 // moves a training step.
 type switchRun struct {
 	t      *testing.T
-	s      *Table
+	s      *usetable.Table
 	cache  *chunkcache.Cache
-	p      *Prefetcher
+	p      *usetable.Prefetcher
 	orders *layout.Orders
 	src    layout.Source
 	job    api.Job
@@ -43,15 +46,15 @@ const switchStepTime = 20 * time.Millisecond
 func newSwitchRun(t *testing.T, capacity int64, sched string) *switchRun {
 	t.Helper()
 	// 32 chunks of 16 samples (9,216 bytes) each.
-	a := catalog.NewDataset("a", "", nil, testIndex(t, 32, 16))
-	b := catalog.NewDataset("b", "", nil, testIndex(t, 32, 16))
+	a := catalog.NewDataset("a", "", nil, usetable.IndexOf(t, 32, 16))
+	b := catalog.NewDataset("b", "", nil, usetable.IndexOf(t, 32, 16))
 	sc, err := api.ParseSchedule(sched)
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := api.Job{Params: shuffle.Params{BatchSize: 8, World: 2, Window: 4, Seed: 7}, Mix: sc[0].Mix, Schedule: sc}
-	orders := layout.New(nil)
-	mixed, err := orders.Mixture(job.Mix, []*catalog.Dataset{a, b}, job)
+	orders := units.Orders(nil)
+	mixed, err := orders.Compose(orders.UnitOf(features.Requested(job)), []*catalog.Dataset{a, b}, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,15 +64,17 @@ func newSwitchRun(t *testing.T, capacity int64, sched string) *switchRun {
 // wireSwitchRun is a run of job over mixture mixed: a schedule, a cache
 // of capacity bytes under its policy that loads nothing, and a
 // prefetcher whose queue the run reads itself (no workers run).
-func wireSwitchRun(t *testing.T, orders *layout.Orders, mixed *layout.Mixed, job api.Job, capacity int64) *switchRun {
-	r := &switchRun{t: t, orders: orders, src: layout.Source{Mix: mixed}, job: job, onDemand: map[string]int{}}
-	r.s = New(Config{Orders: orders, Local: allLocal, Capacity: capacity})
-	r.now.Store(r.s.zero.Add(time.Second).UnixNano())
-	r.s.clock = r.clock
-	r.cache = chunkcache.New(chunkcache.Config{Capacity: capacity, Policy: NewPolicy(r.s.Snapshot, r.s.Ticks),
+func wireSwitchRun(t *testing.T, orders *layout.Orders, mixed layout.Composite, job api.Job, capacity int64) *switchRun {
+	r := &switchRun{t: t, orders: orders, src: layout.Source{Unit: mixed}, job: job, onDemand: map[string]int{}}
+	// The table's time frame starts now, on the run's clock; the run
+	// starts a second into it.
+	r.now.Store(time.Now().UnixNano())
+	r.s = usetable.New(usetable.Config{Orders: orders, Local: usetable.AllLocal, Capacity: capacity, Clock: r.clock})
+	r.now.Add(int64(time.Second))
+	r.cache = chunkcache.New(chunkcache.Config{Capacity: capacity, Policy: usetable.NewPolicy(r.s.Snapshot, r.s.Ticks),
 		Loader: chunkcache.LoaderFunc(func(context.Context, chunkcache.Key, []byte) error { return nil })})
 	t.Cleanup(r.cache.Close)
-	r.p = newPrefetcher(t, r.s, r.cache)
+	r.p = usetable.NewIdlePrefetcher(t, r.s, r.cache)
 	return r
 }
 
@@ -102,12 +107,12 @@ func chunksOf(b *layout.Batch) []chunkcache.Request {
 func (r *switchRun) step(m int) {
 	r.t.Helper()
 	var batches []*layout.Batch
-	var toks [][]Inflight
+	var toks [][]usetable.Inflight
 	for rank := range r.job.World {
 		b := r.layout(m, rank)
-		var tk []Inflight
+		var tk []usetable.Inflight
 		for _, part := range b.Parts {
-			f, err := r.s.Begin(part.Stream, part.Epoch, part.First, part.Share, 0, Rank{})
+			f, err := r.s.Begin(part.Stream, part.Epoch, part.First, part.Share, 0, usetable.Rank{})
 			if err != nil {
 				r.t.Fatal(err)
 			}
@@ -134,9 +139,7 @@ func (r *switchRun) step(m int) {
 			r.s.Finish(f)
 		}
 	}
-	for len(r.p.queue) > 0 {
-		r.p.fetch(<-r.p.queue)
-	}
+	r.p.FetchQueued()
 	r.now.Add(int64(switchStepTime))
 }
 
@@ -193,7 +196,7 @@ func (r *switchRun) warmAtSwitch(t *testing.T, ds string, switch1, after int) {
 	}
 	if len(cold) > 0 {
 		t.Errorf("at the switch, %d of the %d chunks of %s that the next %d steps read are not in the cache: %v (prefetch dropped %v)",
-			len(cold), len(need), ds, after, cold, testutil.ToFloat64(r.p.dropped))
+			len(cold), len(need), ds, after, cold, testutil.ToFloat64(r.p.Dropped()))
 	}
 	before := r.onDemand[ds]
 	for m := switch1; m < switch1+after; m++ {

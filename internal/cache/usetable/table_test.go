@@ -272,7 +272,7 @@ func TestUseTableFollowsTheOrder(t *testing.T) {
 func TestUseTableOnlyOwnChunks(t *testing.T) {
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
 	own := func(_ *catalog.Dataset, c int) bool { return c%2 == 0 }
-	s := New(Config{Orders: layout.New(nil), Local: own, Capacity: 1 << 40})
+	s := New(Config{Orders: layout.New(nil, nil), Local: own, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
 	js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
@@ -300,7 +300,7 @@ func TestUseTableStandInChunks(t *testing.T) {
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
 	own := func(_ *catalog.Dataset, c int) bool { return c%2 == 0 }
 	all := func(*catalog.Dataset, int) bool { return true }
-	s := New(Config{Orders: layout.New(nil), Local: all, Own: own, Capacity: 1 << 40})
+	s := New(Config{Orders: layout.New(nil, nil), Local: all, Own: own, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
 	js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
@@ -350,7 +350,7 @@ func TestUseTableKeepsChunksAwaited(t *testing.T) {
 		{"a cluster's node", own},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := New(Config{Orders: layout.New(nil), Local: own, Own: tc.own, Keep: keep, Capacity: 1 << 40})
+			s := New(Config{Orders: layout.New(nil, nil), Local: own, Own: tc.own, Keep: keep, Capacity: 1 << 40})
 			at := s.zero.Add(time.Second)
 			s.clock = func() time.Time { return at }
 			js := jobstream.Stream{DS: ds, Seed: 3, Window: 4}
@@ -406,7 +406,7 @@ func TestImportanceJobSupersedesItsEpochs(t *testing.T) {
 // newTestSchedule is a schedule of a single gateway with a large cache,
 // on a clock that stands still unless a test moves it (tick).
 func newTestSchedule() *Table {
-	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 1 << 40})
+	s := New(Config{Orders: layout.New(nil, nil), Local: allLocal, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
 	return s
@@ -474,7 +474,7 @@ func TestRebuildsSpaced(t *testing.T) {
 	for i := range jobs {
 		streams = append(streams, jobstream.Stream{DS: ds, Seed: uint64(i + 1), Window: 1, Name: fmt.Sprintf("j%d", i)})
 	}
-	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 1 << 40})
+	s := New(Config{Orders: layout.New(nil, nil), Local: allLocal, Capacity: 1 << 40})
 	// A clock that moves 100 µs each time it is read: a rebuild, which
 	// reads it a few times, costs some hundreds of µs by it, and the
 	// visits between two rebuilds read it less than 20 times as often.

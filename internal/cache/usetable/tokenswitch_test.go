@@ -1,4 +1,4 @@
-package usetable
+package usetable_test
 
 import (
 	"bytes"
@@ -13,8 +13,10 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/megatron"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
-	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/units/tokens"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -45,7 +47,7 @@ func tokenSource(t *testing.T, name string, n int, seed uint64) *catalog.Dataset
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds, err = layout.TokenView(ds); err != nil {
+	if ds, err = tokens.TokenView(ds); err != nil {
 		t.Fatal(err)
 	}
 	return ds
@@ -64,8 +66,8 @@ func newTokenSwitchRun(t *testing.T, capacity func(a, b *catalog.Dataset) int64,
 		t.Fatal(err)
 	}
 	job := api.Job{Params: shuffle.Params{BatchSize: 8, World: 2, Window: 4, Seed: 7}, Seq: 32, MixBlock: 16, MixSamples: 1600, Mix: sc[0].Mix, Schedule: sc}
-	orders := layout.New(nil)
-	mixed, err := orders.Mixture(job.Mix, []*catalog.Dataset{a, b}, job)
+	orders := units.Orders(nil)
+	mixed, err := orders.Compose(orders.UnitOf(features.Requested(job)), []*catalog.Dataset{a, b}, job)
 	if err != nil {
 		t.Fatal(err)
 	}

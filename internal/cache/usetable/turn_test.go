@@ -27,7 +27,7 @@ type clockedSchedule struct {
 
 func newClocked(t *testing.T, capacity int64, maxTurnWait time.Duration) *clockedSchedule {
 	t.Helper()
-	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: capacity, MaxTurnWait: maxTurnWait})
+	s := New(Config{Orders: layout.New(nil, nil), Local: allLocal, Capacity: capacity, MaxTurnWait: maxTurnWait})
 	c := &clockedSchedule{Table: s, ds: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), now: s.zero.Add(time.Second)}
 	s.clock = func() time.Time { return c.now }
 	return c
@@ -371,7 +371,7 @@ func TestTurnWaitIsBounded(t *testing.T) {
 	// passed when Turn looked, and it went ahead as overdue).
 	synctest.Test(t, func(t *testing.T) {
 		const chunk = 34 * 512
-		s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 3 * chunk, MaxTurnWait: 50 * time.Millisecond})
+		s := New(Config{Orders: layout.New(nil, nil), Local: allLocal, Capacity: 3 * chunk, MaxTurnWait: 50 * time.Millisecond})
 		ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
 		a, b, c := jobstream.Stream{DS: ds, Seed: 1, Window: 2}, jobstream.Stream{DS: ds, Seed: 2, Window: 2}, jobstream.Stream{DS: ds, Seed: 3, Window: 2}
 		fa := mustBegin(t, s, a, 0, 0, 32)
@@ -603,7 +603,7 @@ func TestALateStreamKeepsItsOrder(t *testing.T) {
 func TestTurnsWithoutRebuilds(t *testing.T) {
 	const jobs = 20
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 8))
-	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 1 << 40, MaxTurnWait: 10 * time.Second})
+	s := New(Config{Orders: layout.New(nil, nil), Local: allLocal, Capacity: 1 << 40, MaxTurnWait: 10 * time.Second})
 	var mu sync.Mutex
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return at }

@@ -37,7 +37,7 @@ func newOldOwner(t *testing.T, ds *catalog.Dataset, self string, agreed *cluster
 	o := &oldOwner{self: self, ds: ds, kept: kept, peers: &fakePeers{}}
 	o.agreed.Store(agreed)
 	o.src = NewSources(o.peers, zerolog.Nop())
-	c := usetable.Config{Orders: layout.New(nil), Capacity: int64(chunks) * 1024, Local: func(d *catalog.Dataset, c int) bool {
+	c := usetable.Config{Orders: layout.New(nil, nil), Capacity: int64(chunks) * 1024, Local: func(d *catalog.Dataset, c int) bool {
 		m := o.agreed.Load()
 		return m.Members()[d.Owners(m)[c]] == o.self
 	}}
@@ -67,7 +67,7 @@ func owns(ds *catalog.Dataset, m *cluster.Membership, u string, c int) bool {
 // batches acquired, finished.
 func (o *oldOwner) read(t *testing.T, js layout.Stream, epoch uint64, from, to int) {
 	t.Helper()
-	e, err := layout.New(nil).Epoch(js, epoch)
+	e, err := layout.New(nil, nil).Epoch(js, epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func (o *oldOwner) read(t *testing.T, js layout.Stream, epoch uint64, from, to i
 func TestDeferredGainKeptByItsOldOwner(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 64, 2)
 	js := layout.Stream{DS: ds, Seed: 7, Window: 8}
-	e0, err := layout.New(nil).Epoch(js, 0)
+	e0, err := layout.New(nil, nil).Epoch(js, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

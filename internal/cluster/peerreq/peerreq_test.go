@@ -74,7 +74,7 @@ func TestSamplesRoundTrip(t *testing.T) {
 		{layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp", Version: "0123456789abcdef", Hot: 3}}, 2, 1, 0, transport.Transform{}},
 		{layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp"}}, 0, 0, 0, transport.Transform{}},
 		{layout.Stream{DS: ds, Seed: 3, Window: 2, Name: "run", Edit: "fedcba9876543210"}, 1, 2, 0, transport.Transform{}},
-		{layout.Stream{DS: ds, Seed: 3, Window: 2, Clips: clips}, 0, 90, 0, transport.Transform{}}, // a clip job's position is past the samples
+		{layout.Stream{DS: ds, Seed: 3, Window: 2, Space: clips}, 0, 90, 0, transport.Transform{}}, // a clip job's position is past the samples
 		{layout.Stream{DS: ds, Seed: 5, Window: 1}, 2, 0, 0, transport.Transform{Name: "tiny", Fingerprint: "0123456789abcdef"}},
 	}
 	var (

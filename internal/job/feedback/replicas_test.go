@@ -8,6 +8,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -71,7 +72,7 @@ func TestAnotherNodeReadsTheSeal(t *testing.T) {
 		}
 		return fmt.Sprint(keys)
 	}
-	if keysOf(layout.New(a)) != keysOf(layout.New(b)) {
+	if keysOf(units.Orders(a)) != keysOf(units.Orders(b)) {
 		t.Fatal("the importance epoch differs between the sealing node and the other")
 	}
 	feedAll(t, b, ds, job, 1)

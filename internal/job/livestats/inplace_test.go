@@ -1,4 +1,4 @@
-package livestats
+package livestats_test
 
 import (
 	"testing"
@@ -9,7 +9,10 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
+	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -26,9 +29,9 @@ func (extentOnly) Extent(int, format.Selection) ([]format.Range, int64) {
 // cache; read ahead from the disk tier, no store bytes. (That a batch's
 // reads count the same is internal/batch/reader's TestStoreBytesInPlace.)
 func TestPrefetchCountsStoreBytesInPlace(t *testing.T) {
-	s := New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
+	s := livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
-	ds := fourChunks(t, "d")
+	ds := livestats.FourChunks(t, "d")
 	ds.InPlace = &catalog.InPlace{Decoder: extentOnly{}}
 	js := layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "j"}
 	s.Prefetched(js, 0, 1, 8192, false)
@@ -43,23 +46,24 @@ func TestPrefetchCountsStoreBytesInPlace(t *testing.T) {
 // took from the store: a component served in place its store extents, a
 // tar component its chunks.
 func TestMixtureCountsStoreBytesInPlace(t *testing.T) {
-	s := New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
+	s := livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
-	lines, web := fourChunks(t, "lines"), fourChunks(t, "web")
+	lines, web := livestats.FourChunks(t, "lines"), livestats.FourChunks(t, "web")
 	lines.InPlace = &catalog.InPlace{Decoder: extentOnly{}}
 	mix, err := api.ParseMix("lines:1,web:1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := api.Job{Params: shuffle.Params{BatchSize: 8, World: 1, Window: 2, Seed: 1}, Mix: mix}
-	mixed, err := layout.New(nil).Mixture(mix, []*catalog.Dataset{lines, web}, job)
+	orders := units.Orders(nil)
+	mixed, err := orders.Compose(orders.UnitOf(features.Requested(job)), []*catalog.Dataset{lines, web}, job)
 	if err != nil {
 		t.Fatal(err)
 	}
 	streams := []layout.Stream{{DS: lines, Seed: 1, Window: 2, Mix: mixed.Key()}, {DS: web, Seed: 1, Window: 2, Mix: mixed.Key()}}
-	b := &layout.Batch{Source: layout.Source{Mix: mixed}, Job: job, Parts: []layout.Part{{Comp: 0, Stream: streams[0]}, {Comp: 1, Stream: streams[1]}}}
+	b := &layout.Batch{Source: layout.Source{Unit: mixed}, Job: job, Parts: []layout.Part{{Comp: 0, Stream: streams[0]}, {Comp: 1, Stream: streams[1]}}}
 	s.Follow(b)
-	s.Batch(Served{Stream: MixJob(b), Samples: 8, Mix: mixed, Parts: []PartServed{
+	s.Batch(livestats.Served{Stream: livestats.MixJob(b), Samples: 8, Mix: mixed, Parts: []livestats.PartServed{
 		{Stream: streams[0], Comp: 0, Samples: 4, Chunks: []int{0}, Loads: 1, StoreBytes: 150},
 		{Stream: streams[1], Comp: 1, Samples: 4, Chunks: []int{0}, Loads: 1, StoreBytes: 4096},
 	}})

@@ -1,4 +1,4 @@
-package livestats
+package livestats_test
 
 import (
 	"fmt"
@@ -10,19 +10,23 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/units/mixture"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
+	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/shuffle"
 )
 
 // mixtureOf is a mixture of n test datasets of equal weights, and a
 // job of batches of batch over it.
-func mixtureOf(t *testing.T, n, batch int) (*layout.Mixed, api.Job) {
+func mixtureOf(t *testing.T, n, batch int) (*mixture.Mixed, api.Job) {
 	t.Helper()
 	var ds []*catalog.Dataset
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("s%03d", i)
-		ds = append(ds, fourChunks(t, name))
+		ds = append(ds, livestats.FourChunks(t, name))
 		names = append(names, name+":1")
 	}
 	mix, err := api.ParseMix(strings.Join(names, ","))
@@ -30,27 +34,30 @@ func mixtureOf(t *testing.T, n, batch int) (*layout.Mixed, api.Job) {
 		t.Fatal(err)
 	}
 	job := api.Job{Params: shuffle.Params{Seed: 1, Window: 2, BatchSize: batch, World: 1}}
-	mx, err := layout.New(nil).Mixture(mix, ds, job)
+	mj := job
+	mj.Mix = mix
+	orders := units.Orders(nil)
+	mx, err := orders.Compose(orders.UnitOf(features.Requested(mj)), ds, mj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return mx, job
+	return mx.(*mixture.Mixed), job
 }
 
 // mixBatch is batch k of a mixture of n sources: its parts take one
 // sample each from components k·parts, k·parts+1, ... in turn, as the
 // batches of a mixture of more sources than a batch's samples do.
-func mixBatch(mx *layout.Mixed, job api.Job, k, parts int) (*layout.Batch, Served) {
+func mixBatch(mx *mixture.Mixed, job api.Job, k, parts int) (*layout.Batch, livestats.Served) {
 	n := len(mx.DS)
 	// One long epoch: the figures of a new epoch cost the same whatever
 	// the sources.
-	b := &layout.Batch{Source: layout.Source{Mix: mx}, Job: job, EpochSamples: 1 << 20, Start: k * parts, End: (k + 1) * parts}
-	sv := Served{Stream: MixJob(b), Epoch: b.Epoch, EpochSamples: b.EpochSamples, Samples: parts, Mix: mx}
+	b := &layout.Batch{Source: layout.Source{Unit: mx}, Job: job, EpochSamples: 1 << 20, Start: k * parts, End: (k + 1) * parts}
+	sv := livestats.Served{Stream: livestats.MixJob(b), Epoch: b.Epoch, EpochSamples: b.EpochSamples, Samples: parts, Mix: mx}
 	for p := range parts {
 		c := (k*parts + p) % n
 		s := mx.Stream(c, job)
 		b.Parts = append(b.Parts, layout.Part{Comp: c, Stream: s, Epoch: b.Epoch})
-		sv.Parts = append(sv.Parts, PartServed{Stream: s, Comp: c, Samples: 1, Chunks: []int{k % 4}, Loads: 1, StoreBytes: 4096})
+		sv.Parts = append(sv.Parts, livestats.PartServed{Stream: s, Comp: c, Samples: 1, Chunks: []int{k % 4}, Loads: 1, StoreBytes: 4096})
 	}
 	return b, sv
 }
@@ -68,7 +75,7 @@ func TestMixtureFiguresCostPerBatchNotPerSource(t *testing.T) {
 	cost := func(n int) (float64, int) {
 		mx, job := mixtureOf(t, n, parts)
 		reg := prometheus.NewRegistry()
-		s := New(reg, 1<<20, nil, nil, zerolog.Nop())
+		s := livestats.New(reg, 1<<20, nil, nil, zerolog.Nop())
 		defer s.Close()
 		k, served := 0, 0
 		batch := func() {
@@ -84,12 +91,10 @@ func TestMixtureFiguresCostPerBatchNotPerSource(t *testing.T) {
 		// The batch's own making is the test's: counted apart.
 		made := testing.AllocsPerRun(100, func() { mixBatch(mx, job, k, parts); k++ })
 		allocs := testing.AllocsPerRun(100, batch) - made
-		s.mu.Lock()
-		if len(s.trace) != served {
-			t.Errorf("%d sources: %d batches served, %d in the demand trace: want one a batch, whatever its parts", n, served, len(s.trace))
+		if traced := len(livestats.Traced(s)); traced != served {
+			t.Errorf("%d sources: %d batches served, %d in the demand trace: want one a batch, whatever its parts", n, served, traced)
 		}
-		s.mu.Unlock()
-		return allocs, len(series(t, reg, "brand_job_batches_total", nil))
+		return allocs, len(livestats.Series(t, reg, "brand_job_batches_total", nil))
 	}
 	a2, s2 := cost(2)
 	a100, s100 := cost(100)
@@ -112,12 +117,12 @@ func TestMixtureFiguresCostPerBatchNotPerSource(t *testing.T) {
 // mixture of 100 sources completed an epoch.
 func TestMixtureBatchTracesEachChunkOnce(t *testing.T) {
 	mx, job := mixtureOf(t, 2, 4)
-	s := New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
+	s := livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
-	b := &layout.Batch{Source: layout.Source{Mix: mx}, Job: job, EpochSamples: 32, Start: 0, End: 4}
-	sv := Served{Stream: MixJob(b), Epoch: 0, EpochSamples: 32, Samples: 4, Mix: mx}
+	b := &layout.Batch{Source: layout.Source{Unit: mx}, Job: job, EpochSamples: 32, Start: 0, End: 4}
+	sv := livestats.Served{Stream: livestats.MixJob(b), Epoch: 0, EpochSamples: 32, Samples: 4, Mix: mx}
 	s0, s1 := mx.Stream(0, job), mx.Stream(1, job)
-	for _, p := range []PartServed{
+	for _, p := range []livestats.PartServed{
 		{Stream: s0, Comp: 0, Samples: 1, Chunks: []int{3}, Loads: 1},
 		{Stream: s1, Comp: 1, Samples: 2, Chunks: []int{3, 0}, Loads: 2},
 		{Stream: s0, Comp: 0, Samples: 1, Chunks: []int{3, 1}, Loads: 1}, // the next pass
@@ -127,12 +132,10 @@ func TestMixtureBatchTracesEachChunkOnce(t *testing.T) {
 	}
 	s.Follow(b)
 	s.Batch(sv)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.trace) != 1 || len(s.trace[0].chunks) != 4 {
-		t.Fatalf("the trace: %+v, want one batch of 4 chunks (s000's 3 and 1, s001's 3 and 0)", s.trace)
+	if trace := livestats.Traced(s); len(trace) != 1 || len(trace[0]) != 4 {
+		t.Fatalf("the trace: %+v, want one batch of 4 chunks (s000's 3 and 1, s001's 3 and 0)", trace)
 	}
-	if c := s.jobs[MixJob(b)].epochs[0]; c.accesses != 4 || c.loads != 4 {
-		t.Errorf("the epoch's accesses and loads: %d and %d, want 4 and 4", c.accesses, c.loads)
+	if accesses, loads := livestats.EpochCounts(s, livestats.MixJob(b), 0); accesses != 4 || loads != 4 {
+		t.Errorf("the epoch's accesses and loads: %d and %d, want 4 and 4", accesses, loads)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/plans"
@@ -58,7 +58,7 @@ func (noPipelines) Get(name string) (*transform.Pipeline, error) {
 // resolverOf resolves jobs over cat as a single gateway does: the version
 // a job pins, else the one served; no pipeline, no stored schedule.
 func resolverOf(cat *catalog.Catalog, limits query.Limits) *resolve.Resolver {
-	return resolve.New(resolve.Config{Catalog: cat, Versions: membership.Solo{Held: cat.HeldIDs}, Orders: layout.New(nil), Pipelines: noPipelines{}, Limits: limits})
+	return resolve.New(resolve.Config{Catalog: cat, Versions: membership.Solo{Held: cat.HeldIDs}, Orders: units.Orders(nil), Pipelines: noPipelines{}, Limits: limits})
 }
 
 // testDefaults are a plan's defaults in these tests: dataset "test", seed

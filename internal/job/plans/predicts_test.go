@@ -26,7 +26,7 @@ func stagesPlan(t *testing.T, st s3backend.Store, cache int64, defaults query.De
 	t.Helper()
 	s := stagetest.New(t, stagetest.Config{Datasets: []stagetest.Spec{{Name: "test", URL: "file:///test", Store: st,
 		Formats: []format.Format{formattest.Lines{}}}}, CacheSize: cache, Defaults: defaults, Optimum: planner.ForGateway{}})
-	m := plans.New(plans.Config{Planner: planner.ForGateway{}, Jobs: s.Jobs, Epochs: s.Jobs.Orders(), Clips: s.Jobs.Orders(),
+	m := plans.New(plans.Config{Planner: planner.ForGateway{}, Jobs: s.Jobs, Epochs: s.Jobs.Orders(),
 		Defaults: s.Jobs.Defaults(), Limits: s.Jobs.Limits(),
 		Options: api.PlanOptions{CacheBytes: cache, Epochs: plans.DefaultEpochs, BackendBytesPerSec: 1 << 30, PrefetchWindows: 1}})
 	return s, m

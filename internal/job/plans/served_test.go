@@ -25,6 +25,7 @@ import (
 	"github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
@@ -96,7 +97,7 @@ func newServedWorld(t *testing.T) *servedWorld {
 	limits.Fill()
 	defaults := query.Query{Job: api.Job{Dataset: "test", Params: testParams}}
 	snaps := &fakeSnapshots{m: map[string]*importance.Snapshot{}}
-	orders := layout.New(nil)
+	orders := units.Orders(nil)
 	r := resolve.New(resolve.Config{Catalog: cat, Versions: membership.Solo{Held: cat.HeldIDs}, Orders: orders, Snapshots: snaps,
 		Pipelines: noPipelines{}, Defaults: defaults, Limits: limits})
 	m := plans.New(plans.Config{Planner: planner.ForGateway{}, Jobs: r, Snapshots: snaps, Epochs: orders, Defaults: defaults, Limits: limits,
@@ -477,9 +478,9 @@ func TestPlanOfAClipJobsEpochs(t *testing.T) {
 	var limits query.Limits
 	limits.Fill()
 	defaults := query.Query{Job: api.Job{Dataset: "videos", Params: testParams}}
-	orders := layout.New(nil)
+	orders := units.Orders(nil)
 	r := resolve.New(resolve.Config{Catalog: cat, Versions: membership.Solo{Held: cat.HeldIDs}, Orders: orders, Pipelines: noPipelines{}, Defaults: defaults, Limits: limits})
-	w := &servedWorld{t: t, cat: cat, r: r, orders: orders, m: plans.New(plans.Config{Planner: planner.ForGateway{}, Jobs: r, Epochs: orders, Clips: orders,
+	w := &servedWorld{t: t, cat: cat, r: r, orders: orders, m: plans.New(plans.Config{Planner: planner.ForGateway{}, Jobs: r, Epochs: orders,
 		Defaults: defaults, Limits: limits, Options: api.PlanOptions{CacheBytes: 64 << 20, BackendBytesPerSec: 1 << 30, PrefetchWindows: 1}})}
 	// 10 clips of 8 frames, a stride of 2, an epoch (TestClipRefused's).
 	for _, job := range []string{"clip=8&stride=2&batch_size=16&drop_last=true", "clip=8&stride=2&batch_size=3&drop_last=true", "clip=8&stride=2&batch_size=2&world=2"} {

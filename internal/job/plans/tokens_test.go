@@ -14,6 +14,8 @@ import (
 	"github.com/brandgw/brand/format/megatron"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/units/tokens"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/server/httperr"
@@ -44,7 +46,7 @@ func TestPlanOfATokenJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	ds := loaded(t, st, catalog.Spec{Formats: []format.Format{megatron.Format{}}})
-	orders := layout.New(nil)
+	orders := units.Orders(nil)
 	m := newMaker(t, []*catalog.Dataset{ds}, func(c *plans.Config) { c.Epochs = orders })
 
 	p, err := m.Plan(ctx, "seq=128&batch_size=4&epochs=2&cache_size=1MiB")
@@ -69,7 +71,7 @@ func TestPlanOfATokenJob(t *testing.T) {
 	if tp.Seq != 128 || tp.Pack != "bestfit" || len(tp.Epochs) != 2 {
 		t.Fatalf("tokens section %+v", tp)
 	}
-	view, err := layout.TokenView(ds)
+	view, err := tokens.TokenView(ds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,10 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+	visionunit "github.com/brandgw/brand/internal/batch/units/vision"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -38,13 +41,13 @@ func visionDataset(t *testing.T, n int) *catalog.Dataset {
 // batches, tokens and fill as GET /epoch/N says them (Orders.Info), and
 // its images, vision tokens and ranks' vision tokens — the busiest rank
 // over the mean, averaged over the global batches and at worst — as the
-// layout lays its batches out (Orders.VisionLoad, held to the layouts by
-// internal/batch/layout's TestVisionBalance): under balance=vision, and
-// under the plain cut, which a job without balance= plans alike.
+// layout lays its batches out (the vision unit's LoadOf, held to the
+// layouts by TestVisionBalance): under balance=vision, and under the
+// plain cut, which a job without balance= plans alike.
 func TestPlanOfAVisionJob(t *testing.T) {
 	ctx := context.Background()
 	ds := visionDataset(t, 400)
-	orders := layout.New(nil)
+	orders := units.Orders(nil)
 	m := newMaker(t, []*catalog.Dataset{ds}, func(c *plans.Config) { c.Epochs = orders })
 	const rule = "min:3136,max:50176,patch:14,merge:2,image:900,start:901,end:902"
 	ratios := func(batches [][]uint64) (mean, worst float64) {
@@ -87,7 +90,11 @@ func TestPlanOfAVisionJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			vl, err := orders.VisionLoad(layout.Source{DS: ds}, job, uint64(e))
+			vu, ok := layout.As[*visionunit.Unit](orders.UnitOf(features.Requested(job)))
+			if !ok {
+				t.Fatalf("a vision job's unit is %T", orders.UnitOf(features.Requested(job)))
+			}
+			vl, err := vu.LoadOf(layout.Source{DS: ds}, job, uint64(e), orders.ETag)
 			if err != nil {
 				t.Fatal(err)
 			}

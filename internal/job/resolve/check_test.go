@@ -1,4 +1,4 @@
-package resolve
+package resolve_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
@@ -36,7 +37,7 @@ func TestTableAtEveryStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clustered, _ := newNode(t, func(c *Config) { c.Versions = members{membership.Solo{Held: c.Catalog.HeldIDs}, three} }, ds...)
+	clustered, _ := newNode(t, func(c *resolve.Config) { c.Versions = members{membership.Solo{Held: c.Catalog.HeldIDs}, three} }, ds...)
 
 	// Job run keeps an exclusion over a; job mixed, a stored schedule;
 	// job both, a schedule and an exclusion over one of its datasets.
@@ -45,7 +46,7 @@ func TestTableAtEveryStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, err := solo.Edits().Make(ctx, ej, NewEdit{Kind: chain.Exclude, FromStep: 3, Keys: []string{"a/1/2"}}); err != nil {
+		if _, _, _, err := solo.Edits().Make(ctx, ej, resolve.NewEdit{Kind: chain.Exclude, FromStep: 3, Keys: []string{"a/1/2"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,8 +58,8 @@ func TestTableAtEveryStep(t *testing.T) {
 		}
 	}
 
-	resolve := func(r *Resolver, raw string, extra ...features.Feature) func() (*Job, error) {
-		return func() (*Job, error) {
+	resolveRaw := func(r *resolve.Resolver, raw string, extra ...features.Feature) func() (*resolve.Job, error) {
+		return func() (*resolve.Job, error) {
 			q, err := query.Parse(raw, query.JobParams, r.Defaults(), r.Limits())
 			if err != nil {
 				return nil, err // a pair of parameters is refused as they are parsed
@@ -66,8 +67,8 @@ func TestTableAtEveryStep(t *testing.T) {
 			return r.Resolve(ctx, q, 0, -1, features.Of(extra...))
 		}
 	}
-	editJob := func(name, raw, kind string) func() (*Job, error) {
-		return func() (*Job, error) {
+	editJob := func(name, raw, kind string) func() (*resolve.Job, error) {
+		return func() (*resolve.Job, error) {
 			ej, err := solo.Edits().EditJob(ctx, name, raw, kind)
 			if err != nil {
 				return nil, err
@@ -75,12 +76,12 @@ func TestTableAtEveryStep(t *testing.T) {
 			return ej.Job, nil
 		}
 	}
-	scheduleEdit := func(name string) func() (*Job, error) {
-		return func() (*Job, error) { return nil, solo.Edits().CheckScheduleEdit(ctx, name) }
+	scheduleEdit := func(name string) func() (*resolve.Job, error) {
+		return func() (*resolve.Job, error) { return nil, solo.Edits().CheckScheduleEdit(ctx, name) }
 	}
 	for _, tc := range []struct {
 		name string
-		call func() (*Job, error)
+		call func() (*resolve.Job, error)
 		// refused is the pair whose cell refuses the job; else err is
 		// the error it is answered, or has and lacks what the resolved
 		// job's features hold and do not.
@@ -88,22 +89,22 @@ func TestTableAtEveryStep(t *testing.T) {
 		err       error
 		has, lack []features.Feature
 	}{
-		{name: "a pair of parameters, whatever the dataset", call: resolve(solo, "dataset=nope&seq=16&balance=bytes&world=2"), refused: [2]features.Feature{features.Tokens, features.BalanceB}},
-		{name: "an edit's feature with the request's, whatever the dataset", call: resolve(solo, "dataset=nope&seq=16&job=j", features.Exclusion), refused: [2]features.Feature{features.Tokens, features.Exclusion}},
+		{name: "a pair of parameters, whatever the dataset", call: resolveRaw(solo, "dataset=nope&seq=16&balance=bytes&world=2"), refused: [2]features.Feature{features.Tokens, features.BalanceB}},
+		{name: "an edit's feature with the request's, whatever the dataset", call: resolveRaw(solo, "dataset=nope&seq=16&job=j", features.Exclusion), refused: [2]features.Feature{features.Tokens, features.Exclusion}},
 		{name: "an edit's job names its kind", call: editJob("run", "mix=a:1,b:1", chain.Append), refused: [2]features.Feature{features.Mix, features.Append}},
-		{name: "nothing refused: the dataset is looked up", call: resolve(solo, "dataset=nope"), err: catalog.ErrUnknown},
-		{name: "in place is known once the dataset is read", call: resolve(solo, "dataset=g&balance=bytes&world=2"), refused: [2]features.Feature{features.InPlace, features.BalanceB}},
-		{name: "in place, of a dataset not there", call: resolve(solo, "dataset=nope&balance=bytes&world=2"), err: catalog.ErrUnknown},
-		{name: "the same request over tar chunks", call: resolve(solo, "dataset=a&balance=bytes&world=2"), has: []features.Feature{features.BalanceB}, lack: []features.Feature{features.InPlace}},
-		{name: "in place, resolved", call: resolve(solo, "dataset=g"), has: []features.Feature{features.InPlace, features.Dataset}, lack: []features.Feature{features.Cluster}},
-		{name: "a cluster is known once the membership is", call: resolve(clustered, "dataset=g"), has: []features.Feature{features.Cluster, features.InPlace}},
-		{name: "a plan's feature on a cluster", call: resolve(clustered, "dataset=a", features.Resize), has: []features.Feature{features.Cluster, features.Resize}},
-		{name: "a chain is known once it is read", call: resolve(solo, "mix=a:1,b:1&job=run&batch_size=2"), refused: [2]features.Feature{features.Mix, features.Exclusion}},
-		{name: "a chain over its dataset", call: resolve(solo, "dataset=a&job=run&batch_size=2"), has: []features.Feature{features.Exclusion}, lack: []features.Feature{features.Append}},
-		{name: "the job's name over a dataset it keeps no chain over", call: resolve(solo, "dataset=b&job=run&batch_size=2"), lack: []features.Feature{features.Exclusion}},
-		{name: "the same mixture unnamed", call: resolve(solo, "mix=a:1,b:1&batch_size=2"), has: []features.Feature{features.Mix}, lack: []features.Feature{features.Exclusion}},
-		{name: "a stored schedule with a chain over a component", call: resolve(solo, "job=both&schedule=latest&batch_size=2"), refused: [2]features.Feature{features.Schedule, features.Exclusion}},
-		{name: "a stored schedule", call: resolve(solo, "job=mixed&schedule=latest&batch_size=2"), has: []features.Feature{features.Schedule}, lack: []features.Feature{features.Dataset}},
+		{name: "nothing refused: the dataset is looked up", call: resolveRaw(solo, "dataset=nope"), err: catalog.ErrUnknown},
+		{name: "in place is known once the dataset is read", call: resolveRaw(solo, "dataset=g&balance=bytes&world=2"), refused: [2]features.Feature{features.InPlace, features.BalanceB}},
+		{name: "in place, of a dataset not there", call: resolveRaw(solo, "dataset=nope&balance=bytes&world=2"), err: catalog.ErrUnknown},
+		{name: "the same request over tar chunks", call: resolveRaw(solo, "dataset=a&balance=bytes&world=2"), has: []features.Feature{features.BalanceB}, lack: []features.Feature{features.InPlace}},
+		{name: "in place, resolved", call: resolveRaw(solo, "dataset=g"), has: []features.Feature{features.InPlace, features.Dataset}, lack: []features.Feature{features.Cluster}},
+		{name: "a cluster is known once the membership is", call: resolveRaw(clustered, "dataset=g"), has: []features.Feature{features.Cluster, features.InPlace}},
+		{name: "a plan's feature on a cluster", call: resolveRaw(clustered, "dataset=a", features.Resize), has: []features.Feature{features.Cluster, features.Resize}},
+		{name: "a chain is known once it is read", call: resolveRaw(solo, "mix=a:1,b:1&job=run&batch_size=2"), refused: [2]features.Feature{features.Mix, features.Exclusion}},
+		{name: "a chain over its dataset", call: resolveRaw(solo, "dataset=a&job=run&batch_size=2"), has: []features.Feature{features.Exclusion}, lack: []features.Feature{features.Append}},
+		{name: "the job's name over a dataset it keeps no chain over", call: resolveRaw(solo, "dataset=b&job=run&batch_size=2"), lack: []features.Feature{features.Exclusion}},
+		{name: "the same mixture unnamed", call: resolveRaw(solo, "mix=a:1,b:1&batch_size=2"), has: []features.Feature{features.Mix}, lack: []features.Feature{features.Exclusion}},
+		{name: "a stored schedule with a chain over a component", call: resolveRaw(solo, "job=both&schedule=latest&batch_size=2"), refused: [2]features.Feature{features.Schedule, features.Exclusion}},
+		{name: "a stored schedule", call: resolveRaw(solo, "job=mixed&schedule=latest&batch_size=2"), has: []features.Feature{features.Schedule}, lack: []features.Feature{features.Dataset}},
 		{name: "an exclusion of a job that keeps a schedule", call: editJob("mixed", "dataset=a&batch_size=2", chain.Exclude), refused: [2]features.Feature{features.Schedule, features.Exclusion}},
 		{name: "a schedule's edit of a job that keeps a chain", call: scheduleEdit("run"), refused: [2]features.Feature{features.Schedule, features.Exclusion}},
 		{name: "a schedule's edit of a job that keeps none", call: scheduleEdit("mixed")},

@@ -1,4 +1,4 @@
-package resolve
+package resolve_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/job/jobsched"
+	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
@@ -45,36 +46,36 @@ func TestEditsAskEveryMember(t *testing.T) {
 	var job string
 	for _, tc := range []struct {
 		name  string
-		setup func(r *Resolver) error // on node 0, before node 1 serves
+		setup func(r *resolve.Resolver) error // on node 0, before node 1 serves
 		// schedule: node 1 serves steps 0 to 4 of job mixed's stored
 		// schedule, else of job run.
 		schedule bool
-		edit     func(r *Resolver, from uint64) error
-		next     func(nodes []*Resolver) uint64
+		edit     func(r *resolve.Resolver, from uint64) error
+		next     func(nodes []*resolve.Resolver) uint64
 	}{
 		{
 			name: "an exclusion",
-			edit: func(r *Resolver, from uint64) error {
-				_, err := makeEdit(ctx, r, "run", job, NewEdit{FromStep: from, Keys: []string{"g/1/3"}})
+			edit: func(r *resolve.Resolver, from uint64) error {
+				_, err := makeEdit(ctx, r, "run", job, resolve.NewEdit{FromStep: from, Keys: []string{"g/1/3"}})
 				return err
 			},
-			next: func([]*Resolver) uint64 { return 5 },
+			next: func([]*resolve.Resolver) uint64 { return 5 },
 		},
 		{
 			name: "an append",
-			edit: func(r *Resolver, from uint64) error {
-				_, err := makeEdit(ctx, r, "run", job, NewEdit{FromStep: from, Index: vs[1].ID()})
+			edit: func(r *resolve.Resolver, from uint64) error {
+				_, err := makeEdit(ctx, r, "run", job, resolve.NewEdit{FromStep: from, Index: vs[1].ID()})
 				return err
 			},
-			next: func([]*Resolver) uint64 { return 5 },
+			next: func([]*resolve.Resolver) uint64 { return 5 },
 		},
 		{
 			name: "a schedule's edit", schedule: true,
-			setup: func(r *Resolver) error {
+			setup: func(r *resolve.Resolver) error {
 				_, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", 0, false, "")
 				return err
 			},
-			edit: func(r *Resolver, from uint64) error {
+			edit: func(r *resolve.Resolver, from uint64) error {
 				cur, err := r.Edits().Schedules().Current(ctx, "mixed")
 				if err != nil {
 					return err
@@ -82,7 +83,7 @@ func TestEditsAskEveryMember(t *testing.T) {
 				_, err = r.Edits().EditSchedule(ctx, "mixed", fmt.Sprintf("%d:a:1", from), from, false, cur.Version)
 				return err
 			},
-			next: func(nodes []*Resolver) uint64 {
+			next: func(nodes []*resolve.Resolver) uint64 {
 				latest, _, _ := nodes[1].Edits().Schedules().Latest(ctx, "mixed")
 				return latest + 1
 			},
@@ -143,7 +144,7 @@ func TestEditNamesTheFurthestServed(t *testing.T) {
 					batch(t, nodes[k], job, 0, m)
 				}
 			}
-			_, err := makeEdit(ctx, nodes[0], "run", job, NewEdit{FromStep: tc.from, Keys: []string{"g/1/3"}})
+			_, err := makeEdit(ctx, nodes[0], "run", job, resolve.NewEdit{FromStep: tc.from, Keys: []string{"g/1/3"}})
 			var se *editproto.ServedError
 			switch {
 			case tc.next == 0 && err != nil:
@@ -161,13 +162,13 @@ func TestEditNamesTheFurthestServed(t *testing.T) {
 func TestEditUnasked(t *testing.T) {
 	ctx := context.Background()
 	a := stored(t, "a", 4, 10)
-	r, _ := newNode(t, func(c *Config) {
-		c.Others = func(context.Context, Question) ([]Answer, error) {
+	r, _ := newNode(t, func(c *resolve.Config) {
+		c.Others = func(context.Context, resolve.Question) ([]resolve.Answer, error) {
 			return nil, fmt.Errorf("%w: member http://n1.test did not answer", jobsched.ErrUnasked)
 		}
 	}, a)
 	const job = "dataset=a&batch_size=10"
-	if _, err := makeEdit(ctx, r, "run", job, NewEdit{FromStep: 2, Keys: []string{"a/1/3"}}); !errors.Is(err, jobsched.ErrUnasked) {
+	if _, err := makeEdit(ctx, r, "run", job, resolve.NewEdit{FromStep: 2, Keys: []string{"a/1/3"}}); !errors.Is(err, jobsched.ErrUnasked) {
 		t.Fatalf("an exclusion: %v; want ErrUnasked", err)
 	}
 	if head, _, _, err := r.Edits().Read(ctx, "run", job); err != nil || head != nil {
@@ -209,7 +210,7 @@ func TestBatchHold(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		q       Question
+		q       resolve.Question
 		release bool
 		// epoch and served are the answer's furthest position; held the
 		// batches (epoch, m) that wait, free those served at once.
@@ -217,13 +218,13 @@ func TestBatchHold(t *testing.T) {
 		served     int
 		held, free [][2]int
 	}{
-		{name: "an edit after what was served", q: Question{Job: "run", Dataset: ds, Step: 4, Epoch: 0, Pos: 40}, served: 30,
+		{name: "an edit after what was served", q: resolve.Question{Job: "run", Dataset: ds, Step: 4, Epoch: 0, Pos: 40}, served: 30,
 			held: [][2]int{{0, 4}, {0, 5}, {1, 0}}, free: [][2]int{{0, 3}, {0, 1}}},
-		{name: "released", q: Question{Job: "run", Dataset: ds, Release: true}, release: true,
+		{name: "released", q: resolve.Question{Job: "run", Dataset: ds, Release: true}, release: true,
 			free: [][2]int{{0, 4}, {0, 5}, {1, 0}}},
-		{name: "an edit before what was served: held from there", q: Question{Job: "run", Dataset: ds, Step: 2, Epoch: 0, Pos: 20}, epoch: 1, served: 10,
+		{name: "an edit before what was served: held from there", q: resolve.Question{Job: "run", Dataset: ds, Step: 2, Epoch: 0, Pos: 20}, epoch: 1, served: 10,
 			held: [][2]int{{1, 1}, {1, 2}}, free: [][2]int{{1, 0}, {0, 2}}},
-		{name: "released again", q: Question{Job: "run", Dataset: ds, Release: true}, release: true,
+		{name: "released again", q: resolve.Question{Job: "run", Dataset: ds, Release: true}, release: true,
 			free: [][2]int{{1, 1}, {1, 2}}},
 	} {
 		a, err := r.Edits().Answer(ctx, tc.q)
@@ -274,11 +275,11 @@ func TestEditReleasesTheHolds(t *testing.T) {
 		return keys(b)
 	}
 	var se *editproto.ServedError
-	if _, err := makeEdit(ctx, nodes[0], "run", job, NewEdit{FromStep: 2, Keys: excluded}); !errors.As(err, &se) || se.Next != 5 {
+	if _, err := makeEdit(ctx, nodes[0], "run", job, resolve.NewEdit{FromStep: 2, Keys: excluded}); !errors.As(err, &se) || se.Next != 5 {
 		t.Fatalf("an exclusion from a step a member served: %v; want a refusal naming step 5", err)
 	}
 	next(5, "a refused exclusion")
-	if _, err := makeEdit(ctx, nodes[0], "run", job, NewEdit{FromStep: 7, Keys: excluded}); err != nil {
+	if _, err := makeEdit(ctx, nodes[0], "run", job, resolve.NewEdit{FromStep: 7, Keys: excluded}); err != nil {
 		t.Fatal(err)
 	}
 	for m := 6; m < 9; m++ {
@@ -286,7 +287,7 @@ func TestEditReleasesTheHolds(t *testing.T) {
 			t.Fatalf("step %d serves %v, excluded from step 7", m, got)
 		}
 	}
-	if head, err := nodes[1].chains.Of(ctx, vs[0].Store, vs[0].Name, "run"); err != nil || head == nil || head.Kind != chain.Exclude {
+	if head, err := resolve.Chains(nodes[1]).Of(ctx, vs[0].Store, vs[0].Name, "run"); err != nil || head == nil || head.Kind != chain.Exclude {
 		t.Fatalf("the member's chain: %+v, %v", head, err)
 	}
 }
@@ -306,7 +307,7 @@ func TestEditSeenByEveryMember(t *testing.T) {
 	vs := catalogtest.Grown(t, "g", localStore(t), 10, 6)
 	job := stepsJob(ids(vs))
 	nodes := cluster(t, 3, nil, vs[0])
-	extent := func(r *Resolver) (batches, samples int) {
+	extent := func(r *resolve.Resolver) (batches, samples int) {
 		t.Helper()
 		j, err := r.Epoch(ctx, job, "1", "")
 		if err != nil {
@@ -326,7 +327,7 @@ func TestEditSeenByEveryMember(t *testing.T) {
 			t.Fatalf("epoch 1 before the edit: %d samples in %d batches; want 60 in 6", n, b)
 		}
 	}
-	made, err := makeEdit(ctx, nodes[0], "run", job, NewEdit{FromStep: 2, Keys: chunkKeys(1)})
+	made, err := makeEdit(ctx, nodes[0], "run", job, resolve.NewEdit{FromStep: 2, Keys: chunkKeys(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,17 +350,17 @@ func TestEditReleasesThoseThatAnswered(t *testing.T) {
 	ctx := context.Background()
 	a := stored(t, "a", 4, 10)
 	var released [][]string
-	r, _ := newNode(t, func(c *Config) {
-		c.Others = func(_ context.Context, q Question) ([]Answer, error) {
+	r, _ := newNode(t, func(c *resolve.Config) {
+		c.Others = func(_ context.Context, q resolve.Question) ([]resolve.Answer, error) {
 			if q.Release {
 				released = append(released, q.To)
 				return nil, nil
 			}
-			return []Answer{{Node: "http://n1.test"}}, fmt.Errorf("%w: member http://n2.test did not answer", jobsched.ErrUnasked)
+			return []resolve.Answer{{Node: "http://n1.test"}}, fmt.Errorf("%w: member http://n2.test did not answer", jobsched.ErrUnasked)
 		}
 	}, a)
 	const job = "dataset=a&batch_size=10"
-	if _, err := makeEdit(ctx, r, "run", job, NewEdit{FromStep: 2, Keys: []string{"a/1/3"}}); !errors.Is(err, jobsched.ErrUnasked) {
+	if _, err := makeEdit(ctx, r, "run", job, resolve.NewEdit{FromStep: 2, Keys: []string{"a/1/3"}}); !errors.Is(err, jobsched.ErrUnasked) {
 		t.Fatalf("an exclusion: %v; want ErrUnasked", err)
 	}
 	if _, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", 0, false, ""); err != nil {

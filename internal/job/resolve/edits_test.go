@@ -1,4 +1,4 @@
-package resolve
+package resolve_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/job/features"
+	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
@@ -34,7 +35,7 @@ func chunkKeys(c int) []string {
 
 // makeEdit makes e of job name over the dataset raw names, as its
 // endpoint does (EditJob, then Make).
-func makeEdit(ctx context.Context, r *Resolver, name, raw string, e NewEdit) (*chain.Link, error) {
+func makeEdit(ctx context.Context, r *resolve.Resolver, name, raw string, e resolve.NewEdit) (*chain.Link, error) {
 	kind := chain.Exclude
 	if e.Index != "" {
 		kind = chain.Append
@@ -76,7 +77,7 @@ func TestEditChain(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		grow bool // the catalog serves version 1 from this row on (a reload)
-		edit func() NewEdit
+		edit func() resolve.NewEdit
 		// The answer: made (a name others refer to it by), the same as
 		// an edit made, or refused: a step served naming the first
 		// editable one, a conflict naming the current edit, or err.
@@ -85,18 +86,26 @@ func TestEditChain(t *testing.T) {
 		conflict   string
 		err        error
 	}{
-		{name: "from a step served", edit: func() NewEdit { return NewEdit{FromStep: 1, Keys: []string{"g/0/0"}} }, served: 2},
-		{name: "keys the dataset does not hold", edit: func() NewEdit { return NewEdit{FromStep: 2, Keys: []string{"g/0/0", "g/9/9"}} }, err: chain.ErrUnknownKeys},
-		{name: "an exclusion", edit: func() NewEdit { return NewEdit{FromStep: 2, Keys: x1Keys} }, made: "x1"},
-		{name: "the same again", edit: func() NewEdit { return NewEdit{FromStep: 2, Keys: x1Keys} }, same: "x1"},
-		{name: "naming no previous", edit: func() NewEdit { return NewEdit{FromStep: 3, Keys: []string{"g/0/2"}} }, conflict: "x1"},
-		{name: "a previous not the current", edit: func() NewEdit {
-			return NewEdit{FromStep: 3, Keys: []string{"g/0/2"}, Previous: "0123456789abcdef"}
+		{name: "from a step served", edit: func() resolve.NewEdit { return resolve.NewEdit{FromStep: 1, Keys: []string{"g/0/0"}} }, served: 2},
+		{name: "keys the dataset does not hold", edit: func() resolve.NewEdit { return resolve.NewEdit{FromStep: 2, Keys: []string{"g/0/0", "g/9/9"}} }, err: chain.ErrUnknownKeys},
+		{name: "an exclusion", edit: func() resolve.NewEdit { return resolve.NewEdit{FromStep: 2, Keys: x1Keys} }, made: "x1"},
+		{name: "the same again", edit: func() resolve.NewEdit { return resolve.NewEdit{FromStep: 2, Keys: x1Keys} }, same: "x1"},
+		{name: "naming no previous", edit: func() resolve.NewEdit { return resolve.NewEdit{FromStep: 3, Keys: []string{"g/0/2"}} }, conflict: "x1"},
+		{name: "a previous not the current", edit: func() resolve.NewEdit {
+			return resolve.NewEdit{FromStep: 3, Keys: []string{"g/0/2"}, Previous: "0123456789abcdef"}
 		}, conflict: "x1"},
-		{name: "an append of the version read", grow: true, edit: func() NewEdit { return NewEdit{FromStep: 4, Index: vs[0].ID(), Previous: version("x1")} }, err: chain.ErrNotExtending},
-		{name: "before the previous edit's step", edit: func() NewEdit { return NewEdit{FromStep: 1, Index: vs[1].ID(), Previous: version("x1")} }, err: layout.ErrBeforePrevious},
-		{name: "an append", edit: func() NewEdit { return NewEdit{FromStep: 4, Index: vs[1].ID(), Previous: version("x1")} }, made: "a1"},
-		{name: "an exclusion of an appended sample", edit: func() NewEdit { return NewEdit{FromStep: 5, Keys: []string{"g/7/3"}, Previous: version("a1")} }, made: "x2"},
+		{name: "an append of the version read", grow: true, edit: func() resolve.NewEdit {
+			return resolve.NewEdit{FromStep: 4, Index: vs[0].ID(), Previous: version("x1")}
+		}, err: chain.ErrNotExtending},
+		{name: "before the previous edit's step", edit: func() resolve.NewEdit {
+			return resolve.NewEdit{FromStep: 1, Index: vs[1].ID(), Previous: version("x1")}
+		}, err: layout.ErrBeforePrevious},
+		{name: "an append", edit: func() resolve.NewEdit {
+			return resolve.NewEdit{FromStep: 4, Index: vs[1].ID(), Previous: version("x1")}
+		}, made: "a1"},
+		{name: "an exclusion of an appended sample", edit: func() resolve.NewEdit {
+			return resolve.NewEdit{FromStep: 5, Keys: []string{"g/7/3"}, Previous: version("a1")}
+		}, made: "x2"},
 	} {
 		if tc.grow {
 			cat.Add(vs[1])
@@ -213,16 +222,16 @@ func TestEditsOfAnotherVersion(t *testing.T) {
 	repacked := catalogtest.Grown(t, "g", st, 7, 9)[0]
 	r, cat := newNode(t, nil, vs[0])
 	cat.Add(vs[1])
-	if _, err := makeEdit(ctx, r, "run", grownJob+"&index="+vs[0].ID(), NewEdit{FromStep: 2, Index: vs[1].ID()}); err != nil {
+	if _, err := makeEdit(ctx, r, "run", grownJob+"&index="+vs[0].ID(), resolve.NewEdit{FromStep: 2, Index: vs[1].ID()}); err != nil {
 		t.Fatal(err)
 	}
-	elsewhere, cat2 := newNode(t, func(c *Config) {
+	elsewhere, cat2 := newNode(t, func(c *resolve.Config) {
 		c.Versions = holders{membership.Solo{Held: c.Catalog.HeldIDs}, []string{"http://n1.test"}}
 	}, vs[1])
 	for _, tc := range []struct {
 		name  string
 		serve *catalog.Dataset // the version served from this row on
-		r     *Resolver
+		r     *resolve.Resolver
 		raw   string
 		over  string // the version the job is laid out over
 		err   error
@@ -260,7 +269,7 @@ func TestEditsOfAnotherVersion(t *testing.T) {
 func TestOneEditOfTwoAtOnce(t *testing.T) {
 	ctx := context.Background()
 	ds := stored(t, "a", 6, 10)
-	nodes := []*Resolver{}
+	nodes := []*resolve.Resolver{}
 	for range 2 {
 		r, _ := newNode(t, nil, ds)
 		nodes = append(nodes, r)
@@ -271,7 +280,7 @@ func TestOneEditOfTwoAtOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for k, r := range nodes {
 		wg.Go(func() {
-			made[k], errs[k] = makeEdit(ctx, r, "run", job, NewEdit{FromStep: 2, Keys: []string{fmt.Sprintf("a/%d/0", k)}})
+			made[k], errs[k] = makeEdit(ctx, r, "run", job, resolve.NewEdit{FromStep: 2, Keys: []string{fmt.Sprintf("a/%d/0", k)}})
 		})
 	}
 	wg.Wait()
@@ -288,7 +297,7 @@ func TestOneEditOfTwoAtOnce(t *testing.T) {
 			if _, _, _, err := r.Edits().Read(ctx, "run", job); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r.chains.Current(ctx, ds.Store, ds.Name, "run"); err != nil {
+			if _, err := resolve.Chains(r).Current(ctx, ds.Store, ds.Name, "run"); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -1,4 +1,4 @@
-package resolve
+package resolve_test
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"github.com/brandgw/brand/api"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -31,7 +33,7 @@ import (
 
 // newNode resolves jobs over the datasets ds, the first the default, as
 // one gateway does; mutate changes its configuration first.
-func newNode(t *testing.T, mutate func(*Config), ds ...*catalog.Dataset) (*Resolver, *catalog.Catalog) {
+func newNode(t *testing.T, mutate func(*resolve.Config), ds ...*catalog.Dataset) (*resolve.Resolver, *catalog.Catalog) {
 	t.Helper()
 	var names []string
 	for _, d := range ds {
@@ -46,12 +48,12 @@ func newNode(t *testing.T, mutate func(*Config), ds ...*catalog.Dataset) (*Resol
 	cat.MarkReady()
 	var limits query.Limits
 	limits.Fill()
-	cfg := Config{Catalog: cat, Versions: membership.Solo{Held: cat.HeldIDs}, Orders: layout.New(nil), Pipelines: noPipelines{}, Limits: limits,
+	cfg := resolve.Config{Catalog: cat, Versions: membership.Solo{Held: cat.HeldIDs}, Orders: units.Orders(nil), Pipelines: noPipelines{}, Limits: limits,
 		Defaults: query.Query{Job: api.Job{Dataset: names[0], Params: shuffle.Params{Seed: 1, BatchSize: 4, Window: 2, World: 1}}}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	return New(cfg), cat
+	return resolve.New(cfg), cat
 }
 
 type noPipelines struct{}
@@ -61,7 +63,7 @@ func (noPipelines) Get(name string) (*transform.Pipeline, error) {
 }
 
 // parse parses raw as a request's query string to r.
-func parse(t *testing.T, r *Resolver, raw string) query.Query {
+func parse(t *testing.T, r *resolve.Resolver, raw string) query.Query {
 	t.Helper()
 	q, err := query.Parse(raw, query.JobParams, r.Defaults(), r.Limits())
 	if err != nil {
@@ -92,14 +94,14 @@ func stored(t *testing.T, name string, chunks, perChunk int) *catalog.Dataset {
 // member when it takes an edit (Config.Others), as the gateway's
 // othersOf does over the transport; mutate changes each node's
 // configuration first (Node is set to "node K").
-func cluster(t *testing.T, n int, mutate func(*Config), ds ...*catalog.Dataset) []*Resolver {
+func cluster(t *testing.T, n int, mutate func(*resolve.Config), ds ...*catalog.Dataset) []*resolve.Resolver {
 	t.Helper()
-	nodes := make([]*Resolver, n)
+	nodes := make([]*resolve.Resolver, n)
 	for k := range nodes {
-		nodes[k], _ = newNode(t, func(c *Config) {
+		nodes[k], _ = newNode(t, func(c *resolve.Config) {
 			c.Node = "node " + strconv.Itoa(k)
-			c.Others = func(ctx context.Context, q Question) ([]Answer, error) {
-				var as []Answer
+			c.Others = func(ctx context.Context, q resolve.Question) ([]resolve.Answer, error) {
+				var as []resolve.Answer
 				for j, o := range nodes {
 					if j == k {
 						continue
@@ -131,7 +133,7 @@ func (m members) Members(context.Context, string) (*gcluster.Membership, error) 
 
 // batch lays out batch m of epoch of the job whose query is raw, as a
 // request for it is (Resolver.Batch: recorded as served).
-func batch(t *testing.T, r *Resolver, raw string, epoch, m int) *layout.Batch {
+func batch(t *testing.T, r *resolve.Resolver, raw string, epoch, m int) *layout.Batch {
 	t.Helper()
 	b, _, err := r.Batch(context.Background(), raw, strconv.Itoa(epoch), strconv.Itoa(m))
 	if err != nil {
@@ -160,7 +162,7 @@ type read struct {
 
 // step reads step m of epoch of the job whose query is raw (without
 // rank=) at world ranks.
-func step(t *testing.T, r *Resolver, raw string, world, epoch, m int) read {
+func step(t *testing.T, r *resolve.Resolver, raw string, world, epoch, m int) read {
 	t.Helper()
 	var s read
 	for rank := range world {
@@ -173,7 +175,7 @@ func step(t *testing.T, r *Resolver, raw string, world, epoch, m int) read {
 
 // epochOf reads every step of epoch from step from on, and counts each
 // key served.
-func epochOf(t *testing.T, r *Resolver, raw string, world, epoch, from int) (steps []read, seen map[string]int) {
+func epochOf(t *testing.T, r *resolve.Resolver, raw string, world, epoch, from int) (steps []read, seen map[string]int) {
 	t.Helper()
 	j, err := r.Epoch(context.Background(), raw, strconv.Itoa(epoch), "")
 	if err != nil {

@@ -1,4 +1,4 @@
-package resolve
+package resolve_test
 
 import (
 	"context"

@@ -11,8 +11,8 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/dataset/stored"
-	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/units/clips"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -69,7 +69,7 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("x.mp4: %w", video.ErrTooLarge), http.StatusUnprocessableEntity, false},
 		{fmt.Errorf("x.mp4: %w", video.ErrDecode), http.StatusUnprocessableEntity, false},
 		{fmt.Errorf("x.mp4: %w", video.ErrRun), http.StatusUnprocessableEntity, false},
-		{fmt.Errorf("x: %w", layout.ErrClips), http.StatusBadRequest, false},
+		{fmt.Errorf("x: %w", clips.ErrClips), http.StatusBadRequest, false},
 	}
 	for _, tt := range tests {
 		status := httperr.Status(tt.err)

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/brandgw/brand/bucket"
-	"github.com/brandgw/brand/internal/batch/bucketunit"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
@@ -25,6 +24,12 @@ import (
 	"github.com/brandgw/brand/internal/batch/respond"
 	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/units/buckets"
+	clipunit "github.com/brandgw/brand/internal/batch/units/clips"
+	"github.com/brandgw/brand/internal/batch/units/mixture"
+	"github.com/brandgw/brand/internal/batch/units/runs"
+	"github.com/brandgw/brand/internal/batch/units/tokens"
+	visionunit "github.com/brandgw/brand/internal/batch/units/vision"
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cache/disktier"
@@ -103,17 +108,15 @@ var served = []sentinelCase{
 	{"importance.ErrInvalid", importance.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"importance.ErrMismatch", importance.ErrMismatch, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/layout.ErrBeforePrevious", layout.ErrBeforePrevious, http.StatusBadRequest, "bad_request", false},
-	{"internal/batch/layout.ErrClips", layout.ErrClips, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/layout.ErrNoEdit", layout.ErrNoEdit, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrNoSnapshot", layout.ErrNoSnapshot, http.StatusNotFound, "not_found", false},
+	{"internal/batch/layout.ErrNoUnit", layout.ErrNoUnit, http.StatusNotImplemented, "not_implemented", false},
 	{"internal/batch/layout.ErrOutOfRange", layout.ErrOutOfRange, http.StatusNotFound, "not_found", false},
-	{"internal/batch/layout.ErrTokens", layout.ErrTokens, http.StatusBadRequest, "bad_request", false},
-	{"internal/batch/layout.ErrVision", layout.ErrVision, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/reader.ErrNotTogether", reader.ErrNotTogether, http.StatusInternalServerError, "internal", true},
 	{"internal/batch/reader.ErrTooLarge", reader.ErrTooLarge, http.StatusBadRequest, "too_large", false},
 	{"internal/batch/respond.ErrShort", respond.ErrShort, http.StatusInternalServerError, "internal", true},
 	{"internal/batch/sequences.ErrDocument", sequences.ErrDocument, http.StatusBadGateway, "store_mismatch", true},
-	{"internal/batch/bucketunit.ErrFitsNone", bucketunit.ErrFitsNone, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/batch/units/buckets.ErrFitsNone", buckets.ErrFitsNone, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/reader.ErrUnread", reader.ErrUnread, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/sequences.ErrTokenID", sequences.ErrTokenID, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/sequences.ErrTooLarge", sequences.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
@@ -121,8 +124,13 @@ var served = []sentinelCase{
 	{"internal/batch/tensorize.ErrClipInput", tensorize.ErrClipInput, http.StatusUnprocessableEntity, "bad_video", false},
 	{"internal/batch/tensorize.ErrClosed", tensorize.ErrClosed, http.StatusServiceUnavailable, "shutting_down", false},
 	{"internal/batch/tensorize.ErrTooLarge", tensorize.ErrTooLarge, http.StatusBadRequest, "too_large", false},
+	{"internal/batch/units/clips.ErrClips", clipunit.ErrClips, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/units/mixture.ErrNotMixable", mixture.ErrNotMixable, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/units/runs.ErrRuns", runs.ErrRuns, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/units/tokens.ErrTokens", tokens.ErrTokens, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/units/vision.ErrVision", visionunit.ErrVision, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/units/vision.ErrVisionMissing", visionunit.ErrVisionMissing, http.StatusBadGateway, "store_mismatch", true},
 	{"internal/batch/visit.ErrFingerprint", visit.ErrFingerprint, http.StatusBadRequest, "bad_request", false},
-	{"internal/batch/visit.ErrVisionMissing", visit.ErrVisionMissing, http.StatusBadGateway, "store_mismatch", true},
 	{"internal/cache/chunkcache.ErrBusy", chunkcache.ErrBusy, http.StatusServiceUnavailable, "cache_busy", false},
 	{"internal/cache/chunkcache.ErrClosed", chunkcache.ErrClosed, http.StatusInternalServerError, "internal", true},
 	{"internal/cache/chunkcache.ErrTooLarge", chunkcache.ErrTooLarge, http.StatusBadRequest, "too_large", false},

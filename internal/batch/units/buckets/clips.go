@@ -10,6 +10,7 @@ import (
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/internal/batch/layout"
 	clipunit "github.com/brandgw/brand/internal/batch/units/clips"
+	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/transform"
 )
@@ -75,6 +76,10 @@ func (k clipKind) read(ctx context.Context, b *layout.Batch, p *epochPlan, sh bu
 	cb, smp, err := k.u.clipBatch(ctx, b, p.space, sh, pipe, ids)
 	return cb, smp, p.n, err
 }
+
+// maker is the clip unit's: a clip bucket job's clips are decoded by the
+// clip stage, through their bucket's pipeline.
+func (k clipKind) maker() visit.Maker { return k.u.clips }
 
 // geometry is the batch's clips' (clipunit.ClipBatch.Geometry, as
 // clipBatch sets it).

@@ -7,6 +7,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/bucket"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/transform"
 )
@@ -34,6 +35,9 @@ type sampleKind interface {
 	// geometry is the micro-conditioning of batch b's samples, as read
 	// laid them out (the Brand-Bucket-Geometry header).
 	geometry(b *layout.Batch) string
+	// maker is the stage that makes its batches' bytes, nil for images,
+	// which go through their bucket's pipeline as a job's that names one.
+	maker() visit.Maker
 }
 
 // kindOf is what job buckets: clips for a clip bucket job (buckets of
@@ -85,3 +89,6 @@ func (k imageKind) read(ctx context.Context, b *layout.Batch, _ *epochPlan, sh b
 
 // geometry is the batch's images' (Batch.Geometry).
 func (imageKind) geometry(b *layout.Batch) string { return b.Content.(*Batch).Geometry(b) }
+
+// maker is none: an image bucket job's batch is transformed as read.
+func (imageKind) maker() visit.Maker { return nil }

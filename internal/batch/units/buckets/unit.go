@@ -35,6 +35,7 @@ import (
 	"github.com/brandgw/brand/bucket"
 	"github.com/brandgw/brand/internal/batch/layout"
 	clipunit "github.com/brandgw/brand/internal/batch/units/clips"
+	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/features"
@@ -175,6 +176,10 @@ func (u *Unit) AppendKey(s []byte, job api.Job) []byte {
 	}
 	return s
 }
+
+// MakerOf is the maker of batch b's bytes (visit.Chooser): the clip
+// stage for a clip bucket job's clips, none for images.
+func (u *Unit) MakerOf(b *layout.Batch) visit.Maker { return u.kindOf(b.Job).maker() }
 
 // BatchHeaders names a batch's samples' geometry (the gateway's
 // Brand-Bucket-Geometry header: each image's or clip's

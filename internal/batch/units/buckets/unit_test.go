@@ -10,8 +10,9 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/bucket"
-	"github.com/brandgw/brand/internal/batch/bucketunit"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+	"github.com/brandgw/brand/internal/batch/units/buckets"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -73,8 +74,9 @@ func newFixture(t *testing.T, n int, b api.Buckets) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := layout.New(nil)
-	o.Add(bucketunit.New(o.Base(), fakeSizes{"photos": photos(n)}, pipelines{set}))
+	// The node's kinds of batch, the bucket unit's sizes and pipelines
+	// the fixture's: the table chooses the bucket unit among them all.
+	o := layout.New(nil, units.New(units.Node{Sizes: fakeSizes{"photos": photos(n)}, Pipelines: pipelines{set}}))
 	job := api.Job{Dataset: "photos", Params: shuffle.Params{Seed: 9, Window: 4, BatchSize: 1, World: 1}, Buckets: b}
 	f := features.Requested(job)
 	un := o.UnitOf(f)
@@ -105,7 +107,7 @@ func (f fixture) served(t *testing.T, epoch uint64, w int, resume string) (steps
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := b.Content.(*bucketunit.Batch)
+			c := b.Content.(*buckets.Batch)
 			switch {
 			case r == 0:
 				shape = b.Job.Transform
@@ -219,7 +221,7 @@ func TestSmallFail(t *testing.T) {
 	b := small
 	b.Small = api.SmallFail
 	f := newFixture(t, 500, b)
-	if _, _, err := f.o.Extent(f.src, f.job, 0); !errors.Is(err, bucketunit.ErrFitsNone) {
+	if _, _, err := f.o.Extent(f.src, f.job, 0); !errors.Is(err, buckets.ErrFitsNone) {
 		t.Fatalf("small=fail over images too small: %v", err)
 	}
 }
@@ -266,5 +268,25 @@ func TestETagOfClipBuckets(t *testing.T) {
 		if string(u.AppendKey(nil, k)) == a {
 			t.Errorf("a change to %+v leaves the key %s", k.Clip, a)
 		}
+	}
+}
+
+// TestClipBucketsMadeByTheClipStage: a clip bucket job's batch is made by
+// the clip unit's stage (visit.Chooser), an image bucket job's by none
+// (served through its bucket's pipeline as read): where the unit did not
+// say, a clip bucket batch was served as its GOPs' bytes.
+func TestClipBucketsMadeByTheClipStage(t *testing.T) {
+	o := units.Orders(nil)
+	u, ok := o.UnitOf(features.Of(features.Buckets)).(*buckets.Unit)
+	if !ok {
+		t.Fatal("no bucket unit among the node's units")
+	}
+	clip := &layout.Batch{Job: api.Job{Buckets: api.Buckets{Shapes: "16x32x8"}, Clip: api.Clip{Frames: 8, Step: api.MaxClipStep}}}
+	image := &layout.Batch{Job: api.Job{Buckets: api.Buckets{Shapes: "sdxl"}}}
+	if mk := u.MakerOf(clip); mk == nil || any(mk) != any(o.UnitOf(features.Of(features.Clips))) {
+		t.Fatalf("a clip bucket batch's maker is %v, not the clip unit", mk)
+	}
+	if mk := u.MakerOf(image); mk != nil {
+		t.Fatalf("an image bucket batch's maker is %v, want none", mk)
 	}
 }

@@ -75,11 +75,11 @@ type textComponent struct {
 func (textComponent) Len() int { return -1 }
 
 func (c textComponent) Pass(s layout.Stream, p uint64) (mixture.Pass, error) {
-	pk, err := c.u.packed(s, p, c.spec.Pack)
+	pk, err := c.u.PackedEpoch(s, p, c.spec.Pack)
 	if err != nil {
 		return nil, err
 	}
-	counts, err := c.u.docTokens(s.DS)
+	counts, err := c.u.DocTokens(s.DS)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (t *TextPass) Docs() int             { return t.p.Order.NumSamples() }
 func (t *TextPass) DocPosition(i int) int { return docPosition(t.p, i) }
 
 // Sequence is the pass's sequence i.
-func (t *TextPass) Sequence(i int) seqpack.Sequence { return t.u.sequences(nil, t.p, i, i+1)[0] }
+func (t *TextPass) Sequence(i int) seqpack.Sequence { return t.u.Sequences(nil, t.p, i, i+1)[0] }
 
 // AppendDocs appends the documents sequence i's pieces are cut from.
 func (t *TextPass) AppendDocs(dst []int, i int) []int {

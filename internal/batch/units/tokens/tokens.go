@@ -185,7 +185,7 @@ func (*Unit) View(_ context.Context, ds *catalog.Dataset, _ api.Job) (*catalog.D
 
 // Extent is the epoch's sequences.
 func (u *Unit) Extent(src layout.Source, job api.Job, epoch uint64) (int, error) {
-	p, err := u.epoch(src.DS, job, epoch)
+	p, err := u.Epoch(src.DS, job, epoch)
 	if err != nil {
 		return 0, err
 	}
@@ -199,7 +199,7 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
 		return err
 	}
 	s := layout.StreamOf(b.DS, b.Job)
-	p, err := u.packed(s, b.Epoch, spec.Pack)
+	p, err := u.PackedEpoch(s, b.Epoch, spec.Pack)
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func (*Unit) AppendKey(s []byte, job api.Job) []byte {
 
 // Describe adds the epoch's packing to /epoch/N.
 func (u *Unit) Describe(info *api.EpochInfo, src layout.Source, job api.Job, epoch uint64) error {
-	p, err := u.epoch(src.DS, job, epoch)
+	p, err := u.Epoch(src.DS, job, epoch)
 	if err != nil {
 		return err
 	}
@@ -226,9 +226,9 @@ func (u *Unit) Describe(info *api.EpochInfo, src layout.Source, job api.Job, epo
 	return nil
 }
 
-// docTokens is every document's token count of ds, by sample ID, from
+// DocTokens is every document's token count of ds, by sample ID, from
 // its index (format.Tokens.DocTokens).
-func (u *Unit) docTokens(ds *catalog.Dataset) ([]uint32, error) {
+func (u *Unit) DocTokens(ds *catalog.Dataset) ([]uint32, error) {
 	if n, ok := u.counts.Get(ds.ID()); ok {
 		return n, nil
 	}
@@ -269,9 +269,9 @@ type Packed struct {
 	key   packKey
 }
 
-// packed returns epoch epoch of stream s packed as spec says: computed
+// PackedEpoch returns epoch epoch of stream s packed as spec says: computed
 // once per (dataset version, seed, window, epoch, spec) and kept.
-func (u *Unit) packed(s layout.Stream, epoch uint64, spec seqpack.Spec) (*Packed, error) {
+func (u *Unit) PackedEpoch(s layout.Stream, epoch uint64, spec seqpack.Spec) (*Packed, error) {
 	e, err := u.base.Epoch(s, epoch)
 	if err != nil {
 		return nil, err
@@ -280,7 +280,7 @@ func (u *Unit) packed(s layout.Stream, epoch uint64, spec seqpack.Spec) (*Packed
 	if pe, ok := u.epochs.Get(k); ok {
 		return &Packed{Packing: pe, Order: e, key: k}, nil
 	}
-	counts, err := u.docTokens(s.DS)
+	counts, err := u.DocTokens(s.DS)
 	if err != nil {
 		return nil, err
 	}
@@ -292,9 +292,9 @@ func (u *Unit) packed(s layout.Stream, epoch uint64, spec seqpack.Spec) (*Packed
 	return &Packed{Packing: pe, Order: e, key: k}, nil
 }
 
-// sequences appends sequences [start, end) of a packed epoch to dst, from
+// Sequences appends sequences [start, end) of a packed epoch to dst, from
 // its memoised windows.
-func (u *Unit) sequences(dst []seqpack.Sequence, p *Packed, start, end int) []seqpack.Sequence {
+func (u *Unit) Sequences(dst []seqpack.Sequence, p *Packed, start, end int) []seqpack.Sequence {
 	for s := start; s < end; {
 		w := p.WindowOf(s)
 		ws, we := p.WindowStart(w), p.WindowStart(w+1)
@@ -365,7 +365,7 @@ func (u *Unit) lay(ctx context.Context, b *layout.Batch, spec TokenSpec, p *Pack
 		}
 	}
 	tb := &TokenBatch{Spec: spec, Seqs: seqs, Pos: pos, At: make([][]int, len(seqs)), split: make([]int, len(seqs))}
-	counts, err := u.docTokens(s.DS)
+	counts, err := u.DocTokens(s.DS)
 	if err != nil {
 		return err
 	}
@@ -407,14 +407,14 @@ func (u *Unit) lay(ctx context.Context, b *layout.Batch, spec TokenSpec, p *Pack
 func (u *Unit) sequencesOf(b *layout.Batch, p *Packed) ([]seqpack.Sequence, []int, *layout.Balanced, error) {
 	job := b.Job
 	if b.Assignment(job) == api.AssignPlain {
-		seqs := u.sequences(nil, p, b.Start, b.End)
+		seqs := u.Sequences(nil, p, b.Start, b.End)
 		return seqs, layout.Span(b.Start, len(seqs)), nil, nil
 	}
 	shares, gstart, gend, err := layout.GlobalBatch(job, b.EpochSamples, int(b.Batch))
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	seqs := u.sequences(make([]seqpack.Sequence, 0, gend-gstart), p, gstart, gend)
+	seqs := u.Sequences(make([]seqpack.Sequence, 0, gend-gstart), p, gstart, gend)
 	places, info, err := u.base.Assign(b, layout.Global{Shares: shares,
 		Costs: func() ([]uint64, error) {
 			costs := make([]uint64, len(seqs))
@@ -496,13 +496,13 @@ func (tb *TokenBatch) Without(b *layout.Batch, missing []int) (*layout.Batch, *T
 	return b.Partial(&nt, lost, keys), &nt
 }
 
-// epoch is the packed epoch of a token job over ds.
-func (u *Unit) epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*Packed, error) {
+// Epoch is the packed epoch of a token job over ds.
+func (u *Unit) Epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*Packed, error) {
 	spec, err := TokensOf(ds, job)
 	if err != nil {
 		return nil, err
 	}
-	return u.packed(layout.StreamOf(ds, job), epoch, spec.Pack)
+	return u.PackedEpoch(layout.StreamOf(ds, job), epoch, spec.Pack)
 }
 
 // tokenInfo describes a packed epoch in /epoch/N.

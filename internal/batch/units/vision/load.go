@@ -25,7 +25,7 @@ type Load struct {
 // batches' ETags etag names (layout.Orders.ETag). It reads no sample:
 // the epoch is a pure function of the dataset's facts and the job.
 func (vs *Unit) LoadOf(src layout.Source, job api.Job, epoch uint64, etag func(layout.Source, api.Job, uint64, uint64) string) (*Load, error) {
-	ve, items, err := vs.epoch(src.DS, job, epoch)
+	ve, items, err := vs.Epoch(src.DS, job, epoch)
 	if err != nil {
 		return nil, err
 	}

@@ -162,7 +162,7 @@ func (vs *Unit) View(ctx context.Context, ds *catalog.Dataset, job api.Job) (*ca
 
 // Extent is the epoch's sequences.
 func (vs *Unit) Extent(src layout.Source, job api.Job, epoch uint64) (int, error) {
-	ve, _, err := vs.epoch(src.DS, job, epoch)
+	ve, _, err := vs.Epoch(src.DS, job, epoch)
 	if err != nil {
 		return 0, err
 	}
@@ -177,7 +177,7 @@ func (*Unit) AppendKey(s []byte, job api.Job) []byte {
 
 // Describe adds the epoch's sequences to /epoch/N, as a token job's.
 func (vs *Unit) Describe(info *api.EpochInfo, src layout.Source, job api.Job, epoch uint64) error {
-	ve, items, err := vs.epoch(src.DS, job, epoch)
+	ve, items, err := vs.Epoch(src.DS, job, epoch)
 	if err != nil {
 		return err
 	}
@@ -218,10 +218,10 @@ func (vs *Unit) itemsOf(ds *catalog.Dataset, v *catalog.Vision, job api.Job, r v
 	return items, nil
 }
 
-// epoch is epoch epoch of a vision job over ds, packed once per
+// Epoch is epoch epoch of a vision job over ds, packed once per
 // (dataset version, seed, window, epoch, rule, seq) and kept, with the
 // epoch's items.
-func (vs *Unit) epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
+func (vs *Unit) Epoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*vision.Epoch, []vision.Item, error) {
 	return vs.epochOf(layout.StreamOf(ds, job), job, epoch)
 }
 

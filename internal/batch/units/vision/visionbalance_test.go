@@ -1,71 +1,20 @@
-package layout
+package vision_test
 
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
-	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/vision"
 )
-
-// vlmRule is a Qwen2-VL-like dynamic rule: 28 pixels a vision token.
-const vlmRule = "min:3136,max:1003520,patch:14,merge:2,image:151655,start:151652,end:151653"
-
-// vlmSeq is the sequence length of vlmDataset's jobs.
-const vlmSeq = 4096
-
-// vlmDataset is a dataset of n image-text samples whose facts mix as a
-// VLM's training data does: most samples a caption or a turn of text
-// with one image, some several images, some text alone and longer, and
-// a tail of large images. Its facts are stored beside its index and
-// loaded; its samples are never read (a layout reads none).
-func vlmDataset(t *testing.T, n int) *catalog.Dataset {
-	t.Helper()
-	ix := catalogtest.Dataset(t, "vlm", n/100, 100).Index
-	rng := rand.New(rand.NewPCG(70, 70))
-	r, err := vision.ParseRule(vlmRule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	facts := make([]vision.Facts, ix.NumSamples())
-	for i := range facts {
-		f := vision.Facts{Text: 20 + rng.IntN(300)}
-		k := 0
-		switch x := rng.IntN(10); {
-		case x < 6:
-			k = 1
-		case x < 8:
-			k = 2 + rng.IntN(3)
-		default:
-			f.Text = 50 + rng.IntN(2000)
-		}
-		tokens := f.Text
-		for range k {
-			side := 56 + rng.IntN(700)
-			if rng.IntN(10) == 0 {
-				side = 900 + rng.IntN(700)
-			}
-			im := vision.ImageFacts{W: side, H: side * (2 + rng.IntN(3)) / 3}
-			w, h, err := r.Size(im.W, im.H)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tokens += r.Tokens(w, h) + 2; tokens > vlmSeq {
-				break // every sample fits a sequence
-			}
-			f.Images = append(f.Images, im)
-		}
-		facts[i] = f
-	}
-	ds := catalogtest.WithVisionFacts(t, "vlm", "", ix, facts)
-	return ds
-}
 
 // visionTokens is a vision sequence's vision tokens, as the test counts
 // them from the rule and the sample's facts.
@@ -95,9 +44,9 @@ func visionTokens(t *testing.T, r vision.Rule, facts []vision.Facts, q vision.Se
 // (what /plan reports) gives each full global batch's ranks the vision
 // tokens the layouts serve them, balanced and plain.
 func TestVisionBalance(t *testing.T) {
-	ds := vlmDataset(t, 12000)
+	ds := unitstest.VLMDataset(t, 12000)
 	facts := ds.Vision().Facts.Samples
-	r, err := vision.ParseRule(vlmRule)
+	r, err := vision.ParseRule(unitstest.VLMRule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +54,10 @@ func TestVisionBalance(t *testing.T) {
 	ratios := map[string][2]float64{}
 	for _, kind := range []string{api.BalanceAttention, api.BalanceTokens, api.BalanceVision} {
 		t.Run(kind, func(t *testing.T) {
-			job := parseJob(t, fmt.Sprintf("seq=%d&vision=%s&window=4&world=%d&balance=%s", vlmSeq, vlmRule, world, kind), batch)
+			job := unitstest.ParseJob(t, fmt.Sprintf("seq=%d&vision=%s&window=4&world=%d&balance=%s", unitstest.VLMSeq, unitstest.VLMRule, world, kind), batch)
 			plainJob := job
 			plainJob.Balance = ""
-			o, fresh := New(nil), New(nil)
+			o, fresh := units.Orders(nil), units.Orders(nil)
 			items, _, err := r.Items(func(id int) vision.Facts { return facts[id] }, ds.Index.SampleKey, len(facts), job.Seq, vision.Fail)
 			if err != nil {
 				t.Fatal(err)
@@ -136,23 +85,23 @@ func TestVisionBalance(t *testing.T) {
 				for rank := range world {
 					j, pj := job, plainJob
 					j.Rank, pj.Rank = rank, rank
-					b, err := o.Layout(context.Background(), Source{DS: ds}, j, 0, uint64(m))
+					b, err := o.Layout(context.Background(), layout.Source{DS: ds}, j, 0, uint64(m))
 					if err != nil {
 						t.Fatalf("batch %d rank %d: %v", m, rank, err)
 					}
-					p, err := o.Layout(context.Background(), Source{DS: ds}, pj, 0, uint64(m))
+					p, err := o.Layout(context.Background(), layout.Source{DS: ds}, pj, 0, uint64(m))
 					if err != nil {
 						t.Fatal(err)
 					}
-					again, err := fresh.Layout(context.Background(), Source{DS: ds}, j, 0, uint64(m))
+					again, err := fresh.Layout(context.Background(), layout.Source{DS: ds}, j, 0, uint64(m))
 					if err != nil {
 						t.Fatal(err)
 					}
 					batches = b.Batches
-					vb, pb := b.Vision(), p.Vision()
-					if len(vb.Seqs) != len(pb.Seqs) || !slices.Equal(vb.Pos, again.Vision().Pos) {
+					vb, pb := unitstest.Vision(b), unitstest.Vision(p)
+					if len(vb.Seqs) != len(pb.Seqs) || !slices.Equal(vb.Pos, unitstest.Vision(again).Pos) {
 						t.Fatalf("batch %d rank %d: %d sequences balanced (at %v, %v laid out afresh), %d in the plain cut",
-							m, rank, len(vb.Seqs), vb.Pos, again.Vision().Pos, len(pb.Seqs))
+							m, rank, len(vb.Seqs), vb.Pos, unitstest.Vision(again).Pos, len(pb.Seqs))
 					}
 					if b.Balanced == nil || b.Balanced.Kind != kind || p.Balanced != nil {
 						t.Fatalf("batch %d rank %d: balanced %+v, plain %+v", m, rank, b.Balanced, p.Balanced)
@@ -196,8 +145,10 @@ func TestVisionBalance(t *testing.T) {
 					plainLoads = append(plainLoads, plainVis)
 				}
 			}
-			// VisionLoad, what /plan reports, is what the layouts serve.
-			vl, err := New(nil).VisionLoad(Source{DS: ds}, job, 0)
+			// The vision unit's Load, what /plan reports, is what the
+			// layouts serve.
+			planned := units.Orders(nil)
+			vl, err := unitstest.VisionUnit(planned).LoadOf(layout.Source{DS: ds}, job, 0, planned.ETag)
 			if err != nil {
 				t.Fatal(err)
 			}

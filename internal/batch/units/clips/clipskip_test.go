@@ -1,8 +1,13 @@
-package layout
+package clips_test
 
 import (
 	"slices"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	uclip "github.com/brandgw/brand/internal/batch/units/clips"
 
 	"github.com/brandgw/brand/format/video/clips"
 )
@@ -16,15 +21,15 @@ import (
 // stays the one laid out.
 func TestWithoutClipsAt(t *testing.T) {
 	// Six clips; clip i needs GOP i, read at position i.
-	laid := func() *Batch {
-		cb := &ClipBatch{GOPs: map[clips.GOP]int{}}
+	laid := func() *layout.Batch {
+		cb := &uclip.ClipBatch{GOPs: map[clips.GOP]int{}}
 		for i := range 6 {
 			g := clips.GOP{Video: i, GOP: 0}
 			cb.Clips = append(cb.Clips, clips.Clip{GOPs: []clips.GOP{g}, Row: -1})
 			cb.Keys = append(cb.Keys, string(rune('a'+i)))
 			cb.GOPs[g] = i
 		}
-		return &Batch{ETag: `"laid"`, Content: cb}
+		return &layout.Batch{ETag: `"laid"`, Content: cb}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -43,21 +48,21 @@ func TestWithoutClipsAt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := laid()
-			nb := b.WithoutClips(tc.reads).WithoutClipsAt(tc.at)
+			nb := unitstest.WithoutClipsAt(unitstest.WithoutClips(b, tc.reads), tc.at)
 			if !slices.Equal(nb.Missing, tc.missing) || !slices.Equal(nb.MissingKeys, tc.keys) {
 				t.Errorf("missing %v %q, want %v %q", nb.Missing, nb.MissingKeys, tc.missing, tc.keys)
 			}
-			if got := nb.Clips().Keys; !slices.Equal(got, tc.remaining) || len(nb.Clips().Clips) != len(got) {
-				t.Errorf("clips left %q (%d), want %q", got, len(nb.Clips().Clips), tc.remaining)
+			if got := unitstest.Clips(nb).Keys; !slices.Equal(got, tc.remaining) || len(unitstest.Clips(nb).Clips) != len(got) {
+				t.Errorf("clips left %q (%d), want %q", got, len(unitstest.Clips(nb).Clips), tc.remaining)
 			}
 			want := b.ETag
 			if len(tc.missing) > 0 {
-				want = partialETag(b.ETag, tc.missing)
+				want = b.Partial(nil, tc.missing, nil).ETag // the partial ETag of a batch missing those
 			}
 			if nb.ETag != want {
 				t.Errorf("ETag %s, want %s", nb.ETag, want)
 			}
-			if len(b.Clips().Keys) != 6 || b.Missing != nil {
+			if len(unitstest.Clips(b).Keys) != 6 || b.Missing != nil {
 				t.Error("the batch laid out was changed")
 			}
 		})

@@ -1,4 +1,4 @@
-package layout
+package clips_test
 
 import (
 	"bytes"
@@ -6,6 +6,11 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/rs/zerolog"
 
@@ -52,11 +57,11 @@ func TestClipEpochOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := New(nil)
+	o := units.Orders(nil)
 	for _, raw := range []string{"clip=8&stride=2&batch_size=3", "clip=5&fps=7&step=1&clip_start=first&batch_size=3&world=4"} {
-		job := parseJob(t, raw, 3)
+		job := unitstest.ParseJob(t, raw, 3)
 		for epoch := range uint64(2) {
-			batches, samples, err := o.Extent(Source{DS: ds}, job, epoch)
+			batches, samples, err := o.Extent(layout.Source{DS: ds}, job, epoch)
 			if err != nil || samples < 20 {
 				t.Fatalf("%s: %d batches of %d clips (%v)", raw, batches, samples, err)
 			}
@@ -65,11 +70,11 @@ func TestClipEpochOnce(t *testing.T) {
 				for r := range job.World {
 					j := job
 					j.Rank = r
-					b, err := o.Layout(ctx, Source{DS: ds}, j, epoch, m)
+					b, err := o.Layout(ctx, layout.Source{DS: ds}, j, epoch, m)
 					if err != nil {
 						t.Fatalf("%s: epoch %d batch %d rank %d: %v", raw, epoch, m, r, err)
 					}
-					cb := b.Clips()
+					cb := unitstest.Clips(b)
 					if cb == nil || len(cb.Clips) != len(cb.Keys) || b.Reads() != len(cb.GOPs) {
 						t.Fatalf("%s: batch %d rank %d: %d clips, %d reads of %d GOPs", raw, m, r, len(cb.Clips), b.Reads(), len(cb.GOPs))
 					}

@@ -1,4 +1,4 @@
-package layout
+package tokens_test
 
 import (
 	"context"
@@ -7,6 +7,12 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+	utok "github.com/brandgw/brand/internal/batch/units/tokens"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
@@ -18,18 +24,11 @@ import (
 	"github.com/brandgw/brand/shuffle"
 )
 
-// tokenJob parses raw as a request's query of a token job (seed 5,
-// window 2, batch size 4 unless it says otherwise).
-func tokenJob(t testing.TB, raw string) api.Job {
-	t.Helper()
-	return parseJob(t, raw, 4)
-}
-
 // tokenSteps lays out the global batches of epoch e of job over src, from
 // the first, every rank's in rank order, and returns their sequences in
 // global order. Every batch must read exactly the documents its pieces
 // name, each once, and every sequence must be job.Seq tokens.
-func tokenSteps(t *testing.T, o *Orders, src Source, job api.Job, e uint64) []seqpack.Sequence {
+func tokenSteps(t *testing.T, o *layout.Orders, src layout.Source, job api.Job, e uint64) []seqpack.Sequence {
 	t.Helper()
 	var out []seqpack.Sequence
 	for m, batches := 0, 1; m < batches; m++ {
@@ -42,14 +41,14 @@ func tokenSteps(t *testing.T, o *Orders, src Source, job api.Job, e uint64) []se
 			}
 			batches = b.Batches
 			reads := map[int]bool{}
-			for i, q := range b.Tokens().Seqs {
+			for i, q := range unitstest.Tokens(b).Seqs {
 				n := q.Pad
 				for k, pc := range q.Pieces {
-					tk := b.Take[b.Tokens().At[i][k]]
+					tk := b.Take[unitstest.Tokens(b).At[i][k]]
 					if id := b.Parts[tk.Part].Samples.IDs[tk.At]; id != pc.Doc {
 						t.Fatalf("batch %d: sequence %d's piece %d reads document %d, not its own %d", m, i, k, id, pc.Doc)
 					}
-					reads[b.Tokens().At[i][k]] = true
+					reads[unitstest.Tokens(b).At[i][k]] = true
 					n += pc.Len
 				}
 				if n != job.Seq {
@@ -59,7 +58,7 @@ func tokenSteps(t *testing.T, o *Orders, src Source, job api.Job, e uint64) []se
 			if len(reads) != b.Reads() {
 				t.Fatalf("batch %d reads %d documents, its pieces name %d", m, b.Reads(), len(reads))
 			}
-			out = append(out, b.Tokens().Seqs...)
+			out = append(out, unitstest.Tokens(b).Seqs...)
 		}
 	}
 	return out
@@ -73,9 +72,9 @@ func tokenSteps(t *testing.T, o *Orders, src Source, job api.Job, e uint64) []se
 // and only the last sequence has pad. Package pack's property tests check
 // the packing alone; here it is the epoch a gateway lays out.
 func TestTokenJobEpoch(t *testing.T) {
-	ds := tokenDataset(t, "d", "int32", megatrontest.Corpus(400, 300, 50000, 3))
-	o := New(nil)
-	counts, err := o.units.tokens.docTokens(ds)
+	ds := unitstest.TokenDataset(t, "d", "int32", megatrontest.Corpus(400, 300, 50000, 3))
+	o := units.Orders(nil)
+	counts, err := unitstest.TokenUnit(o).DocTokens(ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +85,10 @@ func TestTokenJobEpoch(t *testing.T) {
 			if mode == "concat" {
 				q += "&eos=7"
 			}
-			job := tokenJob(t, q)
+			job := unitstest.TokenJob(t, q)
 			var first []seqpack.Sequence
 			for e := range uint64(2) {
-				seqs := tokenSteps(t, o, Source{DS: ds}, job, e)
+				seqs := tokenSteps(t, o, layout.Source{DS: ds}, job, e)
 				if len(seqs) < 100 {
 					t.Fatalf("%d sequences: too few to cross windows", len(seqs))
 				}
@@ -150,28 +149,28 @@ func TestTokenJobEpoch(t *testing.T) {
 // world 2 and resumes at world 4 with offset 40 (in sequences) reads the
 // rest of them.
 func TestTokenJobAtAnyWorld(t *testing.T) {
-	ds := tokenDataset(t, "d", "uint16", megatrontest.Corpus(240, 300, 50000, 10))
-	o := New(nil)
+	ds := unitstest.TokenDataset(t, "d", "uint16", megatrontest.Corpus(240, 300, 50000, 10))
+	o := units.Orders(nil)
 	const q = "seq=128&window=2"
-	one := tokenSteps(t, o, Source{DS: ds}, tokenJob(t, q+"&batch_size=16"), 0)
-	eight := tokenSteps(t, o, Source{DS: ds}, tokenJob(t, q+"&batch_size=2&world=8"), 0)
+	one := tokenSteps(t, o, layout.Source{DS: ds}, unitstest.TokenJob(t, q+"&batch_size=16"), 0)
+	eight := tokenSteps(t, o, layout.Source{DS: ds}, unitstest.TokenJob(t, q+"&batch_size=2&world=8"), 0)
 	if fmt.Sprint(eight) != fmt.Sprint(one) {
 		t.Fatalf("world 8's union (%d sequences) is not world 1's (%d)", len(eight), len(one))
 	}
 	var resumed []seqpack.Sequence
-	two := tokenJob(t, q+"&batch_size=4&world=2")
+	two := unitstest.TokenJob(t, q+"&batch_size=4&world=2")
 	for m := range 5 {
 		for r := range 2 {
 			j := two
 			j.Rank = r
-			b, err := o.Layout(context.Background(), Source{DS: ds}, j, 0, uint64(m))
+			b, err := o.Layout(context.Background(), layout.Source{DS: ds}, j, 0, uint64(m))
 			if err != nil {
 				t.Fatal(err)
 			}
-			resumed = append(resumed, b.Tokens().Seqs...)
+			resumed = append(resumed, unitstest.Tokens(b).Seqs...)
 		}
 	}
-	resumed = append(resumed, tokenSteps(t, o, Source{DS: ds}, tokenJob(t, q+"&batch_size=2&world=4&offset=40"), 0)...)
+	resumed = append(resumed, tokenSteps(t, o, layout.Source{DS: ds}, unitstest.TokenJob(t, q+"&batch_size=2&world=4&offset=40"), 0)...)
 	if fmt.Sprint(resumed) != fmt.Sprint(one) {
 		t.Fatalf("world 2 resumed at world 4: %d sequences, not world 1's %d in order", len(resumed), len(one))
 	}
@@ -183,25 +182,25 @@ func TestTokenJobAtAnyWorld(t *testing.T) {
 // its own source's documents. Datasets of two dtypes are refused, naming
 // both.
 func TestTokenMixtureShares(t *testing.T) {
-	o := New(nil)
-	ds := tokenSources(t)
-	job := tokenJob(t, "mix=web:0.5,code:0.3,books:0.2&seq=64&batch_size=10&window=2")
-	m, err := o.Mixture(job.Mix, ds, job)
+	o := units.Orders(nil)
+	ds := unitstest.TokenSources(t)
+	job := unitstest.TokenJob(t, "mix=web:0.5,code:0.3,books:0.2&seq=64&batch_size=10&window=2")
+	m, err := unitstest.Mixture(o, job.Mix, ds, job)
 	if err != nil {
 		t.Fatal(err)
 	}
 	weights := []float64{0.5, 0.3, 0.2}
-	batches, _, err := o.Extent(Source{Mix: m}, job, 0)
+	batches, _, err := o.Extent(layout.Source{Unit: m}, job, 0)
 	if err != nil || batches < 20 {
 		t.Fatalf("%d batches, %v: too few to check shares", batches, err)
 	}
 	total := make([]int, 3)
 	for n := range batches - 1 { // the last batch may be short
-		b, err := o.Layout(context.Background(), Source{Mix: m}, job, 0, uint64(n))
+		b, err := o.Layout(context.Background(), layout.Source{Unit: m}, job, 0, uint64(n))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tb := b.Tokens()
+		tb := unitstest.Tokens(b)
 		count := make([]int, 3)
 		for i, c := range tb.Comps {
 			count[c]++
@@ -223,10 +222,10 @@ func TestTokenMixtureShares(t *testing.T) {
 	}
 	// Two dtypes are refused in a mixture, and in a schedule whose later
 	// phase mixes them (its first phase reading web alone).
-	small := tokenDataset(t, "small", "uint16", megatrontest.Corpus(50, 100, 50000, 11))
+	small := unitstest.TokenDataset(t, "small", "uint16", megatrontest.Corpus(50, 100, 50000, 11))
 	for _, q := range []string{"mix=web:1,small:1", "mix_schedule=0:web:1,small:0%3B4:web:1,small:1"} {
-		two := tokenJob(t, q+"&seq=64")
-		if _, err := o.Mixture(two.Mix, []*catalog.Dataset{ds[0], small}, two); !errors.Is(err, ErrTokens) ||
+		two := unitstest.TokenJob(t, q+"&seq=64")
+		if _, err := unitstest.Mixture(o, two.Mix, []*catalog.Dataset{ds[0], small}, two); !errors.Is(err, utok.ErrTokens) ||
 			!strings.Contains(err.Error(), "web holds int32, small holds uint16") {
 			t.Fatalf("%s of two dtypes: %v", q, err)
 		}
@@ -238,7 +237,7 @@ func TestTokenMixtureShares(t *testing.T) {
 // seq=) or by the dataset (a pad or EOS its dtype cannot hold, concat
 // without an EOS, a dataset that holds no tokens).
 func TestTokenJobRefused(t *testing.T) {
-	tokens := tokenDataset(t, "test", "uint16", megatrontest.Corpus(20, 50, 50000, 12))
+	tokens := unitstest.TokenDataset(t, "test", "uint16", megatrontest.Corpus(20, 50, 50000, 12))
 	plain := catalogtest.Dataset(t, "plain", 2, 3)
 	var l query.Limits
 	l.Fill()
@@ -257,13 +256,13 @@ func TestTokenJobRefused(t *testing.T) {
 	} {
 		q, err := query.Parse(tc.query, query.JobParams, query.Query{Job: api.Job{Params: shuffle.Params{BatchSize: 4, World: 1}}}, l)
 		if err == nil {
-			_, err = TokensOf(tc.ds, q.Job)
+			_, err = utok.TokensOf(tc.ds, q.Job)
 		}
 		if !errkind.Has(err, errkind.Invalid) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v, want a bad request saying %q", tc.query, err, tc.says)
 		}
 	}
-	if _, err := TokenView(plain); !errors.Is(err, ErrTokens) || !strings.Contains(err.Error(), "plain is not one") {
+	if _, err := utok.TokenView(plain); !errors.Is(err, utok.ErrTokens) || !strings.Contains(err.Error(), "plain is not one") {
 		t.Errorf("TokenView of a dataset of no tokens: %v", err)
 	}
 }
@@ -271,11 +270,11 @@ func TestTokenJobRefused(t *testing.T) {
 // A token job's batch ETag names its packing: seq, pad, pack and EOS each
 // change it, and a job without seq= has another.
 func TestTokenJobETags(t *testing.T) {
-	ds := tokenDataset(t, "d", "uint16", megatrontest.Corpus(20, 50, 50000, 13))
-	o := New(nil)
+	ds := unitstest.TokenDataset(t, "d", "uint16", megatrontest.Corpus(20, 50, 50000, 13))
+	o := units.Orders(nil)
 	etags := map[string]string{}
 	for _, q := range []string{"seq=64", "seq=65", "seq=64&pad=1", "seq=64&pack=concat&eos=1", "seq=64&pack=concat&eos=2", ""} {
-		e := o.ETag(Source{DS: ds}, tokenJob(t, "batch_size=4&"+q), 0, 0)
+		e := o.ETag(layout.Source{DS: ds}, unitstest.TokenJob(t, "batch_size=4&"+q), 0, 0)
 		if prev, ok := etags[e]; ok {
 			t.Errorf("%q and %q have one ETag", prev, q)
 		}

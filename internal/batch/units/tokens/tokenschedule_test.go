@@ -1,68 +1,22 @@
-package layout
+package tokens_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/big"
 	"slices"
 	"testing"
 
-	"github.com/rs/zerolog"
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+	umix "github.com/brandgw/brand/internal/batch/units/mixture"
+	utok "github.com/brandgw/brand/internal/batch/units/tokens"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/megatron"
-	"github.com/brandgw/brand/format/megatron/megatrontest"
-	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
-
-// tokenSources are three Megatron token datasets (web, code, books) of
-// 240, 160 and 90 documents of 1 to 96 tokens, loaded as a gateway loads
-// them and viewed as a token job reads them.
-func tokenSources(t *testing.T) []*catalog.Dataset {
-	t.Helper()
-	var out []*catalog.Dataset
-	for k, n := range []int{240, 160, 90} {
-		name := []string{"web", "code", "books"}[k]
-		out = append(out, tokenDataset(t, name, "int32", megatrontest.Corpus(n, 96, 50000, uint64(40+k))))
-	}
-	return out
-}
-
-// tokenDataset is docs written as the Megatron files of dtype dtype,
-// indexed in place in chunks of about 2 KiB, loaded as a gateway loads
-// them and viewed as a token job reads them.
-func tokenDataset(t testing.TB, name, dtype string, docs [][]int64) *catalog.Dataset {
-	t.Helper()
-	ctx := context.Background()
-	st, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, idx := megatrontest.Files(dtype, docs)
-	for key, b := range map[string][]byte{"data/p_text_document.bin": bin, "data/p_text_document.idx": idx} {
-		if _, err := st.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := dataset.IndexInPlace(ctx, st, st, dataset.InPlaceOptions{
-		Formats: []format.Format{megatron.Format{}}, Options: format.Options{ChunkBytes: 2 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := catalog.Load(ctx, catalog.Spec{Name: name, URL: "file:///" + name, Store: st, Formats: []format.Format{megatron.Format{}}},
-		s3backend.Config{}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ds, err = TokenView(ds); err != nil {
-		t.Fatal(err)
-	}
-	return ds
-}
 
 // tokenScheduleJob is a token job (seq=32, bestfit) over sched, its
 // mixing block mix_block=8 sequences whatever the world.
@@ -76,32 +30,22 @@ func tokenScheduleJob(t *testing.T, sched string, batch, world int) api.Job {
 		Schedule: s, Mix: s[0].Mix}
 }
 
-// epochDraws is every draw of epoch e of m's order, in position order.
-func epochDraws(t *testing.T, m *Mixed, job api.Job, e uint64) []shuffle.Draw {
-	t.Helper()
-	d, err := m.Order.Draws(context.Background(), nil, job.Seed, e, 0, m.Order.NumSamples())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // tokenRun lays out the global batches [from, to) of epoch e of job at
 // every rank, and returns each sequence of them in global order as its
 // component and pieces, written out.
-func tokenRun(t *testing.T, o *Orders, m *Mixed, job api.Job, e uint64, from, to int) []string {
+func tokenRun(t *testing.T, o *layout.Orders, m *umix.Mixed, job api.Job, e uint64, from, to int) []string {
 	t.Helper()
 	var out []string
 	for b := from; b < to; b++ {
 		for r := range job.World {
 			j := job
 			j.Rank = r
-			bt, err := o.Layout(context.Background(), Source{Mix: m}, j, e, uint64(b))
+			bt, err := o.Layout(context.Background(), layout.Source{Unit: m}, j, e, uint64(b))
 			if err != nil {
 				t.Fatalf("epoch %d batch %d rank %d: %v", e, b, r, err)
 			}
-			for i, q := range bt.Tokens().Seqs {
-				out = append(out, fmt.Sprintf("%d:%v", bt.Tokens().Comps[i], q))
+			for i, q := range unitstest.Tokens(bt).Seqs {
+				out = append(out, fmt.Sprintf("%d:%v", unitstest.Tokens(bt).Comps[i], q))
 			}
 		}
 	}
@@ -123,8 +67,8 @@ func tokenRun(t *testing.T, o *Orders, m *Mixed, job api.Job, e uint64, from, to
 // logs the largest |count − share|. The batches a job reads hold the
 // sequences of the draws, each of its own source's documents.
 func TestTokenSchedulePhaseSharesPer1000Batches(t *testing.T) {
-	o := New(nil)
-	ds := tokenSources(t)
+	o := units.Orders(nil)
+	ds := unitstest.TokenSources(t)
 	const K = 8
 	for _, tc := range []struct {
 		name    string
@@ -136,7 +80,7 @@ func TestTokenSchedulePhaseSharesPer1000Batches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := tokenScheduleJob(t, "0:web:0.5,code:0.3,books:0.2;2000:web:1,code:1,books:1;3000~4000:web:0.25,code:0.625,books:0.125", K, 1)
 			job.MixSamples = tc.samples
-			m, err := o.Mixture(job.Mix, ds, job)
+			m, err := unitstest.Mixture(o, job.Mix, ds, job)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +90,7 @@ func TestTokenSchedulePhaseSharesPer1000Batches(t *testing.T) {
 			blocks := m.Order.NumSamples() / K
 			var comps []int // per position across epochs
 			for e := uint64(0); len(comps) < 6000*K; e++ {
-				for _, d := range epochDraws(t, m, job, e) {
+				for _, d := range unitstest.EpochDraws(t, m, job, e) {
 					comps = append(comps, d.Component)
 				}
 			}
@@ -207,16 +151,16 @@ func TestTokenSchedulePhaseSharesPer1000Batches(t *testing.T) {
 			// each reading its own source's pass.
 			e := uint64(4500 / blocks)
 			b := 4500 - int(e)*blocks
-			draws := epochDraws(t, m, job, e)[b*K : (b+1)*K]
-			bt, err := o.Layout(context.Background(), Source{Mix: m}, job, e, uint64(b))
+			draws := unitstest.EpochDraws(t, m, job, e)[b*K : (b+1)*K]
+			bt, err := o.Layout(context.Background(), layout.Source{Unit: m}, job, e, uint64(b))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i, d := range draws {
-				if bt.Tokens().Comps[i] != d.Component {
-					t.Fatalf("epoch %d batch %d: sequence %d of source %d, its draw's is %d", e, b, i, bt.Tokens().Comps[i], d.Component)
+				if unitstest.Tokens(bt).Comps[i] != d.Component {
+					t.Fatalf("epoch %d batch %d: sequence %d of source %d, its draw's is %d", e, b, i, unitstest.Tokens(bt).Comps[i], d.Component)
 				}
-				for _, k := range bt.Tokens().At[i] {
+				for _, k := range unitstest.Tokens(bt).At[i] {
 					if p := bt.Parts[bt.Take[k].Part]; p.Comp != d.Component || p.Epoch != d.Pass {
 						t.Fatalf("sequence %d (source %d pass %d) reads a document of source %d pass %d", i, d.Component, d.Pass, p.Comp, p.Epoch)
 					}
@@ -229,16 +173,16 @@ func TestTokenSchedulePhaseSharesPer1000Batches(t *testing.T) {
 // A schedule of one constant phase over token datasets is that phase's
 // token mixture: the same sequences in the same order.
 func TestTokenScheduleOnePhaseIsTheMixture(t *testing.T) {
-	o := New(nil)
-	ds := tokenSources(t)
+	o := units.Orders(nil)
+	ds := unitstest.TokenSources(t)
 	sj := tokenScheduleJob(t, "0:web:0.5,code:0.3,books:0.2", 2, 4)
 	mj := sj
 	mj.Schedule = nil
-	ms, err := o.Mixture(sj.Mix, ds, sj)
+	ms, err := unitstest.Mixture(o, sj.Mix, ds, sj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mm, err := o.Mixture(mj.Mix, ds, mj)
+	mm, err := unitstest.Mixture(o, mj.Mix, ds, mj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +201,7 @@ func TestTokenScheduleOnePhaseIsTheMixture(t *testing.T) {
 // order, are its stream's positions one after another from the first
 // (a pass is its dataset's epoch packed): within an epoch no sequence is
 // served twice, and none is skipped.
-func streamsContinue(t *testing.T, o *Orders, m *Mixed, job api.Job, draws []shuffle.Draw) {
+func streamsContinue(t *testing.T, o *layout.Orders, m *umix.Mixed, job api.Job, draws []shuffle.Draw) {
 	t.Helper()
 	type at struct {
 		pass uint64
@@ -269,11 +213,11 @@ func streamsContinue(t *testing.T, o *Orders, m *Mixed, job api.Job, draws []shu
 		if d.Pass != next[c].pass || d.Index != next[c].i {
 			t.Fatalf("draw %d of source %d is pass %d sequence %d; its stream is at pass %d sequence %d", n, c, d.Pass, d.Index, next[c].pass, next[c].i)
 		}
-		spec, err := TokensOf(m.DS[c], job)
+		spec, err := utok.TokensOf(m.DS[c], job)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := o.units.tokens.packed(m.Stream(c, job), d.Pass, spec.Pack)
+		p, err := unitstest.TokenUnit(o).PackedEpoch(m.Stream(c, job), d.Pass, spec.Pack)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,8 +237,8 @@ func streamsContinue(t *testing.T, o *Orders, m *Mixed, job api.Job, draws []shu
 // schedule, and over the epochs each source's stream goes on from where
 // the steps before S left it, no sequence served twice, none skipped.
 func TestTokenScheduleEditKeepsThePast(t *testing.T) {
-	o := New(nil)
-	ds := tokenSources(t)
+	o := units.Orders(nil)
+	ds := unitstest.TokenSources(t)
 	const base = "0:web:0.5,code:0.3,books:0.2;40~60:web:0.2,code:0.2,books:0.6"
 	for _, tc := range []struct {
 		name   string
@@ -307,12 +251,12 @@ func TestTokenScheduleEditKeepsThePast(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := tokenScheduleJob(t, base, 2, 4)
-			old, err := o.Mixture(job.Mix, ds, job)
+			old, err := unitstest.Mixture(o, job.Mix, ds, job)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ej := tokenScheduleJob(t, tc.edited, 2, 4)
-			ed, err := o.Mixture(ej.Mix, ds, ej)
+			ed, err := unitstest.Mixture(o, ej.Mix, ds, ej)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,7 +281,7 @@ func TestTokenScheduleEditKeepsThePast(t *testing.T) {
 			}
 			var draws []shuffle.Draw
 			for p := range uint64(8) {
-				draws = append(draws, epochDraws(t, ed, ej, p)...)
+				draws = append(draws, unitstest.EpochDraws(t, ed, ej, p)...)
 			}
 			streamsContinue(t, o, ed, ej, draws)
 		})
@@ -348,13 +292,13 @@ func TestTokenScheduleEditKeepsThePast(t *testing.T) {
 // another world size (the same mixing block, offset= its position), reads
 // exactly what a job of the final schedule reads uninterrupted.
 func TestTokenScheduleResumeAfterTwoEdits(t *testing.T) {
-	o := New(nil)
-	ds := tokenSources(t)
+	o := units.Orders(nil)
+	ds := unitstest.TokenSources(t)
 	v1 := "0:web:0.5,code:0.3,books:0.2"
 	v2 := v1 + ";9:web:0.6,code:0.3,books:0.1;30~50:web:1,code:0,books:0"
 	v3 := v1 + ";9:web:0.6,code:0.3,books:0.1;20:web:0.2,code:0.7,books:0.1"
-	mixed := func(j api.Job) *Mixed {
-		m, err := o.Mixture(j.Mix, ds, j)
+	mixed := func(j api.Job) *umix.Mixed {
+		m, err := unitstest.Mixture(o, j.Mix, ds, j)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +326,7 @@ func TestTokenScheduleResumeAfterTwoEdits(t *testing.T) {
 	edited = append(edited, tokenRun(t, o, m3, j3, 1, 0, 4)...)
 	r := j3
 	r.World, r.Offset = 2, 4*8
-	info, err := o.Info(Source{Mix: m3}, r, 1)
+	info, err := o.Info(layout.Source{Unit: m3}, r, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,15 @@
-package layout
+package vision_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/vision"
@@ -26,17 +31,16 @@ func TestVisionBadSamples(t *testing.T) {
 	facts[bad1].Images = []vision.ImageFacts{{Bad: "member vlm/0/3.png: not a PNG"}}
 	facts[bad2] = vision.Facts{Fault: vision.FaultPlaceholders, Why: "2 <image> in the text, 1 images"}
 	ds := catalogtest.WithVisionFacts(t, "vlm", "", ix, facts)
-	job := tokenJob(t, "seq=512&batch_size=2&world=2&window=2&vision="+vlmRule)
-	src := Source{DS: ds}
+	job := unitstest.TokenJob(t, "seq=512&batch_size=2&world=2&window=2&vision="+unitstest.VLMRule)
+	src := layout.Source{DS: ds}
 
-	failing := New(nil)
+	failing := units.Orders(nil)
 	if _, _, err := failing.Extent(src, job, 0); !errors.Is(err, vision.ErrBadImage) || !bytes.Contains([]byte(err.Error()), []byte("vlm/0/3")) {
 		t.Fatalf("fail: %v; want ErrBadImage naming sample vlm/0/3", err)
 	}
-	skipping := New(nil)
-	skipping.SkipBadImages()
+	skipping := layout.New(nil, units.New(units.Node{SkipBadImages: true}))
 	for e := range uint64(2) {
-		ve, _, err := skipping.units.vision.epoch(ds, job, e)
+		ve, _, err := unitstest.VisionUnit(skipping).Epoch(ds, job, e)
 		if err != nil {
 			t.Fatal(err)
 		}

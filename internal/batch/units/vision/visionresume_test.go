@@ -1,9 +1,14 @@
-package layout
+package vision_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
 
 	"github.com/brandgw/brand/api"
 )
@@ -15,9 +20,9 @@ import (
 // (a global batch's sequences are the plain cut's, each rank's its
 // assignment's).
 func TestVisionResumeAtAnotherWorldSize(t *testing.T) {
-	ds := vlmDataset(t, 1200)
-	o := New(nil)
-	src := Source{DS: ds}
+	ds := unitstest.VLMDataset(t, 1200)
+	o := units.Orders(nil)
+	src := layout.Source{DS: ds}
 	// seqs lays out every batch of epoch 0 of job at every rank: each
 	// sequence's samples by its epoch position.
 	seqs := func(job api.Job) map[int]string {
@@ -35,7 +40,7 @@ func TestVisionResumeAtAnotherWorldSize(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				vb := b.Vision()
+				vb := unitstest.Vision(b)
 				for i, q := range vb.Seqs {
 					if _, ok := out[vb.Pos[i]]; ok {
 						t.Fatalf("position %d laid out twice", vb.Pos[i])
@@ -47,10 +52,10 @@ func TestVisionResumeAtAnotherWorldSize(t *testing.T) {
 		return out
 	}
 	for _, balance := range []string{"", "&balance=vision"} {
-		raw := "seq=4096&batch_size=2&window=3&vision=" + vlmRule + balance
-		whole := seqs(tokenJob(t, raw+"&world=2"))
+		raw := "seq=4096&batch_size=2&window=3&vision=" + unitstest.VLMRule + balance
+		whole := seqs(unitstest.TokenJob(t, raw+"&world=2"))
 		const offset = 4 * 2 * 2 // four global batches at world 2
-		rest := seqs(tokenJob(t, fmt.Sprintf("%s&world=3&offset=%d", raw, offset)))
+		rest := seqs(unitstest.TokenJob(t, fmt.Sprintf("%s&world=3&offset=%d", raw, offset)))
 		if len(rest) != len(whole)-offset || len(whole) < 3*offset {
 			t.Fatalf("%s: world 3 from offset %d lays out %d sequences; the epoch has %d", balance, offset, len(rest), len(whole))
 		}

@@ -1,4 +1,4 @@
-package layout
+package tokens_test
 
 import (
 	"bytes"
@@ -7,6 +7,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	utok "github.com/brandgw/brand/internal/batch/units/tokens"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -28,7 +32,7 @@ import (
 func textTokens(t *testing.T, model string) (*catalog.Dataset, []byte) {
 	t.Helper()
 	ctx := context.Background()
-	tok, err := os.ReadFile("../../../tokenize/testdata/" + model)
+	tok, err := os.ReadFile("../../../../tokenize/testdata/" + model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +70,7 @@ func textTokens(t *testing.T, model string) (*catalog.Dataset, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds, err = TokenView(ds); err != nil {
+	if ds, err = utok.TokenView(ds); err != nil {
 		t.Fatal(err)
 	}
 	return ds, tok
@@ -99,9 +103,9 @@ func TestConcatTakesTheModelsEOS(t *testing.T) {
 				t.Fatalf("%s names no EOS", tc.model)
 			}
 		}
-		spec, err := TokensOf(ds, tokenJob(t, "seq=64&pack=concat"+tc.eos))
+		spec, err := utok.TokensOf(ds, unitstest.TokenJob(t, "seq=64&pack=concat"+tc.eos))
 		switch {
-		case want == -1 && (!errors.Is(err, ErrTokens) || !strings.Contains(err.Error(), "give eos=")):
+		case want == -1 && (!errors.Is(err, utok.ErrTokens) || !strings.Contains(err.Error(), "give eos=")):
 			t.Errorf("%s%s: %v; want ErrTokens saying to give eos=", tc.model, tc.eos, err)
 		case want >= 0 && (err != nil || spec.EOS != want):
 			t.Errorf("%s%s: EOS %d, %v; want %d", tc.model, tc.eos, spec.EOS, err, want)

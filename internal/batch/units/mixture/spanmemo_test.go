@@ -1,4 +1,4 @@
-package layout
+package mixture_test
 
 import (
 	"context"
@@ -6,8 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units/mixture"
+	"github.com/brandgw/brand/internal/batch/units/samples"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/features"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -28,9 +33,12 @@ func TestSpanMemoCountsItsMixtures(t *testing.T) {
 	for c := range 20 {
 		comps = append(comps, catalogtest.Dataset(t, fmt.Sprintf("d%02d", c), 1, 500))
 	}
-	o := New(nil)
-	j := job(8, 1, 0)
-	j.MixBlock = 1
+	var mixtures *mixture.Mixtures
+	o := layout.New(nil, func(b layout.Base) ([]layout.Unit, layout.Composer) {
+		mixtures = mixture.New(b)
+		return []layout.Unit{samples.New(b)}, mixtures
+	})
+	j := api.Job{Params: shuffle.Params{Seed: 1, Window: 2, BatchSize: 8, World: 1}, MixBlock: 1}
 	for i := range 24 {
 		var w []string
 		for c := range comps {
@@ -42,28 +50,19 @@ func TestSpanMemoCountsItsMixtures(t *testing.T) {
 		}
 		jm := j
 		jm.Mix = mix
-		m, err := o.Mixture(mix, comps, jm)
+		m, err := o.Compose(o.UnitOf(features.Requested(jm)), comps, jm)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := o.Layout(context.Background(), Source{Mix: m}, jm, 0, 0); err != nil {
+		if _, err := o.Layout(context.Background(), layout.Source{Unit: m}, jm, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := o.mixes.spans
-	var want int64
-	held := map[*shuffle.Mixture]bool{}
-	for _, sp := range s.memo.Values() {
-		want += sp.Bytes()
-		if m := sp.Mixture(); !held[m] {
-			held[m] = true
-			want += m.Bytes()
-		}
+	counted, held, spans, mixes := mixtures.SpanMemo()
+	if counted != held || mixes == 0 {
+		t.Fatalf("the memo counts %d bytes; its %d spans and the %d mixtures they hold take %d", counted, spans, mixes, held)
 	}
-	if got := s.bytes.Load(); got != want || len(held) == 0 {
-		t.Fatalf("the memo counts %d bytes; its %d spans and the %d mixtures they hold take %d", got, s.memo.Len(), len(held), want)
-	}
-	if got := s.bytes.Load(); got > maxMemoMixSpanBytes {
-		t.Fatalf("the memo holds %d bytes, over its bound of %d", got, maxMemoMixSpanBytes)
+	if counted > mixture.MaxMemoMixSpanBytes {
+		t.Fatalf("the memo holds %d bytes, over its bound of %d", counted, mixture.MaxMemoMixSpanBytes)
 	}
 }

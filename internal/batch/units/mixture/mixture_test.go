@@ -1,4 +1,4 @@
-package layout
+package mixture_test
 
 import (
 	"context"
@@ -12,10 +12,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/brandgw/brand/internal/batch/units/unitstest"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/units"
+	umix "github.com/brandgw/brand/internal/batch/units/mixture"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -39,25 +44,12 @@ func mixDatasets(t *testing.T) []*catalog.Dataset {
 	return ds
 }
 
-// parseJob is the job of the query string raw as the gateway parses it,
-// with defaults seed 5, window 2, world 1 and batch size batch.
-func parseJob(t testing.TB, raw string, batch int) api.Job {
-	t.Helper()
-	var l query.Limits
-	l.Fill()
-	q, err := query.Parse(raw, query.JobParams, query.Query{Job: api.Job{Params: shuffle.Params{Seed: 5, BatchSize: batch, Window: 2, World: 1}}}, l)
-	if err != nil {
-		t.Fatalf("%s: %v", raw, err)
-	}
-	return q.Job
-}
-
 // mixJob is the job of the query string raw (mix= or mix_schedule=
 // among its parameters), defaults batch 8, window 2, seed 5, as the
 // gateway parses it, and the source it reads over ds.
-func mixJob(t *testing.T, o *Orders, ds []*catalog.Dataset, raw string) (api.Job, Source) {
+func mixJob(t *testing.T, o *layout.Orders, ds []*catalog.Dataset, raw string) (api.Job, layout.Source) {
 	t.Helper()
-	job := parseJob(t, raw, 8)
+	job := unitstest.ParseJob(t, raw, 8)
 	byName := map[string]*catalog.Dataset{}
 	for _, d := range ds {
 		byName[d.Name] = d
@@ -66,11 +58,11 @@ func mixJob(t *testing.T, o *Orders, ds []*catalog.Dataset, raw string) (api.Job
 	for i, c := range job.Mix {
 		comps[i] = byName[c.Dataset]
 	}
-	m, err := o.Mixture(job.Mix, comps, job)
+	m, err := unitstest.Mixture(o, job.Mix, comps, job)
 	if err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}
-	return job, Source{Mix: m}
+	return job, layout.Source{Unit: m}
 }
 
 // mixSample is a served sample of a mixture: its component and key.
@@ -81,7 +73,7 @@ type mixSample struct {
 
 // layGlobal lays out global batch b of epoch (every rank's batch, in
 // rank order).
-func layGlobal(t *testing.T, o *Orders, src Source, job api.Job, epoch, b uint64) []mixSample {
+func layGlobal(t *testing.T, o *layout.Orders, src layout.Source, job api.Job, epoch, b uint64) []mixSample {
 	t.Helper()
 	var out []mixSample
 	for r := range max(job.World, 1) {
@@ -94,8 +86,8 @@ func layGlobal(t *testing.T, o *Orders, src Source, job api.Job, epoch, b uint64
 		comps := bt.Components()
 		for i := range bt.Len() {
 			ds, _, in := bt.Sample(i)
-			if ds != src.Mix.DS[comps[i]] || !strings.HasPrefix(in.Key, ds.Name+"/") {
-				t.Fatalf("sample %s tagged as component %d (%s)", in.Key, comps[i], src.Mix.DS[comps[i]].Name)
+			if ds != unitstest.Mixed(src).DS[comps[i]] || !strings.HasPrefix(in.Key, ds.Name+"/") {
+				t.Fatalf("sample %s tagged as component %d (%s)", in.Key, comps[i], unitstest.Mixed(src).DS[comps[i]].Name)
 			}
 			out = append(out, mixSample{comps[i], in.Key})
 		}
@@ -104,7 +96,7 @@ func layGlobal(t *testing.T, o *Orders, src Source, job api.Job, epoch, b uint64
 }
 
 // epochBatches lays out every global batch of epochs [0, epochs).
-func epochBatches(t *testing.T, o *Orders, src Source, job api.Job, epochs int) [][]mixSample {
+func epochBatches(t *testing.T, o *layout.Orders, src layout.Source, job api.Job, epochs int) [][]mixSample {
 	t.Helper()
 	var out [][]mixSample
 	for e := range uint64(epochs) {
@@ -151,7 +143,7 @@ func passesOnce(t *testing.T, streams [][]string, sizes []int) {
 // times an epoch; web continues into the next epoch), and the epoch's
 // description tells the components apart and where each starts.
 func TestMixtureContract(t *testing.T) {
-	o := New(nil)
+	o := units.Orders(nil)
 	job, src := mixJob(t, o, mixDatasets(t), "mix="+testMix+"&world=4")
 	weights := []float64{0.5, 0.3, 0.2}
 	sizes := []int{300, 120, 20}
@@ -226,7 +218,7 @@ func TestMixtureContract(t *testing.T) {
 // and 1, and the whole epoch is the uninterrupted sequence, sample for
 // sample; without the block the job started with, the order is another.
 func TestMixtureResumeAtAnotherWorldSize(t *testing.T) {
-	o := New(nil)
+	o := units.Orders(nil)
 	ds := mixDatasets(t)
 	read := func(q string, batches int) []mixSample {
 		job, src := mixJob(t, o, ds, "mix="+testMix+"&"+q)
@@ -272,7 +264,7 @@ const testSchedule = "0:web:0.5,code:0.3,books:0.2;5:web:0.2,code:0.2,books:0.6;
 // passes, each sample once a pass; an epoch's description tells where
 // each stream starts: where the epoch before left it.
 func TestScheduleContract(t *testing.T) {
-	o := New(nil)
+	o := units.Orders(nil)
 	job, src := mixJob(t, o, mixDatasets(t), "mix_schedule="+strings.ReplaceAll(testSchedule, ";", "%3B")+"&world=4")
 	steps := epochBatches(t, o, src, job, 3)
 	if len(steps) != 42 {
@@ -326,7 +318,7 @@ func TestScheduleContract(t *testing.T) {
 // batch still name it apart, and apart from the mixture of their first
 // phase.
 func TestScheduleOfOnePhaseIsItsMixture(t *testing.T) {
-	o := New(nil)
+	o := units.Orders(nil)
 	ds := mixDatasets(t)
 	mixJ, mixSrc := mixJob(t, o, ds, "mix="+testMix+"&world=2")
 	oneJ, oneSrc := mixJob(t, o, ds, "mix_schedule=0:"+testMix+"&world=2")
@@ -363,7 +355,7 @@ func TestScheduleOfOnePhaseIsItsMixture(t *testing.T) {
 // 4, each component's samples once a pass: the steps before each edit
 // are the same under the versions before and after it.
 func TestScheduleResumeAfterTwoEdits(t *testing.T) {
-	o := New(nil)
+	o := units.Orders(nil)
 	ds := mixDatasets(t)
 	const v1 = "0:web:0.5,code:0.3,books:0.2"
 	const v2 = v1 + ";6:web:0.6,code:0.3,books:0.1;20~30:web:1,code:0,books:0"
@@ -410,7 +402,7 @@ func TestScheduleResumeAfterTwoEdits(t *testing.T) {
 // Which node reads a chunk and which serves a rank are the gateway's and
 // the cluster's (integration's TestMixtureClusterOnMinIO).
 func TestMixtureLocality(t *testing.T) {
-	o := New(nil)
+	o := units.Orders(nil)
 	ds := mixDatasets(t)
 	ms, err := cluster.NewMembership([]string{"http://10.0.0.1:7700", "http://10.0.0.2:7700", "http://10.0.0.3:7700"})
 	if err != nil {
@@ -470,7 +462,7 @@ func TestMixtureLocality(t *testing.T) {
 // refused (shuffle.ErrInvalid, a 400) naming the bound: weights 1:1.100001 repeat
 // their rounding only every 2,100,001 blocks.
 func TestMixtureRequestsBounded(t *testing.T) {
-	o := New(nil)
+	o := units.Orders(nil)
 	ds := mixDatasets(t)
 	job, src := mixJob(t, o, ds, "mix=web:1,code:1&mix_block=16777216&mix_samples=16777216")
 	const requests = 24
@@ -491,11 +483,11 @@ func TestMixtureRequestsBounded(t *testing.T) {
 	}
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d layouts allocated %d MiB in all", requests, allocated>>20)
-	if allocated > MaxMixSpanBytes {
-		t.Errorf("%d concurrent layouts allocated %d MiB; bound %d MiB", requests, allocated>>20, MaxMixSpanBytes>>20)
+	if allocated > umix.MaxMixSpanBytes {
+		t.Errorf("%d concurrent layouts allocated %d MiB; bound %d MiB", requests, allocated>>20, umix.MaxMixSpanBytes>>20)
 	}
-	past := parseJob(t, "mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", 8)
-	if _, err := o.Mixture(past.Mix, ds[:2], past); !errors.Is(err, shuffle.ErrInvalid) || !strings.Contains(err.Error(), strconv.Itoa(shuffle.MaxMixWork)) {
+	past := unitstest.ParseJob(t, "mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", 8)
+	if _, err := unitstest.Mixture(o, past.Mix, ds[:2], past); !errors.Is(err, shuffle.ErrInvalid) || !strings.Contains(err.Error(), strconv.Itoa(shuffle.MaxMixWork)) {
 		t.Errorf("a mixture past shuffle.MaxMixWork: %v; want a bad request naming %d", err, shuffle.MaxMixWork)
 	}
 }
