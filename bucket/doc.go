@@ -21,5 +21,5 @@
 // world sizes they were taken at, determine.
 //
 // The package knows nothing of datasets or HTTP; the gateway's bucket
-// unit (internal/batch/bucketunit) lays batches out with it.
+// unit (internal/batch/units/buckets) lays batches out with it.
 package bucket

@@ -39,7 +39,7 @@ const bucketQuery = "seed=5&buckets=32x32,24x48,48x24&budget=2048&flip=0.5"
 // bucket pipeline's of the image under the sample's key, named by
 // Brand-Transform, with each image's size and crop in
 // Brand-Bucket-Geometry; the bucket semantics themselves are
-// internal/batch/bucketunit's and package bucket's tests.
+// internal/batch/units/buckets's and package bucket's tests.
 func TestBucketBatches(t *testing.T) {
 	f := newImageFixture(t, 4, 20, bucketPhotos(t))
 	_, base := startTransforms(t, f, nil)
