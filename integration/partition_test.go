@@ -641,6 +641,14 @@ func startPySteps(t *testing.T, py string, host *netns.Host, d *packed, keys map
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Its first line says its clients are made: step 0's time is then the
+	// read's, not the interpreter's start.
+	var ready struct{ Ready bool }
+	if !p.out.Scan() || json.Unmarshal(p.out.Bytes(), &ready) != nil || !ready.Ready {
+		_ = p.in.Close()
+		_ = p.cmd.Wait()
+		t.Fatalf("the Python client did not start (%q, %v)\n%s", p.out.Bytes(), p.out.Err(), p.stderr)
+	}
 	return p
 }
 

@@ -12,7 +12,9 @@ once, one thread a rank, and one JSON line on stdout answers it:
 "nodes": [the node that served each rank], "error": text or null}. The
 script ends at the end of stdin. The clients are made at the start and
 kept: each learns its own deadline from the answers it sees, as a
-trainer's does.
+trainer's does. Once they are made, before the first step, it writes
+{"ready": true}: the test times a step from when it asks for it, not
+from the interpreter's start and imports (a second on a loaded machine).
 """
 
 import hashlib
@@ -41,6 +43,7 @@ def main() -> None:
         return [[s["__key__"], hashlib.sha256(s["jpg"]).hexdigest(), hashlib.sha256(s["cls"]).hexdigest()]
                 for s in b], node
 
+    print(json.dumps({"ready": True}), flush=True)
     with ThreadPoolExecutor(world) as pool:
         for line in sys.stdin:
             m = int(line)
