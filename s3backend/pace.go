@@ -32,8 +32,8 @@ const (
 	minFactor = 1.0 / 64
 	growStep  = 1.0 / 10
 	// burstShare is the part of a second's budget a burst may take: the
-	// rate is the rest, so that no whole second sees more than the
-	// budget.
+	// rate is the share itself, and no second carries more than the
+	// share and one burst (a token bucket of the burst's size).
 	burstShare = 0.05
 	// minByteBurst is the least byte burst: a request's bytes are waited
 	// for in pieces of at most the burst.
@@ -73,8 +73,10 @@ type PaceStats struct {
 	Waits       int64
 	WaitSeconds float64
 	// GETs and Bytes are the rates in force (0: no bound); Share the
-	// node's part of the budget.
-	GETs, Bytes, Share float64
+	// node's part of the budget; BurstGETs and BurstBytes the most a
+	// second carries beyond the rate.
+	GETs, Bytes, Share    float64
+	BurstGETs, BurstBytes int
 }
 
 // NewPacer paces requests through next (http.DefaultTransport if nil)
@@ -119,19 +121,21 @@ func (p *Pacer) Stats() PaceStats {
 func (p *Pacer) setLocked() {
 	f := p.share * p.factor
 	p.stats.Share = p.share
+	// The rate is the share: a token bucket of the burst's size lets
+	// any window of a second carry at most the share and the burst.
 	if p.gets != nil {
 		r := p.budget.GETs * f
 		burst := max(1, int(r*burstShare))
-		p.gets.SetLimit(rate.Limit(max(r-float64(burst), r/2)))
-		p.gets.SetBurst(burst)
-		p.stats.GETs = r
+		p.gets.SetLimitAt(p.now(), rate.Limit(r))
+		p.gets.SetBurstAt(p.now(), burst)
+		p.stats.GETs, p.stats.BurstGETs = r, burst
 	}
 	if p.bytes != nil {
 		r := p.budget.Bytes * f
 		burst := max(minByteBurst, int(r*burstShare))
-		p.bytes.SetLimit(rate.Limit(max(r-float64(burst), r/2)))
-		p.bytes.SetBurst(burst)
-		p.stats.Bytes = r
+		p.bytes.SetLimitAt(p.now(), rate.Limit(r))
+		p.bytes.SetBurstAt(p.now(), burst)
+		p.stats.Bytes, p.stats.BurstBytes = r, burst
 	}
 }
 
@@ -168,38 +172,66 @@ func (p *Pacer) throttled() {
 
 // wait waits for one request (get) and for n bytes.
 func (p *Pacer) wait(ctx context.Context, get bool, n int64) error {
+	for {
+		d, rest, cancel := p.reserve(get, n)
+		if d > time.Millisecond {
+			p.mu.Lock()
+			p.stats.Waits++
+			p.stats.WaitSeconds += d.Seconds()
+			p.mu.Unlock()
+		}
+		if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				cancel()
+				return ctx.Err()
+			}
+		}
+		if rest == 0 {
+			return nil
+		}
+		get, n = false, rest
+	}
+}
+
+// reserve takes, at the clock's now, a request's GET (get) and as many of
+// its n bytes as one burst holds: how long to wait before sending them,
+// the bytes left for the next reservation, and how to give the
+// reservation back (a request that leaves before it is sent).
+func (p *Pacer) reserve(get bool, n int64) (wait time.Duration, rest int64, cancel func()) {
 	p.mu.Lock()
 	p.growLocked()
 	gets, bytes := p.gets, p.bytes
 	p.mu.Unlock()
-	start := p.now()
+	now := p.now()
+	var rs []*rate.Reservation
 	if gets != nil && get {
-		if err := gets.Wait(ctx); err != nil {
-			return err
+		r := gets.ReserveN(now, 1)
+		rs = append(rs, r)
+		wait = r.DelayFrom(now)
+	}
+	if bytes != nil && n > 0 {
+		piece := min(n, int64(bytes.Burst()))
+		r := bytes.ReserveN(now, int(piece))
+		rs = append(rs, r)
+		wait = max(wait, r.DelayFrom(now))
+		rest = n - piece
+	}
+	return wait, rest, func() {
+		for _, r := range rs {
+			r.CancelAt(now)
 		}
 	}
-	if bytes != nil {
-		for n > 0 {
-			piece := min(n, int64(bytes.Burst()))
-			if err := bytes.WaitN(ctx, int(piece)); err != nil {
-				return err
-			}
-			n -= piece
-		}
-	}
-	if d := p.now().Sub(start); d > time.Millisecond {
-		p.mu.Lock()
-		p.stats.Waits++
-		p.stats.WaitSeconds += d.Seconds()
-		p.mu.Unlock()
-	}
-	return nil
 }
 
 // RoundTrip paces a GET or HEAD, then sends it; a 503 or 429 answer
 // lowers the rate (the store's client retries it, under the lowered
-// rate). The rate in force is the budget's share less a burst of 5 % of
-// it, so that no whole second sees more than the budget.
+// rate). The rate in force is the budget's share, with a burst of 5 % of
+// it (at least one GET, or a MiB): no second carries more than the share
+// and the burst.
 func (p *Pacer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		return p.next.RoundTrip(req)
