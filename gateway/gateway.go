@@ -738,6 +738,12 @@ func (cfg *Config) fill() ([]string, error) {
 	if cfg.CacheSize < 0 {
 		return nil, fmt.Errorf("gateway: negative cache size %d", cfg.CacheSize)
 	}
+	if err := cfg.StoreBudget.Check(); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if err := cfg.StorePrices.Check(); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	switch d := cfg.DiskCache; {
 	case len(d.Dirs) > 0 && d.Size <= 0:
 		return nil, fmt.Errorf("gateway: a disk cache (%s) needs a positive size, not %d bytes", strings.Join(d.Dirs, ", "), d.Size)

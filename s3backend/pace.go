@@ -2,12 +2,15 @@ package s3backend
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/brandgw/brand/internal/errkind"
 	"golang.org/x/time/rate"
 )
 
@@ -20,6 +23,38 @@ type Budget struct {
 	GETs  float64
 	Bytes float64
 }
+
+// The least budgets a store may be given: a node reads its index and its
+// chunks' tables through the budget before it is ready, at first at
+// 1/64 of its share, so a budget under these would keep it from being
+// ready for minutes, saying nothing.
+const (
+	MinBudgetGETs  = 1
+	MinBudgetBytes = 1 << 20
+)
+
+// Check refuses a budget no store can be read under: a rate that is not
+// a number, below 0, or above 0 and below the least (MinBudgetGETs,
+// MinBudgetBytes). Zero is no bound.
+func (b Budget) Check() error {
+	for _, c := range []struct {
+		name string
+		v    float64
+		min  float64
+		unit string
+	}{{"GETs", b.GETs, MinBudgetGETs, "GET"}, {"bytes", b.Bytes, MinBudgetBytes, "bytes"}} {
+		switch {
+		case math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < 0:
+			return fmt.Errorf("%w: the store's budget of %s a second is %v: give a number ≥ 0 (0: no bound)", ErrBudget, c.name, c.v)
+		case c.v > 0 && c.v < c.min:
+			return fmt.Errorf("%w: the store's budget of %s a second is %v, under the least of %v %s a second: a node reads its index through it before it is ready, at first at 1/64 of its share (0: no bound)", ErrBudget, c.name, c.v, c.min, c.unit)
+		}
+	}
+	return nil
+}
+
+// ErrBudget marks a store budget that cannot be paced.
+var ErrBudget = errkind.New(errkind.Invalid, "s3backend: store budget")
 
 // The pacer's rule, AIMD: a throttled answer (503, 429) multiplies the
 // rate in force by cutTo at once (CUBIC's β), at most once per cutEvery
