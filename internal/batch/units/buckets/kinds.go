@@ -59,7 +59,9 @@ func (k imageKind) load(ctx context.Context, ds *catalog.Dataset, _ api.Job) err
 	return k.u.sizes.Load(ctx, ds)
 }
 
-func (imageKind) name(ds *catalog.Dataset, _ *epochPlan, id int) string { return ds.Index.SampleKey(id) }
+func (imageKind) name(ds *catalog.Dataset, _ *epochPlan, id int) string {
+	return ds.Index.SampleKey(id)
+}
 
 func (imageKind) unavailable(api.Job) error { return nil }
 
