@@ -161,16 +161,36 @@ func (p *Pacer) setLocked() {
 	if p.gets != nil {
 		r := p.budget.GETs * f
 		burst := max(1, int(r*burstShare))
-		p.gets.SetLimitAt(p.now(), rate.Limit(r))
-		p.gets.SetBurstAt(p.now(), burst)
+		setRate(p.gets, p.now(), r, burst)
 		p.stats.GETs, p.stats.BurstGETs = r, burst
 	}
 	if p.bytes != nil {
 		r := p.budget.Bytes * f
 		burst := max(minByteBurst, int(r*burstShare))
-		p.bytes.SetLimitAt(p.now(), rate.Limit(r))
-		p.bytes.SetBurstAt(p.now(), burst)
+		setRate(p.bytes, p.now(), r, burst)
 		p.stats.Bytes, p.stats.BurstBytes = r, burst
+	}
+}
+
+// setRate sets l to r with burst at the time at, keeping the times it
+// gave the requests that wait on it: a limiter owing tokens has sent
+// them into the future at its old rate, and at a higher one the next
+// reservation would fall among them (the old rate and the new together
+// for a while). Its debt grows by the ratio of the rates, so what comes
+// next is paced after them. A fall leaves the debt as it is: the next
+// request waits a little past the backlog, never among it.
+func setRate(l *rate.Limiter, at time.Time, r float64, burst int) {
+	old := float64(l.Limit())
+	owed := -l.TokensAt(at)
+	l.SetLimitAt(at, rate.Limit(r))
+	l.SetBurstAt(at, burst)
+	if owed <= 0 || old <= 0 || math.IsInf(old, 1) || r <= old {
+		return
+	}
+	for more := owed * (r/old - 1); more > 0; {
+		k := min(burst, int(math.Ceil(more)))
+		l.ReserveN(at, k)
+		more -= float64(k)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,6 +208,73 @@ func TestPacerPacesAtItsShare(t *testing.T) {
 			}
 			if most := busiestSecond(at, n); most > c.rate+burst {
 				t.Errorf("a second carried %.0f, over the share %.0f and the burst %.0f", most, c.rate, burst)
+			}
+		})
+	}
+}
+
+// TestPacerRiseKeepsItsBacklog: requests waiting on the pacer hold times
+// it gave them at the old rate; a rise (a member left, or a cut grown
+// back) paces what comes next after them at the new rate, so no window of
+// a second carries the old rate and the new one together. The
+// reproduction, integration TestStoreBudgetAcrossAJoin: after a leave a
+// second saw 159 GETs of a budget of 150, the members' new reservations
+// falling among those their backlog already held.
+func TestPacerRiseKeepsItsBacklog(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		budget     Budget
+		bytes      int64
+		from, to   float64
+		rate       float64 // after the rise
+		queued     int     // requests waiting at the rise
+		afterwards int
+	}{
+		{"GETs, a third to a half", Budget{GETs: 150}, 0, 1.0 / 3, 0.5, 75, 150, 300},
+		{"GETs, a quarter to all", Budget{GETs: 40}, 0, 0.25, 1, 40, 30, 120},
+		{"bytes, a half to all", Budget{Bytes: 8 << 20}, 1 << 20, 0.5, 1, 8 << 20, 12, 40},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := NewPacer(c.budget, &answering{})
+			clock := time.Unix(1e9, 0)
+			p.now = func() time.Time { return clock }
+			p.SetShare(c.from)
+			var at []time.Time
+			var n []float64
+			reserve := func() {
+				get, rest := true, c.bytes
+				for {
+					d, left, _ := p.reserve(get, rest)
+					carried := float64(rest - left)
+					if c.bytes == 0 {
+						carried = 1
+					}
+					at, n = append(at, clock.Add(d)), append(n, carried)
+					if left == 0 {
+						return
+					}
+					get, rest = false, left
+				}
+			}
+			// The queue: requests that all asked at once, each told when.
+			for range c.queued {
+				reserve()
+			}
+			clock = clock.Add(500 * time.Millisecond)
+			p.SetShare(c.to)
+			for range c.afterwards {
+				reserve()
+				// The next asks when this one is sent, or now if later.
+				clock = slices.MaxFunc([]time.Time{clock, at[len(at)-1]}, time.Time.Compare)
+			}
+			slices.SortStableFunc(at, time.Time.Compare) // n is uniform per case
+			s := p.Stats()
+			burst := float64(s.BurstGETs)
+			if c.bytes > 0 {
+				burst = float64(s.BurstBytes)
+			}
+			if most := busiestSecond(at, n); most > c.rate+burst {
+				t.Errorf("a second carried %.0f, over the new share %.0f and the burst %.0f", most, c.rate, burst)
 			}
 		})
 	}
