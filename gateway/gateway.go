@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -436,7 +437,7 @@ type Gateway struct {
 	log      zerolog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
-	tokens   tokenSet
+	tokens   atomic.Pointer[tokenSet]
 	// closeIdle closes the idle connections of the stores' one pool
 	// (s3backend.Config.SharedTransport), on Close.
 	closeIdle func()
@@ -511,7 +512,9 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Backend.Transport = pacer
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
-		tokens: newTokenSet(cfg.AuthTokens, cfg.Tokens), life: stopper.New(), closeIdle: closeIdle}
+		life: stopper.New(), closeIdle: closeIdle}
+	tokens := newTokenSet(cfg.AuthTokens, cfg.Tokens)
+	g.tokens.Store(&tokens)
 	reg := cfg.Registry
 	if pacer != nil {
 		registerPacer(reg, pacer)

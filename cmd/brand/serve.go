@@ -384,7 +384,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		ready = func(g *gateway.Gateway) { serveAdmin(ctx, log, g, admin) }
 	}
-	var started func(*gateway.Gateway)
+	var starts []func(*gateway.Gateway)
 	if f.s3face.listen != "" {
 		s3ln, err := net.Listen("tcp", f.s3face.listen)
 		if err != nil {
@@ -393,7 +393,15 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		if s3ln, err = f.security.wrap(s3ln, log); err != nil {
 			return err
 		}
-		started = func(g *gateway.Gateway) { serveS3(ctx, log, g, s3ln) }
+		starts = append(starts, func(g *gateway.Gateway) { serveS3(ctx, log, g, s3ln) })
+	}
+	if f.security.tokenFile != "" {
+		starts = append(starts, func(g *gateway.Gateway) { go f.security.watchTokens(ctx, log, g, tokenPoll) })
+	}
+	started := func(g *gateway.Gateway) {
+		for _, s := range starts {
+			s(g)
+		}
 	}
 	return serve(ctx, log, cfg, ln, stopping{leave: f.cluster.leave, drain: f.shutdownTimeout}, started, ready)
 }
