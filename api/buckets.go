@@ -174,9 +174,8 @@ func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
 		return c, false, err
 	}
 	if !bucket.Clips(shapes) {
-		if c.On() {
-			return c, false, fmt.Errorf("%w: buckets of HxW batch a dataset's images; a clip job's clips are bucketed by HxWxT", bucket.ErrSpec)
-		}
+		// clip= beside buckets of HxW: the table's refusal (a clip
+		// bucket job's clips are its buckets').
 		return c, false, nil
 	}
 	t := shapes[0].T
@@ -184,9 +183,11 @@ func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
 		t = min(t, s.T)
 	}
 	switch {
-	case len(c.Windows) > 0:
-		return c, true, fmt.Errorf("%w: clip buckets are of a tree of videos: delta_timestamps= and frames= do not apply", bucket.ErrSpec)
-	case c.Frames != 0 && c.Frames != t || c.Step != 0 && c.Step != MaxClipStep:
+	case len(c.Windows) > 0 || c.Step != 0 && c.Step != MaxClipStep || c.Frames != 0 && c.Step == 0:
+		// A LeRobot job's windows, or clip= or step= given: the table's
+		// refusals, of the request as given.
+		return c, false, nil
+	case c.Frames != 0 && c.Frames != t:
 		return c, true, fmt.Errorf("%w: a clip bucket job's clips take their bucket's frames, one a video an epoch: give no clip= or step=", bucket.ErrSpec)
 	}
 	c.Frames, c.Step = t, MaxClipStep

@@ -1,6 +1,11 @@
 package api
 
-import "github.com/brandgw/brand/internal/errkind"
+import (
+	"fmt"
+	"math"
+
+	"github.com/brandgw/brand/internal/errkind"
+)
 
 // ErrPlanBudget reports a plan that ran out of the work a server allows one
 // (planner.Budget) while it computed: the gateway answers 503, naming the
@@ -187,4 +192,18 @@ type Prices struct {
 	PerGiB          float64 `json:"per_gib"`
 	CrossNodePerGiB float64 `json:"cross_node_per_gib"`
 	Currency        string  `json:"currency,omitempty"`
+}
+
+// Check refuses prices a bill cannot be made of: a price that is not a
+// finite number ≥ 0.
+func (p Prices) Check() error {
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"per 1,000 GETs", p.GETsPer1000}, {"per GiB", p.PerGiB}, {"per cross-node GiB", p.CrossNodePerGiB}} {
+		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < 0 {
+			return fmt.Errorf("the store's price %s is %v: a price is a finite number ≥ 0", c.name, c.v)
+		}
+	}
+	return nil
 }

@@ -156,9 +156,14 @@ func (b Budget) Unit() string {
 	return "pixels"
 }
 
+// MaxBatch bounds a bucket's batch size a rank: a budget that holds more
+// is refused (a gateway refuses more than its own --max-batch-size
+// before).
+const MaxBatch = 1 << 20
+
 // Sizes returns each bucket's batch size a rank and step: as many of its
-// images as the budget holds. A bucket of which the budget holds none is
-// refused.
+// images as the budget holds. A bucket of which the budget holds none, or
+// more than MaxBatch, is refused.
 func (b Budget) Sizes(shapes []Shape) ([]int, error) {
 	if b.Tokens > 0 && (b.VAE < 1 || b.Patch < 1) {
 		return nil, fmt.Errorf("%w: a budget in latent tokens needs the VAE's factor and the patch (≥ 1)", ErrSpec)
@@ -172,7 +177,11 @@ func (b Budget) Sizes(shapes []Shape) ([]int, error) {
 	out := make([]int, len(shapes))
 	for i, s := range shapes {
 		c := b.Cost(s)
-		out[i] = int(min(b.Limit()/c, 1<<20))
+		n := b.Limit() / c
+		if n > MaxBatch {
+			return nil, fmt.Errorf("%w: a budget of %d %s holds %d samples of bucket %s, over the most a batch of one bucket holds (%d)", ErrSpec, b.Limit(), b.Unit(), n, s, MaxBatch)
+		}
+		out[i] = int(n)
 		if out[i] == 0 {
 			return nil, fmt.Errorf("%w: a budget of %d %s holds no sample of bucket %s (%d)", ErrSpec, b.Limit(), b.Unit(), s, c)
 		}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/brandgw/brand/internal/job/jobsched"
 
@@ -65,6 +67,24 @@ func (s tokenSet) grant(r *http.Request) (scope.Grant, bool) {
 	return s.grants[at], true
 }
 
+// SetTokens replaces the bearer tokens the gateway accepts (as
+// Config.Tokens; brand serve re-reads --auth-token-file when it changes):
+// a request is checked against the set in force when it arrives. It
+// refuses to turn authentication on or off, a restart's decision: a
+// gateway started without tokens serves its routes unguarded, and an
+// empty set would lock every client out.
+func (g *Gateway) SetTokens(tokens []scope.Token) error {
+	switch {
+	case len(g.tokens.Load().digests) == 0:
+		return errors.New("gateway: started without tokens, it takes none later: restart it with --auth-token-file")
+	case len(tokens) == 0:
+		return errors.New("gateway: no token: the set in force is kept (an empty file would lock every client out)")
+	}
+	s := newTokenSet(nil, tokens)
+	g.tokens.Store(&s)
+	return nil
+}
+
 type grantKey struct{}
 
 // grantOf is the grant of the token a request was authenticated with;
@@ -96,24 +116,24 @@ func allow(ctx context.Context, need scope.Rights, datasets []string, job string
 // tokens, the schedules a job's stored datasets are read from, and the
 // dataset a request names by default.
 type authorizer struct {
-	tokens         tokenSet
+	tokens         *atomic.Pointer[tokenSet] // replaced whole by SetTokens
 	schedules      *jobsched.Book
 	defaultDataset string
 }
 
 // authorizer is g's.
 func (g *Gateway) authorizer() authorizer {
-	return authorizer{tokens: g.tokens, schedules: g.jobs.Edits().Schedules(), defaultDataset: g.cfg.DefaultDataset}
+	return authorizer{tokens: &g.tokens, schedules: g.jobs.Edits().Schedules(), defaultDataset: g.cfg.DefaultDataset}
 }
 
 // authentication is opt-in (`brand serve --auth-token-file`).
 func (a authorizer) guard(table map[string]endpoint) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		if len(a.tokens.digests) == 0 {
+		if len(a.tokens.Load().digests) == 0 {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			grant, ok := a.tokens.grant(r)
+			grant, ok := a.tokens.Load().grant(r)
 			if !ok {
 				reqbody.Refuse(w, r)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="brand"`)

@@ -100,10 +100,42 @@ func (b bodies) upTo(most func() int64, timeout time.Duration, perByte int64) fu
 				writeError(r.Context(), w, err)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(&answerUnread{ResponseWriter: w, r: r}, r)
 		})
 	}
 }
+
+// answerUnread makes an answer its handler gives before reading the
+// request's body whole the connection's last (reqbody.Refuse): the
+// server would otherwise read the rest of the body, for as long as the
+// client took, up to its deadline, before the answer went out. An
+// invalid query of a POST was answered 400 only after the 30 s body
+// deadline (TestQueryRefusedBeforeTheBody).
+type answerUnread struct {
+	http.ResponseWriter
+	r     *http.Request
+	wrote bool
+}
+
+func (a *answerUnread) WriteHeader(code int) {
+	if !a.wrote {
+		a.wrote = true
+		if reqbody.Unread(a.r) {
+			reqbody.Refuse(a.ResponseWriter, a.r)
+		}
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answerUnread) Write(p []byte) (int, error) {
+	if !a.wrote {
+		a.WriteHeader(http.StatusOK)
+	}
+	return a.ResponseWriter.Write(p)
+}
+
+// Unwrap is for http.ResponseController.
+func (a *answerUnread) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // fixed is a bound that does not change.
 func fixed(n int64) func() int64 { return func() int64 { return n } }

@@ -344,3 +344,46 @@ func (c *slowClient) ended(bound time.Duration) (int, error) {
 	}
 	return status, nil
 }
+
+// TestQueryRefusedBeforeTheBody: a request with a body whose query is
+// refused (an unknown parameter) is answered at once, its body unread
+// and its connection closed, on every route that takes a body and a
+// query (a schedule edit and POST /plan take their fields in the body
+// alone). The
+// reproduction: each answered its 400 only at the body's deadline (30 s
+// by default), the server reading the body the handler had not before
+// the answer went out. The deadline here is a minute, the wait for the
+// answer 10 s.
+func TestQueryRefusedBeforeTheBody(t *testing.T) {
+	f := newFixture(t, 8, 8)
+	_, srv := start(t, f.store, func(c *gateway.Config) {
+		c.AuthTokens = []string{"client-token"}
+		c.BodyTimeout, c.LargeBodyTimeout = time.Minute, time.Minute
+	})
+	for _, route := range []string{
+		"POST /jobs/j/exclude?", "POST /jobs/j/append?", "POST /importance/j/feedback?dataset=test&epoch=0&",
+		"PUT /tasks/j?dataset=test&", "POST /tasks/j/leases?dataset=test&",
+		"POST /tasks/j/leases/x-1/feedback?dataset=test&", "POST /tasks/j/trainer?dataset=test&",
+	} {
+		t.Run(route, func(t *testing.T) {
+			method, path, _ := strings.Cut(route, " ")
+			c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := fmt.Fprintf(c, "%s %sbogus=1 HTTP/1.1\r\nHost: brand\r\nAuthorization: Bearer client-token\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n", method, path); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer within 10 s of the headers, the body unsent: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadRequest || !resp.Close {
+				t.Errorf("%d (connection closed: %v), want 400 closing the connection: %s", resp.StatusCode, resp.Close, body)
+			}
+		})
+	}
+}

@@ -186,3 +186,46 @@ func (f *imageFixture) wantBucket(t testing.TB, name string, seed, epoch uint64,
 	}
 	return res.Out
 }
+
+// TestBucketRefusals: a bucket job the gateway cannot serve as asked is
+// refused, saying why. The reproductions: a budget that holds more images
+// a rank than a batch may was cut to 2^20 silently; small=fail named a
+// sample's number, not its key; a budget larger than the data answered
+// 200 with 0 steps and no word; a clip bucket list over a tree of images
+// answered 501 "built without libav" before saying it is no tree of
+// videos.
+func TestBucketRefusals(t *testing.T) {
+	f := newImageFixture(t, 4, 20, bucketPhotos(t))
+	if _, err := dataset.WriteSizes(context.Background(), f.store, f.index, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, base := startTransforms(t, f, nil)
+	for _, c := range []struct {
+		name, query string
+		status      int
+		says        string
+	}{
+		{"more than a batch holds", "buckets=8x8&budget=" + fmt.Sprint(8*8*70000), http.StatusBadRequest, "over the most a batch holds (the server's --max-batch-size, 65536)"},
+		{"small=fail names the key", "buckets=32x32,24x48,48x24&budget=2048&small=fail", http.StatusUnprocessableEntity, "(the first: "},
+		{"a budget larger than the data", "buckets=32x32&budget=" + fmt.Sprint(32*32*100), http.StatusUnprocessableEntity, "has no step: bucket 32x32 holds"},
+		{"clip buckets over images", "buckets=16x16x8&budget=4096", http.StatusBadRequest, "clip jobs read a video dataset"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := get(t, base+"/epoch/0?seed=5&"+c.query)
+			if resp.StatusCode != c.status || !strings.Contains(string(body), c.says) {
+				t.Fatalf("%s: %s %s; want %d saying %q", c.query, resp.Status, body, c.status, c.says)
+			}
+			if strings.Contains(c.query, "small=fail") {
+				// The first too small is one of the 10-pixel images (every
+				// ninth), named by its key.
+				named := false
+				for id := 8; id < f.index.NumSamples(); id += 9 {
+					named = named || strings.Contains(string(body), "(the first: "+f.index.SampleKey(id)+")")
+				}
+				if !named {
+					t.Fatalf("small=fail: %s names no too small image's key", body)
+				}
+			}
+		})
+	}
+}

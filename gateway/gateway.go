@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -436,7 +437,7 @@ type Gateway struct {
 	log      zerolog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
-	tokens   tokenSet
+	tokens   atomic.Pointer[tokenSet]
 	// closeIdle closes the idle connections of the stores' one pool
 	// (s3backend.Config.SharedTransport), on Close.
 	closeIdle func()
@@ -511,7 +512,9 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Backend.Transport = pacer
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
-		tokens: newTokenSet(cfg.AuthTokens, cfg.Tokens), life: stopper.New(), closeIdle: closeIdle}
+		life: stopper.New(), closeIdle: closeIdle}
+	tokens := newTokenSet(cfg.AuthTokens, cfg.Tokens)
+	g.tokens.Store(&tokens)
 	reg := cfg.Registry
 	if pacer != nil {
 		registerPacer(reg, pacer)
@@ -737,6 +740,12 @@ func (cfg *Config) fill() ([]string, error) {
 	}
 	if cfg.CacheSize < 0 {
 		return nil, fmt.Errorf("gateway: negative cache size %d", cfg.CacheSize)
+	}
+	if err := cfg.StoreBudget.Check(); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if err := cfg.StorePrices.Check(); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	switch d := cfg.DiskCache; {
 	case len(d.Dirs) > 0 && d.Size <= 0:

@@ -111,6 +111,12 @@ func (sa scheduleAPI) handleScheduleGet(w http.ResponseWriter, r *http.Request) 
 		writeError(r.Context(), w, err)
 		return
 	}
+	// A token of a narrowed scope reads a schedule over the datasets its
+	// scope covers alone, as it reads their batches.
+	if err := allow(r.Context(), scope.Read, scheduleDatasets(v.Schedule), job); err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
 	a, err := sa.answer(r.Context(), v)
 	if err != nil {
 		writeError(r.Context(), w, err)

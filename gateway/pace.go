@@ -29,6 +29,10 @@ func registerPacer(reg prometheus.Registerer, p *s3backend.Pacer) {
 			stat(func(s s3backend.PaceStats) float64 { return s.GETs })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_store_rate_bytes", Help: "Bytes a second this node paces its store reads at now (0: no bound)."},
 			stat(func(s s3backend.PaceStats) float64 { return s.Bytes })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_store_burst_gets", Help: "GETs beyond its rate any second of this node's store reads may carry (the token bucket's size; 0: no bound)."},
+			stat(func(s s3backend.PaceStats) float64 { return float64(s.BurstGETs) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_store_burst_bytes", Help: "Bytes beyond its rate any second of this node's store reads may carry (0: no bound)."},
+			stat(func(s s3backend.PaceStats) float64 { return float64(s.BurstBytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_store_budget_share", Help: "This node's part of the store budget: 1 over the agreed members."},
 			stat(func(s s3backend.PaceStats) float64 { return s.Share })),
 	)

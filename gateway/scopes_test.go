@@ -212,6 +212,9 @@ func TestScopesOfNames(t *testing.T) {
 		{"GET", "/epoch/0?mix=web-a:1,books:1", "", 403, `over dataset "books"`},
 		{"GET", "/plan?mix_schedule=0:web-a:1,books:1", "", 403, `over dataset "books"`},
 		{"GET", "/epoch/0?job=teamA-books&schedule=latest", "", 403, `over dataset "books"`},
+		// The schedule stored under a team's job reads a dataset its token
+		// does not cover: the schedule is not told (it was answered).
+		{"GET", "/jobs/teamA-books/schedule", "", 403, `lacks the read right over dataset "books"`},
 		{"POST", "/jobs/teamA-1/exclude?dataset=books", `{"from_step": 0, "keys": ["k"]}`, 403, `lacks the edit right over dataset "books"`},
 		{"PUT", "/jobs/teamA-2/schedule", `{"schedule": "0:web-a:1,books:1"}`, 403, `lacks the edit right over dataset "books"`},
 		{"POST", "/plan", `{"dataset": "books", "jobs": [{}]}`, 403, `over dataset "books"`},

@@ -315,7 +315,8 @@ func TestTableRulesOnEveryEndpoint(t *testing.T) {
 		features.Buckets:    "buckets=32x32",
 	}
 	values := map[string]string{api.ParamScheduleVersion: "latest", api.ParamEOS: "2", api.ParamStride: "2",
-		api.ParamFPS: "5", api.ParamStep: "3", api.ParamClipStart: "first", api.ParamBatchSize: "4", api.ParamBudget: "4096"}
+		api.ParamFPS: "5", api.ParamStep: "3", api.ParamClipStart: "first", api.ParamBatchSize: "4", api.ParamBudget: "4096",
+		api.ParamDeltaTimestamps: "observation.image:0,0.1", api.ParamClip: "4"}
 	const shape = "batch_size=4&world=1&seed=3"
 	for _, r := range published.Rules {
 		v := mustQuery(t, shape)

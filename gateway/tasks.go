@@ -96,15 +96,16 @@ func (a taskAPI) handleMake(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	job := chi.URLParam(r, "job")
 	var spec task.Spec
+	var ds *catalog.Dataset
 	err := checkJobName(job)
+	if err == nil {
+		// The query before the body: a refused one is answered at once.
+		_, ds, err = a.dataset(r)
+	}
 	if err == nil {
 		if err = reqbody.DecodeJSON(r.Body, &spec); err != nil {
 			err = fmt.Errorf("%w: the body is a task job's spec, a JSON object such as {\"step\": 64, \"policy\": \"curriculum\"} (docs/tasks.md): %w", query.ErrBadRequest, err)
 		}
-	}
-	var ds *catalog.Dataset
-	if err == nil {
-		_, ds, err = a.dataset(r)
 	}
 	var s *task.Stream
 	made := false

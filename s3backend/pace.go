@@ -2,12 +2,15 @@ package s3backend
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/brandgw/brand/internal/errkind"
 	"golang.org/x/time/rate"
 )
 
@@ -21,6 +24,38 @@ type Budget struct {
 	Bytes float64
 }
 
+// The least budgets a store may be given: a node reads its index and its
+// chunks' tables through the budget before it is ready, at first at
+// 1/64 of its share, so a budget under these would keep it from being
+// ready for minutes, saying nothing.
+const (
+	MinBudgetGETs  = 1
+	MinBudgetBytes = 1 << 20
+)
+
+// Check refuses a budget no store can be read under: a rate that is not
+// a number, below 0, or above 0 and below the least (MinBudgetGETs,
+// MinBudgetBytes). Zero is no bound.
+func (b Budget) Check() error {
+	for _, c := range []struct {
+		name string
+		v    float64
+		min  float64
+		unit string
+	}{{"GETs", b.GETs, MinBudgetGETs, "GET"}, {"bytes", b.Bytes, MinBudgetBytes, "bytes"}} {
+		switch {
+		case math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < 0:
+			return fmt.Errorf("%w: the store's budget of %s a second is %v: give a number ≥ 0 (0: no bound)", ErrBudget, c.name, c.v)
+		case c.v > 0 && c.v < c.min:
+			return fmt.Errorf("%w: the store's budget of %s a second is %v, under the least of %v %s a second: a node reads its index through it before it is ready, at first at 1/64 of its share (0: no bound)", ErrBudget, c.name, c.v, c.min, c.unit)
+		}
+	}
+	return nil
+}
+
+// ErrBudget marks a store budget that cannot be paced.
+var ErrBudget = errkind.New(errkind.Invalid, "s3backend: store budget")
+
 // The pacer's rule, AIMD: a throttled answer (503, 429) multiplies the
 // rate in force by cutTo at once (CUBIC's β), at most once per cutEvery
 // (the answers of one burst cut it once), never below minFactor of the
@@ -32,8 +67,8 @@ const (
 	minFactor = 1.0 / 64
 	growStep  = 1.0 / 10
 	// burstShare is the part of a second's budget a burst may take: the
-	// rate is the rest, so that no whole second sees more than the
-	// budget.
+	// rate is the share itself, and no second carries more than the
+	// share and one burst (a token bucket of the burst's size).
 	burstShare = 0.05
 	// minByteBurst is the least byte burst: a request's bytes are waited
 	// for in pieces of at most the burst.
@@ -73,8 +108,10 @@ type PaceStats struct {
 	Waits       int64
 	WaitSeconds float64
 	// GETs and Bytes are the rates in force (0: no bound); Share the
-	// node's part of the budget.
-	GETs, Bytes, Share float64
+	// node's part of the budget; BurstGETs and BurstBytes the most a
+	// second carries beyond the rate.
+	GETs, Bytes, Share    float64
+	BurstGETs, BurstBytes int
 }
 
 // NewPacer paces requests through next (http.DefaultTransport if nil)
@@ -119,19 +156,41 @@ func (p *Pacer) Stats() PaceStats {
 func (p *Pacer) setLocked() {
 	f := p.share * p.factor
 	p.stats.Share = p.share
+	// The rate is the share: a token bucket of the burst's size lets
+	// any window of a second carry at most the share and the burst.
 	if p.gets != nil {
 		r := p.budget.GETs * f
 		burst := max(1, int(r*burstShare))
-		p.gets.SetLimit(rate.Limit(max(r-float64(burst), r/2)))
-		p.gets.SetBurst(burst)
-		p.stats.GETs = r
+		setRate(p.gets, p.now(), r, burst)
+		p.stats.GETs, p.stats.BurstGETs = r, burst
 	}
 	if p.bytes != nil {
 		r := p.budget.Bytes * f
 		burst := max(minByteBurst, int(r*burstShare))
-		p.bytes.SetLimit(rate.Limit(max(r-float64(burst), r/2)))
-		p.bytes.SetBurst(burst)
-		p.stats.Bytes = r
+		setRate(p.bytes, p.now(), r, burst)
+		p.stats.Bytes, p.stats.BurstBytes = r, burst
+	}
+}
+
+// setRate sets l to r with burst at the time at, keeping the times it
+// gave the requests that wait on it: a limiter owing tokens has sent
+// them into the future at its old rate, and at a higher one the next
+// reservation would fall among them (the old rate and the new together
+// for a while). Its debt grows by the ratio of the rates, so what comes
+// next is paced after them. A fall leaves the debt as it is: the next
+// request waits a little past the backlog, never among it.
+func setRate(l *rate.Limiter, at time.Time, r float64, burst int) {
+	old := float64(l.Limit())
+	owed := -l.TokensAt(at)
+	l.SetLimitAt(at, rate.Limit(r))
+	l.SetBurstAt(at, burst)
+	if owed <= 0 || old <= 0 || math.IsInf(old, 1) || r <= old {
+		return
+	}
+	for more := owed * (r/old - 1); more > 0; {
+		k := min(burst, int(math.Ceil(more)))
+		l.ReserveN(at, k)
+		more -= float64(k)
 	}
 }
 
@@ -168,38 +227,66 @@ func (p *Pacer) throttled() {
 
 // wait waits for one request (get) and for n bytes.
 func (p *Pacer) wait(ctx context.Context, get bool, n int64) error {
+	for {
+		d, rest, cancel := p.reserve(get, n)
+		if d > time.Millisecond {
+			p.mu.Lock()
+			p.stats.Waits++
+			p.stats.WaitSeconds += d.Seconds()
+			p.mu.Unlock()
+		}
+		if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				cancel()
+				return ctx.Err()
+			}
+		}
+		if rest == 0 {
+			return nil
+		}
+		get, n = false, rest
+	}
+}
+
+// reserve takes, at the clock's now, a request's GET (get) and as many of
+// its n bytes as one burst holds: how long to wait before sending them,
+// the bytes left for the next reservation, and how to give the
+// reservation back (a request that leaves before it is sent).
+func (p *Pacer) reserve(get bool, n int64) (wait time.Duration, rest int64, cancel func()) {
 	p.mu.Lock()
 	p.growLocked()
 	gets, bytes := p.gets, p.bytes
 	p.mu.Unlock()
-	start := p.now()
+	now := p.now()
+	var rs []*rate.Reservation
 	if gets != nil && get {
-		if err := gets.Wait(ctx); err != nil {
-			return err
+		r := gets.ReserveN(now, 1)
+		rs = append(rs, r)
+		wait = r.DelayFrom(now)
+	}
+	if bytes != nil && n > 0 {
+		piece := min(n, int64(bytes.Burst()))
+		r := bytes.ReserveN(now, int(piece))
+		rs = append(rs, r)
+		wait = max(wait, r.DelayFrom(now))
+		rest = n - piece
+	}
+	return wait, rest, func() {
+		for _, r := range rs {
+			r.CancelAt(now)
 		}
 	}
-	if bytes != nil {
-		for n > 0 {
-			piece := min(n, int64(bytes.Burst()))
-			if err := bytes.WaitN(ctx, int(piece)); err != nil {
-				return err
-			}
-			n -= piece
-		}
-	}
-	if d := p.now().Sub(start); d > time.Millisecond {
-		p.mu.Lock()
-		p.stats.Waits++
-		p.stats.WaitSeconds += d.Seconds()
-		p.mu.Unlock()
-	}
-	return nil
 }
 
 // RoundTrip paces a GET or HEAD, then sends it; a 503 or 429 answer
 // lowers the rate (the store's client retries it, under the lowered
-// rate). The rate in force is the budget's share less a burst of 5 % of
-// it, so that no whole second sees more than the budget.
+// rate). The rate in force is the budget's share, with a burst of 5 % of
+// it (at least one GET, or a MiB): no second carries more than the share
+// and the burst.
 func (p *Pacer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		return p.next.RoundTrip(req)

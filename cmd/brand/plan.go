@@ -124,6 +124,9 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	if len(srcs) == 0 {
 		return fmt.Errorf("--src is required: the dataset to plan for")
 	}
+	if err := prices.Check(); err != nil {
+		return err
+	}
 	if err := mix.check(srcs); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -26,7 +27,7 @@ type securityFlags struct {
 }
 
 func (f *securityFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.tokenFile, "auth-token-file", "", "require a bearer token from `FILE` on every endpoint but /healthz and /readyz: one token a line (# comments); a bare token may do anything (admin), one followed by its scope, rights=read,edit,feedback or admin and optionally datasets=web-*,code jobs=teamA-* name=N, that alone (403 otherwise; docs/http-api.md \"Authentication, TLS and the admin port\")")
+	fs.StringVar(&f.tokenFile, "auth-token-file", "", "require a bearer token from `FILE` on every endpoint but /healthz and /readyz: one token a line (# comments); a bare token may do anything (admin), one followed by its scope, rights=read,edit,feedback or admin and optionally datasets=web-*,code jobs=teamA-* name=N, that alone (403 otherwise); re-read when it changes (docs/http-api.md \"Authentication, TLS and the admin port\")")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain); reloaded when the file changes")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "serve /metrics, /stats, /plan, /datasets with store URLs and /debug/pprof/ on this address instead of the data port")
@@ -51,6 +52,50 @@ func (f *securityFlags) tokens() ([]scope.Token, error) {
 		return nil, fmt.Errorf("--auth-token-file %s: %w", f.tokenFile, err)
 	}
 	return out, nil
+}
+
+// tokenPoll is how often brand serve looks at --auth-token-file for a
+// change, as --peers-file is re-read at --peers-poll's default.
+const tokenPoll = 2 * time.Second
+
+// watchTokens re-reads the token file whenever its modification time or
+// size changes, until ctx ends, and gives g the tokens it holds: a token
+// removed from the file is refused within tokenPoll, without a restart.
+// A file that does not read or parse (a half-written one, or one left
+// with no token) keeps the tokens in force and is logged, never its
+// secrets; the next change is read again.
+func (f *securityFlags) watchTokens(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, every time.Duration) {
+	stamp := func() (time.Time, int64) {
+		st, err := os.Stat(f.tokenFile)
+		if err != nil {
+			return time.Time{}, -1
+		}
+		return st.ModTime(), st.Size()
+	}
+	mod, size := stamp()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m, n := stamp()
+		if m.Equal(mod) && n == size {
+			continue
+		}
+		mod, size = m, n
+		tokens, err := f.tokens()
+		if err == nil {
+			err = g.SetTokens(tokens)
+		}
+		if err != nil {
+			log.Warn().Err(err).Str("file", f.tokenFile).Msg("the token file changed but does not load; the tokens in force are kept")
+			continue
+		}
+		log.Info().Str("file", f.tokenFile).Int("tokens", len(tokens)).Msg("the token file re-read")
+	}
 }
 
 // wrap makes ln serve TLS when --tls-cert and --tls-key are given.

@@ -102,6 +102,36 @@ func TestServeTLSTokensAndAdmin(t *testing.T) {
 			t.Errorf("GET %s with token %q: %d, want %d", tt.url, tt.token, got, tt.want)
 		}
 	}
+	// A token removed from the file is refused without a restart; one
+	// the file keeps still works, and a file left empty keeps the tokens
+	// in force. The reproduction: a removed token kept working until the
+	// gateway restarted.
+	if err := os.WriteFile(tokens, []byte("new-token # the old one rotated out\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	within := time.Now().Add(30 * time.Second) // tokenPoll is 2 s
+	for get(base+"/epoch/0/batch/0", "old-token") != 401 {
+		if time.Now().After(within) {
+			t.Fatal("the removed token still works 30 s after the file changed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := get(base+"/epoch/0/batch/0", "new-token"); got != 200 {
+		t.Errorf("the kept token after the re-read: %d, want 200", got)
+	}
+	if err := os.WriteFile(tokens, []byte("# nobody\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	within = time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "the token file changed but does not load") {
+		if time.Now().After(within) {
+			t.Fatal("an empty token file was not reported 30 s after it was written")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := get(base+"/epoch/0/batch/0", "new-token"); got != 200 {
+		t.Errorf("the kept token after an empty file: %d, want 200", got)
+	}
 	stop()
 	if code := <-done; code != 0 {
 		t.Errorf("serve exited with %d: %s", code, stderr.String())
@@ -184,4 +214,35 @@ func orEvery(host string) string {
 		return "every interface"
 	}
 	return host
+}
+
+// TestTokenFileExampleServes: the scoped token file docs/http-api.md
+// shows is one brand serve takes. The reproduction: its comments after
+// the tokens made brand serve exit 1 (field 1 after the secret is not
+// KEY=VALUE).
+func TestTokenFileExampleServes(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "http-api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```text\n\\s*(# TOKEN \\[rights=.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/http-api.md has no token file example (```text, # TOKEN [rights=...)")
+	}
+	file := filepath.Join(t.TempDir(), "tokens")
+	var text strings.Builder
+	for _, line := range strings.Split(string(m[1]), "\n") {
+		text.WriteString(strings.TrimSpace(line) + "\n")
+	}
+	if err := os.WriteFile(file, []byte(text.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := securityFlags{tokenFile: file}
+	tokens, err := f.tokens()
+	if err != nil {
+		t.Fatalf("the docs' example: %v", err)
+	}
+	if len(tokens) != 3 {
+		t.Errorf("the docs' example holds %d tokens, want its 3", len(tokens))
+	}
 }

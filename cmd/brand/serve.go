@@ -105,9 +105,9 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
 	f.maxTextBytes = gateway.DefaultMaxTextBytes
 	fs.Var(&f.maxTextBytes, "max-text-bytes", "longest text value of a sample served in place (Parquet): a chunk holding a longer one is decoded without it, never holding it in memory, and a batch of its sample is refused with 422 naming it (skipped with --on-damaged-chunk skip); 0: no bound")
-	fs.Float64Var(&f.storeGETs, "store-gets-per-sec", 0, "the store's budget of GETs a second (and HEADs), split among a cluster's members (docs/scale-out.md, \"The store's budget\"): reads are paced under it, and a 503 or 429 from the store multiplies this node's rate by 0.7 at once (then a tenth of its share comes back each quiet second); 0: no bound")
+	fs.Float64Var(&f.storeGETs, "store-gets-per-sec", 0, "the store's budget of GETs a second (and HEADs), split among a cluster's members (docs/scale-out.md, \"The store's budget\"): reads are paced under it, and a 503 or 429 from the store multiplies this node's rate by 0.7 at once (then a tenth of its share comes back each quiet second); 0: no bound, else at least 1")
 	f.prices.Register(fs)
-	fs.Var(&f.storeBytes, "store-bytes-per-sec", "the store's budget of bytes read a second, split and paced as --store-gets-per-sec (e.g. 2GiB); 0: no bound")
+	fs.Var(&f.storeBytes, "store-bytes-per-sec", "the store's budget of bytes read a second, split and paced as --store-gets-per-sec (e.g. 2GiB); 0: no bound, else at least 1MiB")
 	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C (served in place: its indexed checksums, or its decode) is read again before it is declared damaged")
 	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged or lost (its object no longer in the store) at rest, or a clip job's video that does not decode: fail (502; 422 for the decode) or skip (serve the batch without its samples or clips, named in Brand-Missing-* headers, a clip job's counted in /stats)")
 	f.transforms.register(fs)
@@ -243,6 +243,15 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if err != nil {
 		return gateway.Config{}, err
 	}
+	if err := (s3backend.Budget{GETs: f.storeGETs}).Check(); err != nil {
+		return gateway.Config{}, fmt.Errorf("--store-gets-per-sec: %w", err)
+	}
+	if err := (s3backend.Budget{Bytes: float64(f.storeBytes)}).Check(); err != nil {
+		return gateway.Config{}, fmt.Errorf("--store-bytes-per-sec: %w", err)
+	}
+	if err := f.prices.Check(); err != nil {
+		return gateway.Config{}, err
+	}
 	workers := f.prefetchWorkers
 	if workers == 0 {
 		workers = -1
@@ -375,7 +384,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		ready = func(g *gateway.Gateway) { serveAdmin(ctx, log, g, admin) }
 	}
-	var started func(*gateway.Gateway)
+	var starts []func(*gateway.Gateway)
 	if f.s3face.listen != "" {
 		s3ln, err := net.Listen("tcp", f.s3face.listen)
 		if err != nil {
@@ -384,7 +393,15 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		if s3ln, err = f.security.wrap(s3ln, log); err != nil {
 			return err
 		}
-		started = func(g *gateway.Gateway) { serveS3(ctx, log, g, s3ln) }
+		starts = append(starts, func(g *gateway.Gateway) { serveS3(ctx, log, g, s3ln) })
+	}
+	if f.security.tokenFile != "" {
+		starts = append(starts, func(g *gateway.Gateway) { go f.security.watchTokens(ctx, log, g, tokenPoll) })
+	}
+	started := func(g *gateway.Gateway) {
+		for _, s := range starts {
+			s(g)
+		}
 	}
 	return serve(ctx, log, cfg, ln, stopping{leave: f.cluster.leave, drain: f.shutdownTimeout}, started, ready)
 }

@@ -301,3 +301,48 @@ func TestStartupNamesDecoder(t *testing.T) {
 		t.Errorf("the pure-Go decoder's note logged %d times, want %d:\n%s", notes, want, stderr.String())
 	}
 }
+
+// TestServeRefusesBudgetsAndPrices: a store budget no store can be read
+// under, or a price a bill cannot be made of, is refused at start naming
+// its flag. The reproductions: --store-gets-per-sec -5 or NaN started
+// unbounded, 0.0001 never became ready and said nothing, a NaN price per
+// 1,000 GETs made every GET /plan a 500, and a price per GiB of -1 a
+// negative bill.
+func TestServeRefusesBudgetsAndPrices(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--store-gets-per-sec=-5"}, "--store-gets-per-sec"},
+		{[]string{"--store-gets-per-sec=NaN"}, "--store-gets-per-sec"},
+		{[]string{"--store-gets-per-sec=+Inf"}, "--store-gets-per-sec"},
+		{[]string{"--store-gets-per-sec=0.0001"}, "under the least of 1 GET a second"},
+		{[]string{"--store-bytes-per-sec=1KiB"}, "--store-bytes-per-sec"},
+		{[]string{"--price-per-1000-gets=NaN"}, "--price-per-1000-gets NaN"},
+		{[]string{"--price-per-gib=-1"}, "--price-per-gib -1"},
+		{[]string{"--price-cross-node-per-gib=+Inf"}, "--price-cross-node-per-gib"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var f serveFlags
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			f.register(fs, ":0")
+			if err := fs.Parse(append([]string{"--dataset", "/tmp/x"}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.gatewayConfig(zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v: %v, want a refusal naming %q", tc.args, err, tc.want)
+			}
+		})
+	}
+	for _, ok := range [][]string{{"--store-gets-per-sec=0"}, {"--store-gets-per-sec=1"}, {"--store-bytes-per-sec=2GiB", "--price-per-gib=0.09"}} {
+		var f serveFlags
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		f.register(fs, ":0")
+		if err := fs.Parse(append([]string{"--dataset", "/tmp/x"}, ok...)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.gatewayConfig(zerolog.Nop()); err != nil {
+			t.Fatalf("%v: %v", ok, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"math"
 
 	"github.com/dustin/go-humanize"
 
@@ -86,6 +87,20 @@ func (p *PriceFlags) Register(fs *flag.FlagSet) {
 	fs.Float64Var(&p.GiB, "price-per-gib", 0, "the price of a GiB read out of the store, for a plan's bill (S3 to the internet: 0.09; within its region: 0)")
 	fs.Float64Var(&p.CrossGiB, "price-cross-node-per-gib", 0, "the price of a GiB sent from node to node, for a cluster plan's bill (across AWS availability zones: 0.02, 0.01 each way)")
 	fs.StringVar(&p.Currency, "price-currency", "USD", "the prices' currency, as the bill names it")
+}
+
+// Check refuses a price that is not a finite number ≥ 0, naming its
+// flag.
+func (p PriceFlags) Check() error {
+	for _, c := range []struct {
+		flag string
+		v    float64
+	}{{"--price-per-1000-gets", p.GETs}, {"--price-per-gib", p.GiB}, {"--price-cross-node-per-gib", p.CrossGiB}} {
+		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < 0 {
+			return fmt.Errorf("%s %v: a price is a finite number ≥ 0", c.flag, c.v)
+		}
+	}
+	return nil
 }
 
 // Prices are the flags' prices; none (and no currency) when every price

@@ -21,6 +21,7 @@ takes the same options.
 """
 
 from ._clips import clip_arrays
+from ._compat import Refused
 from ._malloc import tune_malloc
 from ._mix import format_mix
 from ._options import Connection, Importance, Job, Options
@@ -46,6 +47,7 @@ __all__ = [
     "LeaseExpired",
     "MembersUnknownError",
     "Options",
+    "Refused",
     "ScheduleConflictError",
     "TarError",
     "TaskJob",

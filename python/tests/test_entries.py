@@ -375,8 +375,9 @@ class TestChecked(unittest.TestCase):
                     continue
                 with self.assertRaises(ValueError) as e:
                     make()
-                self.assertIn(f"{pair[0]} and {pair[1]}", str(e.exception))
-                self.assertIn(_message(*pair), str(e.exception))
+                # The table's refusal, in the gateway's words, naming the pair.
+                self.assertEqual(e.exception.what, pair)
+                self.assertEqual(str(e.exception), f"brand: {_compat.table()['error']}: {_message(*pair)}")
 
     def test_refused_rules_named_before_any_request(self):
         """A rule of the table beyond pairs (three features every two of
@@ -388,16 +389,17 @@ class TestChecked(unittest.TestCase):
         rule = next(r for r in _compat.table()["rules"] if r.get("features") == ["mix", "vision", "balance-cost"])
         with self.assertRaises(ValueError) as e:
             brand.Sequences(NOWHERE, None, vision=vision, mix="pairs:1,web:1", balance="vision")
-        self.assertEqual(str(e.exception), "brand.Sequences: the gateway's table refuses mix and vision and "
-                         f"balance-cost together: {rule['message']}")
+        # The table's refusal, in the words the gateway answers it with.
+        self.assertEqual(str(e.exception), f"brand: {_compat.table()['error']}: {rule['message']}")
         brand.Sequences(NOWHERE, None, vision=vision, mix="pairs:1,web:1")  # unbalanced: taken
-        with self.assertRaisesRegex(ValueError, r"refuses tokens and eos together: eos applies only with pack=concat"):
+        with self.assertRaisesRegex(ValueError, r"features do not go together: eos applies only with pack=concat"):
             brand.Sequences(NOWHERE, "tok", eos=2)
 
     def test_another_kinds_arguments(self):
         with self.assertRaisesRegex(TypeError, r"brand.Samples does not take seq=.*brand.Sequences"):
             brand.Samples(NOWHERE, "t", seq=64)
-        with self.assertRaisesRegex(TypeError, r"brand.Sequences does not take transform=.*brand.Tensors"):
+        # What the table refuses is its refusal, as the gateway says it.
+        with self.assertRaisesRegex(ValueError, r"^brand: features do not go together: transform and seq do not go together"):
             brand.Sequences(NOWHERE, "t", transform="flip")
         with self.assertRaisesRegex(TypeError, r"give clip= as clip_len="):
             brand.Clips(NOWHERE, "vid", clip=4)
@@ -405,8 +407,17 @@ class TestChecked(unittest.TestCase):
             brand.LeRobot(NOWHERE, "robot")
         with self.assertRaisesRegex(TypeError, "unknown keyword 'batchsize'"):
             brand.Samples(NOWHERE, "t", batchsize=4)
-        with self.assertRaisesRegex(TypeError, r"brand.Samples does not take vision=.*brand.Sequences"):
+        with self.assertRaisesRegex(ValueError, r"^brand: features do not go together: vision applies only to a token job"):
             brand.Samples(NOWHERE, "t", vision="size:28x28,patch:14,image:1")
+        # brand.Buckets: a bucket job with a transform, sequences or a
+        # clip length is the table's refusal (where it was a TypeError in
+        # other words).
+        for kw, says in ((dict(transform="imagenet-train"), "a bucket job resizes and crops each image"),
+                         (dict(seq=64), "seq and buckets do not go together"),
+                         (dict(clip=4), "clip does not apply to a bucket job")):
+            with self.subTest(buckets=kw):
+                with self.assertRaisesRegex(ValueError, r"^brand: features do not go together: " + says):
+                    brand.Buckets(NOWHERE, "photos", budget=1 << 22, **kw)
 
     def test_defaults(self):
         self.assertEqual(brand.Samples(NOWHERE, "t").batch_size, 256)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/brandgw/brand/api"
@@ -61,6 +62,14 @@ var rules = func() []Rule {
 		// its steps (api.Job.Buckets).
 		{Features: []Feature{Buckets}, Given: []Param{p(api.ParamBatchSize), p(api.ParamOffset)},
 			Message: "{param} does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
+		// A clip bucket job's clips are its buckets' (the parser derives
+		// clip= and step= from buckets of HxWxT, step= the most: what a
+		// request may not give itself).
+		{Features: []Feature{Buckets}, Given: []Param{p(api.ParamDeltaTimestamps), p(api.ParamFrames)},
+			Message: "{param} does not apply to a bucket job: clip buckets are of a tree of videos (buckets=HxWxT)"},
+		{Features: []Feature{Buckets}, Given: []Param{p(api.ParamClip), p(api.ParamStep)},
+			Unless:  []Param{{Name: api.ParamStep, Value: strconv.Itoa(api.MaxClipStep)}},
+			Message: "{param} does not apply to a bucket job: a clip bucket job's clips take their bucket's frames (buckets=HxWxT), one a video an epoch"},
 		{Features: []Feature{Buckets}, Unless: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens)},
 			Message: "a bucket job needs a budget: budget= (the pixels of a rank's batch) or budget_tokens= (its latent tokens, with vae= and patch=)"},
 		{Given: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens), p(api.ParamVAE), p(api.ParamPatch), p(api.ParamVAET), p(api.ParamMaxUpscale), p(api.ParamSmall), p(api.ParamCrop), p(api.ParamFlip), p(api.ParamResume)},

@@ -579,6 +579,9 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	if err := q.Job.Buckets.Check(); err != nil {
 		return Query{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	if err := bucketBatches(q.Job.Buckets, l); err != nil {
+		return Query{}, err
+	}
 	q.Job.BatchSize = q.Job.Buckets.Items(q.Job.BatchSize)
 	return q, nil
 }
@@ -633,4 +636,24 @@ func ParseColumns(v string) ([]string, error) {
 		seen[c] = true
 	}
 	return cols, nil
+}
+
+// bucketBatches refuses a bucket job whose budget holds more samples of a
+// bucket a rank than a batch may (l.MaxBatchSize), as batch_size= is
+// refused past it, rather than cut them silently.
+func bucketBatches(b api.Buckets, l Limits) error {
+	if !b.On() {
+		return nil
+	}
+	shapes, budget, per, err := b.Shaped()
+	if err != nil {
+		return nil // refused by Check
+	}
+	for i, k := range per {
+		if k > l.MaxBatchSize {
+			return fmt.Errorf("%w: a budget of %d %s holds %d samples of bucket %s a rank, over the most a batch holds (the server's --max-batch-size, %d): give a smaller budget",
+				ErrBadRequest, budget.Limit(), budget.Unit(), k, shapes[i], l.MaxBatchSize)
+		}
+	}
+	return nil
 }

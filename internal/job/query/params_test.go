@@ -344,7 +344,8 @@ func TestVisionParam(t *testing.T) {
 
 // TestClipBuckets: buckets of HxWxT make a clip job of one clip a video,
 // of the shortest bucket's frames (api.Buckets.ClipOf), which the table
-// checks as both features; clip= or step= otherwise are refused.
+// checks as both features; clip= or step= otherwise are refused by the
+// table, in its words (as both clients refuse them), not by the parser.
 func TestClipBuckets(t *testing.T) {
 	l := Limits{}
 	l.Fill()
@@ -354,13 +355,13 @@ func TestClipBuckets(t *testing.T) {
 		t.Fatalf("a clip bucket job: %+v, %v", q.Job.Clip, err)
 	}
 	for qs, says := range map[string]string{
-		"buckets=480x848x49&budget=100000000&clip=9":        "give no clip= or step=",
-		"buckets=480x848x49&budget=100000000&step=3":        "give no clip= or step=",
+		"buckets=480x848x49&budget=100000000&clip=9":        "features do not go together: clip does not apply to a bucket job",
+		"buckets=480x848x49&budget=100000000&step=3":        "features do not go together: step applies only to a clip job",
 		"buckets=480x848x49&budget=100000000&transform=x":   "transform",
 		"buckets=480x848x49&budget=100000000&columns=a":     "columns and clip",
 		"buckets=480x848x49&budget=100000000&balance=bytes": "balance",
-		"buckets=480x848x49&budget=100000000&frames=x:0":    "frames= do not apply",
-		"buckets=480x848&budget=100000000&clip=8":           "clip job's clips are bucketed by HxWxT",
+		"buckets=480x848x49&budget=100000000&frames=x:0":    "features do not go together: frames does not apply to a bucket job",
+		"buckets=480x848&budget=100000000&clip=8":           "features do not go together: clip does not apply to a bucket job",
 		"buckets=480x848x49,480x848&budget=100000000&fps=8": "not both",
 		"buckets=480x848x49&budget_tokens=100000&vae_t=0":   "vae_t",
 		"buckets=480x848&budget=100000000&vae_t=2&stride=2": "applies only to a clip job",

@@ -203,6 +203,7 @@ var served = []sentinelCase{
 	{"internal/server/reqbody.ErrTooLarge", reqbody.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
 	{"planner.ErrBudget", planner.ErrBudget, http.StatusServiceUnavailable, "plan_budget", false},
 	{"planner.ErrInvalid", planner.ErrInvalid, http.StatusInternalServerError, "internal", true},
+	{"s3backend.ErrBudget", s3backend.ErrBudget, http.StatusBadRequest, "bad_request", false},
 	{"s3backend.ErrChanged", s3backend.ErrChanged, http.StatusBadGateway, "store_mismatch", true},
 	{"s3backend.ErrExists", s3backend.ErrExists, http.StatusInternalServerError, "internal", true},
 	{"s3backend.ErrInvalidKey", s3backend.ErrInvalidKey, http.StatusInternalServerError, "internal", true},

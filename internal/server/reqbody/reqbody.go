@@ -210,6 +210,23 @@ func Refuse(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Unread reports whether r has body its handler has not read to the end.
+// An answer given then (a query refused before the body is read) should
+// Refuse first: the server otherwise reads the rest of the body before
+// the answer's header goes out, as long as the client takes to send it,
+// up to the body's deadline.
+func Unread(r *http.Request) bool {
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return false
+	}
+	if b, ok := r.Body.(*bounded); ok {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return !b.ended
+	}
+	return true
+}
+
 func tooLarge(n, most int64) error {
 	if most == 0 {
 		return fmt.Errorf("%w: this endpoint takes no request body", ErrTooLarge)

@@ -36,7 +36,8 @@ const (
 // a line has fields; datasets= and jobs= are names or prefixes ending in
 // * (comma-separated; default *, every one), and admin takes neither;
 // name= is what refusals and logs call the token (default "line N"). A
-// token given twice must be given the same line twice. Errors name the
+// # after a space starts a comment to the end of the line (a secret's #
+// is its own). A token given twice must be given the same fields twice. Errors name the
 // line, never a secret.
 func ParseTokens(r io.Reader) ([]Token, error) {
 	var out []Token
@@ -49,6 +50,10 @@ func ParseTokens(r io.Reader) ([]Token, error) {
 			continue
 		}
 		f := strings.Fields(line)
+		if i := slices.IndexFunc(f, func(s string) bool { return strings.HasPrefix(s, "#") }); i > 0 {
+			f = f[:i] // a comment after the fields
+		}
+		line = strings.Join(f, " ")
 		secret := f[0]
 		if i, ok := seen[secret]; ok {
 			if lines[secret] != line {

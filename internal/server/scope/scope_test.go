@@ -39,6 +39,11 @@ func TestParseTokens(t *testing.T) {
 		{"* inside a name", "t rights=read datasets=we*b\n", nil, `line 1: datasets=: "we*b": * ends a prefix`},
 		{"scoped admin", "t rights=admin datasets=web\n", nil, "line 1: admin is every right"},
 		{"a token twice, scoped otherwise", "t\n#\nt rights=read\n", nil, "line 3: the token of line 1 again"},
+		// The reproduction: docs/http-api.md's example, comments after
+		// its tokens, made brand serve exit 1 (field 1 is not KEY=VALUE).
+		{"comments after the fields", "ops   # admin: everything\nr rights=read datasets=web-*  # trainers\nr rights=read datasets=web-* #again\n",
+			[]scope.Token{{"ops", admin("1")}, {"r", scope.Grant{Name: "line 2", Rights: scope.Read, Datasets: []scope.Pattern{"web-*"}}}}, ""},
+		{"a # in a secret is the secret's", "a#b\n", []scope.Token{{"a#b", admin("1")}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

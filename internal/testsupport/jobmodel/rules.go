@@ -190,6 +190,11 @@ var Conds = []Cond{
 	// A bucket job's batch sizes are its budget's, its resume point its
 	// steps; it needs a budget; its parameters need it.
 	{Features: []string{"buckets"}, Given: [][2]string{{"batch_size", ""}, {"offset", ""}}},
+	// A clip bucket job's clip= and step= are its buckets' (the parser's
+	// step is the most, 2^30): a request gives neither, nor a LeRobot
+	// job's windows.
+	{Features: []string{"buckets"}, Given: [][2]string{{"delta_timestamps", ""}, {"frames", ""}}},
+	{Features: []string{"buckets"}, Given: [][2]string{{"clip", ""}, {"step", ""}}, Unless: [][2]string{{"step", "1073741824"}}},
 	{Features: []string{"buckets"}, Unless: [][2]string{{"budget", ""}, {"budget_tokens", ""}}},
 	{Given: [][2]string{{"budget", ""}, {"budget_tokens", ""}, {"vae", ""}, {"patch", ""}, {"vae_t", ""}, {"max_upscale", ""}, {"small", ""}, {"crop", ""}, {"flip", ""}, {"resume", ""}},
 		Unless: [][2]string{{"buckets", ""}}},

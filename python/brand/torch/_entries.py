@@ -60,20 +60,21 @@ _RENAMED = {"Sequences": {"seq": "seq_len"}, "Clips": {"clip": "clip_len", "clip
 
 def _options(who: str, fields: Dict[str, Any], more: Dict[str, Any]) -> Any:
     """The options of entry ``who`` (its class name): its own ``fields``
-    and the keywords ``more``, checked by the gateway's table."""
+    and the keywords ``more``, checked by the gateway's table first — a
+    refusal is the table's, in the words the gateway answers it with
+    (:class:`brand._compat.Refused`) — then by the entry: a keyword of
+    another kind of job the table takes is that entry's to read."""
     for k in more:
         own = _RENAMED.get(who, {}).get(k)
         if own is not None:
             raise TypeError(f"brand.{who}: give {k}= as {own}=")
+    options = resolve(None, {**fields, **more}, f"brand.{who}")
+    for k in more:
         kind = "Clips or brand.LeRobot" if k == "clip_layout" else _KIND_OF.get(k)
         also = k in _ALSO.get(who, ()) or kind == "Tensors" and who == "GPUTensors"
         if kind is not None and kind != who and not also:
             raise TypeError(f"brand.{who} does not take {k}=: it makes another kind of job, read by brand.{kind}")
-    try:
-        return resolve(None, {**fields, **more}, f"brand.{who}")
-    except _compat.Refused as e:
-        what = " and ".join(e.what)
-        raise ValueError(f"brand.{who}: the gateway's table refuses {what} together: {e.message}") from None
+    return options
 
 
 class Samples(BrandDataset):

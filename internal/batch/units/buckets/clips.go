@@ -30,8 +30,18 @@ import (
 // lengths, over the clip unit's spaces.
 type clipKind struct{ u *Unit }
 
-// load loads nothing: a video's size and length are its clip space's.
-func (clipKind) load(context.Context, *catalog.Dataset) error { return nil }
+// load makes the clip space a video's size and length are read from:
+// a dataset that is not a tree of videos is refused here, before a node
+// without a video decoder says it has none.
+func (k clipKind) load(_ context.Context, ds *catalog.Dataset, job api.Job) error {
+	_, err := k.u.clips.Space(ds, job.Clip.Key())
+	return err
+}
+
+// name is the key of the video of sample n of the base clip space.
+func (clipKind) name(_ *catalog.Dataset, p *epochPlan, n int) string {
+	return p.space.Dataset().Videos[p.space.VideoOf(n)].Key
+}
 
 // unavailable is the clip unit's: a node built without a video decoder
 // serves no clip.

@@ -2,6 +2,7 @@ package buckets
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/bucket"
@@ -92,8 +93,12 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 		p.pos[b] = append(p.pos[b], int32(pos))
 	}
 	if job.Buckets.Fails() && (firstBad >= 0 || p.tooShort > 0) {
-		return nil, fmt.Errorf("%w: epoch %d of dataset %s: %d samples would be scaled up by more than %g to cover their bucket, %d have no image and %d videos are too short for every bucket's frames (first sample: %d); small=skip leaves them out",
-			ErrFitsNone, epoch, ds.Name, p.tooSmall, up, p.noImage, p.tooShort, firstBad)
+		first := ""
+		if firstBad >= 0 {
+			first = fmt.Sprintf(" (the first: %s)", u.kindOf(job).name(ds, p, firstBad))
+		}
+		return nil, fmt.Errorf("%w: epoch %d of dataset %s: %d samples would be scaled up by more than %g to cover their bucket, %d have no image and %d videos are too short for every bucket's frames%s; small=skip leaves them out",
+			ErrFitsNone, epoch, ds.Name, p.tooSmall, up, p.noImage, p.tooShort, first)
 	}
 	counts := make([]int, len(shapes))
 	for b := range shapes {
@@ -108,6 +113,11 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 	// the steps it would have served.
 	if p.from, p.steps, p.taken, err = bucket.Resume(counts, per, legs, p.world, job.Seed, epoch); err != nil {
 		return nil, err
+	}
+	if len(p.steps) == 0 && len(legs) == 0 {
+		// Not one step: every bucket holds fewer samples than a step of
+		// it takes. An epoch of no batch is no run to start.
+		return nil, fmt.Errorf("%w: epoch %d of dataset %s has no step: %s", ErrFitsNone, epoch, ds.Name, p.short(shapes, counts))
 	}
 	return p, nil
 }
@@ -139,4 +149,18 @@ func (p *epochPlan) info(job api.Job) *api.BucketsInfo {
 		in.Fill = fill / float64(len(p.steps))
 	}
 	return in
+}
+
+// short says why no bucket makes a step: each bucket's samples and what
+// a step of it takes (its batch size a rank times the world).
+func (p *epochPlan) short(shapes []bucket.Shape, counts []int) string {
+	var b strings.Builder
+	for i, sh := range shapes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "bucket %s holds %d, a step takes %d", sh, counts[i], p.per[i]*p.world)
+	}
+	b.WriteString(" (a budget that holds fewer samples a rank, or a smaller world, makes steps)")
+	return b.String()
 }

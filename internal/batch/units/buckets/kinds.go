@@ -17,8 +17,11 @@ import (
 // sizes and lengths. Everything the unit does that depends on which is
 // asked of it; kindOf chooses it, the one place the unit takes which.
 type sampleKind interface {
-	// load loads what ds's samples are bucketed by (an image's size).
-	load(ctx context.Context, ds *catalog.Dataset) error
+	// load loads what ds's samples are bucketed by (an image's size),
+	// refusing a dataset of no such samples.
+	load(ctx context.Context, ds *catalog.Dataset, job api.Job) error
+	// name names sample id of the base order (an image's key, a video's).
+	name(ds *catalog.Dataset, p *epochPlan, id int) string
 	// unavailable is why this node serves none of them, nil if it
 	// does.
 	unavailable(job api.Job) error
@@ -52,8 +55,12 @@ func (u *Unit) kindOf(job api.Job) sampleKind {
 // imageKind buckets a dataset's images by their sizes in the index.
 type imageKind struct{ u *Unit }
 
-func (k imageKind) load(ctx context.Context, ds *catalog.Dataset) error {
+func (k imageKind) load(ctx context.Context, ds *catalog.Dataset, _ api.Job) error {
 	return k.u.sizes.Load(ctx, ds)
+}
+
+func (imageKind) name(ds *catalog.Dataset, _ *epochPlan, id int) string {
+	return ds.Index.SampleKey(id)
 }
 
 func (imageKind) unavailable(api.Job) error { return nil }

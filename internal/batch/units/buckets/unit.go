@@ -88,7 +88,7 @@ func (*Unit) Feature() features.Feature { return features.Buckets }
 // View is the fields job names, with what its kind of sample is
 // bucketed by loaded (an image's size).
 func (u *Unit) View(ctx context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
-	if err := u.kindOf(job).load(ctx, ds); err != nil {
+	if err := u.kindOf(job).load(ctx, ds, job); err != nil {
 		return nil, err
 	}
 	return ds.Select(job.Columns)
