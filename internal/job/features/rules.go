@@ -61,6 +61,8 @@ var rules = func() []Rule {
 		// its steps (api.Job.Buckets).
 		{Features: []Feature{Buckets}, Given: []Param{p(api.ParamBatchSize), p(api.ParamOffset)},
 			Message: "{param} does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
+		{Features: []Feature{Buckets}, Given: []Param{p(api.ParamGOPWindow)},
+			Message: "gop_window orders a clip job's windows GOP then sample; a bucket job's steps are drawn by bucket"},
 		{Features: []Feature{Buckets}, Unless: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens)},
 			Message: "a bucket job needs a budget: budget= (the pixels of a rank's batch) or budget_tokens= (its latent tokens, with vae= and patch=)"},
 		{Given: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens), p(api.ParamVAE), p(api.ParamPatch), p(api.ParamVAET), p(api.ParamMaxUpscale), p(api.ParamSmall), p(api.ParamCrop), p(api.ParamFlip), p(api.ParamResume)},
