@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/cache/gopcache"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/transform"
@@ -64,6 +65,12 @@ type Config struct {
 	Decodes Decodes
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
+	// GOPCache bounds the decoded frames clip jobs keep for later
+	// batches (gopcache; 0 keeps none), reserved from GOPBudget (the
+	// node's decodes: memory.Within; nil counts against the bound
+	// alone).
+	GOPCache  int64
+	GOPBudget gopcache.Budget
 	// Group runs the workers and ends them when it stops (nil: a part of
 	// the stage's own, stopped by Close).
 	Group    *stopper.Group
@@ -83,6 +90,7 @@ type Stage struct {
 	// contexts, each holding its footprint of the decodes, closed once
 	// the workers have stopped.
 	video       *video.Decoder
+	frames      *gopcache.Cache // decoded GOPs kept for later batches of a horizon
 	clipFigures clipFigures
 	log         zerolog.Logger
 }
@@ -93,6 +101,7 @@ func New(c Config) *Stage {
 	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, part), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
 	s.video = video.NewDecoder(video.Options{Budget: c.Decodes, MaxIdle: max(c.Workers, 1)})
+	s.frames = gopcache.New(gopcache.Config{Limit: c.GOPCache, Budget: c.GOPBudget})
 	part.OnStop(s.video.Close)
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}
