@@ -61,7 +61,9 @@ func (c *clipOrder) gopWindow(w int) (gopshuffle.Window, error) {
 	}
 	var ids []int
 	var groups []uint64
-	for _, u := range c.WindowChunks(w) {
+	// The shuffle's units of the window (clipOrder.WindowChunks are the
+	// layout chunks its clips need).
+	for _, u := range c.Epoch.WindowChunks(w) {
 		for n := c.first[u]; n < c.first[u+1]; n++ {
 			ids = append(ids, n)
 			groups = append(groups, c.groups[n])
