@@ -93,8 +93,11 @@ type VideoStats struct {
 // (docs/transform.md §12.9): its bound (--gop-cache-bytes) and the bytes
 // and GOPs it holds now; the GOPs batches took from it and their frames;
 // the GOPs decoded and kept for later batches of their horizon, and those
-// decoded for their batch alone; those dropped for room before every
-// sample that wanted them was served, and those dropped once it was.
+// decoded for their batch alone (of them, those held without a frame the
+// batch wanted: an open GOP's leading frame the batch that decoded it
+// could not decode, the GOP before it not read); those dropped for room
+// before every sample that wanted them was served, and those dropped
+// once it was.
 type GOPCacheStats struct {
 	Limit           int64 `json:"limit_bytes"`
 	Held            int64 `json:"held_bytes"`
@@ -103,6 +106,7 @@ type GOPCacheStats struct {
 	FramesFromCache int64 `json:"frames_from_cache"`
 	Kept            int64 `json:"kept"`
 	Alone           int64 `json:"alone"`
+	Short           int64 `json:"short"`
 	Evicted         int64 `json:"evicted"`
 	Dropped         int64 `json:"dropped"`
 }

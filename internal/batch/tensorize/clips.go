@@ -157,7 +157,7 @@ func (s *Stage) VideoStats() *api.VideoStats {
 		FramesDecodedPerClip: float64(f.Decoded) / per,
 		Contexts:             d.Live, IdleContexts: d.Idle, ContextsOpened: d.Opened, ContextsReused: d.Reused, ClipsSkipped: f.Skipped,
 		GOPCache: &api.GOPCacheStats{Limit: c.Limit, Held: c.Held, GOPs: c.Entries, Hits: f.Hits, FramesFromCache: f.Cached,
-			Kept: c.Kept, Alone: c.Alone, Evicted: c.Evicted, Dropped: c.Dropped}}
+			Kept: c.Kept, Alone: c.Alone, Short: c.Short, Evicted: c.Evicted, Dropped: c.Dropped}}
 }
 
 // registerClips registers the clip figures' metrics.

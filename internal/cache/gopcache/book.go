@@ -42,6 +42,11 @@ type Decision struct {
 	// frame the batch wants among them; the entry is pinned until
 	// Release.
 	Hit bool
+	// Short: the GOP is held without a frame the batch wants (one the
+	// batch that decoded it could not: an open GOP's leading picture
+	// whose GOP before it had not read, or a batch served again); it
+	// decodes its own.
+	Short bool
 	// Frames are, on a miss, the frames to decode, ascending: with Keep,
 	// every frame the horizon's samples not yet served want (and the
 	// batch's own), which the entry holds once Filled; without, the
@@ -160,7 +165,7 @@ func (b *Book) Acquire(h *Horizon, k Key, own []Use, can func(pts int64) bool, f
 			e.pins++
 			return Decision{Hit: true}
 		}
-		return Decision{Frames: mine} // held without a frame own wants (a batch served again)
+		return Decision{Frames: mine, Short: true}
 	}
 	uses := h.Uses(k.Video, k.GOP)
 	ownPos := make(map[int]bool, len(own))

@@ -196,7 +196,7 @@ func TestBookFrames(t *testing.T) {
 	}
 	b.Release(k)
 	b.Served(&h, []int{1})
-	if d := b.Acquire(&h, k, uses[2:], nil, 1); d.Hit || d.Keep || !slices.Equal(d.Frames, []int64{5, 9}) {
+	if d := b.Acquire(&h, k, uses[2:], nil, 1); d.Hit || d.Keep || !d.Short || !slices.Equal(d.Frames, []int64{5, 9}) {
 		t.Fatalf("position 2, wanting a frame the entry lacks: %+v, want 5 and 9 decoded alone", d)
 	}
 }

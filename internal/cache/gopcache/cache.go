@@ -43,7 +43,7 @@ type Cache struct {
 	spareBytes,
 	reserved int64
 
-	hits, kept, alone, evicted, dropped atomic.Int64
+	hits, kept, alone, short, evicted, dropped atomic.Int64
 }
 
 // frames are one entry's frames: its buffers by PTS, and when its fill
@@ -80,10 +80,12 @@ type Stats struct {
 	Entries     int
 	// Hits are GOPs a batch took from the cache; Kept the fills held for
 	// later batches, Alone those decoded for their batch alone (no
-	// later sample of the horizon wants them, or no room);
+	// later sample of the horizon wants them, or no room), Short of
+	// those the ones held without a frame the batch wants
+	// (Decision.Short);
 	// Evicted the GOPs dropped for room before every sample that wanted
 	// them was served, Dropped those dropped once it was.
-	Hits, Kept, Alone, Evicted, Dropped int64
+	Hits, Kept, Alone, Short, Evicted, Dropped int64
 }
 
 // Stats returns the counts now.
@@ -92,7 +94,7 @@ func (c *Cache) Stats() Stats {
 	held, n := c.reserved, c.book.Len()
 	c.mu.Unlock()
 	return Stats{Limit: c.limit, Held: held, Entries: n, Hits: c.hits.Load(), Kept: c.kept.Load(), Alone: c.alone.Load(),
-		Evicted: c.evicted.Load(), Dropped: c.dropped.Load()}
+		Short: c.short.Load(), Evicted: c.evicted.Load(), Dropped: c.dropped.Load()}
 }
 
 // Acquire takes GOP k for a batch whose samples own want it (Book.Acquire):
@@ -124,6 +126,9 @@ func (c *Cache) Acquire(ctx context.Context, h *Horizon, k Key, own []Use, can f
 		if !d.Keep {
 			c.mu.Unlock()
 			c.alone.Add(1)
+			if d.Short {
+				c.short.Add(1)
+			}
 			return &Lease{c: c, key: k, Decode: d.Frames}, nil
 		}
 		f, ok := c.buffers(d.Frames, frameBytes)
