@@ -205,7 +205,7 @@ func (d *Decoder) DecodeRun(ctx context.Context, run Run, want []int64, each fun
 			skip[i] = !wanted[pk.PTS] && rule(pk.Data)
 		}
 	}
-	reorder := reorderDepth(run.Packets)
+	reorder := max(reorderDepth(run.Packets), min(s.Reorder, 16))
 	p, err := d.acquire(ctx, s, c, reorder)
 	if err != nil {
 		return RunFigures{}, err

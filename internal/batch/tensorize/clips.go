@@ -437,7 +437,7 @@ func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Data
 	var f taskFigures
 	vid := &d.Videos[w.video]
 	t := &vid.Track
-	st := streamOf(d, w.video)
+	st := s.stream(d, w.video)
 	dst := make([][]byte, len(w.slots))
 	for i, m := range w.slots {
 		dst[i] = buf[m.off : m.off : m.off+m.size]
@@ -580,6 +580,29 @@ func gopOf(t *mp4.Track, i int) int {
 func streamOf(d *fvideo.Dataset, v int) video.Stream {
 	t := &d.Videos[v].Track
 	return video.Stream{Codec: t.Codec, Width: t.Width, Height: t.Height, Extradata: t.Extradata, Rotation: t.Rotation}
+}
+
+// maxReorders bounds the tracks whose reorder depth a stage keeps.
+const maxReorders = 1 << 14
+
+// stream is streamOf with the track's reorder depth from its index
+// (video.Stream.Reorder), computed once a track (a dataset version's
+// tracks are immutable), so that every run of a stream, whatever its
+// length, reuses one pooled decoder context.
+func (s *Stage) stream(d *fvideo.Dataset, v int) video.Stream {
+	st := streamOf(d, v)
+	t := &d.Videos[v].Track
+	if r, ok := s.reorders.Get(t); ok {
+		st.Reorder = r
+		return st
+	}
+	infos := make([]video.PacketInfo, len(t.Samples))
+	for i, smp := range t.Samples {
+		infos[i] = video.PacketInfo{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key}
+	}
+	st.Reorder = video.ReorderDepth(infos)
+	s.reorders.Add(t, st.Reorder)
+	return st
 }
 
 // columnArrays are a LeRobot sample's column members: each column a
