@@ -90,8 +90,8 @@ type VideoStats struct {
 }
 
 // GOPCacheStats are a node's decoded-GOP cache's figures
-// (docs/transform.md §12.9): its bound (--gop-cache-bytes) and the bytes
-// and GOPs it holds now; the GOPs batches took from it and their frames;
+// (docs/transform.md §12.9): its bound (--gop-cache-bytes), the bytes
+// and GOPs it holds now and the most bytes it has held; the GOPs batches took from it and their frames;
 // the GOPs decoded and kept for later batches of their horizon, and those
 // decoded for their batch alone (of them, those held without a frame the
 // batch wanted: an open GOP's leading frame the batch that decoded it
@@ -101,6 +101,7 @@ type VideoStats struct {
 type GOPCacheStats struct {
 	Limit           int64 `json:"limit_bytes"`
 	Held            int64 `json:"held_bytes"`
+	PeakHeld        int64 `json:"peak_held_bytes"`
 	GOPs            int   `json:"gops"`
 	Hits            int64 `json:"hits"`
 	FramesFromCache int64 `json:"frames_from_cache"`

@@ -156,7 +156,7 @@ func (s *Stage) VideoStats() *api.VideoStats {
 		GOPBytesPerClip: float64(f.GOPBytes) / per, DecodeCPUPerClipMs: float64(f.CPU.Microseconds()) / 1e3 / per,
 		FramesDecodedPerClip: float64(f.Decoded) / per,
 		Contexts:             d.Live, IdleContexts: d.Idle, ContextsOpened: d.Opened, ContextsReused: d.Reused, ClipsSkipped: f.Skipped,
-		GOPCache: &api.GOPCacheStats{Limit: c.Limit, Held: c.Held, GOPs: c.Entries, Hits: f.Hits, FramesFromCache: f.Cached,
+		GOPCache: &api.GOPCacheStats{Limit: c.Limit, Held: c.Held, PeakHeld: c.Peak, GOPs: c.Entries, Hits: f.Hits, FramesFromCache: f.Cached,
 			Kept: c.Kept, Alone: c.Alone, Short: c.Short, Evicted: c.Evicted, Dropped: c.Dropped}}
 }
 

@@ -41,7 +41,7 @@ type Cache struct {
 	held  map[Key]*frames
 	spare map[int64][][]byte // reserved buffers not in use, by size
 	spareBytes,
-	reserved int64
+	reserved, peak int64
 
 	hits, kept, alone, short, evicted, dropped atomic.Int64
 }
@@ -75,8 +75,8 @@ type Lease struct {
 // Stats are the cache's counts since it started.
 type Stats struct {
 	// Limit and Held are its bound and the bytes it holds (spare
-	// buffers too); Entries the GOPs held.
-	Limit, Held int64
+	// buffers too), Peak the most it has held; Entries the GOPs held.
+	Limit, Held, Peak int64
 	Entries     int
 	// Hits are GOPs a batch took from the cache; Kept the fills held for
 	// later batches, Alone those decoded for their batch alone (no
@@ -91,9 +91,9 @@ type Stats struct {
 // Stats returns the counts now.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	held, n := c.reserved, c.book.Len()
+	held, peak, n := c.reserved, c.peak, c.book.Len()
 	c.mu.Unlock()
-	return Stats{Limit: c.limit, Held: held, Entries: n, Hits: c.hits.Load(), Kept: c.kept.Load(), Alone: c.alone.Load(),
+	return Stats{Limit: c.limit, Held: held, Peak: peak, Entries: n, Hits: c.hits.Load(), Kept: c.kept.Load(), Alone: c.alone.Load(),
 		Short: c.short.Load(), Evicted: c.evicted.Load(), Dropped: c.dropped.Load()}
 }
 
@@ -282,6 +282,7 @@ func (c *Cache) reserve(n int64) bool {
 		return false
 	}
 	c.reserved += n
+	c.peak = max(c.peak, c.reserved)
 	return true
 }
 
