@@ -16,7 +16,9 @@ import (
 // drawn in the segment or its first (clip_start=); over a LeRobot
 // dataset, windows of rows and frames around each anchor row
 // (delta_timestamps=, in seconds, as LeRobot's delta_timestamps; or
-// frames=, in frames); the frames' array layout (clip_layout=).
+// frames=, in frames); the frames' array layout (clip_layout=); and the
+// GOP-then-sample order of each window (gop_window=, docs/shuffle.md
+// §17).
 const (
 	ParamClip            = "clip"
 	ParamStride          = "stride"
@@ -26,11 +28,12 @@ const (
 	ParamClipLayout      = "clip_layout"
 	ParamDeltaTimestamps = "delta_timestamps"
 	ParamFrames          = "frames"
+	ParamGOPWindow       = "gop_window"
 )
 
 // ClipParams are the parameters of Job.Clip, in the order Values writes
 // them.
-var ClipParams = []string{ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames}
+var ClipParams = []string{ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamGOPWindow}
 
 // The bounds of a clip job's parameters: a request's work stays bounded.
 const (
@@ -39,6 +42,7 @@ const (
 	MaxClipFPS    = 1000.0
 	MaxClipStep   = 1 << 30
 	MaxWindows    = 64 // windows of a LeRobot job
+	MaxGOPWindow  = 1 << 20
 )
 
 // The clip layouts (clip_layout=): the order of a clip tensor's axes.
@@ -77,6 +81,12 @@ type Clip struct {
 	// its offsets. A window with no key applies to every camera given
 	// none of its own.
 	Windows []ClipWindow
+	// GOPWindow, when positive, orders each window's clips GOP then
+	// sample (gop_window=G, docs/shuffle.md §17): its keyframe groups'
+	// clips shuffled together G groups at a time, so that a GOP's clips
+	// fall close together and its frames are held briefly. 0 is the
+	// default order, a window's clips uniformly mixed.
+	GOPWindow int
 }
 
 // ClipWindow is one window of a LeRobot clip job: the key it reads and
@@ -144,6 +154,8 @@ func (c *Clip) Set(name, v string) error {
 		default:
 			return bad("%s, %s or %s, got %q", ClipTHWC, ClipTCHW, ClipCTHW, v)
 		}
+	case ParamGOPWindow:
+		c.GOPWindow, err = integer(1, MaxGOPWindow)
 	case ParamDeltaTimestamps, ParamFrames:
 		ws, perr := ParseWindows(v, name == ParamFrames)
 		if perr != nil {
@@ -264,12 +276,16 @@ func (c Clip) setValues(v url.Values) {
 	if len(frames) > 0 {
 		v.Set(ParamFrames, formatWindows(frames))
 	}
+	if c.GOPWindow > 0 {
+		v.Set(ParamGOPWindow, strconv.Itoa(c.GOPWindow))
+	}
 }
 
-// Key is the clip parameters that fix which frames a sample holds, as
-// one canonical string (the layout, which only arranges them, is left
-// out): what names a clip job's order among a dataset's streams, and what
-// ParseClipKey reads back on any node. "" for no clip job.
+// Key is the clip parameters that fix which frames a sample holds and
+// the order of the samples, as one canonical string (the layout, which
+// only arranges the frames, is left out): what names a clip job's order
+// among a dataset's streams, and what ParseClipKey reads back on any
+// node. "" for no clip job.
 func (c Clip) Key() string {
 	if !c.On() {
 		return ""

@@ -155,10 +155,15 @@ type PlanOrder struct {
 // the CPU a decoded frame costs on this node, measured (Measured) or the
 // documented figure scaled by the frames' pixels.
 type ClipPlan struct {
-	Kind          string          `json:"kind"`
-	Clips         int             `json:"clips"`
-	CPUPerFrameMs float64         `json:"decode_cpu_per_frame_ms"`
-	Measured      bool            `json:"measured"`
+	Kind          string  `json:"kind"`
+	Clips         int     `json:"clips"`
+	CPUPerFrameMs float64 `json:"decode_cpu_per_frame_ms"`
+	Measured      bool    `json:"measured"`
+	// GOPWindow is the job's gop_window (0: the default order);
+	// GOPCacheBytes the node's decoded-GOP cache (--gop-cache-bytes),
+	// which the decode is planned with.
+	GOPWindow     int             `json:"gop_window"`
+	GOPCacheBytes int64           `json:"gop_cache_bytes"`
 	Epochs        []ClipPlanEpoch `json:"epochs"`
 }
 
@@ -166,20 +171,30 @@ type ClipPlan struct {
 // frames; the GOPs their frames need and those GOPs' bytes (covering
 // bytes: what a store reads at least, once); the bytes the cache of the
 // plan reads from the store for it under the gateway's policy, and that
-// over the covering bytes; the frames decoded (every packet of every run
-// from its keyframe, each GOP once a rank's batch) and the CPU they
-// take, in all and a clip.
+// over the covering bytes; on one node, the GOPs decoded (each once a
+// decode horizon while the node's decoded-GOP cache holds it: /stats'
+// gops_decoded) and the frames of their runs (every packet from a run's
+// keyframe to its last wanted frame: /stats' frames_decoded), in all and
+// a clip, and the GOPs batches took decoded (gop_cache.hits); the frames
+// decoding each clip alone would pass through (a loader that decodes per
+// sample), and that over the frames decoded (the reuse); and the CPU the
+// decode takes, in all and a clip.
 type ClipPlanEpoch struct {
-	Epoch             int     `json:"epoch"`
-	Clips             int     `json:"clips"`
-	Frames            int64   `json:"frames"`
-	GOPs              int     `json:"gops"`
-	CoveringBytes     int64   `json:"covering_gop_bytes"`
-	StoreBytes        int64   `json:"store_bytes"`
-	StoreOverCovering float64 `json:"store_over_covering"`
-	FramesDecoded     int64   `json:"frames_decoded"`
-	DecodeCPUSeconds  float64 `json:"decode_cpu_seconds"`
-	DecodeCPUPerClip  float64 `json:"decode_cpu_per_clip_ms"`
+	Epoch                int     `json:"epoch"`
+	Clips                int     `json:"clips"`
+	Frames               int64   `json:"frames"`
+	GOPs                 int     `json:"gops"`
+	CoveringBytes        int64   `json:"covering_gop_bytes"`
+	StoreBytes           int64   `json:"store_bytes"`
+	StoreOverCovering    float64 `json:"store_over_covering"`
+	GOPsDecoded          int64   `json:"gops_decoded"`
+	FramesDecoded        int64   `json:"frames_decoded"`
+	FramesDecodedPerClip float64 `json:"frames_decoded_per_clip"`
+	GOPHits              int64   `json:"gop_hits"`
+	FramesDecodedAlone   int64   `json:"frames_decoded_alone"`
+	Reuse                float64 `json:"reuse"`
+	DecodeCPUSeconds     float64 `json:"decode_cpu_seconds"`
+	DecodeCPUPerClip     float64 `json:"decode_cpu_per_clip_ms"`
 }
 
 // Prices are a store's prices, for the bill a plan reports (the store's

@@ -178,6 +178,12 @@ type Config struct {
 	// requests and held for them; they count against CopyBytes. Default a
 	// quarter of CopyBytes; negative: none is made ahead.
 	TransformAheadBytes int64
+	// GOPCacheBytes bounds the decoded frames clip jobs keep for the
+	// later batches of a decode horizon that want them (the decoded-GOP
+	// cache, docs/transform.md §12.9), part of the memory budget's
+	// decodes, taken only where free. Default half the decodes; negative:
+	// none kept (each batch decodes its own GOPs).
+	GOPCacheBytes int64
 
 	// IndexPoll is how often each dataset's index object is checked for a
 	// new ETag; a changed index is loaded and swapped in atomically, and
@@ -583,8 +589,10 @@ func New(cfg Config) (*Gateway, error) {
 	if !tvideo.Available() && !cfg.ClipsWithoutDecoder {
 		noVideo = fmt.Errorf("%w: a clip job's frames are decoded by the node that serves it; serve it from a brand built with libavcodec (the container image is)", tvideo.ErrNoDecoder)
 	}
+	gopCache := gopCacheBytes(cfg.GOPCacheBytes, budget)
 	orders := layout.New(g.feedback, units.New(units.Node{Pack: stageOf{g}, Clips: stageOf{g}, Pipelines: stagePipelines{g}, Sizes: buckets.CatalogSizes{},
-		SkipBadImages: cfg.OnBadImage == OnDamagedSkip, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip, NoVideo: noVideo, Log: cfg.Logger}))
+		SkipBadImages: cfg.OnBadImage == OnDamagedSkip, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip, NoVideo: noVideo,
+		GOPCacheBytes: gopCache, Log: cfg.Logger}))
 	var own func(ds *catalog.Dataset, c int) bool // a single gateway owns every chunk
 	if routing != nil {
 		own = routing.Owns
@@ -655,6 +663,7 @@ func New(cfg Config) (*Gateway, error) {
 		MaxBytes: cfg.Limits.MaxBatchBytes, Copies: g.mem.Copies(), Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Preload: g.preload, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.mem.Copies(), Decodes: g.mem.Decodes(),
+		GOPCache: gopCache, GOPBudget: g.mem.Decodes().Within(gopCache),
 		MaxBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{UseTable: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
@@ -897,6 +906,19 @@ func MemoryBudget(cfg Config) (memory.Budget, error) {
 		return memory.Budget{}, fmt.Errorf("gateway: %w", err)
 	}
 	return cfg.memoryBudget(pipelines)
+}
+
+// gopCacheBytes is the decoded-GOP cache's bound for Config.GOPCacheBytes
+// v and the node's budget: half the decodes by default, none when
+// negative, never more than the decodes.
+func gopCacheBytes(v int64, b memory.Budget) int64 {
+	switch {
+	case v < 0:
+		return 0
+	case v == 0:
+		return b.Decodes / 2
+	}
+	return min(v, b.Decodes)
 }
 
 // TransformWorkerBytes is what the decodes part holds at least for each

@@ -316,7 +316,7 @@ func TestTableRulesOnEveryEndpoint(t *testing.T) {
 	}
 	values := map[string]string{api.ParamScheduleVersion: "latest", api.ParamEOS: "2", api.ParamStride: "2",
 		api.ParamFPS: "5", api.ParamStep: "3", api.ParamClipStart: "first", api.ParamBatchSize: "4", api.ParamBudget: "4096",
-		api.ParamDeltaTimestamps: "observation.image:0,0.1", api.ParamClip: "4"}
+		api.ParamDeltaTimestamps: "observation.image:0,0.1", api.ParamClip: "4", api.ParamGOPWindow: "2"}
 	const shape = "batch_size=4&world=1&seed=3"
 	for _, r := range published.Rules {
 		v := mustQuery(t, shape)
@@ -340,6 +340,10 @@ func TestTableRulesOnEveryEndpoint(t *testing.T) {
 			p := r.Given[0]
 			param = p.Name
 			v.Set(p.Name, cmp.Or(p.Value, values[p.Name]))
+		}
+		if param == api.ParamGOPWindow {
+			// A clip bucket job: clips bucketed by HxWxT.
+			add("buckets=32x32x8&clip=8")
 		}
 		// And what a companion given needs (eos= a token job).
 		for _, c := range features.Companions() {

@@ -14,6 +14,7 @@
 #   scripts/bench.sh --smoke         # every configuration in seconds
 #   scripts/bench.sh tensors         # issue 34: the trainer decoding, or the gateway (about 8 minutes)
 #   scripts/bench.sh video           # issue 55: PyAV on the trainer, or the gateway's clips
+#   scripts/bench.sh gops            # issue 93: each keyframe group decoded once, against PyAV per sample
 #   scripts/bench.sh train           # issue 68: a ResNet trained on synthetic tensors, ImageFolder, BrandDataset
 #   scripts/bench.sh vision --small  # issue 70: image-text sequences (fill, vision tokens a rank, the trainer's CPU), BPE against SentencePiece
 #
@@ -25,14 +26,17 @@
 # torchvision and PIL, a CUDA build on a GPU machine, is used as it is). For
 # `video` it installs python3-torch, python3-av, python3-boto3 and
 # python3-numpy, ffmpeg (scripts/ensure-ffmpeg.sh) and FFmpeg's libraries
-# (scripts/install-libav.sh), and builds brand with -tags brand_libav. For
+# (scripts/install-libav.sh), and builds brand with -tags brand_libav;
+# for `gops` the same without boto3, and DuckDB (scripts/ensure-duckdb.sh),
+# which writes the LeRobot dataset's Parquet. For
 # `vision` it installs python3-torch, python3-numpy, python3-pil and
 # python3-sentencepiece (the trainer's collator), and builds brand with
 # libjpeg-turbo, as for `tensors`.
 #
 # Results go to bench-results/ (report.txt, report.json,
 # throughput.chart.json and throughput.png; tensors.txt, tensors.json,
-# tensors.chart.json, tensors.png; video.txt, video.json; train.txt,
+# tensors.chart.json, tensors.png; video.txt, video.json; gops.txt,
+# gops.json; train.txt,
 # train.json; vision.txt, vision.json) unless --out says otherwise. Run
 # it on a quiet machine: the client, the gateway and MinIO share it, and
 # the report's ratios are only as good as the machine is idle.
@@ -73,6 +77,17 @@ if [[ ${1:-} == video ]]; then
 		apt_install bench.sh python3-torch python3-av python3-boto3 python3-numpy
 	fi
 	scripts/ensure-ffmpeg.sh >&2
+	scripts/install-libav.sh >&2
+	tags=(-tags brand_libav)
+fi
+if [[ ${1:-} == gops ]]; then
+	# shellcheck source=lib/python.sh
+	. scripts/lib/python.sh
+	if ! find_python torch av numpy >/dev/null; then
+		apt_install bench.sh python3-torch python3-av python3-numpy
+	fi
+	scripts/ensure-ffmpeg.sh >&2
+	scripts/ensure-duckdb.sh >&2
 	scripts/install-libav.sh >&2
 	tags=(-tags brand_libav)
 fi

@@ -111,6 +111,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"help", "train"}, 0, "-gateway-cores"},
 		{[]string{"help"}, 0, "brand-bench train [--small]"},
 		{[]string{"help", "vision"}, 0, "-balance"},
+		{[]string{"help", "gops"}, 0, "-gop-window"},
 		{[]string{"bench"}, 2, `unknown command "bench"`},
 		{[]string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"run", "--smoke", "--small"}, 1, "--smoke and --small exclude each other"},

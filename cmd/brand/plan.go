@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -91,6 +92,12 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	cache = gateway.DefaultCacheSize
 	fs.Var(&cache, "cache-size", "cache size to plan for")
 	fs.Var(&disk, "disk-cache-size", "a disk tier below the cache to plan for too, as serve's --disk-cache-size (each node's with --nodes; 0: none)")
+	var gopCache cli.ByteSize
+	gopSet := false
+	fs.Func("gop-cache-bytes", "with --clip: the node's decoded-GOP cache to plan the decode with, as serve's --gop-cache-bytes (0: none; default: serve's, half the decodes)", func(v string) error {
+		gopSet = true
+		return gopCache.Set(v)
+	})
 	bw = 1 << 30
 	fs.Var(&bw, "bandwidth", "backend read bandwidth, bytes per second (e.g. 500MiB)")
 	fs.IntVar(&nodesAfter, "nodes-after", 0, "plan a resize instead: what going from --nodes (default 1) to this many nodes costs the job, at the start of --first-epoch (chunks moved, bytes from peers and the store, warm-up)")
@@ -139,7 +146,10 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if clip != "" {
 		return planClip(ctx, env, fs, clip, srcs, s3.Config(), clipPlanJob{seed: seed, batch: batch, window: window, world: wrld,
-			epochs: epochs, first: first, dropLast: dropLast, cacheBytes: int64(cache)}, cl, asJSON)
+			epochs: epochs, first: first, dropLast: dropLast, cacheBytes: int64(cache), gopCache: gopCacheOf(gopSet, gopCache)}, cl, asJSON)
+	}
+	if gopSet {
+		return errors.New("--gop-cache-bytes plans a clip job's decode: give --clip")
 	}
 	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
 	var jobs []planner.SharedJob

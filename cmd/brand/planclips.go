@@ -26,7 +26,7 @@ import (
 // clipParams are the job parameters --clip takes: a clip job's, as a
 // batch request gives them (docs/http-api.md, *Video clips*).
 var clipParams = []string{api.ParamClip, api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart,
-	api.ParamClipLayout, api.ParamDeltaTimestamps, api.ParamFrames}
+	api.ParamClipLayout, api.ParamDeltaTimestamps, api.ParamFrames, api.ParamGOPWindow}
 
 // clipPlanJob is what `brand plan --clip` plans besides the clip
 // parameters: the job's shuffle, the epochs and the cache.
@@ -36,6 +36,21 @@ type clipPlanJob struct {
 	epochs, first, nodes int
 	dropLast             bool
 	cacheBytes           int64
+	// gopCache is the node's decoded-GOP cache (gateway.Config.GOPCacheBytes:
+	// 0 serve's default, negative none).
+	gopCache int64
+}
+
+// gopCacheOf is --gop-cache-bytes as gateway.Config.GOPCacheBytes: 0
+// when not given (serve's default), negative for 0 (none).
+func gopCacheOf(set bool, v cli.ByteSize) int64 {
+	switch {
+	case !set:
+		return 0
+	case v == 0:
+		return -1
+	}
+	return int64(v)
 }
 
 // notWithClip are `brand plan`'s flags a clip job's plan does not take:
@@ -95,6 +110,7 @@ func planClipJob(ctx context.Context, env *cli.Env, src string, cfg s3backend.Co
 		Datasets:            []gateway.DatasetSpec{{Name: "plan", URL: src, Formats: formats()}},
 		Backend:             cfg,
 		CacheSize:           job.cacheBytes,
+		GOPCacheBytes:       job.gopCache,
 		PrefetchConcurrency: -1, // it serves no batch
 		Planner:             planner.ForGateway{},
 		ClipsWithoutDecoder: true, // it plans for a gateway that decodes, decoding nothing itself
@@ -158,12 +174,12 @@ func writeClipPlan(w io.Writer, params string, p api.ClipPlan, cacheBytes int64,
 	if nodes > 1 {
 		fmt.Fprintf(w, " (%d nodes' together)", nodes)
 	}
-	fmt.Fprintf(w, "; decode %.3f ms a frame (%s)\n", p.CPUPerFrameMs, measured)
+	fmt.Fprintf(w, "; decoded GOPs held %s; decode %.3f ms a frame (%s)\n", humanize.IBytes(uint64(max(p.GOPCacheBytes, 0))), p.CPUPerFrameMs, measured)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "epoch\tclips\tframes\tGOPs\tcovering GOP bytes\tstore bytes\tstore/covering\tframes decoded\tdecode CPU s\tms a clip\t")
+	fmt.Fprintln(tw, "epoch\tclips\tframes\tGOPs\tcovering GOP bytes\tstore bytes\tstore/covering\tGOPs decoded\tframes decoded\ta clip\treuse\tdecode CPU s\tms a clip\t")
 	for _, e := range p.Epochs {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%d\t%.3f\t%.3f\t\n", e.Epoch, e.Clips, e.Frames, e.GOPs,
-			e.CoveringBytes, e.StoreBytes, e.StoreOverCovering, e.FramesDecoded, e.DecodeCPUSeconds, e.DecodeCPUPerClip)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%d\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t\n", e.Epoch, e.Clips, e.Frames, e.GOPs,
+			e.CoveringBytes, e.StoreBytes, e.StoreOverCovering, e.GOPsDecoded, e.FramesDecoded, e.FramesDecodedPerClip, e.Reuse, e.DecodeCPUSeconds, e.DecodeCPUPerClip)
 	}
 	return tw.Flush()
 }

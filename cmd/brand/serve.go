@@ -310,6 +310,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		TransformWorkers:    f.transforms.workerCount(),
 		OnBadImage:          f.transforms.onBadImage,
 		TransformAheadBytes: f.transforms.aheadBytes(),
+		GOPCacheBytes:       f.transforms.gopCacheBytes(),
 		IndexPoll:           orNegative(f.indexPoll),
 		NoPrefault:          !f.prefault,
 		Cluster:             clusterCfg,

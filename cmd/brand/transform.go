@@ -22,6 +22,8 @@ type transformFlags struct {
 	onBadImage string
 	ahead      cli.ByteSize
 	aheadSet   bool
+	gopCache   cli.ByteSize
+	gopSet     bool
 }
 
 // transformWorkerBytes is what --memory-limit auto's decodes part holds
@@ -37,6 +39,22 @@ func (f *transformFlags) register(fs *flag.FlagSet) {
 		f.aheadSet = true
 		return f.ahead.Set(v)
 	})
+	fs.Func("gop-cache-bytes", "memory for a clip job's decoded frames kept for the later batches of its decode horizon, part of the decodes' share of --memory-limit, so that each keyframe group is decoded once (docs/transform.md §12.9); 0: none (default half the decodes)", func(v string) error {
+		f.gopSet = true
+		return f.gopCache.Set(v)
+	})
+}
+
+// gopCacheBytes is the gateway's GOPCacheBytes: 0 for its default,
+// negative for none.
+func (f *transformFlags) gopCacheBytes() int64 {
+	switch {
+	case !f.gopSet:
+		return 0
+	case f.gopCache == 0:
+		return -1
+	}
+	return int64(f.gopCache)
 }
 
 // workerCount is --transform-workers, or the node's cores.

@@ -12,4 +12,7 @@
 //	disktier    whole, verified chunks on local disk below the cache
 //	preload     loads no stream's order names (a batch's later parts, the S3
 //	            face's read-ahead), bounded and dropped when full
+//	gopcache    decoded keyframe groups of videos, held for the clips of a
+//	            decode horizon that want them, by the next use the order
+//	            names; the policy shared by the clip stage and the plan
 package cache

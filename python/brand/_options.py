@@ -373,6 +373,14 @@ class Job:
             segment each epoch, the default) or ``"first"``.
         clip_layout: the frames' axes (``clip_layout=``): ``"thwc"`` (the
             default), ``"tchw"`` or ``"cthw"``.
+        gop_window: with a clip job (``clip`` or a LeRobot job's windows):
+            order each window's clips GOP then sample, the clips of this
+            many keyframe groups shuffled together (``gop_window=``,
+            docs/shuffle.md §17), so that the gateway decodes each GOP
+            once and holds its frames briefly. Nearby frames of one video
+            then share a batch: choose it as a shard shuffle's buffer is
+            chosen. Part of the order: a state saved with it resumes only
+            with it.
         delta_timestamps: over a LeRobot v3 dataset: its windows around each
             anchor row as LeRobot's ``delta_timestamps`` give them, a dict
             ``{"observation.images.top": [-0.1, 0], "action": [0, 0.1]}``
@@ -481,6 +489,7 @@ class Job:
     step: Optional[int] = None
     clip_start: Optional[str] = None
     clip_layout: Optional[str] = None
+    gop_window: Optional[int] = None
     delta_timestamps: Optional[Any] = None
     frames: Optional[Any] = None
 
@@ -584,6 +593,10 @@ class Job:
             raise ValueError(f"brand: clip_start {self.clip_start!r} must be 'random' or 'first'")
         if self.clip_layout not in (None, "thwc", "tchw", "cthw"):
             raise ValueError(f"brand: clip_layout {self.clip_layout!r} must be 'thwc', 'tchw' or 'cthw'")
+        if self.gop_window is not None:
+            _integer_at_least("gop_window", self.gop_window, 1)
+            if self.gop_window > 1 << 20:
+                raise ValueError(f"brand: gop_window {self.gop_window} must be 1..{1 << 20}")
 
     def _clip_buckets(self) -> None:
         """A clip bucket job (``buckets`` of HxWxT) is a clip job of one
@@ -878,7 +891,7 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         q["vision"] = job.vision
     if job.balance is not None:
         q["balance"] = job.balance
-    for name in ("clip", "stride", "step", "clip_start", "clip_layout", "delta_timestamps", "frames"):
+    for name in ("clip", "stride", "step", "clip_start", "clip_layout", "delta_timestamps", "frames", "gop_window"):
         v = getattr(job, name)
         if v is not None:
             q[name] = str(v)

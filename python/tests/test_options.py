@@ -56,7 +56,7 @@ STORED = brand.Job(seed=7, name="run-1", schedule_version="latest", mix_block=32
 CLIP = brand.Job(dataset="kinetics", seed=3, batch_size=8, clip=16, stride=2, fps=7.5, step=3, clip_start="first",
                  clip_layout="tchw")
 ROBOT = brand.Job(dataset="aloha", seed=3, batch_size=8, delta_timestamps={"observation.images.top": [-0.1, 0]},
-                  frames=[-2, 0])
+                  frames=[-2, 0], gop_window=4)
 # Bucket jobs: a pixel budget with every option, and a latent-token one.
 BUCKETS = brand.Job(dataset="photos", seed=3, world=4, rank=1, buckets="sdxl", budget=4 << 20, max_upscale=1.5,
                     small="fail", crop="random", flip=0.5, resume="4:10,3:2")
@@ -106,6 +106,7 @@ def field_changes():
         "step": (brand.Job(clip=8), dict(step=3)),
         "clip_start": (brand.Job(clip=8), dict(clip_start="first")),
         "clip_layout": (brand.Job(clip=8), dict(clip_layout="tchw")),
+        "gop_window": (brand.Job(clip=8), dict(gop_window=4)),
         "delta_timestamps": (plain, dict(delta_timestamps={"cam": [-0.1, 0]})),
         "frames": (plain, dict(frames=[-1, 0])),
         "buckets": (plain, dict(buckets="sdxl", budget=1 << 22)),
@@ -331,7 +332,7 @@ VISION_QUERY = {"seq": "64", "vision": "size:448x448,patch:14,pad:1"}
 PARAM_FIELDS = {
     "pack": dict(pack="concat"), "pad": dict(pad=5), "eos": dict(eos=2),
     "stride": dict(stride=2), "fps": dict(fps=5), "step": dict(step=3), "clip_start": dict(clip_start="first"),
-    "clip_layout": dict(clip_layout="tchw"),
+    "clip_layout": dict(clip_layout="tchw"), "gop_window": dict(gop_window=4),
     "mix_block": dict(mix_block=4), "mix_samples": dict(mix_samples=40),
     "importance": None, "hot": None,
     "dataset": dict(dataset="t"), "mix": dict(mix="web:1"), "mix_schedule": dict(mix_schedule="0:web:1"),
@@ -362,6 +363,7 @@ RULE_JOBS = [
     ({"buckets": "sdxl", "budget": "4194304", "batch_size": "4"}, dict(buckets="sdxl", budget=1 << 22, batch_size=4)),
     ({"buckets": "video-480", "budget": "4194304", "delta_timestamps": "cam:0"}, dict(buckets="video-480", budget=1 << 22, delta_timestamps={"cam": [0]})),
     ({"buckets": "sdxl", "budget": "4194304", "clip": "8"}, dict(buckets="sdxl", budget=1 << 22, clip=8)),
+    ({"buckets": "480x848x49", "budget": "1073741824", "gop_window": "2"}, dict(buckets="480x848x49", budget=1 << 30, gop_window=2)),
     ({"buckets": "sdxl"}, dict(buckets="sdxl")),
     ({"budget": "4194304"}, dict(budget=1 << 22)),
 ]
@@ -773,7 +775,7 @@ class TestWire(unittest.TestCase):
         self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "mix_schedule", "schedule",
                                            "importance", "transform", "columns", "seq", "pack", "pad", "eos", "vision",
                                            "clip", "stride", "fps", "step", "clip_start", "clip_layout",
-                                           "delta_timestamps", "frames", "balance", "buckets", "budget",
+                                           "gop_window", "delta_timestamps", "frames", "balance", "buckets", "budget",
                                            "budget_tokens", "vae", "patch", "vae_t", "max_upscale", "small", "crop", "flip",
                                            "resume", "run"})
 

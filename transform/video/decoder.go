@@ -34,6 +34,11 @@ type Options struct {
 	// MaxIdle bounds the decoder contexts kept open between runs for
 	// reuse; 0 is GOMAXPROCS, negative keeps none.
 	MaxIdle int
+	// DecodeDisposable sends every packet of a run to the decoder; by
+	// default a disposable packet (a picture no later one references:
+	// disposable.go) whose frame is not wanted is left out, which
+	// changes no other frame's pixels.
+	DecodeDisposable bool
 }
 
 // codecContext is one open decoder, used by one goroutine at a time.
@@ -77,7 +82,7 @@ type Decoder struct {
 	idle   []*pooled // least recently used first
 	closed bool
 
-	live, opened, reused, runs, frames, served atomic.Int64
+	live, opened, reused, runs, frames, served, skipped atomic.Int64
 }
 
 type pooled struct {
@@ -105,8 +110,9 @@ type Stats struct {
 	// reused one.
 	Opened, Reused int64
 	// Runs, Frames and Served count the runs decoded, the frames the
-	// decoders gave and those handed out.
-	Runs, Frames, Served int64
+	// decoders gave and those handed out; Skipped the disposable packets
+	// of runs left undecoded, their frames unwanted.
+	Runs, Frames, Served, Skipped int64
 }
 
 // Stats returns the counts now.
@@ -115,7 +121,7 @@ func (d *Decoder) Stats() Stats {
 	idle := int64(len(d.idle))
 	d.mu.Unlock()
 	return Stats{Live: d.live.Load(), Idle: idle, Opened: d.opened.Load(), Reused: d.reused.Load(),
-		Runs: d.runs.Load(), Frames: d.frames.Load(), Served: d.served.Load()}
+		Runs: d.runs.Load(), Frames: d.frames.Load(), Served: d.served.Load(), Skipped: d.skipped.Load()}
 }
 
 // Footprint is Footprint with the Decoder's bound.
@@ -134,7 +140,19 @@ func (d *Decoder) Close() {
 	}
 }
 
-// Decode decodes the run and calls each, in the order the decoder gives
+// RunFigures are what one run's decode did: the packets sent to the
+// decoder and those left out (disposable, their frames unwanted).
+type RunFigures struct {
+	Sent, Skipped int
+}
+
+// Decode is DecodeRun without its figures.
+func (d *Decoder) Decode(ctx context.Context, run Run, want []int64, each func(Frame) error) error {
+	_, err := d.DecodeRun(ctx, run, want, each)
+	return err
+}
+
+// DecodeRun decodes the run and calls each, in the order the decoder gives
 // them (presentation order), with every wanted frame (by PTS; a PTS
 // wanted twice is handed out once). Each frame is decoded once, whatever
 // number of clips want it. It sends the packets in decode order, drains
@@ -150,45 +168,62 @@ func (d *Decoder) Close() {
 // bitstream decodes to other pixels without any decoder noticing; the
 // store's checksums are what catch those.) An error from each stops the
 // run and is returned as it is. ctx is checked between packets.
-func (d *Decoder) Decode(ctx context.Context, run Run, want []int64, each func(Frame) error) error {
+//
+// A disposable packet (disposable.go) whose frame is not wanted is not
+// sent (unless Options.DecodeDisposable): no other frame references it.
+func (d *Decoder) DecodeRun(ctx context.Context, run Run, want []int64, each func(Frame) error) (RunFigures, error) {
 	c, err := parseCodec(run.Stream.Codec)
 	if err != nil {
-		return err
+		return RunFigures{}, err
 	}
 	s := run.Stream
 	if err := checkSize(s, d.opt.Frames); err != nil {
-		return err
+		return RunFigures{}, err
 	}
 	at, exact, err := runFrames(run)
 	if err != nil {
-		return err
+		return RunFigures{}, err
 	}
 	wanted := make(map[int64]bool, len(want))
 	for _, pts := range want {
 		i, ok := at[pts]
 		if !ok {
-			return fmt.Errorf("%w: no packet of the run has pts %d", ErrRun, pts)
+			return RunFigures{}, fmt.Errorf("%w: no packet of the run has pts %d", ErrRun, pts)
 		}
 		if !exact[i] {
-			return fmt.Errorf("%w: the frame of pts %d leads the run's first keyframe (pts %d) and needs the group before it (Cover plans it)", ErrRun, pts, run.Packets[0].PTS)
+			return RunFigures{}, fmt.Errorf("%w: the frame of pts %d leads the run's first keyframe (pts %d) and needs the group before it (Cover plans it)", ErrRun, pts, run.Packets[0].PTS)
 		}
 		wanted[pts] = true
 	}
 	if !available {
-		return fmt.Errorf("%w: cannot decode %s", ErrNoDecoder, c)
+		return RunFigures{}, fmt.Errorf("%w: cannot decode %s", ErrNoDecoder, c)
 	}
-	reorder := reorderDepth(run.Packets)
+	var skip []bool
+	if rule := disposableRule(s, c); rule != nil && !d.opt.DecodeDisposable {
+		skip = make([]bool, len(run.Packets))
+		for i, pk := range run.Packets {
+			skip[i] = !wanted[pk.PTS] && rule(pk.Data)
+		}
+	}
+	reorder := max(reorderDepth(run.Packets), min(s.Reorder, 16))
 	p, err := d.acquire(ctx, s, c, reorder)
 	if err != nil {
-		return err
+		return RunFigures{}, err
 	}
 	d.runs.Add(1)
-	err = d.decode(ctx, p, c, run, at, exact, wanted, each)
+	f, err := d.decode(ctx, p, c, run, at, exact, wanted, skip, each)
 	d.put(p, err == nil)
-	return err
+	d.skipped.Add(int64(f.Skipped))
+	return f, err
 }
 
-func (d *Decoder) decode(ctx context.Context, p *pooled, c codec, run Run, at map[int64]int, exact []bool, wanted map[int64]bool, each func(Frame) error) error {
+func (d *Decoder) decode(ctx context.Context, p *pooled, c codec, run Run, at map[int64]int, exact []bool, wanted map[int64]bool, skip []bool, each func(Frame) error) (RunFigures, error) {
+	var fig RunFigures
+	err := d.decodeRun(ctx, p, c, run, at, exact, wanted, skip, each, &fig)
+	return fig, err
+}
+
+func (d *Decoder) decodeRun(ctx context.Context, p *pooled, c codec, run Run, at map[int64]int, exact []bool, wanted map[int64]bool, skip []bool, each func(Frame) error, fig *RunFigures) error {
 	s := run.Stream
 	l := streamLayout(s, c)
 	if !l.known {
@@ -245,6 +280,11 @@ func (d *Decoder) decode(ctx context.Context, p *pooled, c codec, run Run, at ma
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if skip != nil && skip[i] {
+			fig.Skipped++
+			continue
+		}
+		fig.Sent++
 		if err := p.c.send(&run.Packets[i]); err != nil {
 			return fmt.Errorf("packet %d (pts %d): %w", i, run.Packets[i].PTS, err)
 		}

@@ -30,7 +30,10 @@
 // that start a group earlier for those, and refuses frames before a
 // stream's first keyframe. Frames are matched to packets by PTS, never
 // by their order, so B-frame reordering, variable frame rates and hidden
-// frames (VP9's alt-refs in superframes) need nothing more.
+// frames (VP9's alt-refs in superframes) need nothing more. A disposable
+// packet (an H.264 or H.265 picture no later one references) whose frame
+// is not wanted is not sent at all (disposable.go): no other frame
+// changes.
 //
 // # Pixels
 //

@@ -109,6 +109,17 @@ func runFrames(r Run) (map[int64]int, []bool, error) {
 	return at, exact, nil
 }
 
+// ReorderDepth is the reorder depth of a stream whose packets, in decode
+// order, are infos (reorderDepth's): what Stream.Reorder says, from the
+// index alone.
+func ReorderDepth(infos []PacketInfo) int {
+	ps := make([]Packet, len(infos))
+	for i, p := range infos {
+		ps[i].PTS = p.PTS
+	}
+	return reorderDepth(ps)
+}
+
 // reorderDepth is the most frames that precede a frame in decode order
 // and follow it in presentation order: the delay a decoder needs to give
 // the run's frames in order (H.264's num_reorder_frames). libavformat

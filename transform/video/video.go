@@ -46,6 +46,15 @@ type Stream struct {
 	// av1C box (without the box's size and type); for VP9, the vpcC
 	// payload or nothing (the decoder is given none, as PyAV's is not).
 	Extradata []byte
+	// Reorder is the stream's reorder depth as its index knows it (the
+	// most frames that precede a frame in decode order and follow it in
+	// presentation order, over the whole stream: ReorderDepth of its
+	// packets; libavformat gives PyAV's decoder the same as video_delay),
+	// 0 when not known. A run is decoded with the larger of it and the
+	// run's own: a decoder given more only waits longer, and a stream's
+	// runs, whatever their length, then share one pooled decoder context
+	// (the pool keys contexts by it).
+	Reorder int
 	// Rotation is the display rotation the track's matrix states, in
 	// degrees clockwise (0, 90, 180, 270; mp4.Track.Rotation: ffprobe's
 	// display-matrix rotation negated), reported with the frames and not

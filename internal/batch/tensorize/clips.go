@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	fvideo "github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/format/video/mp4"
+	"github.com/brandgw/brand/internal/cache/gopcache"
 	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/transform"
 	"github.com/brandgw/brand/transform/video"
@@ -51,11 +53,15 @@ import (
 var ErrClipInput = fmt.Errorf("%w: clip input", video.ErrDecode)
 
 // ClipSample is one clip of a batch: its tar key, what package clips drew
-// (its frames, GOPs, windows) and the key of its geometry's draws.
+// (its frames, GOPs, windows) and the key of its geometry's draws; and,
+// for a clip of a job's order, its epoch position and the decode horizon
+// it is in (nil: its GOPs are decoded for its batch alone).
 type ClipSample struct {
-	Key  string
-	Clip clips.Clip
-	Draw transform.Key
+	Key     string
+	Clip    clips.Clip
+	Draw    transform.Key
+	Pos     int
+	Horizon *gopcache.Horizon
 }
 
 // ClipRequest is one clip batch's work.
@@ -94,10 +100,14 @@ type ClipRequest struct {
 // counts against the copy budget until Release.
 type ClipOutput struct {
 	Output
-	// Frames are the frames the clips hold; Decoded those the decoder
-	// gave (every packet of every run); GOPs the GOPs its runs covered.
-	Frames, Decoded, GOPs int64
-	CPU                   time.Duration
+	// Frames are the frames the clips hold; Decoded the frames of the
+	// runs decoded (every packet from a run's keyframe to its last
+	// wanted frame), Skipped those of them left undecoded (disposable,
+	// unwanted: transform/video); GOPs the GOPs those runs passed
+	// through. Hits are the GOPs taken from the decoded-GOP cache, Cached
+	// the frames the clips took from it.
+	Frames, Decoded, Skipped, GOPs, Hits, Cached int64
+	CPU                                          time.Duration
 }
 
 // ClipFigures are the stage's clip figures since it started.
@@ -107,19 +117,24 @@ type ClipFigures struct {
 	// the clips left out of the batches made (ClipRequest.Missing and
 	// Failed), counted as Clips are: a batch made ahead counts when made.
 	Clips, Frames, Decoded, GOPs, GOPsRead, GOPBytes, Runs, Skipped int64
-	CPU                                                             time.Duration
+	// Disposable are the frames of runs left undecoded (ClipOutput's
+	// Skipped); Hits and Cached the GOPs and frames taken from the
+	// decoded-GOP cache.
+	Disposable, Hits, Cached int64
+	CPU                      time.Duration
 }
 
 // clipFigures are ClipFigures as counters.
 type clipFigures struct {
-	clips, frames, decoded, gops, gopsRead, gopBytes, runs, skipped, cpu atomic.Int64
+	clips, frames, decoded, gops, gopsRead, gopBytes, runs, skipped, disposable, hits, cached, cpu atomic.Int64
 }
 
 // ClipFigures returns the stage's clip figures.
 func (s *Stage) ClipFigures() ClipFigures {
 	f := &s.clipFigures
 	return ClipFigures{Clips: f.clips.Load(), Frames: f.frames.Load(), Decoded: f.decoded.Load(), GOPs: f.gops.Load(),
-		GOPsRead: f.gopsRead.Load(), GOPBytes: f.gopBytes.Load(), Runs: f.runs.Load(), Skipped: f.skipped.Load(), CPU: time.Duration(f.cpu.Load())}
+		GOPsRead: f.gopsRead.Load(), GOPBytes: f.gopBytes.Load(), Runs: f.runs.Load(), Skipped: f.skipped.Load(),
+		Disposable: f.disposable.Load(), Hits: f.hits.Load(), Cached: f.cached.Load(), CPU: time.Duration(f.cpu.Load())}
 }
 
 // VideoDecoder names the video decoder this stage decodes with
@@ -134,11 +149,15 @@ func (s *Stage) VideoStats() *api.VideoStats {
 		return nil
 	}
 	d := s.video.Stats()
+	c := s.frames.Stats()
 	per := float64(max(f.Clips, 1))
 	return &api.VideoStats{Decoder: video.Build(), Clips: f.Clips, Frames: f.Frames, GOPsRead: f.GOPsRead, GOPBytesRead: f.GOPBytes,
-		GOPsDecoded: f.GOPs, FramesDecoded: f.Decoded, Runs: f.Runs, DecodeCPUSeconds: f.CPU.Seconds(),
+		GOPsDecoded: f.GOPs, FramesDecoded: f.Decoded, FramesLeftOut: f.Disposable, Runs: f.Runs, DecodeCPUSeconds: f.CPU.Seconds(),
 		GOPBytesPerClip: float64(f.GOPBytes) / per, DecodeCPUPerClipMs: float64(f.CPU.Microseconds()) / 1e3 / per,
-		Contexts: d.Live, IdleContexts: d.Idle, ContextsOpened: d.Opened, ContextsReused: d.Reused, ClipsSkipped: f.Skipped}
+		FramesDecodedPerClip: float64(f.Decoded) / per,
+		Contexts:             d.Live, IdleContexts: d.Idle, ContextsOpened: d.Opened, ContextsReused: d.Reused, ClipsSkipped: f.Skipped,
+		GOPCache: &api.GOPCacheStats{Limit: c.Limit, Held: c.Held, PeakHeld: c.Peak, GOPs: c.Entries, Hits: f.Hits, FramesFromCache: f.Cached,
+			Kept: c.Kept, Alone: c.Alone, Short: c.Short, Evicted: c.Evicted, Dropped: c.Dropped}}
 }
 
 // registerClips registers the clip figures' metrics.
@@ -157,8 +176,14 @@ func (s *Stage) registerClips(reg prometheus.Registerer) {
 			func() float64 { return float64(f.gops.Load()) }),
 		counter("brand_video_gop_bytes_read_total", "Bytes of those GOPs: over brand_video_clips_total, the bytes a clip reads.",
 			func() float64 { return float64(f.gopBytes.Load()) }),
-		counter("brand_video_frames_decoded_total", "Frames libavcodec decoded for the clips: every packet of every run, from its keyframe.",
+		counter("brand_video_frames_decoded_total", "Frames of the runs decoded for the clips: every packet of every run, from its keyframe to its last wanted frame.",
 			func() float64 { return float64(f.decoded.Load()) }),
+		counter("brand_video_frames_left_out_total", "Frames of those runs left undecoded: disposable (no later frame references them) and wanted by no clip.",
+			func() float64 { return float64(f.disposable.Load()) }),
+		counter("brand_video_gop_cache_hits_total", "GOPs a batch took from the decoded-GOP cache, decoded for an earlier batch of its horizon.",
+			func() float64 { return float64(f.hits.Load()) }),
+		counter("brand_video_frames_from_cache_total", "Frames the clips took from the decoded-GOP cache.",
+			func() float64 { return float64(f.cached.Load()) }),
 		counter("brand_video_clips_skipped_total", "Clips left out of batches (--on-damaged-chunk=skip): a GOP they need is of a chunk damaged or lost at rest, or their video's packets do not decode.",
 			func() float64 { return float64(f.skipped.Load()) }),
 		counter("brand_video_decode_runs_total", "Runs of packets decoded (each from a keyframe, once a batch however many clips want its frames).",
@@ -168,6 +193,9 @@ func (s *Stage) registerClips(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_video_decoder_contexts",
 			Help: "libavcodec decoder contexts open on this node, in use or idle, each holding its footprint of the decodes' memory."},
 			func() float64 { return float64(s.video.Stats().Live) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_video_gop_cache_bytes",
+			Help: "Bytes of decoded frames the decoded-GOP cache holds, of the node's decodes (at most --gop-cache-bytes)."},
+			func() float64 { return float64(s.frames.Stats().Held) }),
 	)
 }
 
@@ -312,10 +340,14 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 		tasks = append(tasks, w)
 	}
 	sort.Slice(tasks, func(a, b int) bool { return tasks[a].video < tasks[b].video })
+	entries := map[int][]Entry{}
+	for _, e := range Entries(d, req.Clips) {
+		entries[e.Key.Video] = append(entries[e.Key.Video], e)
+	}
 	errs := make([]error, len(tasks))
 	figs := make([]taskFigures, len(tasks))
 	err = s.pool.run(ctx, req.Place, len(tasks), func(i int, _ *transform.Scratch) {
-		figs[i], errs[i] = s.decodeVideo(ctx, req, d, gops, tasks[i], buf, req.NoWait)
+		figs[i], errs[i] = s.decodeVideo(ctx, req, d, gops, tasks[i], entries[tasks[i].video], buf, req.NoWait)
 	})
 	failed := map[*clipMember]error{} // the frames' members of the videos that did not decode
 	if err == nil && req.Skip {
@@ -357,15 +389,32 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 	for _, f := range figs {
 		out.Frames += f.frames
 		out.Decoded += f.decoded
+		out.Skipped += f.skipped
 		out.GOPs += f.gops
+		out.Hits += f.hits
+		out.Cached += f.cached
 		out.CPU += f.cpu
 		s.clipFigures.runs.Add(f.runs)
+	}
+	// The horizons' samples of this batch are served: a GOP no later one
+	// wants is let go.
+	served := map[*gopcache.Horizon][]int{}
+	for _, c := range req.Clips {
+		if c.Horizon != nil {
+			served[c.Horizon] = append(served[c.Horizon], c.Pos)
+		}
+	}
+	for h, pos := range served {
+		s.frames.Served(h, pos)
 	}
 	cf := &s.clipFigures
 	cf.skipped.Add(int64(req.Missing + len(out.Failed)))
 	cf.clips.Add(int64(len(req.Clips) - len(out.Failed)))
 	cf.frames.Add(out.Frames)
 	cf.decoded.Add(out.Decoded)
+	cf.disposable.Add(out.Skipped)
+	cf.hits.Add(out.Hits)
+	cf.cached.Add(out.Cached)
 	cf.gops.Add(out.GOPs)
 	cf.gopBytes.Add(gopBytes)
 	cf.gopsRead.Add(int64(len(gops)))
@@ -375,17 +424,20 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 
 // taskFigures are what one video's decode did.
 type taskFigures struct {
-	frames, decoded, gops, runs int64
-	cpu                         time.Duration
+	frames, decoded, skipped, gops, runs, hits, cached int64
+	cpu                                                time.Duration
 }
 
 // decodeVideo decodes the frames w's clips name from the GOPs read and
-// writes each clip into its member's place in buf.
-func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Dataset, gops map[clips.GOP][]byte, w *videoWork, buf []byte, noWait bool) (taskFigures, error) {
+// writes each clip into its member's place in buf: GOP by GOP (entries,
+// in Entries' order), each taken from the decoded-GOP cache or decoded —
+// the frames its horizon's samples not yet served want when the cache
+// keeps it, the batch's own else.
+func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Dataset, gops map[clips.GOP][]byte, w *videoWork, entries []Entry, buf []byte, noWait bool) (taskFigures, error) {
 	var f taskFigures
 	vid := &d.Videos[w.video]
 	t := &vid.Track
-	st := streamOf(d, w.video)
+	st := s.stream(d, w.video)
 	dst := make([][]byte, len(w.slots))
 	for i, m := range w.slots {
 		dst[i] = buf[m.off : m.off : m.off+m.size]
@@ -401,57 +453,52 @@ func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Data
 		}
 		defer release()
 	}
-	// The packets of the GOPs the clips need: Cover plans within them.
-	want := cl.Want()
-	lo, hi := len(t.GOPs), -1
-	for g := range gops {
-		if g.Video == w.video {
-			lo, hi = min(lo, g.GOP), max(hi, g.GOP)
+	wanted := map[int64]bool{}
+	for _, pts := range cl.Want() {
+		wanted[pts] = true
+	}
+	put := map[int64]bool{} // a frame two horizons' GOPs hold is put once
+	give := func(fr video.Frame) error {
+		if !wanted[fr.PTS] || put[fr.PTS] {
+			return nil
 		}
+		put[fr.PTS] = true
+		return cl.Put(fr)
 	}
-	if hi < 0 {
-		return f, fmt.Errorf("%w: %s: no GOP read", ErrClipInput, vid.Key)
-	}
-	first, end := int(t.GOPs[lo].First), int(t.GOPs[hi].End)
-	infos := make([]video.PacketInfo, end-first)
-	for i := range infos {
-		smp := t.Samples[first+i]
-		infos[i] = video.PacketInfo{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key}
-	}
-	spans, err := video.Cover(infos, want)
-	if err != nil {
-		return f, fmt.Errorf("%s: %w", vid.Key, err)
-	}
+	can := Decodable(d, w.video, func(g clips.GOP) bool { _, ok := gops[g]; return ok })
 	var derr error
 	f.cpu = transform.ThreadCPU(func() {
-		for _, sp := range spans {
-			run := video.Run{Stream: st, First: first+sp.Start == 0}
-			seen := -1
-			for i := first + sp.Start; i < first+sp.End; i++ {
-				g := gopOf(t, i)
-				member, ok := gops[clips.GOP{Video: w.video, GOP: g}]
-				if !ok {
-					derr = fmt.Errorf("%w: %s: sample %d is in GOP %d, which was not read", ErrClipInput, vid.Key, i, g)
-					return
-				}
-				data, err := vid.GOPSample(g, i, member)
-				if err != nil {
-					derr = fmt.Errorf("%w: %s: %w", ErrClipInput, vid.Key, err)
-					return
-				}
-				smp := t.Samples[i]
-				run.Packets = append(run.Packets, video.Packet{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key, Data: data})
-				if g != seen {
-					f.gops++
-					seen = g
-				}
-			}
-			if derr = s.video.Decode(ctx, run, cl.WantIn(run), cl.Put); derr != nil {
-				derr = fmt.Errorf("%s: %w", vid.Key, derr)
+		for _, e := range entries {
+			var l *gopcache.Lease
+			if e.Horizon == nil {
+				l = &gopcache.Lease{Decode: ownFrames(e.Own)}
+			} else if l, derr = s.frames.Acquire(ctx, e.Horizon, e.Key, e.Own, can, e.FrameBytes); derr != nil {
 				return
 			}
-			f.runs++
-			f.decoded += int64(len(run.Packets))
+			if l.Hit {
+				for _, pts := range ownFrames(e.Own) {
+					rgb := l.Frame(pts)
+					if rgb == nil {
+						derr = fmt.Errorf("%w: %s: GOP %d held without frame %d", ErrClipInput, vid.Key, e.Key.GOP, pts)
+						break
+					}
+					if derr = give(video.Frame{PTS: pts, Width: t.Width, Height: t.Height, RGB: rgb}); derr != nil {
+						break
+					}
+					f.cached++
+				}
+				l.Release()
+				f.hits++
+				if derr != nil {
+					return
+				}
+				continue
+			}
+			derr = s.fill(ctx, vid, w.video, st, gops, e.Key.GOP, l, give, &f)
+			l.Done(derr)
+			if derr != nil {
+				return
+			}
 		}
 	})
 	if derr != nil {
@@ -466,6 +513,64 @@ func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Data
 	return f, nil
 }
 
+// fill decodes the frames lease l says of GOP g of video v (FillRuns'
+// runs), each frame handed to give and, when the cache keeps them, put
+// in the lease.
+func (s *Stage) fill(ctx context.Context, vid *fvideo.Video, v int, st video.Stream, gops map[clips.GOP][]byte, g int, l *gopcache.Lease, give func(video.Frame) error, f *taskFigures) error {
+	t := &vid.Track
+	spans, err := FillRuns(t, g, l.Decode)
+	if err != nil {
+		return fmt.Errorf("%s: %w", vid.Key, err)
+	}
+	each := func(fr video.Frame) error {
+		if l.Keeps() {
+			if err := l.Put(fr.PTS, fr.RGB); err != nil {
+				return err
+			}
+		}
+		return give(fr)
+	}
+	for _, sp := range spans {
+		run := video.Run{Stream: st, First: sp.First}
+		var want []int64
+		for i := sp.Start; i < sp.End; i++ {
+			gi := gopOf(t, i)
+			member, ok := gops[clips.GOP{Video: v, GOP: gi}]
+			if !ok {
+				return fmt.Errorf("%w: %s: sample %d is in GOP %d, which was not read", ErrClipInput, vid.Key, i, gi)
+			}
+			data, err := vid.GOPSample(gi, i, member)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrClipInput, vid.Key, err)
+			}
+			smp := t.Samples[i]
+			run.Packets = append(run.Packets, video.Packet{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key, Data: data})
+			if _, ok := slices.BinarySearch(l.Decode, smp.PTS); ok {
+				want = append(want, smp.PTS)
+			}
+		}
+		fig, err := s.video.DecodeRun(ctx, run, want, each)
+		if err != nil {
+			return fmt.Errorf("%s: %w", vid.Key, err)
+		}
+		f.runs++
+		f.decoded += int64(len(run.Packets))
+		f.skipped += int64(fig.Skipped)
+		f.gops += int64(SpanGOPs(t, sp))
+	}
+	return nil
+}
+
+// ownFrames are the frames uses want, ascending, each once.
+func ownFrames(uses []gopcache.Use) []int64 {
+	var out []int64
+	for _, u := range uses {
+		out = append(out, u.Frames...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // gopOf is the GOP of the track's sample i (decode order).
 func gopOf(t *mp4.Track, i int) int {
 	return sort.Search(len(t.GOPs), func(g int) bool { return int(t.GOPs[g].End) > i })
@@ -475,6 +580,29 @@ func gopOf(t *mp4.Track, i int) int {
 func streamOf(d *fvideo.Dataset, v int) video.Stream {
 	t := &d.Videos[v].Track
 	return video.Stream{Codec: t.Codec, Width: t.Width, Height: t.Height, Extradata: t.Extradata, Rotation: t.Rotation}
+}
+
+// maxReorders bounds the tracks whose reorder depth a stage keeps.
+const maxReorders = 1 << 14
+
+// stream is streamOf with the track's reorder depth from its index
+// (video.Stream.Reorder), computed once a track (a dataset version's
+// tracks are immutable), so that every run of a stream, whatever its
+// length, reuses one pooled decoder context.
+func (s *Stage) stream(d *fvideo.Dataset, v int) video.Stream {
+	st := streamOf(d, v)
+	t := &d.Videos[v].Track
+	if r, ok := s.reorders.Get(t); ok {
+		st.Reorder = r
+		return st
+	}
+	infos := make([]video.PacketInfo, len(t.Samples))
+	for i, smp := range t.Samples {
+		infos[i] = video.PacketInfo{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key}
+	}
+	st.Reorder = video.ReorderDepth(infos)
+	s.reorders.Add(t, st.Reorder)
+	return st
 }
 
 // columnArrays are a LeRobot sample's column members: each column a

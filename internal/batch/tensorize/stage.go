@@ -10,10 +10,13 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/format/video/mp4"
+	"github.com/brandgw/brand/internal/cache/gopcache"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/transform"
@@ -64,6 +67,12 @@ type Config struct {
 	Decodes Decodes
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
+	// GOPCache bounds the decoded frames clip jobs keep for later
+	// batches (gopcache; 0 keeps none), reserved from GOPBudget (the
+	// node's decodes: memory.Within; nil counts against the bound
+	// alone).
+	GOPCache  int64
+	GOPBudget gopcache.Budget
 	// Group runs the workers and ends them when it stops (nil: a part of
 	// the stage's own, stopped by Close).
 	Group    *stopper.Group
@@ -83,6 +92,8 @@ type Stage struct {
 	// contexts, each holding its footprint of the decodes, closed once
 	// the workers have stopped.
 	video       *video.Decoder
+	frames      *gopcache.Cache // decoded GOPs kept for later batches of a horizon
+	reorders    *lru.Cache[*mp4.Track, int]
 	clipFigures clipFigures
 	log         zerolog.Logger
 }
@@ -92,7 +103,14 @@ func New(c Config) *Stage {
 	part := stopper.Own(c.Group, "tensors: workers")
 	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, part), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
-	s.video = video.NewDecoder(video.Options{Budget: c.Decodes, MaxIdle: max(c.Workers, 1)})
+	// Idle contexts for three streams a worker (a LeRobot job's cameras)
+	// between runs: a context is opened once a worker and stream, not a
+	// run (avcodec_open2 and, for some decoders, FFmpeg's process-wide
+	// codec lock, off the hot path); each keeps its reservation of the
+	// decodes, closed to make room.
+	s.video = video.NewDecoder(video.Options{Budget: c.Decodes, MaxIdle: 3 * max(c.Workers, 1)})
+	s.frames = gopcache.New(gopcache.Config{Limit: c.GOPCache, Budget: c.GOPBudget})
+	s.reorders, _ = lru.New[*mp4.Track, int](maxReorders)
 	part.OnStop(s.video.Close)
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}

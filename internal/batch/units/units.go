@@ -50,7 +50,10 @@ type Node struct {
 	// NoVideo is why this node serves no clip job (a build without a
 	// video decoder), nil where it serves them.
 	NoVideo error
-	Log     zerolog.Logger
+	// GOPCacheBytes is the clip stage's decoded-GOP cache, which a clip
+	// job's /plan plans its decode with.
+	GOPCacheBytes int64
+	Log           zerolog.Logger
 }
 
 // Pipelines are the transform stage's pipelines, a bucket's made on
@@ -63,7 +66,8 @@ type Pipelines interface {
 func New(n Node) layout.Kinds {
 	return func(b layout.Base) ([]layout.Unit, layout.Composer) {
 		tok := tokens.New(b, n.Pack)
-		cu := clips.New(b, clips.Config{Stage: n.Clips, Pipelines: n.Pipelines, SkipDamaged: n.SkipDamaged, NoDecoder: n.NoVideo, Log: n.Log})
+		cu := clips.New(b, clips.Config{Stage: n.Clips, Pipelines: n.Pipelines, SkipDamaged: n.SkipDamaged, NoDecoder: n.NoVideo,
+			GOPCacheBytes: n.GOPCacheBytes, Log: n.Log})
 		return []layout.Unit{
 			samples.New(b),
 			tok,

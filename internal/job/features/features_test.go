@@ -172,12 +172,17 @@ func TestCheckParams(t *testing.T) {
 		{"buckets=sdxl&budget_tokens=16384&vae=8&patch=2", ""},
 		{"buckets=sdxl&budget=4194304&batch_size=4", "batch_size does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
 		{"buckets=sdxl&budget=4194304&offset=8", "offset does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
-		{"buckets=sdxl", Rules()[8].Message},
+		{"buckets=sdxl", Rules()[11].Message},
 		{"budget=100", "budget applies to a bucket job: give buckets="},
 		{"resume=4:10", "resume applies to a bucket job: give buckets="},
 		{"buckets=sdxl&budget=4194304&transform=imagenet-train", Lookup(Buckets, Transform).Message},
 		{"buckets=sdxl&budget=4194304&seq=64", Lookup(Tokens, Buckets).Message},
 		{"buckets=sdxl&budget=4194304&balance=bytes", Lookup(Buckets, BalanceB).Message},
+		{"clip=8&gop_window=4", ""},
+		{"delta_timestamps=0&gop_window=1", ""},
+		{"gop_window=4", "gop_window applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)"},
+		{"buckets=video-480&budget=4194304&gop_window=2", "gop_window applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)"},
+		{"buckets=video-480&budget=4194304&clip=8&gop_window=2", Rules()[8].Message},
 	} {
 		v, err := url.ParseQuery(tc.query)
 		if err != nil {

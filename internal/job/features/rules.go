@@ -62,6 +62,8 @@ var rules = func() []Rule {
 		// its steps (api.Job.Buckets).
 		{Features: []Feature{Buckets}, Given: []Param{p(api.ParamBatchSize), p(api.ParamOffset)},
 			Message: "{param} does not apply to a bucket job: each bucket's batch size is set by budget= or budget_tokens=, and a bucket job resumes with resume=WORLD:STEPS"},
+		{Features: []Feature{Buckets}, Given: []Param{p(api.ParamGOPWindow)},
+			Message: "gop_window orders a clip job's windows GOP then sample; a bucket job's steps are drawn by bucket"},
 		// A clip bucket job's clips are its buckets' (the parser derives
 		// clip= and step= from buckets of HxWxT, step= the most: what a
 		// request may not give itself).

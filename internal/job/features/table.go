@@ -309,7 +309,7 @@ func Companions() []Companion { return slices.Clone(companions) }
 var companions = []Companion{
 	{Params: []string{api.ParamPack, api.ParamPad, api.ParamEOS}, Needs: []Feature{Tokens},
 		Message: "{param} applies only to a token job (seq=)"},
-	{Params: []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart, api.ParamClipLayout}, Needs: []Feature{Clips},
+	{Params: []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart, api.ParamClipLayout, api.ParamGOPWindow}, Needs: []Feature{Clips},
 		Message: "{param} applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)"},
 	{Params: []string{api.ParamMixBlock, api.ParamMixSamples}, Needs: []Feature{Mix, Schedule},
 		Message: "mix_block and mix_samples apply only with mix=, mix_schedule= or schedule="},

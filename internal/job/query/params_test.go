@@ -110,7 +110,7 @@ func TestJobValuesParseBack(t *testing.T) {
 		{Dataset: "aloha", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 8, World: 1},
 			Clip: api.Clip{Layout: api.ClipCTHW, Windows: []api.ClipWindow{
 				{Key: "observation.images.top", Offsets: []float64{-0.1, 0}}, {Key: "action", Offsets: []float64{0, 0.02, 0.04}},
-				{Offsets: []float64{-2, 0}, InFrames: true}}}},
+				{Offsets: []float64{-2, 0}, InFrames: true}}, GOPWindow: 4}},
 		{Dataset: "photos", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 1, World: 4, Rank: 2},
 			Buckets: api.Buckets{Shapes: "sdxl", Pixels: 4 << 20, MaxUpscale: 1.5, Small: api.SmallFail, Crop: api.CropRandom, Flip: 0.5, Resume: "4:10,3:2"}},
 		{Dataset: "photos", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 1, World: 1},

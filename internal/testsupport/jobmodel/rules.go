@@ -153,7 +153,7 @@ var Companions = []struct {
 	Needs  []string
 }{
 	{Params: []string{"pack", "pad", "eos"}, Needs: []string{"tokens"}},
-	{Params: []string{"stride", "fps", "step", "clip_start", "clip_layout"}, Needs: []string{"clips"}},
+	{Params: []string{"stride", "fps", "step", "clip_start", "clip_layout", "gop_window"}, Needs: []string{"clips"}},
 	{Params: []string{"mix_block", "mix_samples"}, Needs: []string{"mix", "schedule"}},
 	{Params: []string{"importance", "hot"}, Needs: []string{"importance"}},
 	{Params: []string{"vision"}, Needs: []string{"tokens"}},
@@ -190,6 +190,8 @@ var Conds = []Cond{
 	// A bucket job's batch sizes are its budget's, its resume point its
 	// steps; it needs a budget; its parameters need it.
 	{Features: []string{"buckets"}, Given: [][2]string{{"batch_size", ""}, {"offset", ""}}},
+	// A bucket job's steps are drawn by bucket: no GOP-then-sample order.
+	{Features: []string{"buckets"}, Given: [][2]string{{"gop_window", ""}}},
 	// A clip bucket job's clip= and step= are its buckets' (the parser's
 	// step is the most, 2^30): a request gives neither, nor a LeRobot
 	// job's windows.

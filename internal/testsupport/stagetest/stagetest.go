@@ -15,6 +15,7 @@ package stagetest
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -82,6 +83,11 @@ type Config struct {
 	// Optimum computes the live statistics' optimal hit ratios, as the
 	// gateway's planner does (planner.ForGateway); nil: none.
 	Optimum livestats.Optimizer
+	// GOPCacheBytes is gateway.Config.GOPCacheBytes: 0 half the decodes,
+	// negative none. Workers is the transform stage's (default the
+	// machine's cores).
+	GOPCacheBytes int64
+	Workers       int
 }
 
 // Stages are the wired stages of one node; Close, registered with the
@@ -127,9 +133,16 @@ func New(t testing.TB, cfg Config) *Stages {
 	if err != nil {
 		t.Fatal(err)
 	}
-	workers := runtime.NumCPU()
+	workers := cmp.Or(cfg.Workers, runtime.NumCPU())
 	mem := memory.New(memory.Config{Budget: memory.Budget{Cache: cfg.CacheSize, Base: memory.DefaultBase, Copies: 2 * limits.MaxBatchBytes,
 		Decodes: max(pipelines.MaxWork(), int64(workers)*16<<20)}, MaxWait: time.Minute, Busy: chunkcache.ErrBusy, Registry: reg})
+	gopCache := cfg.GOPCacheBytes
+	switch {
+	case gopCache < 0:
+		gopCache = 0
+	case gopCache == 0:
+		gopCache = mem.Budget().Decodes / 2
+	}
 	var names []string
 	for _, s := range cfg.Datasets {
 		names = append(names, s.Name)
@@ -138,6 +151,7 @@ func New(t testing.TB, cfg Config) *Stages {
 	s.Catalog = catalog.New(names, names[0], catalog.NewMetrics(reg), cfg.Log)
 	fb := feedback.NewWith(feedback.Config{Log: cfg.Log, Buffers: mem})
 	s.Stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: workers, Buffers: mem.Copies(), Decodes: mem.Decodes(),
+		GOPCache: gopCache, GOPBudget: mem.Decodes().Within(gopCache),
 		MaxBytes: limits.MaxBatchBytes, Group: life.Group("tensors: workers"), Registry: reg, Log: cfg.Log})
 	packer := sequences.New(sequences.Config{Workers: s.Stage, MaxBytes: limits.MaxBatchBytes, Registry: reg})
 	var noVideo error
@@ -146,7 +160,7 @@ func New(t testing.TB, cfg Config) *Stages {
 	}
 	// The node's kinds of batch, as gateway.New makes them.
 	orders := layout.New(fb, units.New(units.Node{Pack: packer, Clips: s.Stage, Pipelines: s.Stage, Sizes: buckets.CatalogSizes{},
-		SkipBadImages: cfg.SkipBadImages, SkipDamaged: cfg.SkipDamaged, NoVideo: noVideo, Log: cfg.Log}))
+		SkipBadImages: cfg.SkipBadImages, SkipDamaged: cfg.SkipDamaged, NoVideo: noVideo, GOPCacheBytes: gopCache, Log: cfg.Log}))
 	rt := route.Solo{}
 	sched := usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, Local: rt.Local})
 	reg.MustRegister(sched.Collectors()...)

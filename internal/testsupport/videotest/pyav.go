@@ -80,3 +80,43 @@ func Decode(t testing.TB, path string) Reference {
 	}
 	return ref
 }
+
+// Digests is every frame of a video as PyAV decodes the whole file, as
+// the SHA-256 of its frame.to_ndarray(format="rgb24") bytes: the
+// reference of videos too large to hold decoded.
+type Digests struct {
+	Width, Height int
+	Frames        map[int64][32]byte
+}
+
+// DecodeDigests is Decode, keeping each frame's SHA-256.
+func DecodeDigests(t testing.TB, path string) Digests {
+	t.Helper()
+	py := PyAV(t)
+	out := t.TempDir()
+	script := filepath.Join(t.TempDir(), "pyav_frames.py")
+	if err := os.WriteFile(script, pyavFrames, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Run(t, py, script, path, out, "--sha256")
+	var meta struct {
+		Width, Height int
+		PTS           []int64
+	}
+	b, err := os.ReadFile(filepath.Join(out, "frames.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &meta)
+	}
+	if err != nil {
+		t.Fatalf("PyAV's frames of %s: %v", path, err)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "frames.sha256"))
+	if err != nil || len(raw) != 32*len(meta.PTS) {
+		t.Fatalf("PyAV's digests of %s: %d bytes for %d frames (%v)", path, len(raw), len(meta.PTS), err)
+	}
+	d := Digests{Width: meta.Width, Height: meta.Height, Frames: map[int64][32]byte{}}
+	for i, pts := range meta.PTS {
+		d.Frames[pts] = [32]byte(raw[32*i : 32*i+32])
+	}
+	return d
+}

@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/brandgw/brand/internal/testsupport/nodetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -340,90 +339,15 @@ func LeRobot(t testing.TB, root string, shift float64) *LeRobotFixture {
 // millisecond after the durations before it, as LeRobot's own files do.
 func LeRobotAt(t testing.TB, root string, fps int, shift float64) *LeRobotFixture {
 	t.Helper()
-	node, modules := nodetest.Find(t, nodetest.DuckDB)
-	fx := &LeRobotFixture{Dir: t.TempDir(), FPS: fps, Lengths: []int{12, 8, 15}, Cameras: []string{CamFront, CamWrist}}
-	tmp := t.TempDir()
-	encoders := map[string][]string{
-		CamFront: {"-c:v", "libsvtav1", "-g", "2", "-preset", "12", "-pix_fmt", "yuv420p", "-svtav1-params", "log-level=0"},
-		CamWrist: {"-c:v", "libx264", "-g", "5", "-bf", "2", "-pix_fmt", "yuv420p"},
-	}
-	files := map[string][][]int{CamFront: {{0, 1}, {2}}, CamWrist: {{0, 1, 2}}}
-	sizes := map[string]string{CamFront: "64x64", CamWrist: "64x48"}
-	eps := make([]map[string]any, len(fx.Lengths))
-	for e, n := range fx.Lengths {
-		eps[e] = map[string]any{"length": n, "task": e % 2, "videos": map[string]any{}}
-	}
-	for _, cam := range fx.Cameras {
-		for fi, members := range files[cam] {
-			var parts []string
-			from := 0.0
-			for _, e := range members {
-				p := filepath.Join(tmp, fmt.Sprintf("%s-%d.mp4", cam, e))
-				Encode(t, p, sizes[cam], fx.FPS, fx.Lengths[e], 20*e, encoders[cam]...)
-				d := Duration(t, p)
-				s := 0.0
-				if cam == CamWrist {
-					s = shift
-				}
-				eps[e]["videos"].(map[string]any)[cam] = map[string]any{"file": fi, "from": from + s, "to": from + d + s}
-				from += d
-				parts = append(parts, p)
-			}
-			dst := filepath.Join(fx.Dir, "videos", cam, "chunk-000", fmt.Sprintf("file-%03d.mp4", fi))
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			Concat(t, dst, parts...)
-		}
-	}
-	fx.Spec = map[string]any{"fps": fx.FPS, "cameras": fx.Cameras, "tasks": []string{"pick the cube", "place the cube"},
-		"data_files": [][]int{{0, 1}, {2}}, "episodes": eps}
-	specPath := filepath.Join(tmp, "spec.json")
-	writeJSON(t, specPath, fx.Spec)
-	cmd := exec.Command(node, filepath.Join(root, "format", "video", "testdata", "lerobot.cjs"), specPath, fx.Dir)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("node testdata/lerobot.cjs: %v\n%s", err, b)
-	}
-	features := map[string]any{
-		"observation.state": map[string]any{"dtype": "float32", "shape": []int{2}},
-		"action":            map[string]any{"dtype": "float32", "shape": []int{2}},
-		"timestamp":         map[string]any{"dtype": "float32", "shape": []int{1}},
-		"frame_index":       map[string]any{"dtype": "int64", "shape": []int{1}},
-		"episode_index":     map[string]any{"dtype": "int64", "shape": []int{1}},
-		"index":             map[string]any{"dtype": "int64", "shape": []int{1}},
-		"task_index":        map[string]any{"dtype": "int64", "shape": []int{1}},
-	}
-	for _, cam := range fx.Cameras {
-		features[cam] = map[string]any{"dtype": "video", "shape": []int{48, 64, 3}, "names": []string{"height", "width", "channels"}}
-	}
-	total := 0
-	for _, n := range fx.Lengths {
-		total += n
-	}
-	writeJSON(t, filepath.Join(fx.Dir, "meta", "info.json"), map[string]any{
-		"codebase_version": "v3.0", "robot_type": "test", "fps": fx.FPS, "features": features,
-		"total_episodes": len(fx.Lengths), "total_frames": total, "total_tasks": 2,
-		"chunks_size": 1000, "data_files_size_in_mb": 100, "video_files_size_in_mb": 200,
-		"data_path":  "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-		"video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
-		"splits":     map[string]string{"train": "0:3"},
+	return LeRobotWith(t, root, LeRobotSpec{FPS: fps, Lengths: []int{12, 8, 15},
+		Cameras: []Camera{
+			{Name: CamFront, Size: "64x64", Args: []string{"-c:v", "libsvtav1", "-g", "2", "-preset", "12", "-pix_fmt", "yuv420p", "-svtav1-params", "log-level=0"}},
+			{Name: CamWrist, Size: "64x48", Args: []string{"-c:v", "libx264", "-g", "5", "-bf", "2", "-pix_fmt", "yuv420p"}},
+		},
+		Files:     map[string][][]int{CamFront: {{0, 1}, {2}}, CamWrist: {{0, 1, 2}}},
+		DataFiles: [][]int{{0, 1}, {2}},
+		Shift:     map[string]float64{CamWrist: shift},
 	})
-	return fx
-}
-
-func writeJSON(t testing.TB, path string, v any) {
-	t.Helper()
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // Sized writes n short H.264 videos of ffmpeg's testsrc2 into dir, two

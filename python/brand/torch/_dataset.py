@@ -487,9 +487,9 @@ class BrandDataset(IterableDataset):
         to the gateway. Not its ``weight``: a share of the cache against
         the jobs running at the time, given anew on resume. A token job's
         state holds its packing (``"seq"``, ``"pack"``, ``"eos"``), a clip
-        job's its clips' parameters (``"clip"``, ``"stride"``, ``"fps"``,
-        ``"step"``, ``"clip_start"``, ``"delta_timestamps"``,
-        ``"frames"``).
+        job's its clips' parameters and their order (``"clip"``,
+        ``"stride"``, ``"fps"``, ``"step"``, ``"clip_start"``,
+        ``"delta_timestamps"``, ``"frames"``, ``"gop_window"``).
 
         The position counts the steps of the current iteration (see
         :meth:`begin_iteration`): those a loader reported, or those the
@@ -527,7 +527,7 @@ class BrandDataset(IterableDataset):
         job = self.options.job
         if job.clips:
             return {k: getattr(job, k) for k in ("clip", "stride", "fps", "step", "clip_start", "delta_timestamps",
-                                                 "frames")}
+                                                 "frames", "gop_window")}
         if job.seq is None:
             return {}
         return {"seq": job.seq, "pack": job.pack or "bestfit", "eos": job.eos}

@@ -70,7 +70,7 @@ def _options(who: str, fields: Dict[str, Any], more: Dict[str, Any]) -> Any:
             raise TypeError(f"brand.{who}: give {k}= as {own}=")
     options = resolve(None, {**fields, **more}, f"brand.{who}")
     for k in more:
-        kind = "Clips or brand.LeRobot" if k == "clip_layout" else _KIND_OF.get(k)
+        kind = "Clips or brand.LeRobot" if k in ("clip_layout", "gop_window") else _KIND_OF.get(k)
         also = k in _ALSO.get(who, ()) or kind == "Tensors" and who == "GPUTensors"
         if kind is not None and kind != who and not also:
             raise TypeError(f"brand.{who} does not take {k}=: it makes another kind of job, read by brand.{kind}")

@@ -76,6 +76,7 @@ type Unit struct {
 	base   layout.Base
 	cfg    Config
 	spaces *lru.Cache[clipSpaceKey, *ClipSpace]
+	plans  *lru.Cache[windowPlanKey, *windowPlan]
 }
 
 // Config is what the node gives the unit.
@@ -94,7 +95,10 @@ type Config struct {
 	// resolves a clip job — its epochs, its plan, its batches — is
 	// answered with it, where the job is first named (Unavailable).
 	NoDecoder error
-	Log       zerolog.Logger
+	// GOPCacheBytes is the node's decoded-GOP cache (the clip stage's,
+	// --gop-cache-bytes): what /plan plans the decode with.
+	GOPCacheBytes int64
+	Log           zerolog.Logger
 }
 
 // New returns the unit over the orders' base b.
@@ -106,7 +110,7 @@ func New(b layout.Base, cfg Config) *Unit {
 	if cfg.Pipelines == nil {
 		cfg.Pipelines = noPipelines{}
 	}
-	return &Unit{base: b, cfg: cfg, spaces: c}
+	return &Unit{base: b, cfg: cfg, spaces: c, plans: newWindowPlans()}
 }
 
 func (*Unit) Feature() features.Feature { return features.Clips }
@@ -222,10 +226,17 @@ func seconds(w api.ClipWindow, fps int) []float64 {
 
 // clipOrder is a clip job's epoch order: the shuffle of its units (each
 // with its clips' count), whose windows' chunks are exactly the chunks
-// their clips need this epoch.
+// their clips need this epoch; with gop_window=, each window's clips in
+// GOP-then-sample order (package gopshuffle).
 type clipOrder struct {
 	*shuffle.Epoch
 	chunks [][]int // per window
+	// gop is the job's gop_window (0: the shuffle's order); groups each
+	// clip's group, first each unit's first clip (len units+1).
+	gop         int
+	groups      []uint64
+	first       []int
+	seed, epoch uint64
 }
 
 // WindowChunks are the layout chunks window w's clips need, ascending.
@@ -245,7 +256,16 @@ func (u *Unit) SpaceOrder(s layout.Stream, epoch uint64) (*layout.EpochOrder, er
 	if err != nil {
 		return nil, err
 	}
-	co := &clipOrder{Epoch: e, chunks: make([][]int, e.NumWindows())}
+	co := &clipOrder{Epoch: e, chunks: make([][]int, e.NumWindows()), gop: cs.Job.GOPWindow, seed: s.Seed, epoch: epoch}
+	var base []int
+	if co.gop > 0 {
+		co.groups = make([]uint64, cs.Samples())
+		co.first = make([]int, len(cs.Counts())+1)
+		for u, n := range cs.Counts() {
+			co.first[u+1] = co.first[u] + n
+		}
+		base = gopBase(cs)
+	}
 	for w := range co.chunks {
 		var chunks []int
 		for _, n := range e.Window(w) {
@@ -254,6 +274,9 @@ func (u *Unit) SpaceOrder(s layout.Stream, epoch uint64) (*layout.EpochOrder, er
 				return nil, fmt.Errorf("%w: %w", ErrClips, err)
 			}
 			chunks = append(chunks, c.Chunks...)
+			if co.gop > 0 {
+				co.groups[n] = gopGroup(base, c)
+			}
 		}
 		slices.Sort(chunks)
 		co.chunks[w] = slices.Compact(chunks)
@@ -279,6 +302,9 @@ func (u *Unit) SpaceOrder(s layout.Stream, epoch uint64) (*layout.EpochOrder, er
 type ClipBatch struct {
 	Space *ClipSpace
 	Clips []clips.Clip
+	// Pos are the clips' epoch positions, in the order of Clips; nil
+	// for clips of no order of the clip unit's own (a clip bucket job's).
+	Pos []int
 	// Keys are the clips' sample keys in the tar: a tree's clip is its
 	// video's key without its extension and its segment
 	// ("train/abseiling/x/seg000003"); a LeRobot sample its anchor row's
@@ -327,6 +353,10 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
 	cb, smp, err := ReadClips(ctx, cs, cl, b.Job.Clip.LayoutName())
 	if err != nil {
 		return err
+	}
+	cb.Pos = make([]int, len(cl))
+	for i := range cb.Pos {
+		cb.Pos[i] = b.Start + i
 	}
 	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World,
 		EpochLen: b.EpochSamples}} // a clip stream's epoch is of clips
@@ -435,7 +465,7 @@ func (old *ClipBatch) Without(b *layout.Batch, missing []int) (*layout.Batch, *C
 		gone[pos] = true
 	}
 	cb := *old
-	cb.Clips, cb.Keys = nil, nil
+	cb.Clips, cb.Keys, cb.Pos = nil, nil, nil
 	var lost []int
 	var keys []string
 	for i, c := range old.Clips {
@@ -460,6 +490,9 @@ func (old *ClipBatch) Without(b *layout.Batch, missing []int) (*layout.Batch, *C
 		}
 		cb.Clips = append(cb.Clips, c)
 		cb.Keys = append(cb.Keys, old.Keys[i])
+		if old.Pos != nil {
+			cb.Pos = append(cb.Pos, old.Pos[i])
+		}
 	}
 	return b.Partial(&cb, lost, keys), &cb
 }
@@ -484,7 +517,7 @@ func (old *ClipBatch) WithoutAt(b *layout.Batch, at []int) *layout.Batch {
 		was[p] = true
 	}
 	cb := *old
-	cb.Clips, cb.Keys = nil, nil
+	cb.Clips, cb.Keys, cb.Pos = nil, nil, nil
 	pos := 0 // the batch position of old's clip i: the i-th not missing
 	for i, c := range old.Clips {
 		for was[pos] {
@@ -495,6 +528,9 @@ func (old *ClipBatch) WithoutAt(b *layout.Batch, at []int) *layout.Batch {
 		} else {
 			cb.Clips = append(cb.Clips, c)
 			cb.Keys = append(cb.Keys, old.Keys[i])
+			if old.Pos != nil {
+				cb.Pos = append(cb.Pos, old.Pos[i])
+			}
 		}
 		pos++
 	}

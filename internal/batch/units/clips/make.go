@@ -63,6 +63,14 @@ func (u *Unit) Make(ctx context.Context, b *layout.Batch, res *reader.Result, no
 		Skip: u.cfg.SkipDamaged, Missing: len(nb.Missing)}
 	for i, c := range cb.Clips {
 		req.Clips[i] = tensorize.ClipSample{Key: cb.Keys[i], Clip: c, Draw: transform.Key{Seed: seed, Epoch: b.Epoch, Sample: uint64(c.Sample)}}
+		if cb.Pos != nil {
+			// Its GOPs are decoded once for its horizon's clips.
+			h, err := u.horizonOf(b.Parts[0].Stream, b.Epoch, cb.Pos[i])
+			if err != nil {
+				return nil, err
+			}
+			req.Clips[i].Pos, req.Clips[i].Horizon = cb.Pos[i], h
+		}
 		for _, g := range c.GOPs {
 			req.GOPs[g] = data[cb.GOPs[g]]
 		}

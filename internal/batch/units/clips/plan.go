@@ -11,9 +11,10 @@ import (
 	"github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/cache/gopcache"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
-	tvideo "github.com/brandgw/brand/transform/video"
 )
 
 // DefaultFrameCPU is the CPU a decoded frame costs a plan that has
@@ -31,10 +32,16 @@ const maxClipPlan = 1 << 26
 // plan's cache (the nodes' caches together on a cluster, whose nodes read
 // each chunk once between them), and a "clips" section: per epoch its
 // clips, the GOPs they need and those GOPs' bytes (the covering bytes),
-// the store bytes the gateway's policy reads for them, the frames decoded
-// (every run from its keyframe, each GOP once a rank's batch) and their
-// CPU at this node's measured cost a frame (DecodeCost), or
-// DefaultFrameCPU scaled by the frames' pixels before it has decoded any.
+// the store bytes the gateway's policy reads for them, and what decoding
+// them takes on one node: each rank's batch of each global batch, in
+// order, through the clip stage's rule (a gopcache.Book of the node's
+// --gop-cache-bytes, each GOP a batch wants taken from it or decoded,
+// tensorize.Entries, FillRuns), the GOPs decoded, the frames of their
+// runs (all and a clip), the GOPs taken decoded, and the frames decoding
+// each clip alone would pass through (a loader decoding per sample: the
+// reuse is that over the frames decoded); and their CPU at this node's
+// measured cost a frame (DecodeCost), or DefaultFrameCPU scaled by the
+// frames' pixels before it has decoded any.
 // Its epochs and batches_per_epoch are its clips' and batches', as
 // /epoch/N counts them (api.PlanEpoch): an epoch of fewer clips than one
 // global batch with drop_last serves none, and its plan reads nothing.
@@ -63,7 +70,9 @@ func (u *Unit) Plan(ctx context.Context, t plans.Tools, src layout.Source, q que
 	job := q.Job
 	job.Offset = 0
 	stream := layout.StreamOf(ds, job)
-	cp := &api.ClipPlan{Kind: d.Kind, Clips: cs.Samples(), CPUPerFrameMs: float64(perFrame) / 1e6, Measured: measured}
+	cp := &api.ClipPlan{Kind: d.Kind, Clips: cs.Samples(), CPUPerFrameMs: float64(perFrame) / 1e6, Measured: measured,
+		GOPWindow: q.Job.Clip.GOPWindow, GOPCacheBytes: u.cfg.GOPCacheBytes}
+	book := gopcache.NewBook(u.cfg.GOPCacheBytes)
 	var trace api.PlanTrace
 	var served []api.PlanEpoch // the epochs' clips and batches, as /epoch/N's (its order's clips)
 	// The orders of the epochs planned and of the one after: the use
@@ -94,7 +103,7 @@ func (u *Unit) Plan(ctx context.Context, t plans.Tools, src layout.Source, q que
 		served = append(served, api.PlanEpoch{Epoch: int(epoch), Samples: n, Batches: job.NumBatches(n)})
 		pe := api.ClipPlanEpoch{Epoch: int(epoch)}
 		gops := map[clips.GOP]bool{}
-		var cpu float64
+		var pixels float64
 		for g := range job.NumBatches(n) {
 			shares, err := job.AppendShares(nil, n, g)
 			if err != nil {
@@ -108,13 +117,17 @@ func (u *Unit) Plan(ctx context.Context, t plans.Tools, src layout.Source, q que
 			seen := map[int]bool{}
 			at := start
 			for _, share := range shares {
-				rank := make([]clips.Clip, 0, share)
-				for _, s := range order[at : at+share] {
+				rank := make([]tensorize.ClipSample, 0, share)
+				for i, s := range order[at : at+share] {
 					c, err := cs.Clip(job.Seed, epoch, s)
 					if err != nil {
 						return nil, err
 					}
-					rank = append(rank, c)
+					h, err := u.horizonOf(stream, epoch, at+i)
+					if err != nil {
+						return nil, err
+					}
+					rank = append(rank, tensorize.ClipSample{Clip: c, Pos: at + i, Horizon: h})
 					if err := readOrder(d, c, func(ch int) {
 						if !seen[ch] {
 							seen[ch] = true
@@ -131,17 +144,20 @@ func (u *Unit) Plan(ctx context.Context, t plans.Tools, src layout.Source, q que
 					}
 					pe.Clips++
 					pe.Frames += int64(clipFrames(c))
+					alone, _, err := decodeAlone(d, c)
+					if err != nil {
+						return nil, err
+					}
+					pe.FramesDecodedAlone += alone
 				}
-				decoded, pixels, err := decodedFrames(d, rank)
+				f, err := decodeBatch(d, book, rank)
 				if err != nil {
 					return nil, err
 				}
-				pe.FramesDecoded += decoded
-				if measured {
-					cpu += float64(decoded) * perFrame.Seconds()
-				} else {
-					cpu += pixels * perFrame.Seconds() / (640 * 360)
-				}
+				pe.GOPsDecoded += f.gops
+				pe.FramesDecoded += f.frames
+				pe.GOPHits += f.hits
+				pixels += f.pixels
 				at += share
 			}
 			if len(batch.Chunks) > 0 {
@@ -149,9 +165,17 @@ func (u *Unit) Plan(ctx context.Context, t plans.Tools, src layout.Source, q que
 			}
 		}
 		pe.GOPs = len(gops)
-		pe.DecodeCPUSeconds = cpu
+		if measured {
+			pe.DecodeCPUSeconds = float64(pe.FramesDecoded) * perFrame.Seconds()
+		} else {
+			pe.DecodeCPUSeconds = pixels * perFrame.Seconds() / (640 * 360)
+		}
 		if pe.Clips > 0 {
-			pe.DecodeCPUPerClip = cpu * 1e3 / float64(pe.Clips)
+			pe.DecodeCPUPerClip = pe.DecodeCPUSeconds * 1e3 / float64(pe.Clips)
+			pe.FramesDecodedPerClip = float64(pe.FramesDecoded) / float64(pe.Clips)
+		}
+		if pe.FramesDecoded > 0 {
+			pe.Reuse = float64(pe.FramesDecodedAlone) / float64(pe.FramesDecoded)
 		}
 		cp.Epochs = append(cp.Epochs, pe)
 	}
@@ -219,54 +243,93 @@ func clipFrames(c clips.Clip) int {
 	return n
 }
 
-// decodedFrames is what decoding a rank's batch of clips costs, as the
-// transform stage decodes it: per video the runs Cover plans for every
-// frame its clips name (each GOP once), their packets, and those packets'
-// pixels.
-func decodedFrames(d *video.Dataset, batch []clips.Clip) (int64, float64, error) {
-	want := map[int][]int64{}
-	span := map[int][2]int{}
-	note := func(fs []clips.Frame) {
-		for _, f := range fs {
-			want[f.Video] = append(want[f.Video], f.PTS)
+// decoded is what decoding a batch's clips took: the GOPs decoded and
+// the frames (and pixels) of their runs, and the GOPs taken decoded.
+type decoded struct {
+	gops, frames, hits int64
+	pixels             float64
+}
+
+// decodeBatch is what the clip stage decodes for a rank's batch of clips
+// cs on a node whose decoded-GOP cache is book: each GOP the clips want
+// (tensorize.Entries, in the stage's order) taken from the book or
+// decoded (tensorize.FillRuns of the frames the book says), then the
+// batch's positions served.
+func decodeBatch(d *video.Dataset, book *gopcache.Book, cs []tensorize.ClipSample) (decoded, error) {
+	var f decoded
+	read := map[clips.GOP]bool{}
+	for _, c := range cs {
+		for _, g := range c.Clip.GOPs {
+			read[g] = true
 		}
 	}
-	for _, c := range batch {
-		note(c.Frames)
-		for _, st := range c.Streams {
-			note(st.Frames)
+	for _, e := range tensorize.Entries(d, cs) {
+		t := &d.Videos[e.Key.Video].Track
+		frames := ownFrames(e.Own)
+		var dec gopcache.Decision
+		if e.Horizon != nil {
+			can := tensorize.Decodable(d, e.Key.Video, func(g clips.GOP) bool { return read[g] })
+			dec = book.Acquire(e.Horizon, e.Key, e.Own, can, e.FrameBytes)
+			frames = dec.Frames
 		}
-		for _, g := range c.GOPs {
-			r, ok := span[g.Video]
-			if !ok {
-				r = [2]int{g.GOP, g.GOP}
-			}
-			span[g.Video] = [2]int{min(r[0], g.GOP), max(r[1], g.GOP)}
+		if dec.Hit {
+			f.hits++
+			book.Release(e.Key)
+			continue
 		}
-	}
-	var n int64
-	var pixels float64
-	for v, pts := range want {
-		t := &d.Videos[v].Track
-		r := span[v]
-		first, end := int(t.GOPs[r[0]].First), int(t.GOPs[r[1]].End)
-		infos := make([]tvideo.PacketInfo, end-first)
-		for i := range infos {
-			smp := t.Samples[first+i]
-			infos[i] = tvideo.PacketInfo{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key}
-		}
-		slices.Sort(pts)
-		spans, err := tvideo.Cover(infos, slices.Compact(pts))
+		spans, err := tensorize.FillRuns(t, e.Key.GOP, frames)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", d.Videos[v].Key, err)
+			return f, fmt.Errorf("%s: %w", d.Videos[e.Key.Video].Key, err)
 		}
 		for _, sp := range spans {
 			k := int64(sp.End - sp.Start)
-			n += k
-			pixels += float64(k) * float64(t.Width*t.Height)
+			f.frames += k
+			f.gops += int64(tensorize.SpanGOPs(t, sp))
+			f.pixels += float64(k) * float64(t.Width*t.Height)
+		}
+		if dec.Keep {
+			book.Filled(e.Key)
+			book.Release(e.Key)
 		}
 	}
-	return n, pixels, nil
+	served := map[*gopcache.Horizon][]int{}
+	for _, c := range cs {
+		if c.Horizon != nil {
+			served[c.Horizon] = append(served[c.Horizon], c.Pos)
+		}
+	}
+	for h, pos := range served {
+		book.Served(h, pos)
+	}
+	return f, nil
+}
+
+// decodeAlone is what decoding clip c alone takes, as a loader that
+// decodes each sample's frames does: each GOP's runs from its keyframe
+// to the clip's last frame of it.
+func decodeAlone(d *video.Dataset, c clips.Clip) (frames int64, gops int64, err error) {
+	for g, pts := range tensorize.GOPFrames(d, c) {
+		t := &d.Videos[g.Video].Track
+		spans, err := tensorize.FillRuns(t, g.GOP, pts)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", d.Videos[g.Video].Key, err)
+		}
+		for _, sp := range spans {
+			frames += int64(sp.End - sp.Start)
+			gops += int64(tensorize.SpanGOPs(t, sp))
+		}
+	}
+	return frames, gops, nil
+}
+
+// ownFrames are the frames uses want, ascending, each once.
+func ownFrames(uses []gopcache.Use) []int64 {
+	var out []int64
+	for _, u := range uses {
+		out = append(out, u.Frames...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // storeBytes are the store bytes per epoch of the gateway's policy in a
