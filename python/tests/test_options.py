@@ -361,9 +361,9 @@ RULE_JOBS = [
      dict(mix_schedule="0:pairs:1,web:1", seq=64, vision=VISION_QUERY["vision"], balance="tokens")),
     ({**VISION_QUERY, "pack": "concat"}, dict(dataset="pairs", seq=64, vision=VISION_QUERY["vision"], pack="concat")),
     ({"buckets": "sdxl", "budget": "4194304", "batch_size": "4"}, dict(buckets="sdxl", budget=1 << 22, batch_size=4)),
+    ({"buckets": "480x848x49", "budget": "1073741824", "clip": "49", "gop_window": "2"}, dict(buckets="480x848x49", budget=1 << 30, gop_window=2)),
     ({"buckets": "video-480", "budget": "4194304", "delta_timestamps": "cam:0"}, dict(buckets="video-480", budget=1 << 22, delta_timestamps={"cam": [0]})),
     ({"buckets": "sdxl", "budget": "4194304", "clip": "8"}, dict(buckets="sdxl", budget=1 << 22, clip=8)),
-    ({"buckets": "480x848x49", "budget": "1073741824", "gop_window": "2"}, dict(buckets="480x848x49", budget=1 << 30, gop_window=2)),
     ({"buckets": "sdxl"}, dict(buckets="sdxl")),
     ({"budget": "4194304"}, dict(budget=1 << 22)),
 ]
