@@ -125,8 +125,14 @@ type TaskPlan struct {
 	// Leases made, and open now; full steps; the trainer's step.
 	Leases     uint64 `json:"leases"`
 	OpenLeases int    `json:"open_leases"`
-	StepsFull  uint64 `json:"steps_full"`
-	Trainer    uint64 `json:"trainer"`
+	// OverdueLeases are leases past their deadline that the plan has not
+	// expired yet (it does at the job's next request); Overdue their
+	// prompts not answered, which then go back to the plan's front. Neither
+	// counts in OpenLeases or Leased: no one holds them.
+	OverdueLeases int    `json:"overdue_leases"`
+	Overdue       int    `json:"overdue"`
+	StepsFull     uint64 `json:"steps_full"`
+	Trainer       uint64 `json:"trainer"`
 	// The log: segments, their bytes, those read as empty for a failed
 	// checksum; the digest of every decision.
 	Segments        uint64 `json:"segments"`

@@ -137,8 +137,14 @@ func (a taskAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 func taskPlan(job string, s *task.Stream) api.TaskPlan {
 	sp := s.Spec()
 	out := api.TaskPlan{Job: job, Dataset: sp.Dataset, Index: sp.Index, Spec: sp, Prompts: sp.Prompts}
+	now := s.Now()
 	s.View(func(p *task.Plan) {
 		c := p.Count()
+		// A lease past its deadline is held by no one, though the plan
+		// expires it only at its next record.
+		out.OverdueLeases, out.Overdue = p.Leases().Overdue(now)
+		c.OpenLeases -= out.OverdueLeases
+		c.Leased -= out.Overdue
 		out.Pass, out.PassesDone = c.Pass, c.PassesDone
 		out.Pending, out.Leased, out.Front, out.Waiting, out.Retired, out.InBand = c.Pending, c.Leased, c.Front, c.Waiting, c.Retired, c.InBand
 		out.Counted, out.Redrawn, out.Rested, out.Expired, out.FeedbackRows, out.Repeats = c.Counted, c.Redrawn, c.Rested, c.Expired, c.Rows, c.Repeats
@@ -192,8 +198,9 @@ func (a taskAPI) handleOpen(w http.ResponseWriter, r *http.Request) {
 	}
 	gen := r.URL.Query().Get("generator")
 	out := api.TaskLeases{Leases: []api.TaskLease{}}
+	now := s.Now()
 	s.View(func(p *task.Plan) {
-		for _, l := range p.Leases().OpenOf(gen) {
+		for _, l := range p.Leases().OpenOf(gen, now) {
 			out.Leases = append(out.Leases, leaseOf(p, ds, l))
 		}
 	})

@@ -100,15 +100,35 @@ func (b *LeaseBook) Open(id uint64) (Lease, bool) {
 }
 
 // OpenOf is generator gen's open leases, first made first.
-func (b *LeaseBook) OpenOf(gen string) []Lease {
+func (b *LeaseBook) OpenOf(gen string, t uint64) []Lease {
 	var out []Lease
 	for _, id := range b.openQ[b.ohead:] {
-		if l := b.open[id]; l != nil && l.gen == gen {
+		if l := b.open[id]; l != nil && l.gen == gen && l.t+b.ttl > t {
 			o, _ := b.Open(id)
 			out = append(out, o)
 		}
 	}
 	return out
+}
+
+// Overdue is what of the open leases is past its deadline at t: the
+// leases, and their prompts not answered. The plan expires them at its
+// next record (a request of the job, at its time), which hands those
+// prompts back; until then they are open in the log, held by no one, and
+// no answer to them is taken.
+func (b *LeaseBook) Overdue(t uint64) (leases, prompts int) {
+	for _, id := range b.openQ[b.ohead:] {
+		l := b.open[id]
+		if l == nil {
+			continue
+		}
+		if l.t+b.ttl > t {
+			break
+		}
+		leases++
+		prompts += l.left
+	}
+	return leases, prompts
 }
 
 // Holds reports whether open lease id holds prompt q, and whether the

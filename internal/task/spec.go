@@ -73,6 +73,10 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	if err != nil {
 		return err
 	}
+	if v <= 0 {
+		// 0 is not "the default": leave the field out for that.
+		return fmt.Errorf("%w: ttl=%s: %s to %s (leave ttl out for its default, %s)", ErrBadSpec, v, MinTTL, MaxTTL, DefaultTTL)
+	}
 	*d = Duration(v)
 	return nil
 }

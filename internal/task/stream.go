@@ -309,6 +309,10 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 	}
 }
 
+// Now is now in the plan's time (ms since the job was made): what a view
+// of the plan asks of its leases' deadlines.
+func (s *Stream) Now() uint64 { return s.clockNow() }
+
 // clockNow is now in the plan's time: ms since the job was made.
 func (s *Stream) clockNow() uint64 {
 	return uint64(max(0, s.now().UnixMilli()-s.plan.spec.Made))

@@ -77,7 +77,7 @@ type Stats struct {
 	// Limit and Held are its bound and the bytes it holds (spare
 	// buffers too), Peak the most it has held; Entries the GOPs held.
 	Limit, Held, Peak int64
-	Entries     int
+	Entries           int
 	// Hits are GOPs a batch took from the cache; Kept the fills held for
 	// later batches, Alone those decoded for their batch alone (no
 	// later sample of the horizon wants them, or no room), Short of
