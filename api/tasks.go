@@ -8,6 +8,12 @@ package api
 type TaskLeaseRequest struct {
 	Generator string `json:"generator"`
 	Prompts   int    `json:"prompts"`
+	// Request, if given, is the generator's ID of this ask (up to 64
+	// printable bytes, unique among its asks: the clients send 16 random
+	// bytes in hex). Asked again with the same ID while the lease it made
+	// is open, the gateway answers that lease, so a lease is safe to
+	// retry when its answer is lost.
+	Request string `json:"request,omitempty"`
 }
 
 // TaskPrompt is a prompt of a lease: its key and ID in the dataset's

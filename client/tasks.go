@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,12 +67,40 @@ func (t *Tasks) Plan(ctx context.Context) (api.TaskPlan, error) {
 	return out, err
 }
 
-// Lease leases up to k prompts to generator gen.
+// Lease leases up to k prompts to generator gen. The ask carries an ID
+// of its own (api.TaskLeaseRequest.Request) and is sent again, up to
+// leaseTries times, when no answer comes back (a connection the
+// gateway's restart closed, a reset): the gateway answers a repeat with
+// the lease the first made, so a lost answer never leaves a second lease
+// held. A refusal (an *APIError: the window full, 503) is returned as
+// it comes.
 func (t *Tasks) Lease(ctx context.Context, gen string, k int) (api.TaskLease, error) {
-	var out api.TaskLease
-	_, err := t.call(ctx, http.MethodPost, "/leases", api.TaskLeaseRequest{Generator: gen, Prompts: k}, &out)
-	return out, err
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	ask := api.TaskLeaseRequest{Generator: gen, Prompts: k, Request: hex.EncodeToString(id[:])}
+	pause := leasePause
+	for try := 1; ; try++ {
+		var out api.TaskLease
+		_, err := t.call(ctx, http.MethodPost, "/leases", ask, &out)
+		var refused *APIError
+		if err == nil || errors.As(err, &refused) || try == leaseTries || ctx.Err() != nil {
+			return out, err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return out, err
+		}
+		pause *= 2
+	}
 }
+
+// A lease without an answer is sent again leaseTries times in all, after
+// leasePause, doubling: 1.5 s for a gateway restarting.
+const (
+	leaseTries = 5
+	leasePause = 100 * time.Millisecond
+)
 
 // OpenLeases are generator gen's open leases: what a restarted generator
 // takes up.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -107,5 +108,59 @@ func TestTasksThroughClient(t *testing.T) {
 	}
 	if !slices.EqualFunc(read, replayed, slices.Equal) {
 		t.Fatalf("the trainer read %v, the replay made %v", read, replayed)
+	}
+}
+
+// TestLeaseSentAgainWithItsID: a lease whose connection ends without an
+// answer (as a restarted gateway's stale connection does) is sent again
+// with the same request ID, and the answer to the retry is the lease; a
+// refusal is not sent again. The reproduction: docs/tasks.md's generator
+// loop died on every gateway restart, its lease sent once.
+func TestLeaseSentAgainWithItsID(t *testing.T) {
+	var mu sync.Mutex
+	var asks []api.TaskLeaseRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ask api.TaskLeaseRequest
+		if err := json.NewDecoder(r.Body).Decode(&ask); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		asks = append(asks, ask)
+		n := len(asks)
+		mu.Unlock()
+		switch {
+		case ask.Generator == "full":
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "the window is full", Status: 503})
+		case n == 1:
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c.Close() // no answer
+		default:
+			w.WriteHeader(http.StatusCreated)
+			_ = json.NewEncoder(w).Encode(api.TaskLease{Lease: "ab-1", Generator: ask.Generator})
+		}
+	}))
+	defer srv.Close()
+	tk := client.NewTasks(srv.URL, "rl", client.TasksOptions{})
+	l, err := tk.Lease(context.Background(), "g", 4)
+	if err != nil || l.Lease != "ab-1" {
+		t.Fatalf("lease: %+v, %v", l, err)
+	}
+	if len(asks) != 2 || asks[0].Request == "" || asks[0] != asks[1] {
+		t.Fatalf("asks %+v: want the same ask, with an ID, twice", asks)
+	}
+	asks = nil
+	_, err = tk.Lease(context.Background(), "full", 4)
+	var refused *client.APIError
+	if !errors.As(err, &refused) || refused.StatusCode != 503 || len(asks) != 1 {
+		t.Fatalf("a full window: %v after %d asks, want its 503 after one", err, len(asks))
+	}
+	if l2, _ := tk.Lease(context.Background(), "g", 4); l2.Lease == "" || asks[1].Request == asks[0].Request {
+		t.Fatalf("two leases asked with one ID: %+v", asks)
 	}
 }

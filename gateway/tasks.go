@@ -173,12 +173,12 @@ func (a taskAPI) handleLease(w http.ResponseWriter, r *http.Request) {
 	var req api.TaskLeaseRequest
 	if err == nil {
 		if err = reqbody.DecodeJSON(r.Body, &req); err != nil {
-			err = fmt.Errorf("%w: the body is {\"generator\": \"gen-1\", \"prompts\": 64}: %w", query.ErrBadRequest, err)
+			err = fmt.Errorf("%w: the body is {\"generator\": \"gen-1\", \"prompts\": 64, \"request\": \"an ID of this ask\"}: %w", query.ErrBadRequest, err)
 		}
 	}
 	var l task.Lease
 	if err == nil {
-		l, err = s.Lease(ctx, req.Generator, req.Prompts)
+		l, err = s.LeaseOnce(ctx, req.Generator, req.Prompts, req.Request)
 	}
 	if err != nil {
 		writeError(ctx, w, err)

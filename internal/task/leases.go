@@ -131,6 +131,20 @@ func (b *LeaseBook) Overdue(t uint64) (leases, prompts int) {
 	return leases, prompts
 }
 
+// ByRequest is generator gen's open lease that request req made ("" is
+// none): a lease asked again is answered with it.
+func (b *LeaseBook) ByRequest(gen, req string) (Lease, bool) {
+	if req == "" {
+		return Lease{}, false
+	}
+	for _, id := range b.openQ[b.ohead:] {
+		if l := b.open[id]; l != nil && l.gen == gen && l.req == req {
+			return b.Open(id)
+		}
+	}
+	return Lease{}, false
+}
+
 // Holds reports whether open lease id holds prompt q, and whether the
 // lease is open at all.
 func (b *LeaseBook) Holds(id uint64, q uint32) (holds, open bool) {

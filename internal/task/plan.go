@@ -41,6 +41,7 @@ type prompt struct {
 // openLease is a lease not yet answered whole nor expired.
 type openLease struct {
 	gen     string
+	req     string // the request's ID, if it gave one
 	t       uint64 // when made
 	step    uint64
 	prompts []uint32
@@ -150,7 +151,7 @@ func (p *Plan) Apply(r Record) Outcome {
 	p.clock = max(p.clock, r.T)
 	p.expire()
 	switch r.Kind {
-	case recLease:
+	case recLease, recLeaseReq:
 		return p.lease(r)
 	case recFeedback:
 		return p.answer(r)
@@ -186,12 +187,16 @@ func (p *Plan) Window() int {
 // lease decides a lease: the front of the plan first, then draws from
 // the pass, starting passes as the last ones run out.
 func (p *Plan) lease(r Record) Outcome {
+	if l, ok := p.leases.ByRequest(r.Gen, r.Req); ok {
+		// Asked again: the lease the request made, not a second.
+		return Outcome{Lease: &l}
+	}
 	k := min(int(r.K), p.spec.MaxLease, p.Window())
 	if k == 0 {
 		return Outcome{Err: p.nothingToLease()}
 	}
 	id := p.leases.Made() + 1
-	l := &openLease{gen: r.Gen, t: p.clock, step: (p.steps.Total() + uint64(p.leases.leased)) / uint64(p.spec.Step)}
+	l := &openLease{gen: r.Gen, req: r.Req, t: p.clock, step: (p.steps.Total() + uint64(p.leases.leased)) / uint64(p.spec.Step)}
 	for len(l.prompts) < k && p.fhead < len(p.front) {
 		q := p.front[p.fhead]
 		p.fhead++

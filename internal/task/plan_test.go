@@ -216,6 +216,7 @@ func TestSegmentsRoundTripAndDamage(t *testing.T) {
 		{Kind: recFeedback, T: 6, Lease: 3, Rows: []Row{{Prompt: 9, Version: 4, Counts: 2, Scores: []float32{0, 0.5, 1}}, {Prompt: 1 << 20, Passes: 3, N: 8}}},
 		{Kind: recTrainer, T: 7, Step: 12},
 		{Kind: recTick, T: 8},
+		{Kind: recLeaseReq, T: 9, Gen: "gen-2", K: 8, Req: "0123456789abcdef0123456789abcdef"},
 	}
 	b := encodeSegment(1, 2, recs)
 	s, err := decodeSegment(b)
@@ -420,5 +421,76 @@ func TestStarvedSaysSo(t *testing.T) {
 	}
 	if m.p.Count().LastPassCounted == 0 {
 		t.Fatalf("after passes that count: %+v", m.p.Count())
+	}
+}
+
+// TestLeaseAskedAgainIsTheSameLease: a lease asked again with its request
+// ID, of the node that made it or of another that has not read its
+// segment yet, is the lease that ID made, and the plan holds one; after
+// its deadline, or without an ID, a lease is a new one. The reproduction
+// (docs/tasks.md's generator loop): a lease sent on a connection that the
+// gateway's restart had closed was sent once and raised, and a client
+// that sent it again could make a second lease whose prompts no one
+// answered until it expired.
+func TestLeaseAskedAgainIsTheSameLease(t *testing.T) {
+	ctx := context.Background()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.UnixMilli(2e12)
+	var cmu sync.Mutex
+	now := func() time.Time { cmu.Lock(); defer cmu.Unlock(); return clock }
+	advance := func(d time.Duration) { cmu.Lock(); defer cmu.Unlock(); clock = clock.Add(d) }
+	books := []*Book{NewBook(0, now), NewBook(0, now)}
+	spec := Spec{Step: 4, Ahead: 4, TTL: Duration(time.Second), Seed: 3}
+	if _, _, err := books[0].Make(ctx, st, "d", "rl", "ix", 100, spec); err != nil {
+		t.Fatal(err)
+	}
+	a, err := books[0].Open(ctx, st, "d", "rl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := books[1].Open(ctx, st, "d", "rl") // before the lease: b has not read it
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.LeaseOnce(ctx, "g", 3, "req-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	advance(10 * time.Millisecond)
+	for name, s := range map[string]*Stream{"the node that made it": a, "another node": b} {
+		again, err := s.LeaseOnce(ctx, "g", 3, "req-1")
+		if err != nil || again.ID != first.ID || fmt.Sprint(again.Prompts) != fmt.Sprint(first.Prompts) {
+			t.Fatalf("asked again of %s: lease %d %v (%v), want lease %d %v", name, again.ID, again.Prompts, err, first.ID, first.Prompts)
+		}
+	}
+	other, err := b.LeaseOnce(ctx, "g2", 3, "req-1") // another generator's ID
+	if err != nil || other.ID == first.ID {
+		t.Fatalf("another generator with the same ID: lease %d (%v), want a new lease", other.ID, err)
+	}
+	plain, err := a.Lease(ctx, "g", 1)
+	if err != nil || plain.ID == first.ID {
+		t.Fatalf("a lease without an ID: lease %d (%v), want a new one", plain.ID, err)
+	}
+	for _, s := range []*Stream{a, b} {
+		if err := s.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var made uint64
+		var leased int
+		s.View(func(p *Plan) { made, leased = p.Leases().Made(), p.Leases().Leased() })
+		if made != 3 || leased != 7 {
+			t.Fatalf("the plan holds %d leases of %d prompts, want 3 of 7", made, leased)
+		}
+	}
+	advance(2 * time.Second) // past its deadline: a new lease
+	late, err := b.LeaseOnce(ctx, "g", 3, "req-1")
+	if err != nil || late.ID == first.ID {
+		t.Fatalf("asked again past the deadline: lease %d (%v), want a new one", late.ID, err)
+	}
+	if _, err := a.LeaseOnce(ctx, "g", 1, strings.Repeat("x", MaxRequestID+1)); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("a request ID over %d bytes: %v", MaxRequestID, err)
 	}
 }

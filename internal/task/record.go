@@ -14,6 +14,10 @@ const (
 	recFeedback byte = 2 // a lease's answers
 	recTrainer  byte = 3 // the trainer's step
 	recTick     byte = 4 // time passes (a late answer's refusal is made final)
+	// recLeaseReq is a lease asked with the generator's request ID: asked
+	// again (a retry whose first try reached the gateway, its answer lost)
+	// it is the open lease that ID made, not a second one.
+	recLeaseReq byte = 5
 )
 
 // Record is one request a job's log holds: the request, not its
@@ -22,9 +26,11 @@ const (
 type Record struct {
 	Kind byte
 	T    uint64
-	// A lease: the generator and the prompts it asks for.
+	// A lease: the generator and the prompts it asks for, and the
+	// request's ID if it gave one (recLeaseReq).
 	Gen string
 	K   uint32
+	Req string
 	// Feedback: the lease (its number) and the answers.
 	Lease uint64
 	Rows  []Row
@@ -45,7 +51,7 @@ type Row struct {
 
 // size is about r's bytes in a segment, at most.
 func (r Record) size() int {
-	n := 32 + len(r.Gen)
+	n := 32 + len(r.Gen) + len(r.Req)
 	for _, w := range r.Rows {
 		n += 24 + 4*len(w.Scores)
 	}
@@ -71,10 +77,14 @@ func encodeSegment(nonce, digest uint64, recs []Record) []byte {
 		b = append(b, r.Kind)
 		b = binary.AppendUvarint(b, r.T)
 		switch r.Kind {
-		case recLease:
+		case recLease, recLeaseReq:
 			b = binary.AppendUvarint(b, uint64(len(r.Gen)))
 			b = append(b, r.Gen...)
 			b = binary.AppendUvarint(b, uint64(r.K))
+			if r.Kind == recLeaseReq {
+				b = binary.AppendUvarint(b, uint64(len(r.Req)))
+				b = append(b, r.Req...)
+			}
 		case recFeedback:
 			b = binary.AppendUvarint(b, r.Lease)
 			b = binary.AppendUvarint(b, uint64(len(r.Rows)))
@@ -127,9 +137,12 @@ func decodeSegment(b []byte) (segment, error) {
 	for range n {
 		r := Record{Kind: d.byte(), T: d.uvarint(math.MaxUint64)}
 		switch r.Kind {
-		case recLease:
+		case recLease, recLeaseReq:
 			r.Gen = string(d.bytes(MaxGenName))
 			r.K = uint32(d.uvarint(MaxLease))
+			if r.Kind == recLeaseReq {
+				r.Req = string(d.bytes(MaxRequestID))
+			}
 		case recFeedback:
 			r.Lease = d.uvarint(math.MaxUint64)
 			rows := d.uvarint(MaxLease)

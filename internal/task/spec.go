@@ -25,10 +25,12 @@ const (
 	MaxRedraws      = 1 << 10
 	MaxPrompts      = 1 << 31
 	MaxGenName      = 128
-	DefaultTTL      = time.Minute
-	DefaultKeep     = 4096
-	MaxKeep         = 1 << 20
-	DefaultStep     = 0 // step is required
+	// MaxRequestID bounds a lease request's ID (api.TaskLeaseRequest).
+	MaxRequestID = 64
+	DefaultTTL   = time.Minute
+	DefaultKeep  = 4096
+	MaxKeep      = 1 << 20
+	DefaultStep  = 0 // step is required
 )
 
 // Spec is a task job's parameters, fixed when it is made (docs/tasks.md

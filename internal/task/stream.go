@@ -360,16 +360,34 @@ func (s *Stream) Spec() Spec { return s.plan.spec }
 
 // Lease leases up to k prompts to generator gen.
 func (s *Stream) Lease(ctx context.Context, gen string, k int) (Lease, error) {
+	return s.LeaseOnce(ctx, gen, k, "")
+}
+
+// LeaseOnce is Lease, asked with the generator's request ID req: asked
+// again with the same ID while the lease it made is open (a retry whose
+// first try reached some node, its answer lost), it is that lease, on
+// every node, not a second one. "" asks without an ID.
+func (s *Stream) LeaseOnce(ctx context.Context, gen string, k int, req string) (Lease, error) {
+	printable := func(v string) bool {
+		return !strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f })
+	}
 	switch {
-	case gen == "" || len(gen) > MaxGenName || strings.ContainsFunc(gen, func(r rune) bool { return r < ' ' || r == 0x7f }):
+	case gen == "" || len(gen) > MaxGenName || !printable(gen):
 		return Lease{}, fmt.Errorf("%w: generator=%q: a name of 1 to %d printable bytes", ErrBadRequest, gen, MaxGenName)
 	case k < 1 || k > s.plan.spec.MaxLease:
 		return Lease{}, fmt.Errorf("%w: prompts=%d: a lease takes 1 to %d (the job's max_lease)", ErrBadRequest, k, s.plan.spec.MaxLease)
+	case len(req) > MaxRequestID || !printable(req):
+		return Lease{}, fmt.Errorf("%w: request=%q: a request ID of up to %d printable bytes", ErrBadRequest, req, MaxRequestID)
 	}
 	// Nothing is written for a lease that would get nothing: asked
 	// again of the store first, as another node may have moved the plan.
+	// A request this node knows made an open lease is answered with it.
 	for try := 0; ; try++ {
 		s.mu.Lock()
+		if l, ok := s.plan.leases.ByRequest(gen, req); ok && s.plan.leases.Deadline(l.ID) > s.clockNow() {
+			s.mu.Unlock()
+			return l, nil
+		}
 		ok := s.plan.Leasable(max(s.plan.Clock(), s.clockNow()))
 		var err error
 		if !ok && try == 1 {
@@ -386,7 +404,11 @@ func (s *Stream) Lease(ctx context.Context, gen string, k int) (Lease, error) {
 			return Lease{}, err
 		}
 	}
-	out, err := s.submit(ctx, Record{Kind: recLease, Gen: gen, K: uint32(k)})
+	r := Record{Kind: recLease, Gen: gen, K: uint32(k)}
+	if req != "" {
+		r.Kind, r.Req = recLeaseReq, req
+	}
+	out, err := s.submit(ctx, r)
 	if err == nil {
 		err = out.Err
 	}

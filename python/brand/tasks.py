@@ -57,6 +57,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import secrets
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -89,6 +90,11 @@ __all__ = [
 #: nothing; polling faster than 20 times a second would only load the node.
 MIN_POLL = 0.05
 MAX_POLL = 0.5
+#: A lease that gets no answer (a connection a restarted gateway closed) is
+#: sent again, with its request ID, ``LEASE_TRIES`` times in all, after
+#: ``LEASE_PAUSE`` seconds, doubling: 1.5 s for a gateway restarting.
+LEASE_TRIES = 5
+LEASE_PAUSE = 0.1
 #: How often a trainer waiting for a step asks the plan whether the run is
 #: over (every prompt retired, so that no step fills again), in seconds.
 DONE_EVERY = 2.0
@@ -419,23 +425,33 @@ class Generator:
         Raises:
             TasksDone: every prompt is retired for good (a 404 that the
                 plan confirms).
-            BrandConnectionError: no answer, and no open lease of this
-                generator that this object has not handed out already (the
-                one whose answer was lost).
+            BrandConnectionError: no answer to :data:`LEASE_TRIES` asks
+                (each with the same request ID, which the gateway answers
+                with the lease the first made), and no open lease of this
+                generator that this object has not handed out already.
         """
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"brand: k {k!r}: the prompts to lease (a whole number, 1 or more)")
         deadline = None if wait is None else time.monotonic() + wait
         waits = 0
+        # The ask's ID: sent again (no answer came back) the gateway
+        # answers the lease it made, never a second one.
+        ask = {"generator": self.name, "prompts": k, "request": secrets.token_hex(16)}
+        unanswered = 0
         while True:
             retry_after: Optional[float] = None
             try:
-                doc = self.job._json("POST", self.job._path("leases"), {"generator": self.name, "prompts": k},
-                                     once=True)
+                doc = self.job._json("POST", self.job._path("leases"), ask, once=True)
             except BrandError as e:
                 if self.job._done(e):
                     raise TasksDone(e.message, e.status) from None
                 if e.status is None:
+                    # No answer: a connection a restarted gateway closed,
+                    # a reset. The same ask again, LEASE_TRIES in all.
+                    unanswered += 1
+                    if unanswered < LEASE_TRIES:
+                        time.sleep(LEASE_PAUSE * 2 ** (unanswered - 1))
+                        continue
                     lost = self._lost()
                     if lost is not None:
                         return lost

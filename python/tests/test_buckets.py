@@ -153,7 +153,8 @@ class TestBuckets(unittest.TestCase):
     def test_refusals(self):
         with self.assertRaises(TypeError):
             brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, batch_size=4)
-        with self.assertRaises(TypeError):  # another entry's kind of job
+        # another kind's keyword: the table's refusal, in its words, before any request
+        with self.assertRaisesRegex(brand.Refused, "resizes and crops each image to its bucket"):
             brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, transform="imagenet-train")
         with self.assertRaisesRegex(ValueError, "balance= has nothing to weigh"):  # the table, before any request
             brand.Buckets(self.gw.url, "img", buckets=BUCKETS, budget=BUDGET, balance="bytes")

@@ -150,11 +150,14 @@ class TestLease(FakeCase):
         self.assertLess(t[1] - t[0], 0.45)
         self.assertGreaterEqual(t[2] - t[1], tasks.MAX_POLL - 0.01)
         self.assertLess(t[2] - t[1], tasks.MAX_POLL + 0.3)
-        # Each ask the same: the generator's name, the count, the dataset
-        # and the token.
+        # Each ask the same: the generator's name, the count, the ask's ID,
+        # the dataset and the token.
+        ids = {r[4].get("request") for r in srv.requests}
+        self.assertEqual(len(ids), 1)
+        self.assertRegex(ids.pop(), "^[0-9a-f]{32}$")
         for _, method, path, q, body, headers in srv.requests:
-            self.assertEqual((method, path, q, body), ("POST", "/tasks/rl/leases", {"dataset": "prompts"},
-                                                       {"generator": "g", "prompts": 4}))
+            self.assertEqual((method, path, q, {**body, "request": ""}), ("POST", "/tasks/rl/leases", {"dataset": "prompts"},
+                                                                         {"generator": "g", "prompts": 4, "request": ""}))
             self.assertEqual(headers["Authorization"], "Bearer s3cret")
 
     def test_503_without_wait_is_none(self):
@@ -213,10 +216,30 @@ class TestLease(FakeCase):
             self.assertNotIsInstance(cm.exception, tasks.TasksDone)
             self.assertEqual(cm.exception.status, 404)
 
+    def test_unanswered_lease_sent_again_with_its_id(self):
+        """A lease whose connection ends without an answer (a restarted
+        gateway's stale connection: docs/tasks.md's generator loop died on
+        every restart, its lease sent once) is sent again with the same
+        request ID, which the gateway answers with the lease the first ask
+        made, if it made one."""
+        asks = []
+
+        def answer(method, path, q, body):
+            asks.append(body)
+            if len(asks) == 1:
+                return None  # no answer
+            return 201, {}, lease_doc("L1", ["p/1", "p/2"])
+
+        srv, job = self.fake(answer)
+        got = job.generator("g").lease(2)
+        self.assertEqual(got.id, "L1")
+        self.assertEqual(len(asks), 2)
+        self.assertEqual(asks[0], asks[1])
+        self.assertTrue(asks[0]["request"])
+
     def test_lost_answer_found_among_open_leases(self):
-        """A lease is not asked twice blindly: one whose answer was lost
-        (the connection dropped after the gateway made it) is the
-        generator's open lease not handed out yet."""
+        """Every ask unanswered (LEASE_TRIES): the lease one of them made,
+        if any, is the generator's open lease not handed out yet."""
         state = {"leased": False}
 
         def answer(method, path, q, body):
@@ -232,8 +255,8 @@ class TestLease(FakeCase):
         gen._seen.add("L0")  # handed out before
         got = gen.lease(2)
         self.assertEqual(got.id, "L1")
-        self.assertEqual(srv.paths(), ["/tasks/rl/leases", "/tasks/rl/leases"])
-        self.assertEqual(srv.paths("POST"), ["/tasks/rl/leases"])  # asked once
+        self.assertEqual(srv.paths("POST"), ["/tasks/rl/leases"] * tasks.LEASE_TRIES)
+        self.assertEqual(len({r[4]["request"] for r in srv.requests if r[1] == "POST"}), 1)  # one ask, sent again
 
     def test_lost_lease_that_was_never_made(self):
         def answer(method, path, q, body):
@@ -242,7 +265,7 @@ class TestLease(FakeCase):
         srv, job = self.fake(answer)
         with self.assertRaises(brand.BrandConnectionError):
             job.generator("g").lease(2)
-        self.assertEqual(len(srv.paths("POST")), 1)
+        self.assertEqual(len(srv.paths("POST")), tasks.LEASE_TRIES)
 
 
 class TestAnswer(FakeCase):

@@ -54,9 +54,9 @@
 package gopshuffle
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/seeded"
 )
 
@@ -70,8 +70,10 @@ const (
 // shuffle of it anyway.
 const MaxSize = 1 << 20
 
-// ErrInvalid marks arguments Permute refuses.
-var ErrInvalid = errors.New("gopshuffle: invalid")
+// ErrInvalid marks arguments Permute refuses: the caller's invariants
+// (a group list that does not cover the samples), never a user's input,
+// which the job's rules check first; so it answers 500.
+var ErrInvalid = errkind.New(errkind.Internal, "gopshuffle: invalid")
 
 // Window is one window of an epoch in GOP-then-sample order.
 type Window struct {

@@ -56,6 +56,7 @@ import (
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/shuffle/gopshuffle"
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/transform"
 	videodec "github.com/brandgw/brand/transform/video"
@@ -215,6 +216,7 @@ var served = []sentinelCase{
 	{"seqpack.ErrInvalid", seqpack.ErrInvalid, http.StatusBadRequest, "bad_request", false},
 	{"shuffle.ErrInvalid", shuffle.ErrInvalid, http.StatusBadRequest, "bad_request", false},
 	{"shuffle.ErrOutOfRange", shuffle.ErrOutOfRange, http.StatusNotFound, "not_found", false},
+	{"shuffle/gopshuffle.ErrInvalid", gopshuffle.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"tokenize.ErrDamagedModel", tokenize.ErrDamagedModel, http.StatusInternalServerError, "internal", true},
 	{"tokenize.ErrNotModel", tokenize.ErrNotModel, http.StatusInternalServerError, "internal", true},
 	{"tokenize.ErrPattern", tokenize.ErrPattern, http.StatusInternalServerError, "internal", true},
