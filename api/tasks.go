@@ -139,8 +139,8 @@ type TaskPlan struct {
 	Overdue       int    `json:"overdue"`
 	StepsFull     uint64 `json:"steps_full"`
 	Trainer       uint64 `json:"trainer"`
-	// The log: segments, their bytes, those read as empty for a failed
-	// checksum; the digest of every decision.
+	// The log: segments, their bytes, those read from their second copy
+	// for a first that failed its checksum; the digest of every decision.
 	Segments        uint64 `json:"segments"`
 	LogBytes        int64  `json:"log_bytes"`
 	DamagedSegments int    `json:"damaged_segments"`

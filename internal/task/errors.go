@@ -35,9 +35,32 @@ var (
 	ErrForgotten = errkind.New(errkind.NotFound, "step forgotten")
 	// ErrStore: the store did not take or give the log (503).
 	ErrStore = errkind.New(errkind.Unavailable, "task log unavailable")
+	// ErrDamaged: a segment of the job's log fails its checksum in both
+	// of its copies (502): the job is refused until one reads whole.
+	ErrDamaged = errkind.New(errkind.Corrupt, "task log damaged")
 	// ErrTooManyJobs: the node holds its most task jobs (503).
 	ErrTooManyJobs = errkind.Named(errkind.Busy, "task_jobs", "too many task jobs on this node")
 )
+
+// DamagedSegmentError is a segment of a task job's log that neither of
+// its copies holds whole. A plan without it would decide otherwise than
+// the plan that served its steps (lease prompts already counted, count
+// them again), so the job is refused, naming the segment, until a copy
+// reads whole (restored from the store's versions or a backup).
+type DamagedSegmentError struct {
+	Job     string
+	Segment uint64
+	Cause   string
+}
+
+func (e *DamagedSegmentError) Error() string {
+	return fmt.Sprintf("task job %s: segment %d of its log is damaged (%s): the job is refused until a copy of it reads whole", e.Job, e.Segment, e.Cause)
+}
+
+// Public is what a client is told: the job, the segment and the cause.
+func (e *DamagedSegmentError) Public() string { return e.Error() }
+
+func (e *DamagedSegmentError) Unwrap() error { return ErrDamaged }
 
 // ExpiredError is a lease's expiry: feedback after its deadline.
 type ExpiredError struct {

@@ -24,7 +24,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		segments:         c("brand_task_segments_written_total", "Segments this node wrote to task logs."),
 		segmentBytes:     c("brand_task_segment_bytes_total", "Bytes of the segments this node wrote."),
 		races:            c("brand_task_segment_races_total", "Segments another node wrote first: this node applied the winner's and wrote after it."),
-		damaged:          c("brand_task_segments_damaged_total", "Segments read that failed their checksum, read as empty."),
+		damaged:          c("brand_task_segments_damaged_total", "Segments whose first copy failed its checksum, read from their second."),
 		snapshots:        c("brand_task_snapshots_total", "Snapshots of task plans this node wrote (every 1,024 segments of a log)."),
 		snapshotFailures: c("brand_task_snapshot_failures_total", "Snapshots of task plans this node failed to write (the log holds everything: a load reads more segments)."),
 	}

@@ -1,10 +1,13 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -492,5 +495,110 @@ func TestLeaseAskedAgainIsTheSameLease(t *testing.T) {
 	}
 	if _, err := a.LeaseOnce(ctx, "g", 1, strings.Repeat("x", MaxRequestID+1)); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("a request ID over %d bytes: %v", MaxRequestID, err)
+	}
+}
+
+// TestDamagedSegmentNeverForksThePlan: a byte flipped in a segment in the
+// middle of a 60-segment log, or its last segment torn, read by a fresh
+// node: the segment's second copy is read, and the plan is the one that
+// served (the same counted prompts, the same digest, the replay equal).
+// Both copies damaged: the job is refused naming the segment, never read
+// as if the segment were empty (which halved the counts and leased counted
+// prompts again).
+func TestDamagedSegmentNeverForksThePlan(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := s3backend.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.UnixMilli(2e12)
+	now := func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	spec := Spec{Step: 2, Ahead: 100, Seed: 3}
+	if _, _, err := NewBook(0, now).Make(ctx, st, "d", "rl", "ix", 200, spec); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewBook(0, now).Open(ctx, st, "d", "rl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for segs, _, _, _ := s.Log(); segs < 60; segs, _, _, _ = s.Log() {
+		l, err := s.Lease(ctx, "g", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := make([]Row, len(l.Prompts))
+		for i, q := range l.Prompts {
+			rows[i] = Row{Prompt: q, Passes: 1, N: 2}
+		}
+		if _, err := s.Answer(ctx, l.ID, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(s *Stream) (counted, digest uint64) {
+		s.View(func(p *Plan) { counted, digest = p.Steps().Total(), p.Digest() })
+		return
+	}
+	counted, digest := state(s)
+	if counted != 60 {
+		t.Fatalf("%d prompts counted after 30 leases of 2 answered, want 60", counted)
+	}
+	file := func(key string) string { return filepath.Join(dir, filepath.FromSlash(key)) }
+	flip := func(key string) func() {
+		b, err := os.ReadFile(file(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := bytes.Clone(b)
+		d[len(d)/2] ^= 0x10
+		if err := os.WriteFile(file(key), d, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return func() { os.WriteFile(file(key), b, 0o644) }
+	}
+	tear := func(key string) func() {
+		b, err := os.ReadFile(file(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file(key), b[:len(b)-3], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return func() { os.WriteFile(file(key), b, 0o644) }
+	}
+	for _, c := range []struct {
+		name string
+		seg  uint64
+		hurt func(string) func()
+	}{
+		{"a byte flipped in segment 31 of 60", 31, flip},
+		{"the last segment torn", 60, tear},
+	} {
+		undo := c.hurt(segmentKey("rl", c.seg))
+		fresh, err := NewBook(0, now).Open(ctx, st, "d", "rl")
+		if err != nil {
+			t.Fatalf("%s, its second copy whole: %v", c.name, err)
+		}
+		if n, d := state(fresh); n != counted || d != digest {
+			t.Fatalf("%s, read by a fresh node: %d counted (digest %x), want %d (%x)", c.name, n, d, counted, digest)
+		}
+		if segs, _, damaged, diverged := fresh.Log(); segs != 60 || damaged != 1 || diverged != 0 {
+			t.Fatalf("%s: %d segments, %d read from their second copy, diverged at %d; want 60, 1, 0", c.name, segs, damaged, diverged)
+		}
+		if _, equal, _, err := fresh.Replay(ctx, nil, nil); err != nil || !equal {
+			t.Fatalf("%s: the replay: equal %v, %v", c.name, equal, err)
+		}
+
+		undoCopy := c.hurt(copyKey("rl", c.seg))
+		_, err = NewBook(0, now).Open(ctx, st, "d", "rl")
+		var de *DamagedSegmentError
+		if !errors.As(err, &de) || de.Segment != c.seg || !errors.Is(err, ErrDamaged) {
+			t.Fatalf("%s in both copies, read by a fresh node: %v, want the job refused naming segment %d", c.name, err, c.seg)
+		}
+		if _, _, _, err := s.Replay(ctx, nil, nil); !errors.As(err, &de) || de.Segment != c.seg {
+			t.Fatalf("%s in both copies: the replay: %v, want it refused naming segment %d", c.name, err, c.seg)
+		}
+		undoCopy()
+		undo()
 	}
 }

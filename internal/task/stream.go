@@ -35,6 +35,35 @@ func specKey(job string) string { return Prefix(job) + "spec" }
 
 func segmentKey(job string, i uint64) string { return fmt.Sprintf("%slog/%016d", Prefix(job), i) }
 
+// copyKey is segment i's second copy, written by the node that won
+// segment i before it answers any request in it: a segment whose first
+// copy fails its checksum is read from its second.
+func copyKey(job string, i uint64) string { return fmt.Sprintf("%scopy/%016d", Prefix(job), i) }
+
+// readSegment reads job's segment i: its first copy, or, when that fails
+// its checksum, its second. Both damaged (or the second missing) is a
+// *DamagedSegmentError: the job is refused until one reads whole, never
+// replayed without the segment. repaired says the second copy was read.
+func readSegment(ctx context.Context, st Store, job string, i uint64, first []byte) (seg segment, repaired bool, err error) {
+	seg, err = decodeSegment(first)
+	if err == nil {
+		return seg, false, nil
+	}
+	cause := err
+	b, err := editproto.ReadObject(ctx, st, copyKey(job, i), maxSegmentBytes)
+	switch {
+	case errors.Is(err, s3backend.ErrNotFound):
+		return segment{}, false, &DamagedSegmentError{Job: job, Segment: i, Cause: fmt.Sprintf("%v; no second copy", cause)}
+	case err != nil:
+		return segment{}, false, fmt.Errorf("%w: reading task job %s's segment %d's second copy: %w", ErrStore, job, i, err)
+	}
+	seg, err = decodeSegment(b)
+	if err != nil {
+		return segment{}, false, &DamagedSegmentError{Job: job, Segment: i, Cause: fmt.Sprintf("%v; its second copy: %v", cause, err)}
+	}
+	return seg, true, nil
+}
+
 // maxSegmentBytes bounds a segment as stored and as read.
 const maxSegmentBytes = 64 << 20
 
@@ -151,8 +180,10 @@ func (s *Stream) load(ctx context.Context) error {
 }
 
 // readSegments reads job's segments from to to (both included) from st,
-// eight at once, and hands each to f in order.
-func readSegments(ctx context.Context, st Store, job string, from, to uint64, f func([]byte)) error {
+// eight at once, and hands each to f in order with its size and whether
+// it was read from its second copy; it stops at a segment it cannot read
+// whole, before handing it on.
+func readSegments(ctx context.Context, st Store, job string, from, to uint64, f func(seg segment, size int, repaired bool)) error {
 	for lo := from; lo <= to; lo += 256 {
 		hi := min(to, lo+255)
 		bodies := make([][]byte, hi-lo+1)
@@ -167,8 +198,12 @@ func readSegments(ctx context.Context, st Store, job string, from, to uint64, f 
 		if err := g.Wait(); err != nil {
 			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, job, err)
 		}
-		for _, b := range bodies {
-			f(b)
+		for k, b := range bodies {
+			seg, repaired, err := readSegment(ctx, st, job, lo+uint64(k), b)
+			if err != nil {
+				return err
+			}
+			f(seg, len(b), repaired)
 		}
 	}
 	return nil
@@ -185,27 +220,29 @@ func (s *Stream) catchUp(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
 		}
-		s.applyLocked(b)
+		seg, repaired, err := readSegment(ctx, s.st, s.job, s.segs+1, b)
+		if err != nil {
+			return err
+		}
+		s.applyLocked(seg, len(b), repaired)
 	}
 }
 
 // applyLocked is applyStored under s.mu.
-func (s *Stream) applyLocked(b []byte) {
+func (s *Stream) applyLocked(seg segment, size int, repaired bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.applyStored(b)
+	s.applyStored(seg, size, repaired)
 }
 
-// applyStored applies a segment read from the store: one that fails its
-// checksum is empty, on every node alike.
-func (s *Stream) applyStored(b []byte) {
+// applyStored applies a segment read whole from the store (from its
+// second copy if repaired).
+func (s *Stream) applyStored(seg segment, size int, repaired bool) {
 	s.segs++
-	s.bytes += int64(len(b))
-	seg, err := decodeSegment(b)
-	if err != nil {
+	s.bytes += int64(size)
+	if repaired {
 		s.damaged++
 		s.metrics.damagedOne()
-		return
 	}
 	if seg.digest != s.plan.digest && s.diverged == 0 {
 		s.diverged = s.segs
@@ -278,6 +315,12 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 			}
 		}
 		if err == nil {
+			// The second copy, before any request in the segment is
+			// answered: an answer acknowledged survives a tear of either.
+			if err := s.writeCopy(ctx, s.segs+1, body); err != nil {
+				fail(err)
+				return
+			}
 			s.mu.Lock()
 			s.segs++
 			s.bytes += int64(len(body))
@@ -307,6 +350,17 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 			return
 		}
 	}
+}
+
+// writeCopy writes body as segment i's second copy, once: a copy there
+// already is this node's own (only segment i's writer writes it), from a
+// try whose answer was lost.
+func (s *Stream) writeCopy(ctx context.Context, i uint64, body []byte) error {
+	_, err := s.st.PutIfAbsent(ctx, copyKey(s.job, i), bytes.NewReader(body), int64(len(body)))
+	if err != nil && !errors.Is(err, s3backend.ErrExists) {
+		return fmt.Errorf("%w: writing task job %s's segment %d's second copy: %w", ErrStore, s.job, i, err)
+	}
+	return nil
 }
 
 // Now is now in the plan's time (ms since the job was made): what a view
@@ -550,7 +604,7 @@ func (s *Stream) Step(ctx context.Context, n uint64, f func(p *Plan, c []Counted
 }
 
 // Log is where the job's log stands on this node: segments, bytes, those
-// read as empty, and the first segment whose writer had decided
+// read from their second copy, and the first segment whose writer had decided
 // otherwise than this node (0: none).
 func (s *Stream) Log() (segments uint64, bytes int64, damaged int, diverged uint64) {
 	s.mu.Lock()
@@ -573,11 +627,7 @@ func (s *Stream) Replay(ctx context.Context, lease func(p *Plan, l Lease), step 
 	s.mu.Unlock()
 	s.wmu.Unlock()
 	p := NewPlan(s.plan.spec)
-	err = readSegments(ctx, s.st, s.job, 1, segs, func(b []byte) {
-		seg, derr := decodeSegment(b)
-		if derr != nil {
-			return
-		}
+	err = readSegments(ctx, s.st, s.job, 1, segs, func(seg segment, _ int, _ bool) {
 		for _, r := range seg.recs {
 			full := p.Steps().Full()
 			out := p.Apply(r)
