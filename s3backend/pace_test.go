@@ -279,3 +279,58 @@ func TestPacerRiseKeepsItsBacklog(t *testing.T) {
 		})
 	}
 }
+
+// TestPacerLearnsTheStoresLimit: with no budget, GETs go unpaced until
+// the store throttles; then the rate they were sent at stands for the
+// budget (cut at once, grown back a tenth a second to 0.9 of it), and a
+// minute there without a throttled answer the bound is lifted. The reproduction: with no budget set, a store that
+// throttled sent 503s on to plain HTTP ranks once the store client's
+// retries ran out (0–4 of 400 batches a run), its rate never lowered.
+func TestPacerLearnsTheStoresLimit(t *testing.T) {
+	a := &answering{}
+	a.status.Store(200)
+	p := NewPacer(Budget{}, a)
+	clock := time.Unix(1e9, 0)
+	p.now = func() time.Time { return clock }
+	for range 400 { // 400 GETs a second, unpaced
+		get(t, p, "")
+		clock = clock.Add(2500 * time.Microsecond)
+	}
+	if s := p.Stats(); s.GETs != 0 || s.Waits != 0 {
+		t.Fatalf("no budget, no throttling: %+v, want no bound and no waits", s)
+	}
+	a.status.Store(503)
+	for range 3 { // one burst of throttled answers: one cut
+		get(t, p, "")
+	}
+	if s := p.Stats(); s.Throttled != 3 || s.Cuts != 1 || math.Abs(s.GETs-400*cutTo) > 1e-9 {
+		t.Fatalf("throttled at 400 GETs a second: %+v, want paced at %v, one cut", s, 400*cutTo)
+	}
+	a.status.Store(200)
+	var wait time.Duration
+	burst := p.Stats().BurstGETs
+	for range burst + 28 { // at one instant: paced at 280 a second
+		wait, _, _ = p.reserve(true, 0)
+	}
+	// The bound starts with one GET in hand; the two throttled GETs after
+	// the cut took their places in it.
+	if want := time.Duration(float64(2+burst+28-1) / (400 * cutTo) * float64(time.Second)); wait < want-time.Millisecond || wait > want+time.Millisecond {
+		t.Fatalf("the %d-th GET at once waits %v, want %v", burst+28, wait, want)
+	}
+	clock = clock.Add(time.Second)
+	if s := p.Stats(); math.Abs(s.GETs-400*(cutTo+growStep)) > 1e-9 {
+		t.Fatalf("a quiet second later: %v a second, want %v", s.GETs, 400*(cutTo+growStep))
+	}
+	clock = clock.Add(2 * time.Second)
+	if s := p.Stats(); s.GETs != 400*learnedTop {
+		t.Fatalf("grown back: %v a second, want %v of the rate the store throttled at", s.GETs, learnedTop)
+	}
+	clock = clock.Add(liftAfter - time.Second)
+	if s := p.Stats(); s.GETs != 400*learnedTop {
+		t.Fatalf("%v at its top: %v a second, want %v", liftAfter-time.Second, s.GETs, 400*learnedTop)
+	}
+	clock = clock.Add(time.Second)
+	if s := p.Stats(); s.GETs != 0 {
+		t.Fatalf("%v at its top: %v a second, want the bound lifted", liftAfter, s.GETs)
+	}
+}

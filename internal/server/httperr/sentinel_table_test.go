@@ -181,6 +181,7 @@ var served = []sentinelCase{
 	{"internal/job/jobsched.ErrUnasked", jobsched.ErrUnasked, http.StatusServiceUnavailable, "member_unasked", false},
 	{"internal/job/jobsched.ErrUnknown", jobsched.ErrUnknown, http.StatusNotFound, "not_found", false},
 	{"internal/job/plans.ErrBusy", plans.ErrBusy, http.StatusServiceUnavailable, "plan_busy", false},
+	{"internal/task.ErrDamaged", task.ErrDamaged, http.StatusBadGateway, "store_mismatch", true},
 	{"internal/task.ErrBadAnswer", task.ErrBadAnswer, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/task.ErrBadRequest", task.ErrBadRequest, http.StatusBadRequest, "bad_request", false},
 	{"internal/task.ErrBadSpec", task.ErrBadSpec, http.StatusBadRequest, "bad_request", false},
