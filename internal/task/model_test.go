@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -21,7 +23,8 @@ import (
 // nodes of one store with random leases, answers (partial, repeated,
 // late), trainer steps, time passing and nodes killed (a node's book
 // dropped: it reads the job again from the store, from a snapshot
-// written every few segments, some of them damaged). An independent
+// written every few segments, some of them damaged; segments anywhere in
+// the log flipped or torn, one copy or both). An independent
 // account of the leases checks that no prompt is leased while another
 // lease holds it and that every late answer, and only those, is refused;
 // at the end every node's plan, and a replay of the log, made the same
@@ -188,6 +191,9 @@ func runModel(t *testing.T, seed uint64) {
 			clock = clock.Add(time.Duration(rng.IntN(int(ttl/(250*time.Millisecond))+1)) * 250 * time.Millisecond)
 		case r < 98:
 			books[rng.IntN(len(books))] = newBook()
+		case r < 99:
+			damageSegment(t, ctx, st, rng)
+			books[rng.IntN(len(books))] = newBook()
 		default:
 			// A snapshot torn or damaged in the store: the next load
 			// falls back to an older one, or to the log.
@@ -295,4 +301,66 @@ func recount(p *Plan) Counts {
 		c.PassesDone = p.cur
 	}
 	return c
+}
+
+// damageSegment flips a byte of, or tears, the first copy of a segment
+// drawn from anywhere in the log; one time in four its second copy too,
+// and then a node that loads the job must refuse it naming the segment
+// (unless a snapshot after it spares it the read), before the second copy
+// is put back. A node holding its plan goes on either way; one that loads
+// it reads the second copy, and the run's checks (every node's plan and
+// the replay the same, no prompt counted twice, every acknowledged answer
+// in the plan) hold over it.
+func damageSegment(t *testing.T, ctx context.Context, st *s3backend.Local, rng *rand.Rand) {
+	t.Helper()
+	infos, err := st.List(ctx, Prefix("job")+"log/")
+	if err != nil || len(infos) == 0 {
+		return
+	}
+	k := infos[rng.IntN(len(infos))].Key
+	seg, err := strconv.ParseUint(strings.TrimPrefix(k, Prefix("job")+"log/"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hurt := func(key string) (restore func()) {
+		b, err := editproto.ReadObject(ctx, st, key, maxSegmentBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := bytes.Clone(b)
+		if rng.IntN(2) == 0 {
+			d[rng.IntN(len(d))] ^= byte(1 + rng.IntN(255))
+		} else {
+			d = d[:rng.IntN(len(d))]
+		}
+		put := func(body []byte) {
+			if _, err := st.Put(ctx, key, bytes.NewReader(body), int64(len(body))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put(d)
+		return func() { put(b) }
+	}
+	hurt(k)
+	if rng.IntN(4) > 0 {
+		t.Logf("segment %d of %d: its first copy damaged", seg, len(infos))
+		return
+	}
+	restore := hurt(copyKey("job", seg))
+	defer restore()
+	_, err = NewBook(0, time.Now).Open(ctx, st, "d", "job")
+	if de, ok := errors.AsType[*DamagedSegmentError](err); ok && de.Segment == seg {
+		t.Logf("segment %d of %d: both copies damaged, the job refused: %v", seg, len(infos), err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("segment %d damaged in both copies: a fresh node's load: %v, want it refused naming the segment", seg, err)
+	}
+	snaps, _ := st.List(ctx, Prefix("job")+"snap/")
+	for _, in := range snaps {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(in.Key, Prefix("job")+"snap/"), 10, 64); err == nil && n >= seg {
+			return
+		}
+	}
+	t.Fatalf("segment %d damaged in both copies, and no snapshot after it: a fresh node loaded the job", seg)
 }
