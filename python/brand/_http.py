@@ -363,6 +363,59 @@ class _Unresponsive(TimeoutError):
     """A node that answered neither the request nor a liveness probe."""
 
 
+class _Background:
+    """A call that may block (a hedge's connect and send) run on a thread
+    of its own, its end signalled on a socket a selector waits on beside
+    others (``fileno``). Its result is taken once (``take``, after the
+    signal) or abandoned (``abandon``: closed when the call ends)."""
+
+    def __init__(self, call: "Callable[[], Optional[http.client.HTTPConnection]]") -> None:
+        self._r, self._w = socket.socketpair()
+        self._lock = threading.Lock()
+        self._done = self._abandoned = False
+        self._value: Optional[http.client.HTTPConnection] = None
+        threading.Thread(target=self._run, args=(call,), name="brand-hedge", daemon=True).start()
+
+    def _run(self, call: "Callable[[], Optional[http.client.HTTPConnection]]") -> None:
+        try:
+            value = call()
+        except BaseException:  # noqa: BLE001 - a hedge that failed is a hedge not sent
+            value = None
+        with self._lock:
+            self._done = True
+            if self._abandoned:
+                if value is not None:
+                    value.close()
+            else:
+                self._value = value
+        try:
+            self._w.send(b"\0")
+        except OSError:
+            pass
+        finally:
+            self._w.close()
+
+    def fileno(self) -> int:
+        return self._r.fileno()
+
+    def take(self) -> Optional[http.client.HTTPConnection]:
+        """The call's result, once its end was signalled."""
+        with self._lock:
+            value, self._value, self._abandoned = self._value, None, True
+        self._r.close()
+        return value
+
+    def abandon(self) -> None:
+        """Lets the call's result go: closed now if it ended, else when it
+        does."""
+        with self._lock:
+            self._abandoned = True
+            value, self._value = self._value, None
+        if value is not None:
+            value.close()
+        self._r.close()
+
+
 class _Watch:
     """The waits of one attempt on a node that may have stopped: up to
     ``timeout`` in all, probing the node (``alive(wait)`` returns whether
@@ -404,37 +457,59 @@ class _Watch:
             self.probe_at = now + self.probe_after
             self.wait = PROBE_TIMEOUT
 
-    def first_of(self, sock: socket.socket, hedge: Optional[Callable[[], Optional[socket.socket]]]) -> int:
+    def first_of(
+        self, sock: socket.socket, hedge: "Optional[Callable[[], Optional[http.client.HTTPConnection]]]",
+    ) -> "tuple[int, Optional[http.client.HTTPConnection]]":
         """Returns once ``sock`` can be read (0) or, after a probe found its
         node alive and the learnt deadline passed once more, once the
-        socket of the request ``hedge()`` sent to another node can (1).
-        ``hedge()`` returns ``None`` when it sent nothing (no budget, the
-        other node unreachable): the attempt goes on alone. Once hedged,
-        the first node is not probed again: the hedge answers for it."""
+        socket of the request ``hedge()`` sent to another node can (1);
+        with the hedge's connection once it was sent (the caller closes
+        it). ``hedge()`` runs on a thread of its own (its connect and send
+        may wait on a silent node for a probe's timeout, while the first
+        node answers) and returns ``None`` when it sent nothing (no budget,
+        the other node unreachable): the attempt goes on alone. Once
+        hedged, the first node is not probed again: the hedge answers for
+        it."""
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
-            return 0
-        with selectors.DefaultSelector() as sel:
-            sel.register(sock, selectors.EVENT_READ, 0)
-            hedged = False
-            while True:
-                if hedged:
-                    wait = self.deadline - time.monotonic()
-                    if wait <= 0:
-                        raise TimeoutError("timed out")
-                else:
-                    wait = self._until()
-                    if hedge is not None and self.hedge_at is not None:
-                        now = time.monotonic()
-                        if now >= self.hedge_at:
-                            hs = hedge()
-                            hedge = None
-                            if hs is not None:
-                                sel.register(hs, selectors.EVENT_READ, 1)
-                                hedged = True
-                            continue
-                        wait = min(wait, self.hedge_at - now)
-                for key, _ in sel.select(wait):
-                    return int(key.data)
+            return 0, None
+        pending: Optional[_Background] = None
+        conn: Optional[http.client.HTTPConnection] = None
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(sock, selectors.EVENT_READ, 0)
+                hedged = False
+                while True:
+                    if hedged:
+                        wait = self.deadline - time.monotonic()
+                        if wait <= 0:
+                            raise TimeoutError("timed out")
+                    else:
+                        wait = self._until()
+                        if hedge is not None and self.hedge_at is not None:
+                            now = time.monotonic()
+                            if now >= self.hedge_at:
+                                pending = _Background(hedge)
+                                hedge = None
+                                sel.register(pending, selectors.EVENT_READ, 2)
+                                continue
+                            wait = min(wait, self.hedge_at - now)
+                    for key, _ in sel.select(wait):
+                        if key.data != 2:
+                            return int(key.data), conn
+                        assert pending is not None
+                        sel.unregister(pending)
+                        conn, pending = pending.take(), None
+                        if conn is not None and conn.sock is not None:
+                            sel.register(conn.sock, selectors.EVENT_READ, 1)
+                            hedged = True
+                        break
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        finally:
+            if pending is not None:
+                pending.abandon()
 
     def ready(self, sock: socket.socket, write: bool = False) -> None:
         """Returns once ``sock`` can be read (written, with ``write``)."""
@@ -724,20 +799,19 @@ class Session:
                     c.sock = self._open(node, c.host, c.port, watch)
                 c.request(method, target, body=body, headers=headers)
 
-                hedge_sent = sent
+                hedge_sent = [sent]
 
-                def send_hedge() -> Optional[socket.socket]:
-                    nonlocal hc, hedge_sent
+                def send_hedge() -> Optional[http.client.HTTPConnection]:
+                    # On a thread of its own (_Watch.first_of).
                     if hedge is None or not self._lag.allow():
                         return None
-                    hc = self._hedge(hedge[0], method, hedge[1], body, headers)
-                    if hc is None:
-                        return None
-                    hedge_sent = time.monotonic()
-                    return hc.sock
+                    got = self._hedge(hedge[0], method, hedge[1], body, headers)
+                    hedge_sent[0] = time.monotonic()
+                    return got
 
-                won = watch.first_of(c.sock, send_hedge if hedge is not None else None) == 1
-                self._lag.observe(time.monotonic() - (hedge_sent if won else sent))
+                which, hc = watch.first_of(c.sock, send_hedge if hedge is not None else None)
+                won = which == 1
+                self._lag.observe(time.monotonic() - (hedge_sent[0] if won else sent))
                 if won:
                     # The first node's request is dropped with its
                     # connection; the hedge's is read, and closed after.

@@ -255,6 +255,29 @@ class TestBusyNode(ProbeTest):
         self.assertEqual(fc.hits("/epoch/0/batch/0"), [0, 1], "hedged on node 1 after the probe")
         self.assertEqual(fc.hits("/healthz"), [0], "probed once, at the cold deadline")
 
+    def test_silent_hedge_does_not_hold_the_answer(self):
+        """A home that answers late (0.8 s) while the hedge's node is the
+        silent one (its SYNs unanswered): the hedge's connect waits on a
+        thread of its own, so the home's answer is read when it comes.
+        Before, the hedge was opened in line with a probe's 1 s timeout,
+        and the rank on the healthy node waited it out (1.2-1.5 s)."""
+        fc = Cluster(self.gw.url, 1)
+        self.addCleanup(fc.close)
+
+        def slow(h):
+            if h.path.startswith("/epoch/0/batch/"):
+                fc.release.wait(0.8)  # headers after 0.8 s; probes answered meanwhile
+            return False
+
+        fc.fail(0, slow)
+        peers = [fc.urls[0], unreachable_node(self)]
+        r = rank_at(peers, fc.urls[0])
+        c = self.client(peers=peers, world=2, rank=r)
+        got, took = self.timed(lambda: c.batch(0, 0))
+        self.assertEqual(got, self.reference(2, r)[0])
+        self.assertLess(took, 1.3, "the home's answer waited for the hedge's connect")
+        self.assertEqual(c.served, {fc.urls[0]: 1})
+
     def test_stalled_home_is_hedged(self):
         """A home whose probes are answered but whose batch is not (a
         request stalled in a connection a flapping link drops the resends
