@@ -54,7 +54,7 @@ func othersOf(nodes scheduleNodes) resolve.Others {
 			ks = slices.DeleteFunc(ks, func(k int) bool { return !slices.Contains(q.To, nodes.URL(k)) })
 		}
 		replies, errs := make([]transport.StepsReply, len(ks)), make([]error, len(ks))
-		tq := transport.StepsQuestion{Job: q.Job, From: q.Step, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos, Release: q.Release}
+		tq := transport.StepsQuestion{Edit: q.Edit, Job: q.Job, From: q.Step, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos, Release: q.Release}
 		var wg sync.WaitGroup
 		for i, k := range ks {
 			wg.Go(func() { replies[i], errs[i] = nodes.Steps(ctx, k, tq) })

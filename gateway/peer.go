@@ -332,7 +332,7 @@ func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.nodes.Heard(asker(r))
-	ans, err := a.served(r.Context(), resolve.Question{Job: job, Step: q.From, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos, Release: q.Release})
+	ans, err := a.served(r.Context(), resolve.Question{Edit: q.Edit, Job: job, Step: q.From, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos, Release: q.Release})
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return

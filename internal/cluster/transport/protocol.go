@@ -625,6 +625,7 @@ func EncodeChunks(chunks []int) []byte { return uint32s(chunks) }
 // (resolve.Editor.Answer). With &release=true the question's node
 // says the edit is made or refused: the holds end.
 type StepsQuestion struct {
+	Edit    string // the edit's ID, the same in its question and release (edit=)
 	Job     string
 	From    uint64
 	Dataset string // "" for a schedule's edit
@@ -659,6 +660,9 @@ func (c Client) Steps(ctx context.Context, q StepsQuestion) (StepsReply, error) 
 	if q.Release {
 		v.Set(stepsRelease, "true")
 	}
+	if q.Edit != "" {
+		v.Set(stepsEdit, q.Edit)
+	}
 	err := c.call(ctx, request{method: http.MethodGet, path: StepsPath + neturl.PathEscape(q.Job), query: v, quick: true},
 		func(resp *http.Response) error { return json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&rep) })
 	if err == nil && rep.Job != q.Job {
@@ -677,6 +681,9 @@ const stepsFrom = "from"
 // stepsRelease ends the holds of an earlier question: the edit is made
 // or refused.
 const stepsRelease = "release"
+
+// stepsEdit is the edit's ID, the same in its question and its release.
+const stepsEdit = "edit"
 
 // DecodeSteps reads a node's question for what it has served of a job
 // (StepsQuestion, its Job the caller's to fill from the path): from=, a
@@ -697,6 +704,13 @@ func DecodeSteps(r *http.Request) (StepsQuestion, error) {
 		}
 		q.Release = true
 		v.Del(stepsRelease)
+	}
+	if e, ok := v[stepsEdit]; ok {
+		if len(e) != 1 || e[0] == "" || len(e[0]) > 64 {
+			return bad()
+		}
+		q.Edit = e[0]
+		v.Del(stepsEdit)
 	}
 	for k, vs := range v {
 		if len(vs) != 1 || k != stepsFrom && k != api.ParamDataset && k != paramEpoch && k != paramPos {

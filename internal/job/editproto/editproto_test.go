@@ -212,14 +212,14 @@ func TestPositionsAnswer(t *testing.T) {
 		d, _ := p.Held("d", job, epoch, end)
 		return d
 	}
-	if _, _, ok := p.Answer("d", "run", 1, 40); ok {
+	if _, _, ok := p.Answer("d", "run", 1, 40, ""); ok {
 		t.Fatal("an answer naming a position never served")
 	}
 	if held("run", 1, 40) != 0 || held("run", 1, 41) != Hold || held("run", 2, 1) != Hold || held("other", 2, 1) != 0 {
 		t.Fatal("the hold from position 40 of epoch 1")
 	}
 	_, released := p.Held("d", "run", 1, 41)
-	p.Release("d", "run")
+	p.Release("d", "run", "")
 	select {
 	case <-released:
 	default:
@@ -229,7 +229,7 @@ func TestPositionsAnswer(t *testing.T) {
 		t.Fatal("a hold after its release")
 	}
 	p.Served("d", "run", 1, 60)
-	if e, end, ok := p.Answer("d", "run", 1, 40); !ok || e != 1 || end != 60 {
+	if e, end, ok := p.Answer("d", "run", 1, 40, ""); !ok || e != 1 || end != 60 {
 		t.Fatalf("answer %d %d %t; want position 60 of epoch 1", e, end, ok)
 	}
 	if held("run", 1, 55) != 0 || held("run", 1, 61) == 0 {
@@ -247,20 +247,20 @@ func TestPositionsAnswer(t *testing.T) {
 func TestHoldsOfEditsAtOnce(t *testing.T) {
 	h := NewHolds[string](func(a, b uint64) bool { return a < b })
 	now := time.Unix(100, 0)
-	h.Release("run", now)
-	h.Add("run", 30, now)
-	h.Add("run", 20, now.Add(time.Second))
+	h.Release("run", now, "")
+	h.Add("run", 30, now, "")
+	h.Add("run", 20, now.Add(time.Second), "")
 	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d != Hold {
 		t.Fatalf("step 20 under two edits' holds from 30 and 20 waits %s, want %s (the later ask's)", d, Hold)
 	}
 	if d, _ := h.Wait("run", 20, now); d != 0 {
 		t.Fatal("a step before the earlier hold's waits")
 	}
-	h.Release("run", now)
+	h.Release("run", now, "")
 	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d == 0 {
 		t.Fatal("the hold ended when the first of two edits released it")
 	}
-	h.Release("run", now)
+	h.Release("run", now, "")
 	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d != 0 || h.Holding("run", now) {
 		t.Fatal("the hold outlived both releases")
 	}
@@ -281,19 +281,19 @@ func TestPositionsSettled(t *testing.T) {
 	if !settled("run", before) {
 		t.Fatal("a read of a job no edit asked about")
 	}
-	p.Answer("d", "run", 0, 10)
+	p.Answer("d", "run", 0, 10, "")
 	if settled("run", before) || settled("run", now) || !settled("other", before) {
 		t.Fatal("reads while an edit of run is being made")
 	}
 	now = now.Add(10 * time.Millisecond)
 	during := now
 	now = now.Add(10 * time.Millisecond)
-	p.Release("d", "run")
+	p.Release("d", "run", "")
 	if settled("run", during) || !settled("run", now) {
 		t.Fatal("a read during the edit, or one after its release")
 	}
 	now = now.Add(time.Second)
-	p.Answer("d", "run", 0, 20)
+	p.Answer("d", "run", 0, 20, "")
 	asked := now
 	now = now.Add(Hold - time.Millisecond)
 	if settled("run", now) {
@@ -303,15 +303,49 @@ func TestPositionsSettled(t *testing.T) {
 	if !settled("run", now) || settled("run", asked) {
 		t.Fatal("reads after and before the end of a hold never released")
 	}
-	p.Answer("d", "run", 0, 30)
-	p.Answer("d", "run", 0, 30)
-	p.Release("d", "run")
+	p.Answer("d", "run", 0, 30, "")
+	p.Answer("d", "run", 0, 30, "")
+	p.Release("d", "run", "")
 	now = now.Add(time.Millisecond)
 	if settled("run", now) {
 		t.Fatal("settled while the second of two edits asking at once holds")
 	}
-	p.Release("d", "run")
+	p.Release("d", "run", "")
 	if settled("run", now.Add(-time.Nanosecond)) || !settled("run", now) {
 		t.Fatal("after both edits released")
+	}
+}
+
+// TestReleaseHeardBeforeItsQuestion: a member paused while an edit asked
+// hears, on resuming, the question and the edit's release in either
+// order: a release heard first holds nothing when its question comes (for
+// Hold after it), where the question alone held the job for Hold (the
+// member's first step after resuming took 5 s). Other edits' questions
+// still hold, and an unnamed release does not cancel a named question.
+func TestReleaseHeardBeforeItsQuestion(t *testing.T) {
+	h := NewHolds[string](func(a, b uint64) bool { return a < b })
+	now := time.Unix(100, 0)
+	h.Release("run", now, "e1")
+	h.Add("run", 10, now.Add(time.Millisecond), "e1")
+	if h.Holding("run", now.Add(time.Millisecond)) {
+		t.Fatal("a question heard after its release holds the job")
+	}
+	h.Add("run", 10, now.Add(time.Millisecond), "e2")
+	if d, _ := h.Wait("run", 11, now.Add(time.Millisecond)); d != Hold {
+		t.Fatalf("another edit's question: the job waits %s, want %s", d, Hold)
+	}
+	h.Release("run", now.Add(2*time.Millisecond), "")
+	if !h.Holding("run", now.Add(2*time.Millisecond)) {
+		t.Fatal("an unnamed release ended a named edit's hold")
+	}
+	h.Release("run", now.Add(2*time.Millisecond), "e2")
+	if h.Holding("run", now.Add(2*time.Millisecond)) {
+		t.Fatal("the edit's release did not end its hold")
+	}
+	late := now.Add(Hold)
+	h.Release("run", late, "e3") // forgets e1's release, Hold after it
+	h.Add("run", 10, late, "e1")
+	if !h.Holding("run", late) {
+		t.Fatal("a question Hold after its release: it holds, the release forgotten")
 	}
 }

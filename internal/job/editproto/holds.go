@@ -29,28 +29,39 @@ type Holds[K comparable, P any] struct {
 	held map[K]*held[P]
 	// settled[k] is when k's last hold ended, or ends if never released.
 	settled map[K]time.Time
+	// released are the edits (by ID) whose release came while they held
+	// nothing here, each until Hold after it: a question heard after its
+	// release (this node paused while the edit asked, and refused) makes
+	// no hold.
+	released map[string]time.Time
 }
 
 type held[P any] struct {
 	from  P
 	until time.Time
-	edits int           // edits that asked and have not released
-	done  chan struct{} // closed when the last of them releases
+	edits map[string]int // edits that asked and have not released, by ID ("": unnamed)
+	done  chan struct{}  // closed when the last of them releases
 }
 
 // NewHolds returns an empty set of holds whose points are ordered by
 // before.
 func NewHolds[K comparable, P any](before func(a, b P) bool) *Holds[K, P] {
-	return &Holds[K, P]{before: before, held: map[K]*held[P]{}, settled: map[K]time.Time{}}
+	return &Holds[K, P]{before: before, held: map[K]*held[P]{}, settled: map[K]time.Time{}, released: map[string]time.Time{}}
 }
 
-// Add promises an edit's node, at now, that nothing of k from from on is
+// Add promises edit's node, at now, that nothing of k from from on is
 // laid out until it releases (Release) or Hold passes. Holds of edits
 // asking at once (two nodes taking edits of one job) are one hold from
-// the earlier point, released by the last of them.
-func (h *Holds[K, P]) Add(k K, from P, now time.Time) {
+// the earlier point, released by the last of them. An edit whose release
+// was heard already (Release before Add) is held for nothing. edit is
+// the edit's ID; "" names none (a question from a node that sends none),
+// each such question released by any unnamed release.
+func (h *Holds[K, P]) Add(k K, from P, now time.Time, edit string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if until, ok := h.released[edit]; ok && edit != "" && now.Before(until) {
+		return
+	}
 	if end := now.Add(Hold); end.After(h.settled[k]) {
 		h.settled[k] = end
 	}
@@ -58,22 +69,36 @@ func (h *Holds[K, P]) Add(k K, from P, now time.Time) {
 		if h.before(from, c.from) {
 			c.from = from
 		}
-		c.until, c.edits = now.Add(Hold), c.edits+1
+		c.until = now.Add(Hold)
+		c.edits[edit]++
 		return
 	}
-	h.held[k] = &held[P]{from: from, until: now.Add(Hold), edits: 1, done: make(chan struct{})}
+	h.held[k] = &held[P]{from: from, until: now.Add(Hold), edits: map[string]int{edit: 1}, done: make(chan struct{})}
 }
 
-// Release ends one edit's hold of k at now: the edit is made or refused.
-// The hold ends when every edit that asked has released it.
-func (h *Holds[K, P]) Release(k K, now time.Time) {
+// Release ends edit's hold of k at now: the edit is made or refused.
+// The hold ends when every edit that asked has released it. A release of
+// a named edit that holds nothing of k (its question not heard yet) is
+// kept for Hold, so that the question, heard late, holds nothing.
+func (h *Holds[K, P]) Release(k K, now time.Time, edit string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for e, until := range h.released {
+		if !now.Before(until) {
+			delete(h.released, e)
+		}
+	}
 	c := h.live(k, now)
-	if c == nil {
+	if c == nil || c.edits[edit] == 0 {
+		if edit != "" {
+			h.released[edit] = now.Add(Hold)
+		}
 		return
 	}
-	if c.edits--; c.edits <= 0 {
+	if c.edits[edit]--; c.edits[edit] == 0 {
+		delete(c.edits, edit)
+	}
+	if len(c.edits) == 0 {
 		close(c.done)
 		delete(h.held, k)
 		h.settled[k] = now

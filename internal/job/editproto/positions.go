@@ -87,7 +87,7 @@ func (p *Positions) Last(dataset, job string) (epoch uint64, end int, ok bool) {
 // served (ok false: none), with a promise that nothing of the job from
 // the later of the two on is laid out until the edit's node releases it
 // (Release) or Hold passes (Held).
-func (p *Positions) Answer(dataset, job string, epoch uint64, from int) (lastEpoch uint64, lastEnd int, ok bool) {
+func (p *Positions) Answer(dataset, job string, epoch uint64, from int, edit string) (lastEpoch uint64, lastEnd int, ok bool) {
 	k := jobKey{dataset, job}
 	// The requests laying a batch out now have recorded what they serve
 	// once this is held.
@@ -103,7 +103,7 @@ func (p *Positions) Answer(dataset, job string, epoch uint64, from int) (lastEpo
 		p.stale[k] = h
 	}
 	p.mu.Unlock()
-	p.holds.Add(k, h, p.now())
+	p.holds.Add(k, h, p.now(), edit)
 	return q.epoch, q.end, ok
 }
 
@@ -128,9 +128,11 @@ func (p *Positions) Confirm(dataset, job string) {
 	p.mu.Unlock()
 }
 
-// Release ends the hold an Answer promised: the edit of job over dataset
-// is made or refused.
-func (p *Positions) Release(dataset, job string) { p.holds.Release(jobKey{dataset, job}, p.now()) }
+// Release ends the hold an Answer promised edit (its ID): the edit of job
+// over dataset is made or refused.
+func (p *Positions) Release(dataset, job, edit string) {
+	p.holds.Release(jobKey{dataset, job}, p.now(), edit)
+}
 
 // Settled reports whether what this node read of job's edits over
 // dataset, in a read begun at read, still stands (Holds.Settled): not

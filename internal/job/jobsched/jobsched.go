@@ -251,7 +251,7 @@ func New(stores Stores, node string) *Book {
 // and that step is laid out under the chain read again, so that the
 // edit, if made, is seen before it. It waits for the requests resolving
 // a version now, whose steps it counts.
-func (b *Book) Answer(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+func (b *Book) Answer(ctx context.Context, job string, from uint64, edit string) (uint64, bool, error) {
 	b.use(job)
 	b.edit.Lock()
 	defer b.edit.Unlock()
@@ -262,16 +262,16 @@ func (b *Book) Answer(ctx context.Context, job string, from uint64) (uint64, boo
 	if ok {
 		from = max(from, l+1)
 	}
-	b.holds.Add(job, from, b.now())
+	b.holds.Add(job, from, b.now(), edit)
 	b.mu.Lock()
 	b.confirmed[job] = min(b.confirmed[job], from)
 	b.mu.Unlock()
 	return l, ok, nil
 }
 
-// Release ends the hold an Answer promised: the edit of job is made or
-// refused.
-func (b *Book) Release(job string) { b.holds.Release(job, b.now()) }
+// Release ends the hold an Answer promised edit (its ID): the edit of job
+// is made or refused.
+func (b *Book) Release(job, edit string) { b.holds.Release(job, b.now(), edit) }
 
 // waitHold waits until job's hold ends if a step up to last is held
 // (Answer): Hold, or until the edit's node releases it.

@@ -371,7 +371,7 @@ func TestAnswerHoldsLaterSteps(t *testing.T) {
 		waited = d
 		var err error
 		v2, err = a.Edit(ctx, "run", "4:web:0,code:1", 4, v1.Version, func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
-			l, ok, err := b.Answer(ctx, job, from)
+			l, ok, err := b.Answer(ctx, job, from, "")
 			return l, ok, []string{"http://b"}, err
 		}, nil)
 		if err != nil {
@@ -381,13 +381,13 @@ func TestAnswerHoldsLaterSteps(t *testing.T) {
 		return nil
 	}
 	// An edit from step 9 holds steps from 9 alone.
-	if _, _, err := b.Answer(ctx, "run", 9); err != nil {
+	if _, _, err := b.Answer(ctx, "run", 9, ""); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := b.For(ctx, "run", "latest", 8, 8, false); err != nil || v.Version != v1.Version || waited != 0 {
 		t.Fatalf("step 8 held by an edit from step 9: %v %v (waited %s)", v, err, waited)
 	}
-	if l, ok, err := b.Answer(ctx, "run", 0); err != nil || !ok || l != 3 {
+	if l, ok, err := b.Answer(ctx, "run", 0, ""); err != nil || !ok || l != 3 {
 		t.Fatalf("b's answer: %d %v %v", l, ok, err)
 	}
 	// Steps answered for are not held.

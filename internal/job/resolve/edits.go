@@ -2,6 +2,8 @@ package resolve
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,9 +36,12 @@ type Editor struct{ r *Resolver }
 // position — and to hold the job's steps from Step, and its positions
 // from Epoch's Pos, until the edit is made or refused. With Release, the
 // edit's node says it is: the holds the question promised end. To names
-// the members a release is for (Answer.Node), those that answered the
-// question; nil asks every member.
+// the members a release is for (Answer.Node); nil asks every member. Edit
+// is the edit's ID, the same in its question and its release, so that a
+// member that hears the release first (paused while the edit asked) holds
+// nothing when it hears the question.
 type Question struct {
+	Edit    string
 	Job     string
 	Step    uint64
 	Dataset string // "" for a schedule's edit
@@ -72,18 +77,18 @@ type Others func(ctx context.Context, q Question) ([]Answer, error)
 func (ed *Editor) Answer(ctx context.Context, q Question) (Answer, error) {
 	a := Answer{Node: ed.r.cfg.Node}
 	if q.Release {
-		ed.r.book().Release(q.Job)
+		ed.r.book().Release(q.Job, q.Edit)
 		if q.Dataset != "" {
-			ed.r.served.Release(q.Dataset, q.Job)
+			ed.r.served.Release(q.Dataset, q.Job, q.Edit)
 		}
 		return a, nil
 	}
 	var err error
-	if a.Step, a.StepServed, err = ed.r.book().Answer(ctx, q.Job, q.Step); err != nil {
+	if a.Step, a.StepServed, err = ed.r.book().Answer(ctx, q.Job, q.Step, q.Edit); err != nil {
 		return Answer{}, err
 	}
 	if q.Dataset != "" {
-		a.Epoch, a.End, a.PosServed = ed.r.served.Answer(q.Dataset, q.Job, q.Epoch, q.Pos)
+		a.Epoch, a.End, a.PosServed = ed.r.served.Answer(q.Dataset, q.Job, q.Epoch, q.Pos, q.Edit)
 	}
 	return a, nil
 }
@@ -93,19 +98,50 @@ func (ed *Editor) Answer(ctx context.Context, q Question) (Answer, error) {
 // editproto.Hold.
 const releaseTimeout = 2 * time.Second
 
-// ask asks every other member q (Config.Others), and returns with their
-// answers release, which tells the members that answered that the edit
-// q asked about is made or refused: to call once it is. Those that did
-// not answer are not told: an edit one of them fails is refused after
-// the question's bound, not after a release's as well, and if such a
-// member takes the question late, its hold ends by editproto.Hold.
+// ask asks every other member q (Config.Others) under a new edit ID, and
+// returns with their answers release, which tells the members that the
+// edit q asked about is made or refused: to call once it is. The members
+// that answered are told before release returns; those that did not (an
+// edit one of them fails is refused) are told in the background, for
+// editproto.Hold at most, so that the refusal waits for no release
+// bound, and a member that hears the question late (paused while it was
+// asked) holds nothing: the release came first (editproto.Holds).
 func (ed *Editor) ask(ctx context.Context, q Question) (as []Answer, release func(), err error) {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	q.Edit = hex.EncodeToString(id[:])
 	as, err = ed.r.cfg.Others(ctx, q)
 	to := make([]string, len(as))
 	for i, a := range as {
 		to[i] = a.Node
 	}
-	return as, func() { ed.release(ctx, q, to) }, err
+	return as, func() {
+		if err != nil {
+			go ed.releaseAll(ctx, q)
+		}
+		ed.release(ctx, q, to)
+	}, err
+}
+
+// releaseAll tells every member that the edit q asked about is refused,
+// asking again every half second until each has heard or editproto.Hold
+// has passed: a member paused while it was asked hears it on resuming,
+// beside the question, and holds nothing (editproto.Holds). Those that
+// answered the question hear it twice; the second holds nothing either.
+func (ed *Editor) releaseAll(ctx context.Context, q Question) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), editproto.Hold)
+	defer cancel()
+	q.Release, q.To = true, nil
+	for {
+		if _, err := ed.r.cfg.Others(ctx, q); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(releaseTimeout / 4):
+		}
+	}
 }
 
 // release tells the members to that the edit q asked about is made or
