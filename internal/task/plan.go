@@ -376,6 +376,9 @@ func Tally(w Row, passScore float64) (passes, n int, flat bool) {
 func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 	pr := &p.prompts[w.Prompt]
 	passes, n, flat := Tally(w, *p.spec.PassScore)
+	if p.spec.Flat == FlatPasses {
+		flat = passes == 0 || passes == n
+	}
 	k := p.spec.History
 	wasBand := p.weight(w.Prompt) == 1
 	p.hist[int(w.Prompt)*k+int(pr.hat)] = float32(float64(passes) / float64(n))

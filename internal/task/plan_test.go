@@ -129,6 +129,39 @@ func TestWindowHoldsGeneratorsAheadOfTheTrainer(t *testing.T) {
 	}
 }
 
+// TestDynamicSamplingByPasses: DAPO's rule (flat=passes) drops a group
+// whose answers all pass or all fail by pass_score, where the default
+// (flat=scores) drops only a group whose scores are all equal: scores of
+// 0.1 and 0.3 under a pass score of 0.5 count by the default, not by
+// DAPO's rule; 0.6 and 0.9 likewise; 0.2 and 0.7 count by both, 0.4 and
+// 0.4 by neither.
+func TestDynamicSamplingByPasses(t *testing.T) {
+	groups := [][]float32{{0.1, 0.3}, {0.6, 0.9}, {0.2, 0.7}, {0.4, 0.4}}
+	for _, c := range []struct {
+		flat    string
+		counted [4]bool
+	}{
+		{FlatScores, [4]bool{true, true, true, false}},
+		{FlatPasses, [4]bool{false, false, true, false}},
+	} {
+		m := newSim(t, spec(4, 1, func(s *Spec) { s.Redraws = 1; s.Ahead = 100; s.Flat = c.flat }))
+		for g := range groups {
+			l := m.lease(1)
+			q := l.Prompts[0]
+			out := m.apply(Record{Kind: recFeedback, Lease: l.ID, Rows: []Row{{Prompt: q, Scores: groups[q]}}})
+			if out.Err != nil {
+				t.Fatal(out.Err)
+			}
+			if got := out.Answer.Counted == 1; got != c.counted[q] {
+				t.Errorf("flat=%s, answer %d, scores %v: counted %v, want %v", c.flat, g, groups[q], got, c.counted[q])
+			}
+		}
+	}
+	if err := spec(4, 1, func(s *Spec) { s.Flat = "variance" }).Check(); !errors.Is(err, ErrBadSpec) {
+		t.Fatalf("flat=variance: %v, want it refused", err)
+	}
+}
+
 func TestDynamicSamplingRedrawsThenRests(t *testing.T) {
 	// Prompts below 20 always pass whole (no variance): each is drawn
 	// again twice a pass, then rested; the others count at once.

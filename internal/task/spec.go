@@ -33,6 +33,16 @@ const (
 	DefaultStep  = 0 // step is required
 )
 
+// The rules of dynamic sampling (Spec.Flat): which groups do not count.
+const (
+	// FlatScores: a group whose scores are all equal (the default).
+	FlatScores = "scores"
+	// FlatPasses: a group whose answers all pass or all fail by
+	// pass_score (DAPO's rule): scores 0.1 and 0.3 under a pass score of
+	// 0.5 teach nothing either.
+	FlatPasses = "passes"
+)
+
 // Spec is a task job's parameters, fixed when it is made (docs/tasks.md
 // "PUT /tasks/{job}"). The fields a job is made with are stored as JSON;
 // Made, Index, Prompts and Tag are set by the gateway.
@@ -44,6 +54,10 @@ type Spec struct {
 	TTL         Duration    `json:"ttl,omitempty"`
 	Redraws     int         `json:"redraws,omitempty"`
 	PassScore   *float64    `json:"pass_score,omitempty"`
+	// Flat is dynamic sampling's rule for a group that teaches nothing:
+	// FlatScores (every score equal) or FlatPasses (DAPO's: every answer
+	// passes, or every one fails, by PassScore).
+	Flat string `json:"flat,omitempty"`
 	History     int         `json:"history,omitempty"`
 	Band        *[2]float64 `json:"band,omitempty"`
 	Temperature *float64    `json:"temperature,omitempty"`
@@ -97,6 +111,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.PassScore == nil {
 		s.PassScore = ptr(0.5)
 	}
+	if s.Flat == "" {
+		s.Flat = FlatScores
+	}
 	if s.History == 0 {
 		s.History = 4
 	}
@@ -138,6 +155,8 @@ func (s Spec) Check() error {
 		return bad("redraws=%d: 0 (off) to %d", s.Redraws, MaxRedraws)
 	case !finite(*s.PassScore) || *s.PassScore < 0 || *s.PassScore > 1:
 		return bad("pass_score=%v: in [0, 1]", *s.PassScore)
+	case s.Flat != FlatScores && s.Flat != FlatPasses:
+		return bad("flat=%q: %q (a group whose scores are all equal does not count) or %q (one whose answers all pass or all fail by pass_score, DAPO's)", s.Flat, FlatScores, FlatPasses)
 	case s.History < 1 || s.History > MaxHistory:
 		return bad("history=%d: 1 to %d answers", s.History, MaxHistory)
 	case !finite(s.Band[0]) || !finite(s.Band[1]) || s.Band[0] < 0 || s.Band[1] > 1 || s.Band[0] > s.Band[1]:
@@ -164,7 +183,7 @@ func (s Spec) Check() error {
 func (s Spec) SameAsked(o Spec) bool {
 	a, b := s.WithDefaults(), o.WithDefaults()
 	return a.Seed == b.Seed && a.Step == b.Step && a.Policy == b.Policy && a.Ahead == b.Ahead &&
-		a.TTL == b.TTL && a.Redraws == b.Redraws && *a.PassScore == *b.PassScore && a.History == b.History &&
+		a.TTL == b.TTL && a.Redraws == b.Redraws && *a.PassScore == *b.PassScore && a.Flat == b.Flat && a.History == b.History &&
 		*a.Band == *b.Band && *a.Temperature == *b.Temperature && a.Retire == b.Retire && a.Revisit == b.Revisit &&
 		a.MaxLease == b.MaxLease && a.Keep == b.Keep
 }

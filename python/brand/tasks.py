@@ -333,7 +333,7 @@ class TaskJob:
         drawn with ``seed`` under ``policy`` (``uniform``, ``curriculum``,
         ``importance``). ``spec`` holds the rest of docs/tasks.md's fields
         (``ahead``, ``ttl`` (a Go duration, or seconds), ``redraws``,
-        ``pass_score``, ``history``, ``band``, ``temperature``, ``retire``,
+        ``pass_score``, ``flat`` (``"scores"``, or DAPO's ``"passes"``), ``history``, ``band``, ``temperature``, ``retire``,
         ``revisit``, ``max_lease``). Making it again with the same spec is a
         no-op, so every process of a run may call this; returns the plan.
 

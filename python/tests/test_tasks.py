@@ -605,6 +605,20 @@ class TestTaskRun(unittest.TestCase):
         self.addCleanup(job.close)
         return job
 
+    def test_dapo_rule(self):
+        """flat="passes" (DAPO's rule): a group whose answers all fail by
+        pass_score is drawn again though its scores differ; one whose
+        answers pass and fail counts. Another rule is refused, saying so."""
+        job = self.job("py-tasks-dapo")
+        job.make(2, seed=3, redraws=1, pass_score=0.5, flat="passes")
+        gen = job.generator("g")
+        lease = gen.lease(2)
+        a, b = lease.keys
+        got = gen.answer(lease, [tasks.Result(a, scores=[0.1, 0.3]), tasks.Result(b, scores=[0.2, 0.7])])
+        self.assertEqual((got["counted"], got["redrawn"]), (1, 1), got)
+        with self.assertRaisesRegex(tasks.TaskRefused, "flat=\"variance\""):
+            self.job("py-tasks-dapo-bad").make(2, flat="variance")
+
     def test_curriculum_run(self):
         job = self.job("py-tasks-curriculum")
         made = job.make(B, **SPEC)
