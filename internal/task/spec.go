@@ -47,17 +47,17 @@ const (
 // "PUT /tasks/{job}"). The fields a job is made with are stored as JSON;
 // Made, Index, Prompts and Tag are set by the gateway.
 type Spec struct {
-	Seed        uint64      `json:"seed"`
-	Step        int         `json:"step"`
-	Policy      string      `json:"policy,omitempty"`
-	Ahead       int         `json:"ahead,omitempty"`
-	TTL         Duration    `json:"ttl,omitempty"`
-	Redraws     int         `json:"redraws,omitempty"`
-	PassScore   *float64    `json:"pass_score,omitempty"`
+	Seed      uint64   `json:"seed"`
+	Step      int      `json:"step"`
+	Policy    string   `json:"policy,omitempty"`
+	Ahead     int      `json:"ahead,omitempty"`
+	TTL       Duration `json:"ttl,omitempty"`
+	Redraws   int      `json:"redraws,omitempty"`
+	PassScore *float64 `json:"pass_score,omitempty"`
 	// Flat is dynamic sampling's rule for a group that teaches nothing:
 	// FlatScores (every score equal) or FlatPasses (DAPO's: every answer
 	// passes, or every one fails, by PassScore).
-	Flat string `json:"flat,omitempty"`
+	Flat        string      `json:"flat,omitempty"`
 	History     int         `json:"history,omitempty"`
 	Band        *[2]float64 `json:"band,omitempty"`
 	Temperature *float64    `json:"temperature,omitempty"`

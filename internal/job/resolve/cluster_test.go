@@ -353,7 +353,7 @@ func TestEditReleasesThoseThatAnswered(t *testing.T) {
 	ctx := context.Background()
 	a := stored(t, "a", 4, 10)
 	var mu sync.Mutex
-	var answered [][]string // releases to those that answered, before the refusal
+	var answered [][]string    // releases to those that answered, before the refusal
 	every := map[string]bool{} // edits released to every member after it
 	r, _ := newNode(t, func(c *resolve.Config) {
 		c.Others = func(_ context.Context, q resolve.Question) ([]resolve.Answer, error) {
