@@ -3,6 +3,7 @@ package tensorize
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -340,14 +341,38 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 		tasks = append(tasks, w)
 	}
 	sort.Slice(tasks, func(a, b int) bool { return tasks[a].video < tasks[b].video })
+	// The decoded-GOP cache decides for every GOP the batch wants at once,
+	// in the plan's order, and the batch's samples are served to it then
+	// (gopcache.Cache.Decide): what a node decodes is what /plan said,
+	// however the videos' tasks run.
 	entries := map[int][]Entry{}
+	var wants []gopcache.Want
 	for _, e := range Entries(d, req.Clips) {
 		entries[e.Key.Video] = append(entries[e.Key.Video], e)
+		if e.Horizon != nil {
+			can := Decodable(d, e.Key.Video, func(g clips.GOP) bool { _, ok := gops[g]; return ok })
+			wants = append(wants, gopcache.Want{Horizon: e.Horizon, Key: e.Key, Own: e.Own, Can: can, FrameBytes: e.FrameBytes})
+		}
 	}
+	served := map[*gopcache.Horizon][]int{}
+	for _, c := range req.Clips {
+		if c.Horizon != nil {
+			served[c.Horizon] = append(served[c.Horizon], c.Pos)
+		}
+	}
+	leases := map[gopcache.Key]*gopcache.Lease{}
+	for i, l := range s.frames.Decide(wants, served) {
+		leases[wants[i].Key] = l
+	}
+	defer func() {
+		for _, l := range leases {
+			l.Close()
+		}
+	}()
 	errs := make([]error, len(tasks))
 	figs := make([]taskFigures, len(tasks))
 	err = s.pool.run(ctx, req.Place, len(tasks), func(i int, _ *transform.Scratch) {
-		figs[i], errs[i] = s.decodeVideo(ctx, req, d, gops, tasks[i], entries[tasks[i].video], buf, req.NoWait)
+		figs[i], errs[i] = s.decodeVideo(ctx, req, d, gops, tasks[i], entries[tasks[i].video], leases, buf, req.NoWait)
 	})
 	failed := map[*clipMember]error{} // the frames' members of the videos that did not decode
 	if err == nil && req.Skip {
@@ -396,17 +421,6 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 		out.CPU += f.cpu
 		s.clipFigures.runs.Add(f.runs)
 	}
-	// The horizons' samples of this batch are served: a GOP no later one
-	// wants is let go.
-	served := map[*gopcache.Horizon][]int{}
-	for _, c := range req.Clips {
-		if c.Horizon != nil {
-			served[c.Horizon] = append(served[c.Horizon], c.Pos)
-		}
-	}
-	for h, pos := range served {
-		s.frames.Served(h, pos)
-	}
 	cf := &s.clipFigures
 	cf.skipped.Add(int64(req.Missing + len(out.Failed)))
 	cf.clips.Add(int64(len(req.Clips) - len(out.Failed)))
@@ -433,7 +447,7 @@ type taskFigures struct {
 // in Entries' order), each taken from the decoded-GOP cache or decoded —
 // the frames its horizon's samples not yet served want when the cache
 // keeps it, the batch's own else.
-func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Dataset, gops map[clips.GOP][]byte, w *videoWork, entries []Entry, buf []byte, noWait bool) (taskFigures, error) {
+func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Dataset, gops map[clips.GOP][]byte, w *videoWork, entries []Entry, leases map[gopcache.Key]*gopcache.Lease, buf []byte, noWait bool) (taskFigures, error) {
 	var f taskFigures
 	vid := &d.Videos[w.video]
 	t := &vid.Track
@@ -465,17 +479,31 @@ func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Data
 		put[fr.PTS] = true
 		return cl.Put(fr)
 	}
+	// The GOPs this task fills for later batches first, claimed now:
+	// those batches wait for a fill under way, which waits on nothing;
+	// then the GOPs earlier batches fill (gopcache.Lease.Wait).
+	for _, e := range entries {
+		if l := leases[e.Key]; l != nil {
+			l.Claim() // false: another batch's task claimed it first; a hit on its fill
+		}
+	}
+	entries = slices.Clone(entries)
+	slices.SortStableFunc(entries, func(a, b Entry) int {
+		return cmp.Compare(keeps(leases[b.Key]), keeps(leases[a.Key]))
+	})
 	can := Decodable(d, w.video, func(g clips.GOP) bool { _, ok := gops[g]; return ok })
 	var derr error
 	f.cpu = transform.ThreadCPU(func() {
 		for _, e := range entries {
-			var l *gopcache.Lease
-			if e.Horizon == nil {
+			l := leases[e.Key]
+			if e.Horizon == nil || l == nil {
 				l = &gopcache.Lease{Decode: ownFrames(e.Own)}
-			} else if l, derr = s.frames.Acquire(ctx, e.Horizon, e.Key, e.Own, can, e.FrameBytes); derr != nil {
+			}
+			var held bool
+			if held, derr = l.Wait(ctx, can); derr != nil {
 				return
 			}
-			if l.Hit {
+			if held {
 				for _, pts := range ownFrames(e.Own) {
 					rgb := l.Frame(pts)
 					if rgb == nil {
@@ -511,6 +539,14 @@ func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Data
 		f.frames += int64(len(c.Frames))
 	}
 	return f, nil
+}
+
+// keeps is 1 for a lease that fills a GOP for later batches, else 0.
+func keeps(l *gopcache.Lease) int {
+	if l != nil && l.Keeps() {
+		return 1
+	}
+	return 0
 }
 
 // fill decodes the frames lease l says of GOP g of video v (FillRuns'

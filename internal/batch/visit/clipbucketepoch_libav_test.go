@@ -62,10 +62,11 @@ func TestClipBucketEpoch(t *testing.T) {
 	}
 	for _, tc := range []struct{ q, says string }{
 		{"buckets=24x24x30&budget=17280&small=fail&stride=2", "1 videos are too short"},
-		{"buckets=24x24x8&budget=18432&clip=9", "give no clip= or step="},
+		// The table's rule, in its words (every refusal is the table's).
+		{"buckets=24x24x8&budget=18432&clip=9", "clip does not apply to a bucket job: a clip bucket job's clips take their bucket's frames (buckets=HxWxT)"},
 		{"buckets=24x24x8&budget=18432&transform=imagenet-train", "transform"},
 		{"buckets=24x24x8,24x24&budget=18432", "not both"},
-		{"buckets=24x24&budget=18432&clip=8", "bucketed by HxWxT"},
+		{"buckets=24x24&budget=18432&clip=8", "(buckets=HxWxT)"},
 		{"buckets=24x24x100&budget=18432000", "no video holds a clip of 100 frames"},
 	} {
 		_, err := s.Epoch(ctx, "seed=3&"+tc.q, 0)

@@ -2,8 +2,10 @@ package gopcache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -47,12 +49,17 @@ type Cache struct {
 }
 
 // frames are one entry's frames: its buffers by PTS, and when its fill
-// ends.
+// ends. refs counts the leases on them (c.mu): the book may drop the
+// entry (gone) while leases still read or fill them.
 type frames struct {
-	pts  []int64
-	bufs [][]byte
-	size int64
-	done chan struct{} // closed when filled or aborted
+	pts    []int64
+	bufs   [][]byte
+	size   int64
+	done    chan struct{} // closed when filled or failed
+	failed  bool          // set before done is closed
+	claimed bool          // its batch's task is running, and fills it before it waits on anything (Claim)
+	refs    int
+	gone    bool
 }
 
 // New returns a cache of c.
@@ -60,15 +67,18 @@ func New(c Config) *Cache {
 	return &Cache{limit: max(c.Limit, 0), budget: c.Budget, book: NewBook(max(c.Limit, 0)), held: map[Key]*frames{}, spare: map[int64][][]byte{}}
 }
 
-// Lease is a batch's hold on one GOP (Acquire).
+// Lease is a batch's hold on one GOP (Decide).
 type Lease struct {
 	c   *Cache
 	key Key
-	// Hit: the frames are held; Frame gives them until Release.
+	// Hit: the frames are held, or being decoded by an earlier batch:
+	// Wait, then Frame gives them until Release.
 	Hit bool
-	// Decode are, on a miss, the frames to decode, ascending: Put each
-	// as it is decoded, then Done.
+	// Decode are, on a miss (or a hit whose fill failed: Wait), the
+	// frames to decode, ascending: Put each as it is decoded when the
+	// lease Keeps them, then Done.
 	Decode []int64
+	own    []int64 // the batch's own frames: what a hit whose fill failed decodes
 	f      *frames // a hit's, or a kept fill's
 }
 
@@ -80,9 +90,9 @@ type Stats struct {
 	Entries           int
 	// Hits are GOPs a batch took from the cache; Kept the fills held for
 	// later batches, Alone those decoded for their batch alone (no
-	// later sample of the horizon wants them, or no room), Short of
-	// those the ones held without a frame the batch wants
-	// (Decision.Short);
+	// later sample of the horizon wants them, or no room, or the fill
+	// they waited for failed), Short of those the ones held without a
+	// frame the batch wants (Decision.Short);
 	// Evicted the GOPs dropped for room before every sample that wanted
 	// them was served, Dropped those dropped once it was.
 	Hits, Kept, Alone, Short, Evicted, Dropped int64
@@ -97,54 +107,147 @@ func (c *Cache) Stats() Stats {
 		Short: c.short.Load(), Evicted: c.evicted.Load(), Dropped: c.dropped.Load()}
 }
 
-// Acquire takes GOP k for a batch whose samples own want it (Book.Acquire):
-// a hit (waiting for a fill under way), or a miss saying what to decode.
-// can says which frames the batch can decode (the GOPs it read).
-func (c *Cache) Acquire(ctx context.Context, h *Horizon, k Key, own []Use, can func(pts int64) bool, frameBytes int64) (*Lease, error) {
-	for {
-		c.mu.Lock()
-		d := c.book.Acquire(h, k, own, can, frameBytes)
-		if d.Hit {
-			f := c.held[k]
-			c.mu.Unlock()
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				c.release(k)
-				return nil, ctx.Err()
-			}
-			c.mu.Lock()
-			ok := c.held[k] == f
-			c.mu.Unlock()
-			if !ok {
-				continue // its fill failed: decide again
-			}
+// Want is one GOP a batch wants: its key, in horizon Horizon, the uses
+// of it by the batch's samples (Own), which of its frames the batch can
+// decode (Can: the GOPs it read; nil, every one), each frame's bytes.
+type Want struct {
+	Horizon    *Horizon
+	Key        Key
+	Own        []Use
+	Can        func(pts int64) bool
+	FrameBytes int64
+}
+
+// Decide takes a batch's decisions for every GOP it wants, in the order
+// given, and then records the batch's samples served (served, by
+// horizon): the book's calls a plan makes for the batch (Book.Acquire for
+// each GOP, its pin let go at once, Book.Served), so that a node serving
+// an epoch's batches one after another decides what the plan predicted,
+// however its workers then decode them. The frames a lease holds are kept
+// for it (a count of leases on them) until it is done, whatever the book
+// drops meanwhile. The leases are worked in any order and at once.
+func (c *Cache) Decide(wants []Want, served map[*Horizon][]int) []*Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Lease, len(wants))
+	for i, w := range wants {
+		own := union(nil, w.Own)
+		d := c.book.Acquire(w.Horizon, w.Key, w.Own, w.Can, w.FrameBytes)
+		switch {
+		case d.Hit:
+			f := c.held[w.Key]
+			f.refs++
+			c.book.Release(w.Key)
 			c.hits.Add(1)
-			return &Lease{c: c, key: k, Hit: true, f: f}, nil
-		}
-		c.free(d.Evicted, &c.evicted)
-		if !d.Keep {
-			c.mu.Unlock()
+			out[i] = &Lease{c: c, key: w.Key, Hit: true, own: own, f: f}
+			continue
+		case !d.Keep:
 			c.alone.Add(1)
 			if d.Short {
 				c.short.Add(1)
 			}
-			return &Lease{c: c, key: k, Decode: d.Frames}, nil
+			out[i] = &Lease{c: c, key: w.Key, Decode: d.Frames, own: own}
+			continue
 		}
-		f, ok := c.buffers(d.Frames, frameBytes)
+		c.gone(d.Evicted, &c.evicted)
+		f, ok := c.buffers(d.Frames, w.FrameBytes)
 		if !ok {
 			// The budget has not the room the book counted (others hold
 			// the share): decode for this batch alone.
-			c.book.Abort(k)
-			c.mu.Unlock()
+			c.book.Abort(w.Key)
 			c.alone.Add(1)
-			return &Lease{c: c, key: k, Decode: union(nil, own)}, nil
+			out[i] = &Lease{c: c, key: w.Key, Decode: own, own: own}
+			continue
 		}
-		c.held[k] = f
-		c.mu.Unlock()
+		f.refs = 1
+		c.held[w.Key] = f
+		c.book.Filled(w.Key) // filling, to the book: later batches wait on f.done
+		c.book.Release(w.Key)
 		c.kept.Add(1)
-		return &Lease{c: c, key: k, Decode: d.Frames, f: f}, nil
+		out[i] = &Lease{c: c, key: w.Key, Decode: d.Frames, own: own, f: f}
 	}
+	hs := make([]*Horizon, 0, len(served))
+	for h := range served {
+		hs = append(hs, h)
+	}
+	slices.SortFunc(hs, func(a, b *Horizon) int { return strings.Compare(a.ID, b.ID) })
+	for _, h := range hs {
+		c.gone(c.book.Served(h, served[h]), &c.dropped)
+	}
+	if c.book.Len() == 0 {
+		c.trim(0)
+	} else {
+		c.trim(c.limit / 4)
+	}
+	return out
+}
+
+// Claim says that the task holding a kept fill's lease runs now and
+// fills it before it waits on anything: the batches that want the GOP
+// wait for it (Wait). False if another batch claimed it first (Wait): the
+// lease is then a hit, to Wait for that batch's fill.
+func (l *Lease) Claim() bool {
+	if !l.Keeps() {
+		return false
+	}
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if l.f.claimed {
+		l.Hit, l.Decode = true, nil
+		return false
+	}
+	l.f.claimed = true
+	return true
+}
+
+// Wait waits for a hit's frames, decoded by another batch's task, and
+// reports whether they are held. A fill no running task has claimed yet
+// (Claim) is not waited for: the lease claims it and becomes that fill
+// (Keeps: Put its frames, then Done) if can decodes every frame of it,
+// else decodes the batch's own frames alone; so a task waits only on a
+// fill under way, which waits on nothing, and the workers never all wait
+// on fills queued behind them. A fill that failed: the batch's own frames
+// alone too. can is what the batch can decode (nil: everything).
+func (l *Lease) Wait(ctx context.Context, can func(pts int64) bool) (bool, error) {
+	if !l.Hit {
+		return false, nil
+	}
+	c, f := l.c, l.f
+	c.mu.Lock()
+	if !f.claimed && !f.failed {
+		steal := true
+		for _, pts := range f.pts {
+			if can != nil && !can(pts) {
+				steal = false
+				break
+			}
+		}
+		if steal {
+			f.claimed = true
+			l.Hit, l.Decode = false, f.pts
+			c.mu.Unlock()
+			return false, nil
+		}
+	}
+	wait := f.claimed && !f.failed
+	c.mu.Unlock()
+	if wait {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !wait || f.failed {
+		c.unref(f)
+		l.Hit, l.f, l.Decode = false, nil, l.own
+		c.hits.Add(-1)
+		c.alone.Add(1)
+		return false, nil
+	}
+	return true, nil
 }
 
 // Frame returns a held frame of pts (a hit's, or one Put during a kept
@@ -174,78 +277,96 @@ func (l *Lease) Put(pts int64, rgb []byte) error {
 	return nil
 }
 
-// Done ends a miss: a kept fill's frames are held (err nil) or dropped,
-// and the lease let go.
+// Done ends a miss: a kept fill's frames are held (err nil) or, failed,
+// dropped (the batches waiting for them decode their own), and the lease
+// let go.
 func (l *Lease) Done(err error) {
 	if l.f == nil {
 		return
 	}
-	c := l.c
+	c, f := l.c, l.f
 	c.mu.Lock()
-	if err == nil {
-		c.book.Filled(l.key)
-		if c.book.Release(l.key) {
-			c.dropped.Add(1)
-			c.recycle(l.key)
+	if err != nil {
+		f.failed = true
+		if c.held[l.key] == f {
+			c.book.Abort(l.key)
+			c.gone([]Key{l.key}, nil)
 		}
-	} else {
-		c.book.Abort(l.key)
-		c.recycle(l.key)
 	}
+	c.unref(f)
 	c.mu.Unlock()
-	close(l.f.done)
+	close(f.done)
 	l.f = nil
+}
+
+// errClosed fails a fill its batch let go undone (Close).
+var errClosed = errors.New("gopcache: the batch let its fill go undone")
+
+// Close lets the lease go if it has not been: a fill not done fails (the
+// batches waiting for it decode their own), a hit is released. A no-op
+// after Done or Release.
+func (l *Lease) Close() {
+	switch {
+	case l.f == nil:
+	case l.Hit:
+		l.Release()
+	default:
+		l.Done(errClosed)
+	}
 }
 
 // Release lets a hit's frames go.
 func (l *Lease) Release() {
 	if l.Hit && l.f != nil {
-		l.c.release(l.key)
+		l.c.mu.Lock()
+		l.c.unref(l.f)
+		l.c.mu.Unlock()
 		l.f = nil
 	}
 }
 
-func (c *Cache) release(k Key) {
-	c.mu.Lock()
-	if c.book.Release(k) {
-		c.dropped.Add(1)
-		c.recycle(k)
+// gone takes the entries the book dropped out of the held ones, counting
+// them in n (nil: none); their buffers go to the spares once no lease
+// holds them. c.mu is held.
+func (c *Cache) gone(keys []Key, n *atomic.Int64) {
+	for _, k := range keys {
+		if n != nil {
+			n.Add(1)
+		}
+		f := c.held[k]
+		if f == nil {
+			continue
+		}
+		delete(c.held, k)
+		f.gone = true
+		if f.refs == 0 {
+			c.recycle(f)
+		}
 	}
-	c.mu.Unlock()
 }
 
-// Served records that the samples at positions pos of horizon h were
-// served: a GOP no later sample wants is dropped.
-func (c *Cache) Served(h *Horizon, pos []int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.free(c.book.Served(h, pos), &c.dropped)
+// unref lets one lease of f go: its buffers go to the spares if the book
+// has dropped it and it was the last. c.mu is held.
+func (c *Cache) unref(f *frames) {
+	if f.refs--; f.refs == 0 && f.gone {
+		c.recycle(f)
+	}
+}
+
+// recycle puts f's buffers among the spares, and gives spares back past
+// a quarter of the limit (all of them once no GOP is held). c.mu is held.
+func (c *Cache) recycle(f *frames) {
+	if f.bufs == nil {
+		return
+	}
+	c.spare[f.size] = append(c.spare[f.size], f.bufs...)
+	c.spareBytes += int64(len(f.bufs)) * f.size
+	f.bufs = nil
 	if c.book.Len() == 0 {
 		c.trim(0)
 	} else {
 		c.trim(c.limit / 4)
 	}
-}
-
-// free recycles the buffers of entries the book dropped, counting them in
-// n. c.mu is held.
-func (c *Cache) free(keys []Key, n *atomic.Int64) {
-	for _, k := range keys {
-		n.Add(1)
-		c.recycle(k)
-	}
-}
-
-// recycle puts entry k's buffers among the spares. c.mu is held.
-func (c *Cache) recycle(k Key) {
-	f := c.held[k]
-	if f == nil {
-		return
-	}
-	delete(c.held, k)
-	c.spare[f.size] = append(c.spare[f.size], f.bufs...)
-	c.spareBytes += int64(len(f.bufs)) * f.size
-	f.bufs = nil
 }
 
 // buffers returns n buffers of size bytes for frames pts, from the spares

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,9 +39,10 @@ func pixels(pts int64) []byte { return bytes.Repeat([]byte{byte(pts), byte(pts >
 
 // TestCacheConcurrent: ranks serving a horizon's batches at once, a GOP
 // is decoded once (one fill, the others wait for it) and each batch finds
-// every frame it wants as decoded; a fill that fails leaves the GOP to
-// the next batch; once every sample is served the cache holds nothing and
-// has given its budget back.
+// every frame it wants as decoded; when a fill fails, the batches that
+// waited for it decode their own (its GOP counted only for its fill); once
+// every sample is served the cache holds nothing and has given its budget
+// back.
 func TestCacheConcurrent(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	const samples = 400
@@ -72,30 +74,54 @@ func TestCacheConcurrent(t *testing.T) {
 						uses[k] = append(uses[k], p.own[pos][k.GOP])
 					}
 				}
-				for _, k := range keys {
-					l, err := c.Acquire(context.Background(), &p.h, k, uses[k], nil, 8)
+				wants := make([]Want, len(keys))
+				for i, k := range keys {
+					wants[i] = Want{Horizon: &p.h, Key: k, Own: uses[k], FrameBytes: 8}
+				}
+				leases := c.Decide(wants, map[*Horizon][]int{&p.h: batch})
+				// As the clip stage's task: its fills claimed and done
+				// first, then the GOPs earlier batches fill.
+				fill := func(k Key, l *Lease) {
+					n, _ := fills.LoadOrStore(k, new(atomic.Int64))
+					n.(*atomic.Int64).Add(1)
+					if k == failOnce && failed.CompareAndSwap(false, true) {
+						l.Done(errors.New("a damaged packet"))
+						return
+					}
+					for _, pts := range l.Decode {
+						if err := l.Put(pts, pixels(pts)); err != nil {
+							t.Error(err)
+						}
+					}
+					l.Done(nil)
+				}
+				var mine []int
+				for i, l := range leases {
+					if l.Claim() {
+						mine = append(mine, i)
+					}
+				}
+				for _, i := range mine {
+					fill(keys[i], leases[i])
+				}
+				for i, l := range leases {
+					k := keys[i]
+					if slices.Contains(mine, i) {
+						continue
+					}
+					held, err := l.Wait(context.Background(), nil)
 					if err != nil {
 						t.Error(err)
 						return
 					}
-					if !l.Hit {
-						n, _ := fills.LoadOrStore(k, new(atomic.Int64))
-						if l.Keeps() && k == failOnce && failed.CompareAndSwap(false, true) {
-							l.Done(errors.New("a damaged packet"))
-							// This batch decodes it again, alone.
-							l, err = c.Acquire(context.Background(), &p.h, k, uses[k], nil, 8)
-							if err != nil || l.Hit {
-								t.Errorf("after a failed fill: %+v %v", l, err)
-								return
-							}
-						}
-						n.(*atomic.Int64).Add(1)
-						for _, pts := range l.Decode {
-							if l.Keeps() {
-								if err := l.Put(pts, pixels(pts)); err != nil {
-									t.Error(err)
-								}
-							}
+					if l.Keeps() { // an unclaimed fill, claimed here
+						fill(k, l)
+						continue
+					}
+					if !held {
+						if k != failOnce {
+							n, _ := fills.LoadOrStore(k, new(atomic.Int64))
+							n.(*atomic.Int64).Add(1)
 						}
 						l.Done(nil)
 						continue
@@ -109,7 +135,6 @@ func TestCacheConcurrent(t *testing.T) {
 					}
 					l.Release()
 				}
-				c.Served(&p.h, batch)
 			}
 		})
 	}
@@ -139,9 +164,9 @@ func TestCacheBudgetShort(t *testing.T) {
 	p := newPlan("h", 0, []int{1, 1, 1}, 3)
 	bud := &budget{size: 4}
 	c := New(Config{Limit: 1 << 10, Budget: bud})
-	l, err := c.Acquire(context.Background(), &p.h, Key{"h", 0, 1}, []Use{p.own[0][1]}, nil, 8)
-	if err != nil || l.Hit || l.Keeps() || fmt.Sprint(l.Decode) != fmt.Sprint(p.own[0][1].Frames) {
-		t.Fatalf("%+v %v: want the batch's own frames decoded alone", l, err)
+	l := c.Decide([]Want{{Horizon: &p.h, Key: Key{"h", 0, 1}, Own: []Use{p.own[0][1]}, FrameBytes: 8}}, nil)[0]
+	if l.Hit || l.Keeps() || fmt.Sprint(l.Decode) != fmt.Sprint(p.own[0][1].Frames) {
+		t.Fatalf("%+v: want the batch's own frames decoded alone", l)
 	}
 	l.Done(nil)
 	if st := c.Stats(); st.Held != 0 || st.Entries != 0 || st.Alone != 1 {
@@ -150,24 +175,89 @@ func TestCacheBudgetShort(t *testing.T) {
 }
 
 // TestCacheCancel: a batch waiting for another's fill gives up with its
-// context, pinning nothing.
+// context, and lets the frames go.
 func TestCacheCancel(t *testing.T) {
 	p := newPlan("h", 0, []int{1, 1, 1}, 1)
 	c := New(Config{Limit: 1 << 10})
 	k := Key{"h", 0, 1}
-	fill, err := c.Acquire(context.Background(), &p.h, k, []Use{p.own[0][1]}, nil, 8)
-	if err != nil || !fill.Keeps() {
-		t.Fatalf("%+v %v", fill, err)
+	fill := c.Decide([]Want{{Horizon: &p.h, Key: k, Own: []Use{p.own[0][1]}, FrameBytes: 8}}, map[*Horizon][]int{&p.h: {0}})[0]
+	if !fill.Keeps() {
+		t.Fatalf("%+v", fill)
 	}
+	fill.Claim()
+	hit := c.Decide([]Want{{Horizon: &p.h, Key: k, Own: []Use{p.own[1][1]}, FrameBytes: 8}}, map[*Horizon][]int{&p.h: {1}})[0]
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.Acquire(ctx, &p.h, k, []Use{p.own[1][1]}, nil, 8); !errors.Is(err, context.Canceled) {
+	if _, err := hit.Wait(ctx, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("waiting with a canceled context: %v", err)
 	}
+	hit.Close()
 	_ = fill.Put(fill.Decode[0], pixels(fill.Decode[0]))
 	fill.Done(nil)
-	c.Served(&p.h, []int{0, 1, 2})
+	last := c.Decide([]Want{{Horizon: &p.h, Key: k, Own: []Use{p.own[2][1]}, FrameBytes: 8}}, map[*Horizon][]int{&p.h: {2}})[0]
+	if held, err := last.Wait(context.Background(), nil); !held || err != nil {
+		t.Fatalf("the last sample's GOP: held %v, %v", held, err)
+	}
+	last.Release()
 	if st := c.Stats(); st.Entries != 0 || st.Held != 0 {
 		t.Fatalf("%+v after every sample", st)
+	}
+}
+
+// TestCacheUnclaimedFillNotWaitedFor: a batch whose GOP an earlier batch
+// keeps, but whose task has not started (the fill not claimed), does not
+// wait: it claims the fill and decodes it itself when it can decode every
+// frame of it, and the earlier batch, claiming too late, waits for it;
+// when it cannot, it decodes its own frames alone. A worker never waits
+// on a fill queued behind it.
+func TestCacheUnclaimedFillNotWaitedFor(t *testing.T) {
+	p := newPlan("h", 0, []int{1, 1, 1, 1}, 1)
+	c := New(Config{Limit: 1 << 10})
+	k := Key{"h", 0, 1}
+	want := func(pos int) Want { return Want{Horizon: &p.h, Key: k, Own: []Use{p.own[pos][1]}, FrameBytes: 8} }
+	first := c.Decide([]Want{want(0)}, map[*Horizon][]int{&p.h: {0}})[0]
+	second := c.Decide([]Want{want(1)}, map[*Horizon][]int{&p.h: {1}})[0]
+	if !first.Keeps() || !second.Hit {
+		t.Fatalf("%+v, %+v: want the first batch to keep its fill, the second a hit on it", first, second)
+	}
+	if held, err := second.Wait(context.Background(), nil); held || err != nil || !second.Keeps() {
+		t.Fatalf("an unclaimed fill: held %v, %v, keeps %v; want it claimed by the second batch", held, err, second.Keeps())
+	}
+	if first.Claim() || !first.Hit {
+		t.Fatal("the first batch claimed a fill the second had claimed")
+	}
+	for _, pts := range second.Decode {
+		_ = second.Put(pts, pixels(pts))
+	}
+	second.Done(nil)
+	if held, err := first.Wait(context.Background(), nil); !held || err != nil {
+		t.Fatalf("the first batch after the second's fill: held %v, %v", held, err)
+	}
+	for _, u := range first.own {
+		if !bytes.Equal(first.Frame(u), pixels(u)) {
+			t.Fatalf("frame %d: %v", u, first.Frame(u))
+		}
+	}
+	first.Release()
+
+	// A batch that cannot decode every frame of a fill it finds unclaimed
+	// decodes its own.
+	q := newPlan("q", 0, []int{1, 1, 1}, 1)
+	k = Key{"q", 0, 1}
+	fill := c.Decide([]Want{{Horizon: &q.h, Key: k, Own: []Use{q.own[0][1]}, FrameBytes: 8}}, map[*Horizon][]int{&q.h: {0}})[0]
+	hit := c.Decide([]Want{{Horizon: &q.h, Key: k, Own: []Use{q.own[1][1]}, FrameBytes: 8}}, map[*Horizon][]int{&q.h: {1}})[0]
+	if held, err := hit.Wait(context.Background(), func(int64) bool { return false }); held || err != nil || hit.Keeps() ||
+		fmt.Sprint(hit.Decode) != fmt.Sprint(q.own[1][1].Frames) {
+		t.Fatalf("held %v, %v, keeps %v, decode %v; want its own frames decoded alone", held, err, hit.Keeps(), hit.Decode)
+	}
+	hit.Done(nil)
+	fill.Claim()
+	for _, pts := range fill.Decode {
+		_ = fill.Put(pts, pixels(pts))
+	}
+	fill.Done(nil)
+	c.Decide(nil, map[*Horizon][]int{&p.h: {2, 3}, &q.h: {2}})
+	if st := c.Stats(); st.Entries != 0 || st.Held != 0 || st.Alone != 1 {
+		t.Fatalf("%+v", st)
 	}
 }

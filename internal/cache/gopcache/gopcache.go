@@ -35,6 +35,19 @@
 // decodes them by (the way package evict is shared by the chunk cache and
 // the planner).
 //
+// Cache.Decide makes a batch's calls of the book at once, in the plan's
+// order — each GOP's Acquire, its pin let go at once, then Served for the
+// batch's samples — so that a node serving an epoch's batches one after
+// another decides exactly what the plan predicted, however its workers
+// then decode the GOPs; the frames a batch's leases use are kept for
+// them (a count of leases) whatever the book drops meanwhile. A kept
+// GOP's fill is claimed by its batch's task when that runs (Claim), and
+// filled before that task waits on anything; a batch that wants a GOP
+// whose fill no running task has claimed claims it and decodes it itself
+// (or, unable to decode every frame of it, decodes its own), so a task
+// waits only on a fill under way and the workers never all wait on fills
+// queued behind them.
+//
 // With the room for a horizon's wanted frames, every GOP is decoded once
 // a horizon whatever order its batches come in (ranks ask at once:
 // TestBookDecodesOnce, TestCacheConcurrent); without, which GOPs are
@@ -62,5 +75,6 @@
 // # Concurrency
 //
 // A Cache is safe for concurrent use: one fill a GOP, the batches that
-// want it meanwhile wait for it (or their context). A Book is not.
+// want it meanwhile wait for it (or their context) once it is claimed. A
+// Book is not.
 package gopcache

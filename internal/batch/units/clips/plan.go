@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/brandgw/brand/api"
@@ -298,8 +300,11 @@ func decodeBatch(d *video.Dataset, book *gopcache.Book, cs []tensorize.ClipSampl
 			served[c.Horizon] = append(served[c.Horizon], c.Pos)
 		}
 	}
-	for h, pos := range served {
-		book.Served(h, pos)
+	// In the horizons' order, as the node's cache serves them
+	// (gopcache.Cache.Decide).
+	hs := slices.SortedFunc(maps.Keys(served), func(a, b *gopcache.Horizon) int { return strings.Compare(a.ID, b.ID) })
+	for _, h := range hs {
+		book.Served(h, served[h])
 	}
 	return f, nil
 }
