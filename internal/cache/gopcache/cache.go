@@ -52,9 +52,9 @@ type Cache struct {
 // ends. refs counts the leases on them (c.mu): the book may drop the
 // entry (gone) while leases still read or fill them.
 type frames struct {
-	pts    []int64
-	bufs   [][]byte
-	size   int64
+	pts     []int64
+	bufs    [][]byte
+	size    int64
 	done    chan struct{} // closed when filled or failed
 	failed  bool          // set before done is closed
 	claimed bool          // its batch's task is running, and fills it before it waits on anything (Claim)
