@@ -572,7 +572,7 @@ func (r *GOPsReport) targets() []Target {
 		}
 	}
 	t := atLeast("passes whose /plan GOPs and frames decoded equal /stats'", float64(equal)/float64(max(brand, 1)), 1)
-	t.Note = fmt.Sprintf("%d of %d (with the room for a horizon's frames /plan is /stats; under memory pressure the node's transform workers take a batch's videos' GOPs in parallel, which moves which GOP is evicted)", equal, brand)
+	t.Note = fmt.Sprintf("%d of %d (the node decides a batch's GOPs at once in the plan's order, gopcache.Cache.Decide; a pass whose batches came out of order, or whose budget had not the room the book counted, may differ)", equal, brand)
 	return append(ts, t)
 }
 
