@@ -512,21 +512,19 @@ func New(cfg Config) (*Gateway, error) {
 	// connections: goroutines do not grow with the sources.
 	var closeIdle func()
 	cfg.Backend, closeIdle = cfg.Backend.SharedTransport()
-	// Every store read goes through the pacer: under the budget's share
-	// when one is set, and with none, once the store throttles, at the
-	// rate it throttled at (s3backend.Pacer).
-	pacer := s3backend.NewPacer(cfg.StoreBudget, cfg.Backend.Transport)
-	cfg.Backend.Transport = pacer
-	splitPacer := pacer // split among the members: only a budget is
-	if cfg.StoreBudget == (s3backend.Budget{}) {
-		splitPacer = nil
+	var pacer *s3backend.Pacer
+	if cfg.StoreBudget != (s3backend.Budget{}) {
+		pacer = s3backend.NewPacer(cfg.StoreBudget, cfg.Backend.Transport)
+		cfg.Backend.Transport = pacer
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
 		life: stopper.New(), closeIdle: closeIdle}
 	tokens := newTokenSet(cfg.AuthTokens, cfg.Tokens)
 	g.tokens.Store(&tokens)
 	reg := cfg.Registry
-	registerPacer(reg, pacer)
+	if pacer != nil {
+		registerPacer(reg, pacer)
+	}
 	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -682,7 +680,7 @@ func New(cfg Config) (*Gateway, error) {
 			Sources: sources, Datasets: g.catalog.All, PrefetchWindows: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
-			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: follow(routing, splitPacer, c.Advertise, paceHold(c)), FlipTimeout: c.FlipTimeout,
+			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: follow(routing, pacer, c.Advertise, paceHold(c)), FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Group: g.life.Group("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker

@@ -73,27 +73,11 @@ const (
 	// minByteBurst is the least byte burst: a request's bytes are waited
 	// for in pieces of at most the burst.
 	minByteBurst = 1 << 20
-	// liftAfter is how long a bound learned from the store's throttling
-	// (no GET budget) stands at the rate throttled at before it is
-	// lifted.
-	liftAfter = time.Minute
-	// learnedTop is the most of a learned rate (no GET budget) the rate
-	// grows back to: the store took the learned rate and throttled past
-	// it, so growing back to it would meet its limit again and again
-	// (a store counting whole seconds throttles every read of the rest
-	// of a second, retries too).
-	learnedTop = 0.9
 )
 
 // Pacer is an http.RoundTripper that paces the GETs and HEADs of every
 // store sharing it (Config.Transport) under this node's share of a Budget,
-// and lowers its rate when the store says it is throttling. With no GET
-// budget its GETs go unpaced until the store throttles; then the rate
-// the store answered them at stands for the budget, cut and grown back as a
-// budget's would be up to 0.9 of it, and after a minute there without a
-// throttled answer the bound is lifted again: a store's own throttling is met with a
-// slower read, not with errors once the store client's retries run
-// out. Requests of
+// and lowers its rate when the store says it is throttling. Requests of
 // other methods pass unpaced. A read that waits is slowed, never failed:
 // its context's deadline is the only bound.
 //
@@ -112,13 +96,6 @@ type Pacer struct {
 	gets    *rate.Limiter // nil: no bound
 	bytes   *rate.Limiter
 	stats   PaceStats
-	// With no GET budget: the GETs the store answered (not throttled) in
-	// the current second and the one before (sent[1] the older), and
-	// learned, the rate it answered at when it began to throttle, which
-	// stands for the budget (the node's own, so share does not apply).
-	sent    [2]float64
-	second  time.Time
-	learned float64
 }
 
 // PaceStats are a Pacer's counts since it was made, and the rates in
@@ -183,9 +160,6 @@ func (p *Pacer) setLocked() {
 	// any window of a second carry at most the share and the burst.
 	if p.gets != nil {
 		r := p.budget.GETs * f
-		if p.budget.GETs == 0 {
-			r = p.learned * p.factor
-		}
 		burst := max(1, int(r*burstShare))
 		setRate(p.gets, p.now(), r, burst)
 		p.stats.GETs, p.stats.BurstGETs = r, burst
@@ -223,60 +197,17 @@ func setRate(l *rate.Limiter, at time.Time, r float64, burst int) {
 // growLocked adds back growStep for each whole second since the last
 // change.
 func (p *Pacer) growLocked() {
-	at := p.now()
-	top := 1.0
-	if p.budget.GETs == 0 {
-		top = learnedTop
-	}
-	if p.factor >= top {
-		p.liftLocked(at)
+	if p.factor >= 1 {
 		return
 	}
+	at := p.now()
 	steps := int(at.Sub(p.changed) / time.Second)
 	if steps == 0 {
 		return
 	}
-	p.factor = min(top, p.factor+float64(steps)*growStep)
-	if p.factor > top-1e-9 { // tenths added to 0.7 in floating point
-		p.factor = top
-	}
+	p.factor = min(1, p.factor+float64(steps)*growStep)
 	p.changed = p.changed.Add(time.Duration(steps) * time.Second)
 	p.setLocked()
-}
-
-// liftLocked lifts a learned bound (no GET budget) that has stood at its
-// top (learnedTop) for liftAfter without a throttled answer:
-// the store's limit then was a passing one (other clients' load).
-func (p *Pacer) liftLocked(at time.Time) {
-	if p.budget.GETs != 0 || p.gets == nil || at.Sub(p.changed) < liftAfter {
-		return
-	}
-	p.gets, p.learned = nil, 0
-	p.stats.GETs, p.stats.BurstGETs = 0, 0
-}
-
-// countLocked counts a GET the store answered at at, with no GET budget:
-// the rate it takes, should it throttle.
-func (p *Pacer) countLocked(at time.Time) {
-	p.rollLocked(at)
-	p.sent[0]++
-}
-
-// rollLocked moves the count of GETs answered on to the second at is in.
-func (p *Pacer) rollLocked(at time.Time) {
-	switch d := at.Sub(p.second); {
-	case d >= 2*time.Second:
-		p.sent, p.second = [2]float64{}, at
-	case d >= time.Second:
-		p.sent, p.second = [2]float64{0, p.sent[0]}, p.second.Add(time.Second)
-	}
-}
-
-// sentRate is the GETs a second the store answered lately: the last
-// whole second's, or the current one's if more.
-func (p *Pacer) sentRate(at time.Time) float64 {
-	p.rollLocked(at)
-	return max(p.sent[1], p.sent[0])
 }
 
 // throttled is the store's answer that it throttles: the rate is halved.
@@ -285,13 +216,7 @@ func (p *Pacer) throttled() {
 	defer p.mu.Unlock()
 	p.stats.Throttled++
 	at := p.now()
-	if p.gets == nil && p.budget.GETs == 0 {
-		// No budget: the store's limit is learned from its throttling,
-		// the rate of GETs that met it standing for the budget.
-		p.learned = max(MinBudgetGETs, p.sentRate(at))
-		p.gets = rate.NewLimiter(0, 1)
-		p.factor = 1
-	} else if at.Sub(p.changed) < cutEvery && p.stats.Cuts > 0 && p.factor < 1 {
+	if at.Sub(p.changed) < cutEvery && p.stats.Cuts > 0 && p.factor < 1 {
 		return
 	}
 	p.factor = max(minFactor, p.factor*cutTo)
@@ -332,11 +257,11 @@ func (p *Pacer) wait(ctx context.Context, get bool, n int64) error {
 // the bytes left for the next reservation, and how to give the
 // reservation back (a request that leaves before it is sent).
 func (p *Pacer) reserve(get bool, n int64) (wait time.Duration, rest int64, cancel func()) {
-	now := p.now()
 	p.mu.Lock()
 	p.growLocked()
 	gets, bytes := p.gets, p.bytes
 	p.mu.Unlock()
+	now := p.now()
 	var rs []*rate.Reservation
 	if gets != nil && get {
 		r := gets.ReserveN(now, 1)
@@ -377,14 +302,6 @@ func (p *Pacer) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch resp.StatusCode {
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 		p.throttled()
-		return resp, nil
-	}
-	if p.budget.GETs == 0 {
-		p.mu.Lock()
-		p.countLocked(p.now())
-		p.mu.Unlock()
-	}
-	switch resp.StatusCode {
 	case http.StatusOK:
 		if !ranged && req.Method == http.MethodGet && resp.ContentLength > 0 && p.bytes != nil {
 			// A whole object's size is known once it answers: its bytes
