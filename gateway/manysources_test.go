@@ -89,6 +89,13 @@ func manySources(t *testing.T, n int) func(e int) int {
 // built their components' epochs and windows anew (the memo tables hold
 // fewer than 100).
 func TestManySourcesGarbagePerBatch(t *testing.T) {
+	if raceEnabled {
+		// Under the race detector sync.Pool drops what it holds at random
+		// (to find misuse), so a batch's garbage is noise: 273-485 KiB a
+		// batch over 20 sources from one run to the next, 100 sources
+		// under 2 in one. scripts/test.sh runs it without, after the suite.
+		t.Skip("what a batch allocates: run without the race detector, as scripts/test.sh does after the suite")
+	}
 	counts := []int{2, 20, 100}
 	per := map[int]uint64{}
 	for _, n := range counts {

@@ -302,9 +302,11 @@ lane_three() {
 	# allocations would blur and lane one's run skips under it: what a
 	# node's stages keep per job, mixture and schedule clients name, held
 	# flat over 40,000 batches; what feedback bodies take while they are
-	# decoded.
+	# decoded; what a batch allocates over 2, 20 and 100 sources (under
+	# the race detector sync.Pool drops at random, and the figure is noise).
 	timed "lane three: memory" go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./internal/batch/visit/
 	timed "lane three: memory (feedback)" go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
+	timed "lane three: memory (many sources)" go test -count=1 -run '^TestManySourcesGarbagePerBatch$' ./gateway/
 
 	# Package transform again with its optional libjpeg-turbo decoder
 	# (installs Debian's libjpeg62-turbo-dev when run as root), and the
