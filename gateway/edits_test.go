@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/format"
@@ -128,5 +129,89 @@ func TestEditEndpoints(t *testing.T) {
 	var ep api.EpochInfo
 	if resp, b := get(t, srv.URL+"/epoch/1?"+job); resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ep) != nil || ep.Samples != len(want)+18 || ep.Batches != 14 {
 		t.Errorf("/epoch/1 of the job: %s %s; want its 138 samples in 14 batches", resp.Status, b)
+	}
+}
+
+// TestEditedJobMadeAheadCounts: a named job with a pipeline has its
+// rank's next batch made ahead once a batch is served. Under an append
+// or an exclusion from a later step, stored before the job starts or
+// once its batch 1 is made ahead, each batch asked after its copy made
+// ahead is ready answers the edited epoch's counts (Brand-Epoch-Batches,
+// Brand-Epoch-Samples), those /epoch/N gives, and the bytes and ETag the
+// batch has on a gateway that asks it first; and every batch after the
+// first is taken from its copy (issue 103: a batch made ahead before the
+// edit's step was laid out under the job without its edit, and answered
+// the unedited epoch's counts; so did a copy made before the edit was
+// stored, and the copy after it was made under the wrong ETag).
+func TestEditedJobMadeAheadCounts(t *testing.T) {
+	for _, tc := range []struct {
+		kind  string
+		after bool // the edit stored once batch 1 is made ahead
+	}{{"append", false}, {"exclude", false}, {"append", true}, {"exclude", true}} {
+		t.Run(fmt.Sprintf("%s,after=%t", tc.kind, tc.after), func(t *testing.T) {
+			serve := func(c *gateway.Config) {
+				c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
+				c.Transforms = testTransforms(t)
+				c.TransformWorkers = 2
+			}
+			st, _ := inPlaceStore(t, formattest.Lines{})
+			g, srv := start(t, st, serve)
+			v := currentIndex(t, srv.URL)
+			job := "dataset=test&seed=21&window=2&batch_size=8&world=2&job=J&index=" + v
+			q := job + "&transform=plain&rank=0"
+			madeAhead := func() {
+				t.Helper()
+				gatewaytest.WaitFor(t, 10*time.Second, "a batch made ahead", func() bool {
+					return g.TransformStats().Ahead.Bytes > 0
+				})
+			}
+			batch := func(base string, m int) (*http.Response, []byte) {
+				t.Helper()
+				resp, b := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", base, m, q))
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("batch %d: %s %s", m, resp.Status, b)
+				}
+				return resp, b
+			}
+			first := 0
+			if tc.after {
+				batch(srv.URL, 0)
+				madeAhead()
+				first = 1
+			}
+			body := `{"from_step": 2, "keys": ["data/f0/1", "data/f1/3", "data/f2/5"]}`
+			if tc.kind == "append" {
+				appendFile(t, st, "f9")
+				if _, err := g.Reload(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				body = `{"from_step": 2, "index": "` + currentIndex(t, srv.URL) + `"}`
+			}
+			if resp, b := do(t, http.MethodPost, srv.URL+"/jobs/J/"+tc.kind+"?"+job, []byte(body)); resp.StatusCode != http.StatusCreated {
+				t.Fatalf("the %s: %s %s", tc.kind, resp.Status, b)
+			}
+			// A gateway started after the edit, which asks every batch first.
+			_, fresh := start(t, st, serve)
+			var ep api.EpochInfo
+			if resp, b := get(t, srv.URL+"/epoch/0?"+job); resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ep) != nil {
+				t.Fatalf("/epoch/0: %s %s", resp.Status, b)
+			}
+			for m := first; m < ep.Batches; m++ {
+				if m > 0 {
+					madeAhead() // once batch m-1 was served
+				}
+				resp, b := batch(srv.URL, m)
+				if n, s := resp.Header.Get(api.HeaderEpochBatches), resp.Header.Get(api.HeaderEpochSamples); n != fmt.Sprint(ep.Batches) || s != fmt.Sprint(ep.Samples) {
+					t.Errorf("batch %d: %s %s, %s %s; /epoch/0 says %d batches of %d samples", m, api.HeaderEpochBatches, n, api.HeaderEpochSamples, s, ep.Batches, ep.Samples)
+				}
+				direct, db := batch(fresh.URL, m)
+				if direct.Header.Get("ETag") != resp.Header.Get("ETag") || !bytes.Equal(db, b) {
+					t.Errorf("batch %d: made ahead, ETag %s; asked first, %s: the same bytes %t", m, resp.Header.Get("ETag"), direct.Header.Get("ETag"), bytes.Equal(db, b))
+				}
+			}
+			if st := g.TransformStats().Ahead; st.Hits != int64(ep.Batches-1) {
+				t.Errorf("made ahead: %+v; want every batch after the first taken from its copy", st)
+			}
+		})
 	}
 }

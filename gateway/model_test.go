@@ -145,8 +145,9 @@ func roundRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x6d6
 // newMJob is a job of samples over w's dataset ds (or, with comps, a
 // mixture of them) served by nodes, its parameters drawn from r: seed,
 // window 1 to 4, world 1 to 6, batch size up to 4 (a global batch of at
-// most 24), drop_last, locality, and balance=bytes once in three where
-// the table allows it (no dataset served in place).
+// most 24), drop_last, locality, balance=bytes once in three where
+// the table allows it (no dataset served in place), and a pipeline once
+// in two over the dataset served in place.
 func newMJob(t *testing.T, r *rand.Rand, w *mWorld, nodes *mNodes, ds string, comps []string) *mJob {
 	j := &mJob{t: t, r: r, w: w, nodes: nodes, ds: ds, comps: comps, q: url.Values{}, cache: map[uint64][]string{}}
 	world := 1 + r.IntN(6)
@@ -172,6 +173,13 @@ func newMJob(t *testing.T, r *rand.Rand, w *mWorld, nodes *mNodes, ds string, co
 		j.q.Set("job", fmt.Sprintf("run%d", r.IntN(1000)))
 		if ds == mLines {
 			j.q.Set("index", w.first(ds).id)
+			// Once in two a pipeline: each rank's next batch is then made
+			// ahead once its batch is served (its samples' text members
+			// pass through it as stored), and every batch, made ahead or
+			// not, is held to the model's epoch counts.
+			if r.IntN(2) == 0 {
+				j.q.Set("transform", "imagenet-eval")
+			}
 		}
 		j.model = &jobmodel.Job{Counts: w.first(ds).counts, Seed: seed, Window: window}
 		return j

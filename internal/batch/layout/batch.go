@@ -148,6 +148,23 @@ type Batch struct {
 	// assignment that takes the global batch whole (not the plain cut):
 	// its ranks' assignment is memoised under it.
 	global string
+	// asked and askedJob are the source and job the batch was asked
+	// under (Asked).
+	asked    *Source
+	askedJob api.Job
+}
+
+// Asked returns the source and job the batch was asked under: the job's
+// as resolved, with the newest edit of its chain. A batch before an
+// edit's step is laid out under an older edit (Source and Job say which),
+// but the job it belongs to is the edited one: the rank's next batch is
+// laid out under Asked, so that a batch made ahead names the epoch's
+// extent (Batches, EpochSamples) and the samples the edited job serves.
+func (b *Batch) Asked() (Source, api.Job) {
+	if b.asked == nil {
+		return b.Source, b.Job
+	}
+	return *b.asked, b.askedJob
 }
 
 // A Content is what a batch serves when it is not the samples it reads,
@@ -278,6 +295,19 @@ func (b *Batch) Components() []int {
 // cache and never held back.
 func (b *Batch) Turns() bool { return b.Composite() == nil }
 
+// For returns b, a batch laid out before its request (made ahead), as
+// the batch asked, a batch of the same ETag laid out for the request:
+// the same samples and bytes, and the epoch's extent (Batches,
+// EpochSamples) and the job as the request resolved them. A named job
+// edited after b was laid out, from a step after b's, keeps b's samples
+// and ETag, but its epoch has the edit's counts.
+func (b *Batch) For(asked *Batch) *Batch {
+	nb := *b
+	nb.Batches, nb.EpochSamples = asked.Batches, asked.EpochSamples
+	nb.asked, nb.askedJob = asked.asked, asked.askedJob
+	return &nb
+}
+
 // Without returns the batch served without the samples at batch positions
 // missing (ascending): their chunk is damaged at rest. Its ETag differs
 // from every full batch's, and from the same batch missing other samples.
@@ -351,6 +381,7 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	// A batch is laid out under the newest edit that changes it, over
 	// the version the chain up to it grew the job to (under); the
 	// epoch's extent is the job's.
+	asked, askedJob := src, job
 	over, overJob := o.base.edits.under(src, job, epoch, int64(m))
 	src, job = o.base.edits.under(src, job, epoch, -1)
 	un, err := o.units.unit(src, job)
@@ -377,7 +408,8 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	if err != nil {
 		return nil, err
 	}
-	b := &Batch{Source: src, Job: job, Epoch: epoch, Batch: m, Batches: batches, EpochSamples: n, Start: start, End: end}
+	b := &Batch{Source: src, Job: job, Epoch: epoch, Batch: m, Batches: batches, EpochSamples: n, Start: start, End: end,
+		asked: &asked, askedJob: askedJob}
 	b.ETag = o.ETag(src, job, epoch, m)
 	if src.assignment(job) != plainCut {
 		r0 := job

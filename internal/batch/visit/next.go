@@ -2,6 +2,8 @@ package visit
 
 import (
 	"context"
+
+	"github.com/brandgw/brand/api"
 	"sync"
 	"time"
 
@@ -66,7 +68,8 @@ func newPremade(limit int64) *premade.Store[made] {
 type nextBatch struct {
 	key    string // its ETag, known without laying it out
 	orders Layouts
-	src    layout.Source
+	src    layout.Source // the job's source and job as asked (layout.Batch.Asked)
+	job    api.Job
 	b      *layout.Batch // of the batch before it
 
 	mu  sync.Mutex
@@ -79,7 +82,27 @@ func (v *Batches) next(b *layout.Batch) *nextBatch {
 	if m >= uint64(b.Batches) {
 		return nil
 	}
-	return &nextBatch{key: v.orders.ETag(b.Source, b.Job, b.Epoch, m), orders: v.orders, src: b.Source, b: b}
+	// Under the source and job the batch was asked under, not those it
+	// was laid out under: for a batch before an edit's step these are an
+	// older edit's, whose epoch has other counts and, from the step on,
+	// other samples.
+	src, job := b.Asked()
+	return &nextBatch{key: v.orders.ETag(src, job, b.Epoch, m), orders: v.orders, src: src, job: job, b: b}
+}
+
+// of returns n if it is the next batch of b's rank as b was asked, nil
+// if not: n was named when the batch before b was made ahead, and an
+// edit stored since, from a step after b's, may have changed the batch
+// after it (its ETag says).
+func (n *nextBatch) of(v *Batches, b *layout.Batch) *nextBatch {
+	if n == nil {
+		return nil
+	}
+	src, job := b.Asked()
+	if n.key != v.orders.ETag(src, job, b.Epoch, b.Batch+1) {
+		return nil
+	}
+	return n
 }
 
 // layout lays the batch out, the first time it is asked; a failure is not
@@ -88,7 +111,7 @@ func (n *nextBatch) layout(ctx context.Context) (*layout.Batch, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.out == nil {
-		nb, err := n.orders.Layout(ctx, n.src, n.b.Job, n.b.Epoch, n.b.Batch+1)
+		nb, err := n.orders.Layout(ctx, n.src, n.job, n.b.Epoch, n.b.Batch+1)
 		if err != nil {
 			return nil, err
 		}

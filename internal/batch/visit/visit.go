@@ -205,8 +205,9 @@ func (v *Batches) Read(ctx context.Context, b *layout.Batch) (*Served, error) {
 			// Premade: its visit and read were made then; the stream
 			// moves as a read would move it.
 			v.Follow(b)
+			m.served.Batch = m.served.Batch.For(b)
 			v.count(m.served.Batch, m.served.Result, m.wait)
-			v.makeNext(b, m.next)
+			v.makeNext(b, m.next.of(v, b))
 			return m.served, nil
 		}
 	}
