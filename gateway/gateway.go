@@ -556,6 +556,8 @@ func New(cfg Config) (*Gateway, error) {
 		// node's own it holds (giveBack.returning).
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("peer: probes"), Registry: reg, Log: cfg.Logger,
+			// g.ready is set below, before the probes start.
+			Serving:   func() bool { return g.ready.servingNotReady() == nil },
 			Returning: func(ctx context.Context, url string) { g.back.returning(ctx, url) }})
 		ask = nodeAsks{peers, peers.Asks()}
 		// Whether this node reaches the store: cut off from it, it ends

@@ -148,6 +148,17 @@ func asker(r *http.Request) int {
 	return -1
 }
 
+// heard tells the node's view of its peers that r's asker, a peer,
+// asked this node for something: it is up, if it says it serves
+// (transport.AskerServes). A node starting asks its peers before it can
+// serve; taken for up then, it would be taken for down by the next probe
+// of it, and its chunks read by its peers once a job starts.
+func (a *peerAPI) heard(r *http.Request) {
+	if transport.AskerServes(r) {
+		a.nodes.Heard(asker(r))
+	}
+}
+
 // handleSamples serves POST transport.SamplesPath: the samples a node names,
 // read through this node's cache under the same bounds as a batch (size,
 // assembly, the job stream's requests in flight), back to back after the
@@ -172,7 +183,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := asker(r)
-	a.nodes.Heard(k)
+	a.heard(r)
 	res, err := a.batches.ReadFor(ctx, layout.SamplesOf(req.DS, req.IDs, req.Info), req.Origin, req.Stream)
 	if err != nil {
 		if errors.Is(err, storepath.ErrUnreachable) {
@@ -204,7 +215,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.nodes.Heard(asker(r))
+	a.heard(r)
 	load := nodestate.Load(a.transforms.Load())
 	st := nodestate.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down(), StoreUnreachable: a.store.Down()}
 	a.members.Describe(&st)
@@ -231,7 +242,7 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := asker(r)
-	a.nodes.Heard(k)
+	a.heard(r)
 	a.kept.Taken(r.Header.Get(peercred.HeaderPeer), ds, c) // given or not, it is not asked for again
 	data, release, ok := a.chunks.Resident(ds.ChunkKey(c))
 	if !ok && through {
@@ -272,7 +283,7 @@ func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.nodes.Heard(asker(r))
+	a.heard(r)
 	var answer []int
 	switch {
 	case q.Keep:
@@ -306,7 +317,7 @@ func (a *peerAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.nodes.Heard(asker(r))
+	a.heard(r)
 	ms, ok := a.members.Known(version)
 	if !ok {
 		writeError(r.Context(), w, fmt.Errorf("%w: membership version %s is not kept here", query.ErrOutOfRange, version))
@@ -331,7 +342,7 @@ func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.nodes.Heard(asker(r))
+	a.heard(r)
 	ans, err := a.served(r.Context(), resolve.Question{Edit: q.Edit, Job: job, Step: q.From, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos, Release: q.Release})
 	if err != nil {
 		writeError(r.Context(), w, err)
@@ -355,7 +366,7 @@ func (a *peerAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.nodes.Heard(asker(r))
+	a.heard(r)
 	ds := fr.DS
 	out := a.feedback.Collect(ds, job, fr.Epoch, fr.Seal)
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -379,7 +390,7 @@ func (a *peerAPI) handleSettle(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.nodes.Heard(asker(r))
+	a.heard(r)
 	a.feedback.Settle(fr.DS, job, fr.Epoch, fr.Seal, fr.Sealed)
 	w.WriteHeader(http.StatusOK)
 }

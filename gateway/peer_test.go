@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/gateway/gatewaytest"
@@ -202,5 +203,46 @@ func TestSingleGatewayHasNoInternalEndpoints(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPeerNotServingIsNotTakenUp: a node heard asking for something is
+// taken for up (transport.Nodes.Heard) only if it says it serves. A node
+// starting asks its peers (their state, which chunks they hold) while
+// its indexes load; taken for up then, it was taken for down again by
+// the next probe's answer (503, not ready) — on a starved cluster after
+// it had settled and a job had started, and its chunks were read by its
+// peers while it read them too (integration's
+// TestClusterColdEpochOneReadPerChunk). Node 1 here answers every
+// request 503 (loading); node 0 probes it once an hour.
+func TestPeerNotServingIsNotTakenUp(t *testing.T) {
+	f := newFixture(t, 2, 4)
+	secret := []byte("a shared secret of the test cluster")
+	loading := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error": "not ready: dataset indexes are still loading"}`, http.StatusServiceUnavailable)
+	})
+	cl := startCluster(t, f, 2, []http.Handler{nil, loading}, func(c *gateway.Config) {
+		c.Cluster.Secret = secret
+		c.Cluster.ProbeInterval = time.Hour
+	})
+	base, node1 := cl[0].srv.URL, cl[1].srv.URL
+	boot := gateway.PeerBoot(cl[0].g)
+	up := func() bool { return gatewaytest.ClusterView(t, base).Nodes[1].Up }
+	gatewaytest.WaitFor(t, 10*time.Second, "node 1 down after its first probe", func() bool { return !up() })
+	state := base + transport.StatePath
+	for _, tc := range []struct {
+		name    string
+		serving bool
+	}{{"not serving", false}, {"serving", true}} {
+		hdr := signedBy(t, secret, node1, base, boot, http.MethodGet, state, nil)
+		if !tc.serving {
+			hdr = append(hdr, transport.HeaderNotServing, "true")
+		}
+		if resp, body := get(t, state, hdr...); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: node 1's probe of node 0: %s %s", tc.name, resp.Status, body)
+		}
+		if got := up(); got != tc.serving {
+			t.Errorf("node 1 asked node 0's state, %s: node 0 sees it up %t, want %t", tc.name, got, tc.serving)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -190,7 +192,9 @@ func startOrdered(t *testing.T, procs []*clusterProc, bin string, env []string) 
 // before is ready — and a job of 8 ranks started as soon as every node
 // answers /readyz 200, as docs/scale-out.md says, each rank reading its
 // batches from its home as fast as it can: the cold epoch reads each
-// chunk from the store exactly once, by its owner.
+// chunk from the store exactly once, by its owner. So it does with the
+// nodes starved: all four pinned to one core beside a busy loop the
+// test starts there, as nodes beside a training job's processes are.
 //
 // Before nodes reported ready only once they and their peers saw each
 // other up, the nodes started earlier still saw the last one down (its
@@ -199,6 +203,14 @@ func startOrdered(t *testing.T, procs []*clusterProc, bin string, env []string) 
 // too: an independent check measured 1.001–1.090 × the dataset over 10
 // runs of such a cluster.
 func TestClusterColdEpochOneReadPerChunk(t *testing.T) {
+	for _, starved := range []bool{false, true} {
+		t.Run(fmt.Sprintf("starved=%t", starved), func(t *testing.T) { coldEpoch(t, starved) })
+	}
+}
+
+// coldEpoch is TestClusterColdEpochOneReadPerChunk's cluster, its nodes
+// pinned to one core beside a busy loop if starved.
+func coldEpoch(t *testing.T, starved bool) {
 	const nodes, world, batchSize, window = 4, 8, 32, 16
 	spec := synth.Spec{Samples: 4096, MeanBytes: 4 << 10, Classes: 10, Seed: 39}
 	p := packToMinIO(t, spec, 256<<10)
@@ -216,6 +228,12 @@ func TestClusterColdEpochOneReadPerChunk(t *testing.T) {
 				procs[k].args[i] = tally.URL
 			}
 		}
+		if starved {
+			procs[k].command = pinned(t, 0)
+		}
+	}
+	if starved {
+		busyLoop(t, 0)
 	}
 	startOrdered(t, procs, cs.bin, cs.env)
 	for k, u := range cs.urls {
@@ -277,6 +295,28 @@ func TestClusterColdEpochOneReadPerChunk(t *testing.T) {
 	if msg := overReads(reads); msg != "" {
 		t.Errorf("cold epoch: %s; want each chunk once, by its owner", msg)
 	}
+	// What the cluster's plan predicts of the epoch: the same store reads
+	// and bytes as counted.
+	var plan planner.ClusterPlan
+	if err := getJSONInto(fmt.Sprintf("%s/plan?epochs=2&seed=9&window=%d&batch_size=%d&world=%d", cs.urls[0], window, batchSize, world), &plan); err != nil {
+		t.Fatal(err)
+	}
+	var counted int64 // the chunks' bytes, not the index's
+	for path, b := range tally.byPath() {
+		if strings.Contains(path, "/chunks/") {
+			counted += b
+		}
+	}
+	if e := plan.Epochs[0]; plan.Nodes != nodes || e.StoreReads != int(math.Round(total)) || e.StoreBytes != counted {
+		t.Errorf("/plan of the cold epoch on %d nodes: %d store reads of %d bytes; counted %.3f reads of %d bytes", plan.Nodes, e.StoreReads, e.StoreBytes, total, counted)
+	}
+}
+
+// byPath returns the GET body bytes passed of each object, by path.
+func (s *storeTally) byPath() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.bytes)
 }
 
 // warmups returns a node log's lines about its membership changes'

@@ -46,7 +46,10 @@ func (m *Tracker) Settled() error {
 		waiting = append(waiting, u)
 	}
 	if len(waiting) == 0 {
-		m.settled.Store(true)
+		if m.settled.CompareAndSwap(false, true) {
+			m.log.Info().Str("members", v.agreed.Version()).Dur("after", time.Duration(now.UnixNano()-m.settling.Load())).
+				Msg("settled: this node and every member see each other up")
+		}
 		return nil
 	}
 	if since := time.Duration(now.UnixNano() - m.settling.Load()); since > m.flipTimeout {

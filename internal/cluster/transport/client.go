@@ -34,6 +34,10 @@ type transport struct {
 	// boots are the other nodes' boots, by URL, as each last named its
 	// own (peercred.HeaderPeerBoot): what a credential is signed for.
 	boots sync.Map
+	// serving says whether this node serves now (Config.Serving; nil:
+	// always): a request sent while it does not says so
+	// (HeaderNotServing).
+	serving func() bool
 	// timeout bounds a request that moves data (samples, a chunk,
 	// feedback, a question about chunks); quick a state probe or a
 	// question for a membership's members.
@@ -45,7 +49,7 @@ type transport struct {
 const minProbeTimeout = 2 * time.Second
 
 func newTransport(c Config) *transport {
-	t := &transport{cred: c.Credentials, self: c.Self, timeout: c.Timeout, quick: max(c.Probe, minProbeTimeout), maxReply: c.MaxReplyBytes,
+	t := &transport{cred: c.Credentials, self: c.Self, serving: c.Serving, timeout: c.Timeout, quick: max(c.Probe, minProbeTimeout), maxReply: c.MaxReplyBytes,
 		http: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // peers are reached directly, never through a proxy
 			DialContext:         dialDropping,
@@ -141,6 +145,9 @@ func (c Client) send(ctx context.Context, r request, read func(*http.Response) e
 		}
 		if r.body != nil {
 			req.Header.Set("Content-Type", ReplyType)
+		}
+		if c.t.serving != nil && !c.t.serving() {
+			req.Header.Set(HeaderNotServing, "true")
 		}
 		boot, _ := c.t.boots.Load(c.url)
 		signed, _ := boot.(string)

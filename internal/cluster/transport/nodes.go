@@ -26,6 +26,11 @@ type Config struct {
 	Timeout, Probe time.Duration
 	Credentials    peercred.Credentials
 	MaxReplyBytes  int64 // a reply of transformed samples (--max-batch-bytes); 0: none
+	// Serving says whether this node serves now (its indexes loaded,
+	// requests let through); nil: always. Its requests say when it does
+	// not (HeaderNotServing), so that its peers do not take it for up on
+	// their word while their probes would find it not ready.
+	Serving func() bool
 	// Hold is a node's first hold-down after a failed fetch, doubling per
 	// renewed failure up to a minute (DefaultHold if 0).
 	Hold time.Duration
@@ -62,6 +67,10 @@ type node struct {
 	// canary), in unix nanoseconds; never what it asked this node, which
 	// says it reaches this node, not that this node reaches it.
 	answered atomic.Int64
+	// heard is when it last asked this node for something while it
+	// served (Heard), in unix nanoseconds: a probe sent before that
+	// whose answer says it is down or not ready is stale (probeLoop).
+	heard atomic.Int64
 
 	fetched, served                     atomic.Int64 // sample bytes
 	down, timeout, refused, versionMiss atomic.Int64 // failed fetches, by kind
@@ -276,6 +285,7 @@ func (n *Nodes) Heard(k int) {
 		return
 	}
 	nd := n.at(k)
+	nd.heard.Store(time.Now().UnixNano())
 	if !nd.up.Load() && !isHeld(nd) && nd.fails.Load() == 0 {
 		if n.back != nil {
 			// Told in the background: the asker waits on its request.
@@ -504,6 +514,7 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 			return
 		case <-time.After(wait):
 		}
+		sent := time.Now().UnixNano()
 		st, slow, err := nd.client.State(ctx)
 		if ctx.Err() != nil {
 			return
@@ -512,6 +523,19 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 			// It is up and has not listed this node yet (this node has
 			// just joined): nothing is known of it until it answers.
 			wait = n.probe / 4
+			continue
+		}
+		if (err != nil || !st.Ready) && nd.heard.Load() > sent {
+			// It asked this node for something, serving, after this
+			// probe was sent: an answer that it is down or not ready
+			// is older than that (on a loaded machine the probe's
+			// answer is read late), and taking it for down would have
+			// this node read its chunks in its stead while it reads
+			// them too. The next probe says what it is now.
+			n.log.Debug().Err(err).Bool("ready", err == nil && st.Ready).Str("peer", nd.url).
+				Msg("a probe's answer is older than a request heard from the peer since it was sent; not taken")
+			slowRun = 0
+			wait = n.probe
 			continue
 		}
 		if slow {

@@ -557,3 +557,92 @@ func TestHedgedHoldsDownAfterLosingInARow(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeAnsweredBeforeHeardIsStale: a probe sent while the peer was
+// not ready, whose answer (503) is read after the peer, ready now, asked
+// this node for something, does not take the peer for down: the answer
+// is older than what was heard. The next probe's answer counts. The
+// reproduction: on a starved machine a node starting read a probe's
+// "not ready" after its peer had settled, took the peer for down while
+// a job's cold epoch began, and read 5 of 93 chunks of the peer's from
+// the store in its stead while the peer read them too.
+func TestProbeAnsweredBeforeHeardIsStale(t *testing.T) {
+	answer := make(chan bool) // each probe's answer, ready or not, once the test says
+	var probes atomic.Int64
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes.Add(1)
+		var ready bool
+		select {
+		case ready = <-answer:
+		case <-r.Context().Done():
+			return
+		}
+		if !ready {
+			http.Error(w, `{"error": "not ready: dataset indexes are still loading"}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"self": 1, "ready": true, "url": %q}`, srv.URL)
+	}))
+	defer srv.Close()
+	s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: 10 * time.Millisecond,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer s.Close()
+	w := &watched{}
+	k := s.Probe([]string{srv.URL}, w)[0]
+	s.Start()
+	answer <- false // the first probe: not ready, read at once
+	waitFor(t, func() bool { return probes.Load() == 2 }, "a second probe")
+	if s.Up(k) {
+		t.Fatal("a peer whose probe answered not ready is up")
+	}
+	s.Heard(k) // the second probe under way: the peer, ready now, asks this node for something
+	if !s.Up(k) {
+		t.Fatal("a peer heard from is not up")
+	}
+	changes := w.changes.Load()
+	answer <- false // the second probe's answer, sent before the peer was ready, read after
+	waitFor(t, func() bool { return probes.Load() == 3 }, "a third probe")
+	if !s.Up(k) || w.changes.Load() != changes {
+		t.Fatalf("a probe's answer older than a request heard since: up %t, %d changes told; want up, none", s.Up(k), w.changes.Load()-changes)
+	}
+	answer <- false // a probe sent after: the peer is not ready now
+	waitFor(t, func() bool { return !s.Up(k) }, "the peer down on a probe sent after it was heard")
+	answer <- true
+	waitFor(t, func() bool { return s.Up(k) }, "the peer up again")
+	close(answer)
+}
+
+// TestRequestsSayWhenNotServing: a node's requests to its peers carry
+// HeaderNotServing while Config.Serving says it does not serve, and not
+// once it does (the peer then takes it for up: the gateway's
+// TestPeerNotServingIsNotTakenUp).
+func TestRequestsSayWhenNotServing(t *testing.T) {
+	var serving atomic.Bool
+	said := make(chan bool, 64)
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case said <- AskerServes(r):
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"self": 1, "ready": true, "url": %q}`, srv.URL)
+	}))
+	defer srv.Close()
+	s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: 10 * time.Millisecond, Serving: serving.Load,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer s.Close()
+	s.Probe([]string{srv.URL}, &watched{})
+	s.Start()
+	if <-said {
+		t.Fatal("a probe sent while the node does not serve says it serves")
+	}
+	serving.Store(true)
+	for deadline := time.Now().Add(10 * time.Second); !<-said; {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe says the node serves once it does")
+		}
+	}
+}

@@ -540,6 +540,20 @@ func (c Client) chunk(ctx context.Context, ds Dataset, chunk int, buf []byte, th
 // stays up for the samples its cache holds.
 const HeaderStoreUnreachable = "Brand-Store-Unreachable"
 
+// HeaderNotServing is set to "true" on every request of a node that
+// cannot serve yet (its indexes still loading: Config.Serving): the node
+// asked does not take the asker for up on that request's word (Heard,
+// AskerServes), since its own probe of the asker would find it not ready
+// and take it for down again. A node that starts asks its peers before it
+// serves, and a peer that took it up so, then down on its probe's answer,
+// read its chunks from the store in its stead once a job started. Absent,
+// the asker serves (a node of a release without the header).
+const HeaderNotServing = "Brand-Peer-Not-Serving"
+
+// AskerServes reports whether a peer's request r says its asker serves
+// (HeaderNotServing).
+func AskerServes(r *http.Request) bool { return r.Header.Get(HeaderNotServing) != "true" }
+
 // HeaderHeld is set to "false" on a chunk request's 404 when the node
 // does not hold the chunk, telling it apart from a node of a release
 // without the endpoint.
