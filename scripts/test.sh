@@ -188,7 +188,7 @@ fuzz() {
 	local pkg=$1 target=$2 out rc=0 before after
 	shift 2
 	before=$({ find "$pkg/testdata/fuzz/$target" -type f 2>/dev/null || true; } | wc -l)
-	out=$(go test -run '^$' -fuzz "^$target\$" -fuzztime 6s -parallel 1 "$@" "./$pkg" 2>&1) || rc=$?
+	out=$(go test -run '^$' -fuzz "^$target\$" -fuzztime 6s -parallel 1 -timeout 5m "$@" "./$pkg" 2>&1) || rc=$?
 	printf '%s\n' "$out"
 	if ((rc != 0)); then
 		after=$({ find "$pkg/testdata/fuzz/$target" -type f 2>/dev/null || true; } | wc -l)
@@ -218,7 +218,7 @@ lane_one() {
 
 brand_chart() {
 	go vet -C tools/brand-chart ./... || return
-	go test -C tools/brand-chart -count=1 ./... || return
+	go test -C tools/brand-chart -count=1 -timeout 5m ./... || return
 }
 
 fuzz_all() {
@@ -245,16 +245,16 @@ fuzz_all() {
 
 libav_raced() {
 	go vet -tags brand_libav ./transform/video/ ./internal/batch/tensorize/ ./internal/batch/visit/ ./internal/testsupport/stagetest/ ./gateway/ ./integration/ || return
-	go test $race -count=1 -tags brand_libav ./transform/video/ || return
+	go test $race -count=1 -timeout 15m -tags brand_libav ./transform/video/ || return
 	# The clip stage's decode of a batch's clips, each frame PyAV's.
-	go test $race -count=1 -tags brand_libav ./internal/batch/tensorize/ || return
+	go test $race -count=1 -timeout 15m -tags brand_libav ./internal/batch/tensorize/ || return
 	# What the stages, wired as a node wires them (internal/testsupport/stagetest),
 	# serve of a clip job over videos lost, damaged or undecodable.
-	go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video|GOP' ./internal/batch/visit/ || return
+	go test $race -count=1 -timeout 15m -tags brand_libav -run 'Clip|LeRobot|Video|GOP' ./internal/batch/visit/ || return
 	# Clip jobs end to end with the decoder, the gateway's (frames equal
 	# to PyAV's, a LeRobot dataset's windows); brand serve processes
 	# decode them in lane two.
-	go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/ || return
+	go test $race -count=1 -timeout 15m -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/ || return
 }
 
 # Lane two: the integration tests, brand serve processes against MinIO
@@ -271,7 +271,7 @@ lane_two() {
 	local av_out av_pid av_rc=0
 	if $libav; then
 		av_out=$(mktemp)
-		timed "lane two: integration, libavcodec" go test -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' "$@" ./integration/ >"$av_out" 2>&1 &
+		timed "lane two: integration, libavcodec" go test -count=1 -timeout 20m -tags brand_libav -run 'Clip|LeRobot|Video' "$@" ./integration/ >"$av_out" 2>&1 &
 		av_pid=$!
 	fi
 	local rc=0
@@ -304,9 +304,9 @@ lane_three() {
 	# flat over 40,000 batches; what feedback bodies take while they are
 	# decoded; what a batch allocates over 2, 20 and 100 sources (under
 	# the race detector sync.Pool drops at random, and the figure is noise).
-	timed "lane three: memory" go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./internal/batch/visit/
-	timed "lane three: memory (feedback)" go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
-	timed "lane three: memory (many sources)" go test -count=1 -run '^TestManySourcesGarbagePerBatch$' ./gateway/
+	timed "lane three: memory" go test -count=1 -timeout 10m -run '^TestDistinctMixturesHoldNoMemory$' ./internal/batch/visit/
+	timed "lane three: memory (feedback)" go test -count=1 -timeout 10m -run '^TestFeedbackMemory$' ./internal/job/feedback/
+	timed "lane three: memory (many sources)" go test -count=1 -timeout 10m -run '^TestManySourcesGarbagePerBatch$' ./gateway/
 
 	# Package transform again with its optional libjpeg-turbo decoder
 	# (installs Debian's libjpeg62-turbo-dev when run as root), and the
@@ -346,12 +346,12 @@ turbojpeg_build() {
 	# Without the race detector, as that run runs package transform
 	# (it starts no goroutine; the gateway's tests race the stage that
 	# runs it).
-	go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/ || return
+	go test -count=1 -timeout 10m -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/ || return
 	# The GPU path's wiring, which only a build that cuts JPEGs serves
 	# (transform=imagenet-train-gpu): the stage's members and the
 	# gateway's batches.
-	go test -count=1 -tags brand_turbojpeg -run '^(TestApplyCutsForGPU|TestCutOverTheTensorsRoom|TestCutBytesServed)$' ./internal/batch/tensorize/ || return
-	go test -count=1 -tags brand_turbojpeg -run '^(TestGPUCutBatches|TestTransformStatuses)$' ./gateway/ || return
+	go test -count=1 -timeout 10m -tags brand_turbojpeg -run '^(TestApplyCutsForGPU|TestCutOverTheTensorsRoom|TestCutBytesServed)$' ./internal/batch/tensorize/ || return
+	go test -count=1 -timeout 10m -tags brand_turbojpeg -run '^(TestGPUCutBatches|TestTransformStatuses)$' ./gateway/ || return
 	# Without the race detector too: what they check is the build's
 	# decoder named at start and in its help, and the race build of
 	# every package above transform with the tag is a minute of CPU. With
@@ -361,7 +361,7 @@ turbojpeg_build() {
 	if $libav; then
 		tags=brand_turbojpeg,brand_libav
 	fi
-	go test -count=1 -tags "$tags" -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/ || return
+	go test -count=1 -timeout 10m -tags "$tags" -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/ || return
 	local image
 	image=$(mktemp -d) || return
 	scripts/build-image-binary.sh "$image/out" test || return
