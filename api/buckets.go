@@ -5,8 +5,10 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // Query parameters of a bucket job (Job.Buckets, docs/http-api.md "Shape
@@ -81,7 +83,7 @@ func (b *Buckets) Set(name, v string) error {
 	var n int64
 	switch name {
 	case ParamBuckets:
-		if _, err = bucket.Parse(v); err == nil {
+		if _, err = parseLists(v); err == nil {
 			b.Shapes = v
 		}
 	case ParamBudget:
@@ -133,6 +135,9 @@ func (b *Buckets) Set(name, v string) error {
 // defaults filled in, and each bucket's batch size: a budget that holds
 // no image of a bucket is refused (bucket.ErrSpec).
 func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []int, err error) {
+	if PerSource(b.Shapes) {
+		return nil, budget, nil, fmt.Errorf("%w: buckets=%q names its sources' lists: a job of one dataset gives one list", bucket.ErrSpec, b.Shapes)
+	}
 	if shapes, err = bucket.Parse(b.Shapes); err != nil {
 		return nil, budget, nil, err
 	}
@@ -169,18 +174,22 @@ func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
 	if !b.On() {
 		return c, false, nil
 	}
-	shapes, err := bucket.Parse(b.Shapes)
+	lists, err := parseLists(b.Shapes)
 	if err != nil {
 		return c, false, err
 	}
-	if !bucket.Clips(shapes) {
+	t := 0 // the fewest frames of a clip bucket, of any source's list
+	for _, shapes := range lists {
+		for _, s := range shapes {
+			if s.T > 0 && (t == 0 || s.T < t) {
+				t = s.T
+			}
+		}
+	}
+	if t == 0 {
 		// clip= beside buckets of HxW: the table's refusal (a clip
 		// bucket job's clips are its buckets').
 		return c, false, nil
-	}
-	t := shapes[0].T
-	for _, s := range shapes {
-		t = min(t, s.T)
 	}
 	switch {
 	case len(c.Windows) > 0 || c.Step != 0 && c.Step != MaxClipStep || c.Frames != 0 && c.Step == 0:
@@ -194,10 +203,95 @@ func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
 	return c, true, nil
 }
 
+// A bucketed mixture's sources each take a list of their own:
+// buckets=NAME:LIST;NAME:LIST, a list (a preset or HxW[xT] sizes) for
+// each source of the mixture, named as mix= names it (an image source's
+// list of HxW, a video source's of HxWxT). A plain list is every
+// source's. sourceSep parts the sources' lists, nameSep a source's name
+// from its list.
+const (
+	sourceSep = ";"
+	nameSep   = ":"
+)
+
+// PerSource reports whether a buckets= value names its sources' lists.
+func PerSource(shapes string) bool { return strings.Contains(shapes, nameSep) }
+
+// parseLists parses a buckets= value: one list (under the name ""), or
+// one a source named (PerSource).
+func parseLists(v string) (map[string][]bucket.Shape, error) {
+	if !PerSource(v) {
+		shapes, err := bucket.Parse(v)
+		if err != nil {
+			return nil, err
+		}
+		return map[string][]bucket.Shape{"": shapes}, nil
+	}
+	parts := strings.Split(v, sourceSep)
+	if len(parts) > shuffle.MaxMixComponents {
+		return nil, fmt.Errorf("%w: buckets= names %d sources' lists, more than a mixture's %d", bucket.ErrSpec, len(parts), shuffle.MaxMixComponents)
+	}
+	out := make(map[string][]bucket.Shape, len(parts))
+	for _, p := range parts {
+		name, list, ok := strings.Cut(p, nameSep)
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%w: buckets=%q: each source's list is NAME:LIST, parted by %q (a list: a preset or HxW[xT] sizes)", bucket.ErrSpec, v, sourceSep)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%w: buckets= names source %s's list twice", bucket.ErrSpec, name)
+		}
+		shapes, err := bucket.Parse(list)
+		if err != nil {
+			return nil, fmt.Errorf("source %s's list: %w", name, err)
+		}
+		out[name] = shapes
+	}
+	return out, nil
+}
+
+// For returns b as source name of a bucketed mixture takes it: Shapes
+// its own list, or the plain list every source takes. A list that names
+// no list for name is refused, naming it.
+func (b Buckets) For(name string) (Buckets, error) {
+	if !PerSource(b.Shapes) {
+		return b, nil
+	}
+	for _, p := range strings.Split(b.Shapes, sourceSep) {
+		if n, list, ok := strings.Cut(p, nameSep); ok && n == name {
+			b.Shapes = list
+			return b, nil
+		}
+	}
+	return b, fmt.Errorf("%w: buckets=%q names no list for source %s: name every source of the mixture (NAME:LIST, parted by %q)", bucket.ErrSpec, b.Shapes, name, sourceSep)
+}
+
+// Sources are the sources a buckets= value names lists for, in its
+// order; nil for a plain list.
+func (b Buckets) Sources() []string {
+	if !PerSource(b.Shapes) {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.Split(b.Shapes, sourceSep) {
+		n, _, _ := strings.Cut(p, nameSep)
+		out = append(out, n)
+	}
+	return out
+}
+
 // Check is nil for a job without buckets, or for buckets and a budget
 // that go together (Shaped).
 func (b Buckets) Check() error {
 	if !b.On() {
+		return nil
+	}
+	if names := b.Sources(); names != nil {
+		for _, n := range names {
+			x, _ := b.For(n)
+			if _, _, _, err := x.Shaped(); err != nil {
+				return fmt.Errorf("source %s: %w", n, err)
+			}
+		}
 		return nil
 	}
 	_, _, _, err := b.Shaped()

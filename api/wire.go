@@ -231,6 +231,11 @@ type MixComponentInfo struct {
 	Window     int    `json:"window"`
 	FirstPass  uint64 `json:"first_pass"`
 	FirstIndex int    `json:"first_index"`
+	// Buckets is, for a source of a bucketed mixture, its pass
+	// FirstPass's buckets (their images, steps and fill), as a bucket
+	// job's /epoch/N gives them; Samples and EpochSamples then count its
+	// ranks' batches (a step's world of them), as a bucket job's do.
+	Buckets *BucketsInfo `json:"buckets,omitempty"`
 }
 
 // Manifest is the body of a batch asked for with format=json, or of

@@ -88,8 +88,6 @@ func cells() []Cell {
 		refuse(Clips, BalanceB, "balance=bytes weighs samples as stored; every clip of a clip job decodes the same number of frames"),
 		refuse(Clips, BalanceC, "balance=attention and balance=tokens weigh a token job's sequences; a clip job's clips are frames"),
 		refuse(Clips, Resize, "a clip job's plan is of its epochs, not of a resize (nodes_after=)"),
-		refuse(Mix, Buckets, "a bucket job reads one dataset: a mixture's components are not bucketed yet"),
-		refuse(Schedule, Buckets, "a bucket job reads one dataset: a schedule's components are not bucketed yet"),
 		refuse(Importance, Buckets, "sampling=importance draws samples by their weight, some more than once; a bucket job serves each image once an epoch"),
 		refuse(Tokens, Buckets, "seq and buckets do not go together: a token job's samples are sequences, a bucket job's images"),
 		refuse(Buckets, Exclusion, "an exclusion list leaves samples out of an order of samples from a step on; a bucket job's steps each take images from across the epoch's order, so a list would change steps before its own"),

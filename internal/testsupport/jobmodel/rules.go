@@ -76,10 +76,8 @@ var rules = []Rule{
 	{A: "clips", B: "balance-bytes", Kind: Refuse},
 	{A: "clips", B: "balance-cost", Kind: Refuse},
 	{A: "clips", B: "resize", Kind: Refuse},
-	// Buckets: images of one dataset, each once, all of a step one
-	// shape.
-	{A: "mix", B: "buckets", Kind: Refuse},
-	{A: "schedule", B: "buckets", Kind: Refuse},
+	// Buckets: images (or clips) each once a pass, all of a step one
+	// shape of one source; a mixture's steps by its sources' weights.
 	{A: "importance", B: "buckets", Kind: Refuse},
 	{A: "tokens", B: "buckets", Kind: Refuse},
 	{A: "buckets", B: "transform", Kind: Refuse},

@@ -91,6 +91,19 @@ func (k clipKind) read(ctx context.Context, b *layout.Batch, p *epochPlan, sh bu
 // clip stage, through their bucket's pipeline.
 func (k clipKind) maker() visit.Maker { return k.u.clips }
 
+// shape is the batch's bucket: its pipeline's frame size
+// (transform.BucketName) and its clips' frames.
+func (clipKind) shape(b *layout.Batch) bucket.Shape {
+	var sh bucket.Shape
+	if spec, err := transform.BucketSpec(b.Job.Transform); err == nil {
+		sh.H, sh.W = spec.Ops[0].Size.H, spec.Ops[0].Size.W
+	}
+	if cl := b.Content.(*clipunit.ClipBatch).Clips; len(cl) > 0 {
+		sh.T = len(cl[0].Frames)
+	}
+	return sh
+}
+
 // geometry is the batch's clips' (clipunit.ClipBatch.Geometry, as
 // clipBatch sets it).
 func (clipKind) geometry(b *layout.Batch) string { return b.Content.(*clipunit.ClipBatch).Geometry(b) }
@@ -122,9 +135,14 @@ func (u *Unit) clipBatch(ctx context.Context, b *layout.Batch, base *clipunit.Cl
 	if err != nil {
 		return nil, layout.Samples{}, err
 	}
-	seed := transform.KeySeed(b.Job.Seed, b.DS.Name)
-	epoch := b.Epoch
-	cb.Bucketed = func(cb *clipunit.ClipBatch) string {
+	cb.Bucketed = clipGeometry(pipe, sh, transform.KeySeed(b.Job.Seed, b.DS.Name), b.Epoch)
+	return cb, smp, nil
+}
+
+// clipGeometry writes a clip batch's geometry in bucket sh through pipe,
+// its clips' draws keyed by seed (transform.KeySeed) and epoch.
+func clipGeometry(pipe *transform.Pipeline, sh bucket.Shape, seed, epoch uint64) func(*clipunit.ClipBatch) string {
+	return func(cb *clipunit.ClipBatch) string {
 		var sb strings.Builder
 		d := cb.Space.Dataset()
 		for i, c := range cb.Clips {
@@ -133,5 +151,4 @@ func (u *Unit) clipBatch(ctx context.Context, b *layout.Batch, base *clipunit.Cl
 		}
 		return sb.String()
 	}
-	return cb, smp, nil
 }

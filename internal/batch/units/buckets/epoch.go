@@ -45,7 +45,12 @@ type epochPlan struct {
 // plan returns (memoised) the plan of an epoch of job over ds, whose
 // base order is e.
 func (u *Unit) plan(ds *catalog.Dataset, job api.Job, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
-	s := layout.StreamOf(ds, job)
+	return u.planOf(ds, job, layout.StreamOf(ds, job), epoch, e)
+}
+
+// planOf is plan of stream s's order (a mixture's component stream: its
+// window the job's split by weight).
+func (u *Unit) planOf(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
 	k := memoKey{s: s.Order(), epoch: epoch, buckets: job.Buckets, world: max(job.World, 1)}
 	if p, ok := u.memo.Get(k); ok {
 		return p, nil

@@ -41,6 +41,8 @@ type sampleKind interface {
 	// maker is the stage that makes its batches' bytes, nil for images,
 	// which go through their bucket's pipeline as a job's that names one.
 	maker() visit.Maker
+	// shape is batch b's bucket, as read laid it out.
+	shape(b *layout.Batch) bucket.Shape
 }
 
 // kindOf is what job buckets: clips for a clip bucket job (buckets of
@@ -99,3 +101,5 @@ func (imageKind) geometry(b *layout.Batch) string { return b.Content.(*Batch).Ge
 
 // maker is none: an image bucket job's batch is transformed as read.
 func (imageKind) maker() visit.Maker { return nil }
+
+func (imageKind) shape(b *layout.Batch) bucket.Shape { return b.Content.(*Batch).Shape }

@@ -88,6 +88,14 @@ func (*Unit) Feature() features.Feature { return features.Buckets }
 // View is the fields job names, with what its kind of sample is
 // bucketed by loaded (an image's size).
 func (u *Unit) View(ctx context.Context, ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+	if len(job.Mix) > 0 || len(job.Schedule) > 0 {
+		// A source of a bucketed mixture: by its own list and kind.
+		own, err := u.sourceJob(ds, job)
+		if err != nil {
+			return nil, err
+		}
+		job = own
+	}
 	if err := u.kindOf(job).load(ctx, ds, job); err != nil {
 		return nil, err
 	}
@@ -207,6 +215,10 @@ type Batch struct {
 	Shape bucket.Shape
 	sizes Sizes
 	pipe  *transform.Pipeline
+	// comp is, for a batch of a bucketed mixture (mixed), the source its
+	// n images are of.
+	comp, n int
+	mixed   bool
 }
 
 // Served is -1: the batch serves the images it reads.
@@ -215,8 +227,18 @@ func (*Batch) Served() int { return -1 }
 // Size is not known before the images are decoded.
 func (*Batch) Size() (int64, bool) { return 0, false }
 
-// Components is nil: one dataset's.
-func (*Batch) Components() []int { return nil }
+// Components is nil for a job of one dataset's; a bucketed mixture's
+// batch's images are all of one source.
+func (c *Batch) Components() []int {
+	if !c.mixed {
+		return nil
+	}
+	out := make([]int, c.n)
+	for i := range out {
+		out[i] = c.comp
+	}
+	return out
+}
 
 // Geometry is each served image's SDXL micro-conditioning, in order:
 // its displayed size (W,H), the crop's offsets (LEFT,TOP) in the image

@@ -54,6 +54,10 @@ type ClipSpace struct {
 func (c *ClipSpace) Dataset() *video.Dataset { return c.Video.Dataset() }
 
 // videoOf is ds's video decoder, nil if ds is not a video dataset.
+// IsVideo reports whether ds is a video dataset (a tree of videos or a
+// LeRobot dataset, indexed in place), whose samples a clip job reads.
+func IsVideo(ds *catalog.Dataset) bool { return videoOf(ds) != nil }
+
 func videoOf(ds *catalog.Dataset) *video.Decoder {
 	if ds.InPlace == nil {
 		return nil
@@ -319,6 +323,10 @@ type ClipBatch struct {
 	// Bucketed is a clip bucket job's clips' geometry (Geometry); nil
 	// for another clip job.
 	Bucketed func(*ClipBatch) string
+	// Comp is, for a batch of a mixture's (Mixed: a bucketed mixture's
+	// step of a video source), the component its clips are of.
+	Comp  int
+	Mixed bool
 }
 
 // Geometry is a clip bucket job's clips' micro-conditioning, as its
@@ -372,6 +380,29 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
 // the order the clips first need them. A clip bucket job's unit lays its
 // batches out with it too.
 func ReadClips(ctx context.Context, cs *ClipSpace, cl []clips.Clip, frames string) (*ClipBatch, layout.Samples, error) {
+	cb, ids, err := PlanClips(cs, cl, frames)
+	if err != nil {
+		return nil, layout.Samples{}, err
+	}
+	smp, err := layout.NewSamples(ctx, cs.ds, ids)
+	if err != nil {
+		return nil, layout.Samples{}, err
+	}
+	if d := cs.Dataset(); d.LeRobot != nil {
+		// The anchor rows' keys are their samples' (format/parquet's).
+		for i, c := range cb.Clips {
+			cb.Keys[i] = smp.Info[cb.Rows[c.Row]].Key
+		}
+	}
+	return cb, smp, nil
+}
+
+// PlanClips is ReadClips without the index's entries: the batch of clips
+// cl, its GOPs' and rows' read positions their places in ids, the
+// samples they read, each once, in the order the clips first need them.
+// A LeRobot batch's keys are its anchor rows' samples' (ReadClips names
+// them); a tree's its videos'.
+func PlanClips(cs *ClipSpace, cl []clips.Clip, frames string) (*ClipBatch, []int, error) {
 	d := cs.Dataset()
 	ds := cs.ds
 	cb := &ClipBatch{Space: cs, Clips: cl, Keys: make([]string, len(cl)),
@@ -410,7 +441,7 @@ func ReadClips(ctx context.Context, cs *ClipSpace, cl []clips.Clip, frames strin
 				}
 				ch, smp, ok := l.Row(r)
 				if !ok {
-					return nil, layout.Samples{}, fmt.Errorf("%w: row %d of clip %d has no chunk", ErrClips, r, c.Sample)
+					return nil, nil, fmt.Errorf("%w: row %d of clip %d has no chunk", ErrClips, r, c.Sample)
 				}
 				cb.Rows[r] = read(ch, smp)
 			}
@@ -418,17 +449,7 @@ func ReadClips(ctx context.Context, cs *ClipSpace, cl []clips.Clip, frames strin
 		}
 		cb.Keys[i] = ClipKey(d, c)
 	}
-	smp, err := layout.NewSamples(ctx, ds, ids)
-	if err != nil {
-		return nil, layout.Samples{}, err
-	}
-	if d.LeRobot != nil {
-		// The anchor rows' keys are their samples' (format/parquet's).
-		for i, c := range cb.Clips {
-			cb.Keys[i] = smp.Info[cb.Rows[c.Row]].Key
-		}
-	}
-	return cb, smp, nil
+	return cb, ids, nil
 }
 
 // Served is the batch's clips.
@@ -439,7 +460,16 @@ func (cb *ClipBatch) Served() int { return len(cb.Clips) }
 func (cb *ClipBatch) Size() (int64, bool) { return 0, false }
 
 // Components is nil: a clip job reads one video dataset.
-func (cb *ClipBatch) Components() []int { return nil }
+func (cb *ClipBatch) Components() []int {
+	if !cb.Mixed {
+		return nil
+	}
+	out := make([]int, len(cb.Clips))
+	for i := range out {
+		out[i] = cb.Comp
+	}
+	return out
+}
 
 // ClipKey is the tar key of a tree's clip: its video's key without its
 // extension, "/seg" and its segment's number in the video, six digits.

@@ -58,11 +58,14 @@ func (u *Unit) Make(ctx context.Context, b *layout.Batch, res *reader.Result, no
 	}
 	ds := b.Parts[0].Samples.DS
 	seed := transform.KeySeed(b.Job.Seed, ds.Name)
+	// The clips' draws are of their stream's epoch: the batch's, or a
+	// mixture's component's pass.
+	epoch := b.Parts[0].Epoch
 	req := tensorize.ClipRequest{Pipeline: pl, Layout: video.Layout(cb.Layout), Video: cb.Space.Video, NoWait: noWait,
 		Place: visit.PlaceOf(b), GOPs: map[clips.GOP][]byte{}, Rows: map[int][]byte{}, Clips: make([]tensorize.ClipSample, len(cb.Clips)),
 		Skip: u.cfg.SkipDamaged, Missing: len(nb.Missing)}
 	for i, c := range cb.Clips {
-		req.Clips[i] = tensorize.ClipSample{Key: cb.Keys[i], Clip: c, Draw: transform.Key{Seed: seed, Epoch: b.Epoch, Sample: uint64(c.Sample)}}
+		req.Clips[i] = tensorize.ClipSample{Key: cb.Keys[i], Clip: c, Draw: transform.Key{Seed: seed, Epoch: epoch, Sample: uint64(c.Sample)}}
 		if cb.Pos != nil {
 			// Its GOPs are decoded once for its horizon's clips.
 			h, err := u.horizonOf(b.Parts[0].Stream, b.Epoch, cb.Pos[i])

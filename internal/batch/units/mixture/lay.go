@@ -61,6 +61,9 @@ func (m *Mixed) Lay(ctx context.Context, b *layout.Batch) error {
 			part++
 		}
 		first, end := p.DocPosition(d.Index), p.DocPosition(d.Index+1)
+		if x, ok := p.(Extents); ok {
+			first, end = x.Extent(d.Index)
+		}
 		if part == len(b.Parts) {
 			if b.Parts == nil {
 				b.Parts = make([]layout.Part, 0, min(len(draws), 2*len(m.DS)))
@@ -99,6 +102,9 @@ func (m *Mixed) Lay(ctx context.Context, b *layout.Batch) error {
 	b.Take = make([]layout.Take, len(reads))
 	for r, rd := range reads {
 		b.Take[r] = layout.Take{Part: rd[0], At: rd[1]}
+	}
+	if f, ok := content.(Finisher); ok {
+		return f.Finish(b)
 	}
 	b.Content = content
 	return nil

@@ -59,6 +59,50 @@ type Mixable interface {
 	Components(ds []*catalog.Dataset, job api.Job) ([]Component, func() (layout.Content, error), error)
 }
 
+// A Stepped unit's items are its steps' ranks' batches, a step's world
+// items consecutive (a bucket job's): a mixture of it mixes whole steps,
+// each of one component, by the mixture's rule over blocks of one step
+// (docs/shuffle.md §11 with K = 1), every rank taking its item of the
+// component's step. Its components' passes are counted in steps, and the
+// mixture is of the job's world.
+type Stepped interface {
+	Stepped() bool
+}
+
+// stepped reports whether un's mixtures mix whole steps.
+func stepped(un layout.Unit) bool {
+	s, ok := un.(Stepped)
+	return ok && s.Stepped()
+}
+
+// A Streamed component reads its passes over a stream of its own kind
+// (a video source's over its clip space): Stream is the stream the
+// mixture names it, made its own.
+type Streamed interface {
+	Stream(s layout.Stream) layout.Stream
+}
+
+// An Extents pass's items read documents from across its epoch's order
+// (a bucket step's images): Extent is the positions item i's documents
+// span, what the use table follows the part by, where DocPosition is a
+// count of progress.
+type Extents interface {
+	Extent(i int) (first, end int)
+}
+
+// A Described component adds what its kind says of a pass to the
+// component's part of /epoch/N (a bucketed source's buckets).
+type Described interface {
+	Describe(ci *api.MixComponentInfo, s layout.Stream, pass uint64) error
+}
+
+// A Finisher content is made the batch's once its items are added (a
+// bucketed mixture's: the one step's images or clips, and the pipeline
+// of its bucket).
+type Finisher interface {
+	Finish(b *layout.Batch) error
+}
+
 // A Component is one dataset of a mixture as its kind passes over it.
 type Component interface {
 	// Pass is pass p of the component over stream s (the component's
@@ -154,7 +198,7 @@ func (x *Mixtures) Compose(un layout.Unit, ds []*catalog.Dataset, job api.Job) (
 		if m, ok := x.memo.Get(memo); ok && m.inner == un {
 			return m, nil
 		}
-		m, err := x.newMixed(job, ds, comps, fixed, key)
+		m, err := x.newMixed(job, ds, comps, fixed, key, stepped(un))
 		if err != nil {
 			return nil, err
 		}
@@ -196,6 +240,10 @@ func packedKey(un layout.Unit, ds []*catalog.Dataset, job api.Job) string {
 		fmt.Fprintf(&kb, "%s@%s:%s,", d.Name, d.ID(), job.Mix[i].Weight)
 	}
 	fmt.Fprintf(&kb, "|block=%d|samples=%d|seed=%d|window=%d%s", job.Block(), job.MixSamples, job.Seed, job.Window, un.AppendKey(nil, job))
+	if stepped(un) {
+		// Its components' steps are of the job's world.
+		fmt.Fprintf(&kb, "|world=%d", max(job.World, 1))
+	}
 	if len(job.Schedule) > 0 {
 		kb.WriteString("|schedule=" + job.Schedule.String())
 	}
@@ -206,8 +254,16 @@ func packedKey(un layout.Unit, ds []*catalog.Dataset, job api.Job) string {
 // reads (with its schedule, if any: its first phase is job.Mix): of
 // fixed passes, keyed by its integer weights, or of packed ones, keyed by
 // key.
-func (x *Mixtures) newMixed(job api.Job, ds []*catalog.Dataset, comps []Component, fixed bool, key string) (*Mixed, error) {
-	block := job.Block()
+func (x *Mixtures) newMixed(job api.Job, ds []*catalog.Dataset, comps []Component, fixed bool, key string, step bool) (*Mixed, error) {
+	block, group := job.Block(), 1
+	if step {
+		// Blocks of one step, each step's world items from one
+		// component.
+		if job.MixBlock > 0 {
+			return nil, fmt.Errorf("%w: mix_block= with buckets=: a bucketed mixture mixes whole steps, one source a step", shuffle.ErrInvalid)
+		}
+		block, group = 1, max(job.World, 1)
+	}
 	var phases []shuffle.SchedulePhase
 	var weights []uint64
 	var err error
@@ -245,8 +301,8 @@ func (x *Mixtures) newMixed(job api.Job, ds []*catalog.Dataset, comps []Componen
 			// The component's stream as Mixed.Stream names it: the
 			// job's window split by weight (shuffle.Mixture.ComponentWindow).
 			win := int(max((uint64(max(job.Window, 1))*weights[i]+sum-1)/sum, 1))
-			s := layout.Stream{DS: d, Seed: job.Seed, Window: win}
-			passes[i] = &passLens{s: s, c: comps[i]}
+			s := streamOf(comps[i], layout.Stream{DS: d, Seed: job.Seed, Window: win})
+			passes[i] = &passLens{s: s, c: comps[i], group: group}
 			if _, err := comps[i].Pass(s, 0); err != nil {
 				return nil, err
 			}
@@ -282,17 +338,18 @@ func (x *Mixtures) newMixed(job api.Job, ds []*catalog.Dataset, comps []Componen
 	for i, d := range ds {
 		ids[i] = d.ID()
 	}
-	return &Mixed{Mix: job.Mix, Schedule: job.Schedule, DS: ds, Order: newMixOrder(mo, sc, key, x.spans), base: x.base, comps: comps,
+	return &Mixed{Mix: job.Mix, Schedule: job.Schedule, DS: ds, Order: newMixOrder(mo, sc, key, x.spans, group), base: x.base, comps: comps,
 		key: key, text: job.Mix.String(), schedule: job.Schedule.String(), ids: strings.Join(ids, ",")}, nil
 }
 
 // passLens is a component's pass lengths: pass p is its stream's epoch p
 // as the component passes over it, Len long. Each is computed once.
 type passLens struct {
-	s    layout.Stream
-	c    Component
-	mu   sync.Mutex
-	lens []int
+	s     layout.Stream
+	c     Component
+	group int // items a step (Stepped): a pass's length is in steps
+	mu    sync.Mutex
+	lens  []int
 }
 
 // PassLen returns pass p's items, at least 1 (a pass of none, or one
@@ -307,7 +364,7 @@ func (p *passLens) PassLen(pass uint64) int {
 	for uint64(len(p.lens)) <= pass {
 		n := 1
 		if pe, err := p.c.Pass(p.s, uint64(len(p.lens))); err == nil {
-			n = max(pe.Len(), 1)
+			n = max(pe.Len()/max(p.group, 1), 1)
 		}
 		p.lens = append(p.lens, n)
 	}
@@ -371,16 +428,26 @@ func (m *Mixed) Describe(info *api.EpochInfo, _ layout.Source, job api.Job, epoc
 	if err != nil {
 		return err
 	}
+	g := m.Order.Group()
 	for i, c := range m.Mix {
 		ds := m.DS[i]
 		info.Chunks += ds.Index.NumChunks()
 		start := mo.Start(i, epoch)
-		info.Mix.Components = append(info.Mix.Components, api.MixComponentInfo{Dataset: c.Dataset, Weight: c.Weight, IndexID: ds.ID(),
-			Samples: mo.Size(i), EpochSamples: mo.EpochSamples(i), Window: mo.ComponentWindow(i, job.Window),
-			FirstPass: start.Pass, FirstIndex: start.Index})
+		ci := api.MixComponentInfo{Dataset: c.Dataset, Weight: c.Weight, IndexID: ds.ID(),
+			Samples: mo.Size(i) * g, EpochSamples: mo.EpochSamples(i) * g, Window: mo.ComponentWindow(i, job.Window),
+			FirstPass: start.Pass, FirstIndex: start.Index * g}
+		if d, ok := m.comps[i].(Described); ok {
+			if err := d.Describe(&ci, m.Stream(i, job), start.Pass); err != nil {
+				return err
+			}
+		}
+		info.Mix.Components = append(info.Mix.Components, ci)
 	}
 	return nil
 }
+
+// Component is component i as its kind made it (Mixable.Components).
+func (m *Mixed) Component(i int) Component { return m.comps[i] }
 
 // Datasets are the components' versions.
 func (m *Mixed) Datasets() []*catalog.Dataset { return m.DS }
@@ -395,7 +462,15 @@ func (m *Mixed) Key() string { return m.key }
 // Stream is component i's stream for a job: the order its passes read,
 // in windows of the job's window split by weight.
 func (m *Mixed) Stream(i int, job api.Job) layout.Stream {
-	return layout.Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key, Pace: m.pace(i)}
+	return streamOf(m.comps[i], layout.Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key, Pace: m.pace(i)})
+}
+
+// streamOf is s as component c reads it (Streamed).
+func streamOf(c Component, s layout.Stream) layout.Stream {
+	if sc, ok := c.(Streamed); ok {
+		return sc.Stream(s)
+	}
+	return s
 }
 
 // pace is component i's Pace under the schedule, nil for fixed weights:

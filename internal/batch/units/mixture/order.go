@@ -51,14 +51,19 @@ type MixOrder struct {
 	// epochs memoises the epochs' mixtures.
 	sched  *shuffle.Schedule
 	epochs *lru.Cache[uint64, *shuffle.Mixture]
+	// group is the items a position of the Mixture stands for (1; a
+	// Stepped unit's mixture: the world, a step's ranks' items): its
+	// positions are steps, each expanded to group consecutive items of
+	// the component drawn.
+	group int
 }
 
 // maxMemoScheduleEpochs bounds the epochs an order keeps: each holds its
 // segments' references and k stream starts.
 const maxMemoScheduleEpochs = 8
 
-func newMixOrder(m *shuffle.Mixture, s *shuffle.Schedule, key string, spans *mixSpans) *MixOrder {
-	o := &MixOrder{Mixture: m, key: key, spans: spans, sched: s}
+func newMixOrder(m *shuffle.Mixture, s *shuffle.Schedule, key string, spans *mixSpans, group int) *MixOrder {
+	o := &MixOrder{Mixture: m, key: key, spans: spans, sched: s, group: max(group, 1)}
 	o.epochs, _ = lru.New[uint64, *shuffle.Mixture](maxMemoScheduleEpochs)
 	return o
 }
@@ -96,11 +101,42 @@ func (o *MixOrder) Draws(ctx context.Context, dst []shuffle.Draw, seed, epoch ui
 	if start < 0 || end < start || end > o.NumSamples() {
 		return dst, fmt.Errorf("%w: positions [%d, %d) of a mixture epoch of %d", layout.ErrOutOfRange, start, end, o.NumSamples())
 	}
+	if g := o.group; g > 1 {
+		// Steps [start/g, ⌈end/g⌉), each step's draw made its g items.
+		s0 := start / g
+		steps, err := o.draws(ctx, nil, seed, epoch, s0, (end+g-1)/g)
+		if err != nil {
+			return dst, err
+		}
+		for p := start; p < end; p++ {
+			d := steps[p/g-s0]
+			d.Index = d.Index*g + p%g
+			dst = append(dst, d)
+		}
+		return dst, nil
+	}
+	return o.draws(ctx, dst, seed, epoch, start, end)
+}
+
+// NumSamples is the epoch's items: its positions, each a step's items
+// for a Stepped unit's mixture.
+func (o *MixOrder) NumSamples() int { return o.Mixture.NumSamples() * o.group }
+
+// Block is the mixing block in items: a step's for a Stepped unit's
+// mixture.
+func (o *MixOrder) Block() int { return o.Mixture.Block() * o.group }
+
+// Group is the items a step holds in a Stepped unit's mixture (1 for
+// another's).
+func (o *MixOrder) Group() int { return o.group }
+
+// draws is Draws of the Mixture's own positions.
+func (o *MixOrder) draws(ctx context.Context, dst []shuffle.Draw, seed, epoch uint64, start, end int) ([]shuffle.Draw, error) {
 	mo, err := o.At(epoch)
 	if err != nil {
 		return dst, err
 	}
-	per := o.Block() * o.SpanBlocks()
+	per := o.Mixture.Block() * o.SpanBlocks()
 	for pos := start; pos < end; {
 		sp, err := o.spans.get(ctx, o.key, mo, seed, epoch, pos/per)
 		if err != nil {

@@ -1,0 +1,311 @@
+package buckets
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/format/video/clips"
+	"github.com/brandgw/brand/internal/batch/layout"
+	clipunit "github.com/brandgw/brand/internal/batch/units/clips"
+	"github.com/brandgw/brand/internal/batch/units/mixture"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/transform"
+)
+
+// A bucketed mixture (mix= or mix_schedule= with buckets=) is a mixture
+// of steps: every global step is one bucket of one source, the sources'
+// shares of the steps held to their weights (docs/shuffle.md §11, the
+// mixture's rule over blocks of one step) and each source's buckets'
+// shares of its steps to their batches (bucket.Steps). Each source is a
+// component whose passes are its dataset's bucket epochs, at the job's
+// world: a pass's items are its steps' ranks' batches, a step's world
+// items consecutive (Stepped), so that the mixture, which draws a
+// component for each step, gives every rank its batch of the step. An
+// image source buckets its images by their sizes, a video source its
+// videos' clips (a list of HxW, a list of HxWxT: buckets=NAME:LIST;...
+// names each source's, api.Buckets.For); a batch is either kind, made by
+// that kind's stage.
+
+// Stepped: a mixture of bucket jobs mixes whole steps.
+func (*Unit) Stepped() bool { return true }
+
+// Components is each of ds as a bucketed mixture's component: the job as
+// the source takes it (its own list, its clip parameters), bucketed by
+// its kind.
+func (u *Unit) Components(ds []*catalog.Dataset, job api.Job) ([]mixture.Component, func() (layout.Content, error), error) {
+	if job.Buckets.Resume != "" {
+		return nil, nil, fmt.Errorf("%w: resume= with a bucketed mixture: resume it with offset= (its steps' positions) at the world it ran at", bucket.ErrSpec)
+	}
+	comps := make([]mixture.Component, len(ds))
+	for i, d := range ds {
+		own, err := u.sourceJob(d, job)
+		if err != nil {
+			return nil, nil, err
+		}
+		comps[i] = &component{u: u, ds: d, job: own, kind: u.kindOf(own)}
+	}
+	return comps, func() (layout.Content, error) { return &mixBatch{}, nil }, nil
+}
+
+// sourceJob is job as source ds of a bucketed mixture takes it: its own
+// bucket list, and for a video source the clip parameters of its list's
+// fewest frames (api.Buckets.ClipOf); a list of the other kind than the
+// source's is refused, naming both.
+func (u *Unit) sourceJob(ds *catalog.Dataset, job api.Job) (api.Job, error) {
+	b, err := job.Buckets.For(ds.Name)
+	if err != nil {
+		return job, err
+	}
+	shapes, err := bucket.Parse(b.Shapes)
+	if err != nil {
+		return job, fmt.Errorf("source %s: %w", ds.Name, err)
+	}
+	video := clipunit.IsVideo(ds)
+	if bucket.Clips(shapes) != video {
+		kind, list := "image", "HxW"
+		if video {
+			kind, list = "video", "HxWxT"
+		}
+		return job, fmt.Errorf("%w: source %s is a dataset of %ss, and its bucket list %q is not of %s sizes (buckets=NAME:LIST;... gives each source its own)", bucket.ErrSpec, ds.Name, kind, b.Shapes, list)
+	}
+	job.Buckets = b
+	c := job.Clip
+	c.Frames, c.Step = 0, 0
+	if job.Clip, _, err = b.ClipOf(c); err != nil {
+		return job, err
+	}
+	if !video {
+		job.Clip = api.Clip{}
+	}
+	return job, nil
+}
+
+// component is one source of a bucketed mixture.
+type component struct {
+	u    *Unit
+	ds   *catalog.Dataset
+	job  api.Job // as the source takes it
+	kind sampleKind
+}
+
+// Len is -1: a pass's steps are its epoch's, of the order drawn.
+func (*component) Len() int { return -1 }
+
+// Stream is a video source's stream over its base clip space (one clip
+// a video), an image source's as the mixture names it.
+func (c *component) Stream(s layout.Stream) layout.Stream {
+	s.Space = c.job.Space()
+	return s
+}
+
+// Pass is the source's bucket epoch p over stream s.
+func (c *component) Pass(s layout.Stream, p uint64) (mixture.Pass, error) {
+	e, err := c.u.base.Epoch(s, p)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := c.u.planOf(c.ds, c.job, s, p, e)
+	if err != nil {
+		return nil, err
+	}
+	return &pass{c: c, plan: plan, s: s, epoch: p}, nil
+}
+
+// Describe adds the source's buckets in pass p to /epoch/N.
+func (c *component) Describe(ci *api.MixComponentInfo, s layout.Stream, p uint64) error {
+	ps, err := c.Pass(s, p)
+	if err != nil {
+		return err
+	}
+	ci.Buckets = ps.(*pass).plan.info(c.job)
+	return nil
+}
+
+// pass is one bucket epoch of a source: its items are its steps' ranks'
+// batches, step by step.
+type pass struct {
+	c     *component
+	plan  *epochPlan
+	s     layout.Stream
+	epoch uint64
+	// last is the item whose clips were drawn last (AppendDocs, then
+	// AddTo of the same item), and its clips and documents.
+	last  int
+	lastC []clips.Clip
+	lastB *clipunit.ClipBatch
+	lastD []int
+}
+
+func (p *pass) Len() int  { return len(p.plan.steps) * p.plan.world }
+func (p *pass) Docs() int { return p.plan.n }
+
+// DocPosition is the share of the epoch's positions the steps before
+// item i take: a step takes its images from across the epoch's order
+// (Extent is where), so the use table counts progress by steps.
+func (p *pass) DocPosition(i int) int {
+	if n := p.Len(); n > 0 {
+		return int(int64(i) * int64(p.plan.n) / int64(n))
+	}
+	return 0
+}
+
+// Extent is the positions of the epoch's order item i's samples span.
+func (p *pass) Extent(i int) (first, end int) {
+	_, _, first, end = p.item(i)
+	return first, end
+}
+
+// item is item i's bucket, its samples (base order IDs) and the span of
+// their positions.
+func (p *pass) item(i int) (b int, ids []int, first, end int) {
+	w := p.plan.world
+	st := p.plan.steps[i/w]
+	k := p.plan.per[st.Bucket]
+	from := p.plan.from[st.Bucket] + st.First + (i%w)*k
+	ids = make([]int, k)
+	first = -1
+	for j := range k {
+		ids[j] = int(p.plan.ids[st.Bucket][from+j])
+		pos := int(p.plan.pos[st.Bucket][from+j])
+		if first < 0 || pos < first {
+			first = pos
+		}
+		end = max(end, pos+1)
+	}
+	return st.Bucket, ids, first, end
+}
+
+// AppendDocs appends the samples item i reads: an image source's images,
+// a video source's GOPs its clips need, each once.
+func (p *pass) AppendDocs(dst []int, i int) []int {
+	_, ids, _, _ := p.item(i)
+	if _, ok := p.c.kind.(clipKind); !ok {
+		return append(dst, ids...)
+	}
+	if err := p.drawClips(i, ids); err != nil {
+		return dst // AddTo says why
+	}
+	return append(dst, p.lastD...)
+}
+
+// drawClips draws item i's clips (of base samples ids), once an item.
+func (p *pass) drawClips(i int, ids []int) error {
+	if p.lastB != nil && p.last == i {
+		return nil
+	}
+	b, _, _, _ := p.item(i)
+	sh := p.plan.shapes[b]
+	cb, docs, err := p.c.u.drawClips(p.c.ds, p.c.job, p.epoch, p.plan.space, sh, ids)
+	if err != nil {
+		p.lastB = nil
+		return err
+	}
+	p.last, p.lastB, p.lastD = i, cb, docs
+	return nil
+}
+
+// AddTo makes item i the batch's content (a bucketed mixture's batch is
+// one item: a rank's batch of one step): its images through its
+// bucket's pipeline, or its clips read at positions at.
+func (p *pass) AddTo(c layout.Content, i, comp, _ int, at []int) error {
+	mb, ok := c.(*mixBatch)
+	if !ok || mb.inner != nil {
+		return fmt.Errorf("bucketed mixture: a batch of more than one step's batch")
+	}
+	b, ids, _, _ := p.item(i)
+	sh := p.plan.shapes[b]
+	name := transform.BucketName(sh.H, sh.W, p.c.job.Buckets.RandomCrop(), p.c.job.Buckets.Flip)
+	pl, err := p.c.u.pipes.Pipeline(name)
+	if err != nil {
+		return err
+	}
+	mb.pipeline, mb.fingerprint, mb.clip = name, pl.Fingerprint(), p.c.job.Clip
+	if _, ok := p.c.kind.(clipKind); !ok {
+		mb.inner = &Batch{Shape: sh, sizes: p.c.u.sizes, pipe: pl, comp: comp, n: len(ids), mixed: true}
+		return nil
+	}
+	if err := p.drawClips(i, ids); err != nil {
+		return err
+	}
+	cb := *p.lastB
+	cb.GOPs = make(map[clips.GOP]int, len(p.lastB.GOPs))
+	for g, local := range p.lastB.GOPs {
+		cb.GOPs[g] = at[local]
+	}
+	cb.Comp, cb.Mixed = comp, true
+	seed := transform.KeySeed(p.c.job.Seed, p.c.ds.Name)
+	cb.Bucketed = clipGeometry(pl, sh, seed, p.epoch)
+	mb.inner = &cb
+	return nil
+}
+
+// Costs: balance= is the table's refusal with buckets.
+func (*pass) Costs(context.Context, string, []int) ([]uint64, error) {
+	return nil, fmt.Errorf("%w: a bucket job's batches are not balanced", bucket.ErrSpec)
+}
+
+// mixBatch is a bucketed mixture's batch's content while it is laid out:
+// the one item's (Finish makes it the batch's).
+type mixBatch struct {
+	inner                 layout.Content
+	pipeline, fingerprint string
+	clip                  api.Clip // the source's (api.Job.Clip: its kind)
+}
+
+func (m *mixBatch) Served() int         { return m.inner.Served() }
+func (m *mixBatch) Size() (int64, bool) { return m.inner.Size() }
+func (m *mixBatch) Components() []int   { return m.inner.Components() }
+
+// Finish makes the item's content the batch's, its bucket's pipeline
+// the one the batch's images or frames go through, and its source's clip
+// parameters the batch's job's.
+func (m *mixBatch) Finish(b *layout.Batch) error {
+	if m.inner == nil {
+		return fmt.Errorf("bucketed mixture: a batch of no step's batch")
+	}
+	b.Content = m.inner
+	b.Job.Transform, b.Job.TransformFingerprint = m.pipeline, m.fingerprint
+	// The batch's job is its source's: what it holds (kindOf) is the
+	// source's kind.
+	b.Job.Clip = m.clip
+	return nil
+}
+
+var (
+	_ mixture.Mixable   = (*Unit)(nil)
+	_ mixture.Stepped   = (*Unit)(nil)
+	_ mixture.Streamed  = (*component)(nil)
+	_ mixture.Described = (*component)(nil)
+	_ mixture.Extents   = (*pass)(nil)
+	_ mixture.Finisher  = (*mixBatch)(nil)
+)
+
+// drawClips draws the clips of the videos whose base samples are ids
+// (of base space base) in bucket sh, in epoch epoch of job over ds, and
+// returns their batch, its GOPs at their places in docs, the samples
+// they read (each once, in the order the clips first need them).
+func (u *Unit) drawClips(ds *catalog.Dataset, job api.Job, epoch uint64, base *clipunit.ClipSpace, sh bucket.Shape, ids []int) (*clipunit.ClipBatch, []int, error) {
+	c := job.Clip
+	key := api.Clip{Frames: sh.T, Stride: c.Stride, FPS: c.FPS, Step: api.MaxClipStep, First: c.First}.Key()
+	sp, err := u.clips.Space(ds, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl := make([]clips.Clip, len(ids))
+	for i, n := range ids {
+		v := base.VideoOf(n)
+		m := sp.First(v)
+		if m == sp.First(v+1) {
+			return nil, nil, fmt.Errorf("%w: video %d holds no clip of %d frames, its bucket's", clipunit.ErrClips, v, sh.T)
+		}
+		if cl[i], err = sp.Clip(job.Seed, epoch, m); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", clipunit.ErrClips, err)
+		}
+		// The clip is the base sample's: its draws are keyed by it.
+		cl[i].Sample = n
+	}
+	cb, docs, err := clipunit.PlanClips(base, cl, c.LayoutName())
+	return cb, docs, err
+}
