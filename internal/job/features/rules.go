@@ -76,6 +76,13 @@ var rules = func() []Rule {
 			Message: "a bucket job needs a budget: budget= (the pixels of a rank's batch) or budget_tokens= (its latent tokens, with vae= and patch=)"},
 		{Given: []Param{p(api.ParamBudget), p(api.ParamBudgetTokens), p(api.ParamVAE), p(api.ParamPatch), p(api.ParamVAET), p(api.ParamMaxUpscale), p(api.ParamSmall), p(api.ParamCrop), p(api.ParamFlip), p(api.ParamResume)},
 			Unless: []Param{p(api.ParamBuckets)}, Message: "{param} applies to a bucket job: give buckets="},
+		// A clip job reads one video dataset; a bucketed mixture's video
+		// sources are bucketed (the parser derives clip= from their
+		// lists of HxWxT), each in steps of its own.
+		{Features: []Feature{Mix, Clips}, Unless: []Param{p(api.ParamBuckets)},
+			Message: "a clip job reads one video dataset, not a mixture: a mixture of videos and images is bucketed (buckets=NAME:LIST;...)"},
+		{Features: []Feature{Schedule, Clips}, Unless: []Param{p(api.ParamBuckets)},
+			Message: "a clip job reads one video dataset, not a schedule: a schedule of videos and images is bucketed (buckets=NAME:LIST;...)"},
 	}
 }()
 

@@ -41,13 +41,11 @@ var rules = []Rule{
 	// uniformly, has no edits and plans no resize.
 	{A: "mix", B: "index", Kind: Refuse},
 	{A: "mix", B: "importance", Kind: Refuse},
-	{A: "mix", B: "clips", Kind: Refuse},
 	{A: "mix", B: "exclusion", Kind: Refuse},
 	{A: "mix", B: "append", Kind: Refuse},
 	{A: "mix", B: "resize", Kind: Refuse},
 	{A: "schedule", B: "index", Kind: Refuse},
 	{A: "schedule", B: "importance", Kind: Refuse},
-	{A: "schedule", B: "clips", Kind: Refuse},
 	{A: "schedule", B: "exclusion", Kind: Refuse},
 	{A: "schedule", B: "append", Kind: Refuse},
 	{A: "schedule", B: "resize", Kind: Refuse},
@@ -198,6 +196,10 @@ var Conds = []Cond{
 	{Features: []string{"buckets"}, Unless: [][2]string{{"budget", ""}, {"budget_tokens", ""}}},
 	{Given: [][2]string{{"budget", ""}, {"budget_tokens", ""}, {"vae", ""}, {"patch", ""}, {"vae_t", ""}, {"max_upscale", ""}, {"small", ""}, {"crop", ""}, {"flip", ""}, {"resume", ""}},
 		Unless: [][2]string{{"buckets", ""}}},
+	// A clip job reads one video dataset; a bucketed mixture's video
+	// sources are bucketed.
+	{Features: []string{"mix", "clips"}, Unless: [][2]string{{"buckets", ""}}},
+	{Features: []string{"schedule", "clips"}, Unless: [][2]string{{"buckets", ""}}},
 }
 
 // meets reports whether features fs and parameters v meet c (v nil:
