@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,6 +53,9 @@ type Buckets struct {
 	Shapes     string
 	Pixels     int64
 	Tokens     int64
+	// PixelStages and TokenStages are a staged budget= or budget_tokens=
+	// as given (STEP@N|STEP@N, Stages); Pixels and Tokens are then 0.
+	PixelStages, TokenStages string
 	VAE, Patch int
 	VAET       int
 	MaxUpscale float64
@@ -83,12 +87,30 @@ func (b *Buckets) Set(name, v string) error {
 	var n int64
 	switch name {
 	case ParamBuckets:
+		if staged(v) {
+			if _, err = parseStaged(name, v, func(list string) error { _, err := parseLists(list); return err }); err == nil {
+				b.Shapes = v
+			}
+			break
+		}
 		if _, err = parseLists(v); err == nil {
 			b.Shapes = v
 		}
 	case ParamBudget:
+		if staged(v) {
+			if _, err = parseStaged(name, v, budgetValue); err == nil {
+				b.PixelStages = v
+			}
+			break
+		}
 		b.Pixels, err = positive(1 << 40)
 	case ParamBudgetTokens:
+		if staged(v) {
+			if _, err = parseStaged(name, v, budgetValue); err == nil {
+				b.TokenStages = v
+			}
+			break
+		}
 		b.Tokens, err = positive(1 << 40)
 	case ParamVAE:
 		n, err = positive(64)
@@ -135,6 +157,9 @@ func (b *Buckets) Set(name, v string) error {
 // defaults filled in, and each bucket's batch size: a budget that holds
 // no image of a bucket is refused (bucket.ErrSpec).
 func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []int, err error) {
+	if b.Staged() {
+		return nil, budget, nil, fmt.Errorf("%w: a staged bucket job's buckets are its stages' (Stages)", bucket.ErrSpec)
+	}
 	if PerSource(b.Shapes) {
 		return nil, budget, nil, fmt.Errorf("%w: buckets=%q names its sources' lists: a job of one dataset gives one list", bucket.ErrSpec, b.Shapes)
 	}
@@ -174,15 +199,21 @@ func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
 	if !b.On() {
 		return c, false, nil
 	}
-	lists, err := parseLists(b.Shapes)
+	t := 0 // the fewest frames of a clip bucket, of any source's list at any stage
+	stages, err := b.Stages()
 	if err != nil {
 		return c, false, err
 	}
-	t := 0 // the fewest frames of a clip bucket, of any source's list
-	for _, shapes := range lists {
-		for _, s := range shapes {
-			if s.T > 0 && (t == 0 || s.T < t) {
-				t = s.T
+	for _, st := range stages {
+		lists, err := parseLists(st.B.Shapes)
+		if err != nil {
+			return c, false, err
+		}
+		for _, shapes := range lists {
+			for _, s := range shapes {
+				if s.T > 0 && (t == 0 || s.T < t) {
+					t = s.T
+				}
 			}
 		}
 	}
@@ -253,6 +284,24 @@ func parseLists(v string) (map[string][]bucket.Shape, error) {
 // its own list, or the plain list every source takes. A list that names
 // no list for name is refused, naming it.
 func (b Buckets) For(name string) (Buckets, error) {
+	if staged(b.Shapes) {
+		// Each stage's list for name, staged as given.
+		stages, err := parseStaged(ParamBuckets, b.Shapes, func(string) error { return nil })
+		if err != nil {
+			return b, err
+		}
+		parts := make([]string, len(stages))
+		for i, st := range stages {
+			x := b
+			x.Shapes = st.value
+			if x, err = x.For(name); err != nil {
+				return b, err
+			}
+			parts[i] = strconv.FormatUint(st.from, 10) + stageMark + x.Shapes
+		}
+		b.Shapes = strings.Join(parts, stageSep)
+		return b, nil
+	}
 	if !PerSource(b.Shapes) {
 		return b, nil
 	}
@@ -279,10 +328,161 @@ func (b Buckets) Sources() []string {
 	return out
 }
 
+// Stages of a bucket job: its buckets and budget may change at stated
+// global steps (generation models train at 256² up to a step, 512² after,
+// and so on). A staged buckets=, budget= or budget_tokens= is
+// STEP@VALUE|STEP@VALUE, the first from step 0, steps ascending; a value
+// not staged is every stage's. Each stage's list and budget are as an
+// unstaged job's (a plain or per-source list; a budget in pixels or
+// latent tokens).
+const (
+	stageSep  = "|"
+	stageMark = "@"
+	// MaxStages bounds a job's stages.
+	MaxStages = 64
+)
+
+// A BucketStage is one stage of a bucket job: from global step From
+// (counted from the job's first step, over its epochs), the job's bucket
+// parameters unstaged: its list and budget in force.
+type BucketStage struct {
+	From uint64
+	B    Buckets
+}
+
+// staged reports whether a parameter's value is staged.
+func staged(v string) bool { return strings.Contains(v, stageMark) }
+
+// budgetValue checks a stage's budget.
+func budgetValue(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > 1<<40 {
+		return fmt.Errorf("an integer in [1, %d], got %q", int64(1<<40), v)
+	}
+	return nil
+}
+
+// stagedValue is one stage of a staged parameter.
+type stagedValue struct {
+	from  uint64
+	value string
+}
+
+// parseStaged parses a staged value of parameter name (STEP@VALUE|...),
+// each value checked by check.
+func parseStaged(name, v string, check func(string) error) ([]stagedValue, error) {
+	parts := strings.Split(v, stageSep)
+	if len(parts) > MaxStages {
+		return nil, fmt.Errorf("%w: %s: %d stages, more than %d", bucket.ErrSpec, name, len(parts), MaxStages)
+	}
+	out := make([]stagedValue, 0, len(parts))
+	for i, p := range parts {
+		step, value, ok := strings.Cut(p, stageMark)
+		n, err := strconv.ParseUint(step, 10, 64)
+		if !ok || err != nil || n > 1<<40 {
+			return nil, fmt.Errorf("%w: %s: stage %q is not STEP@VALUE (stages parted by %q, the first from step 0)", bucket.ErrSpec, name, p, stageSep)
+		}
+		if i == 0 && n != 0 || i > 0 && n <= out[i-1].from {
+			return nil, fmt.Errorf("%w: %s: the stages' steps start at 0 and ascend, got %q", bucket.ErrSpec, name, v)
+		}
+		if err := check(value); err != nil {
+			return nil, fmt.Errorf("%w: %s: stage from step %d: %w", bucket.ErrSpec, name, n, err)
+		}
+		out = append(out, stagedValue{n, value})
+	}
+	return out, nil
+}
+
+// Staged reports whether the job's buckets or budget change at stated
+// steps.
+func (b Buckets) Staged() bool {
+	return staged(b.Shapes) || b.PixelStages != "" || b.TokenStages != ""
+}
+
+// Stages returns the job's stages: one from step 0 for a job not staged;
+// otherwise one from each step where its list or its budget changes,
+// each with the list and the budget in force from there.
+func (b Buckets) Stages() ([]BucketStage, error) {
+	if !b.Staged() {
+		return []BucketStage{{From: 0, B: b}}, nil
+	}
+	plain := func(v string) []stagedValue { return []stagedValue{{0, v}} }
+	lists := plain(b.Shapes)
+	if staged(b.Shapes) {
+		var err error
+		if lists, err = parseStaged(ParamBuckets, b.Shapes, func(string) error { return nil }); err != nil {
+			return nil, err
+		}
+	}
+	var pixels, tokens []stagedValue
+	var err error
+	switch {
+	case b.PixelStages != "":
+		if pixels, err = parseStaged(ParamBudget, b.PixelStages, budgetValue); err != nil {
+			return nil, err
+		}
+	case b.Pixels > 0:
+		pixels = plain(strconv.FormatInt(b.Pixels, 10))
+	}
+	switch {
+	case b.TokenStages != "":
+		if tokens, err = parseStaged(ParamBudgetTokens, b.TokenStages, budgetValue); err != nil {
+			return nil, err
+		}
+	case b.Tokens > 0:
+		tokens = plain(strconv.FormatInt(b.Tokens, 10))
+	}
+	var steps []uint64
+	for _, vs := range [][]stagedValue{lists, pixels, tokens} {
+		for _, x := range vs {
+			steps = append(steps, x.from)
+		}
+	}
+	slices.Sort(steps)
+	steps = slices.Compact(steps)
+	if len(steps) > MaxStages {
+		return nil, fmt.Errorf("%w: %d stages, more than %d", bucket.ErrSpec, len(steps), MaxStages)
+	}
+	at := func(vs []stagedValue, step uint64) string {
+		v := ""
+		for _, x := range vs {
+			if x.from <= step {
+				v = x.value
+			}
+		}
+		return v
+	}
+	out := make([]BucketStage, len(steps))
+	for i, step := range steps {
+		x := b
+		x.Shapes, x.PixelStages, x.TokenStages, x.Pixels, x.Tokens = at(lists, step), "", "", 0, 0
+		if v := at(pixels, step); v != "" {
+			x.Pixels, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v := at(tokens, step); v != "" {
+			x.Tokens, _ = strconv.ParseInt(v, 10, 64)
+		}
+		out[i] = BucketStage{From: step, B: x}
+	}
+	return out, nil
+}
+
 // Check is nil for a job without buckets, or for buckets and a budget
-// that go together (Shaped).
+// that go together (Shaped), at every stage.
 func (b Buckets) Check() error {
 	if !b.On() {
+		return nil
+	}
+	if b.Staged() {
+		stages, err := b.Stages()
+		if err != nil {
+			return err
+		}
+		for _, st := range stages {
+			if err := st.B.Check(); err != nil {
+				return fmt.Errorf("the stage from step %d: %w", st.From, err)
+			}
+		}
 		return nil
 	}
 	if names := b.Sources(); names != nil {
@@ -332,8 +532,14 @@ func (b Buckets) setValues(v url.Values) {
 	if b.Pixels > 0 {
 		v.Set(ParamBudget, strconv.FormatInt(b.Pixels, 10))
 	}
+	if b.PixelStages != "" {
+		v.Set(ParamBudget, b.PixelStages)
+	}
 	if b.Tokens > 0 {
 		v.Set(ParamBudgetTokens, strconv.FormatInt(b.Tokens, 10))
+	}
+	if b.TokenStages != "" {
+		v.Set(ParamBudgetTokens, b.TokenStages)
 	}
 	if b.VAE > 0 {
 		v.Set(ParamVAE, strconv.Itoa(b.VAE))
@@ -402,6 +608,11 @@ type BucketInfo struct {
 	BatchSize int     `json:"batch_size"`
 	Dropped   int     `json:"dropped"`
 	Fill      float64 `json:"fill"` // the share of the budget its batch uses
+	// Stage is, for a staged job, the global step its stage starts at: a
+	// stage's buckets from where it starts in the epoch, their Samples
+	// the images the steps before left (those a stage's steps leave are
+	// the next stage's: Dropped counts the last stage's alone).
+	Stage *uint64 `json:"stage,omitempty"`
 }
 
 // BucketPlanEpoch is one epoch of a bucket job's plan (GET /plan): its

@@ -313,3 +313,51 @@ func TestNewMixtureOfRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestCountBefore: an epoch of one block's view counts, before it, each
+// component's samples in the global blocks before it, as an epoch of
+// many blocks counts them block by block (Cumulative), for a mixture
+// and a schedule of blocks of one.
+func TestCountBefore(t *testing.T) {
+	weights := []uint64{3, 7, 2}
+	one, err := NewMixture(weights, []int{1, 1, 1}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := NewMixture(weights, []int{1, 1, 1}, 1, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range 500 {
+		for i := range weights {
+			if got, want := one.Epoch(uint64(b)).CountBefore(i), uint64(long.Cumulative(b, i)); got != want {
+				t.Fatalf("block %d component %d: %d before, the epoch's cumulative %d", b, i, got, want)
+			}
+		}
+	}
+	phases := []SchedulePhase{{Step: 0, Weights: []uint64{1, 1, 0}}, {Step: 40, Weights: weights}, {Step: 90, End: 130, Weights: []uint64{1, 0, 1}}}
+	passes := []Passes{EqualPasses(1), EqualPasses(1), EqualPasses(1)}
+	s1, err := NewSchedule(phases, passes, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s300, err := NewSchedule(phases, passes, 1, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e0, err := s300.Epoch(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range 300 {
+		m, err := s1.Epoch(uint64(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range weights {
+			if got, want := m.CountBefore(i), uint64(e0.Cumulative(b, i)); got != want {
+				t.Fatalf("schedule, step %d component %d: %d before, the epoch's cumulative %d", b, i, got, want)
+			}
+		}
+	}
+}

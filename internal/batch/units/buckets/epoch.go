@@ -18,6 +18,9 @@ type memoKey struct {
 	epoch   uint64
 	buckets api.Buckets
 	world   int
+	// staging names a staged pass's cuts (staging.key): its first step
+	// in its stream and where each stage starts there.
+	staging string
 }
 
 // epochPlan is one epoch of a bucket job: each bucket's images in the
@@ -40,6 +43,21 @@ type epochPlan struct {
 	// space is a clip bucket job's base clip space (one clip a video, its
 	// samples the videos long enough for some bucket); nil for images.
 	space *clipunit.ClipSpace
+	// staged: a staged job's plan (stages.go), whose buckets are its
+	// segments', each with its budget, stage and segment.
+	staged    bool
+	budgets   []bucket.Budget
+	stageFrom []uint64 // the global step its stage starts at
+	segOf     []int    // its segment of the pass
+	segs      int      // the segments served
+}
+
+// budgetOf is bucket b's budget: its segment's, for a staged job.
+func (p *epochPlan) budgetOf(b int) bucket.Budget {
+	if p.budgets != nil {
+		return p.budgets[b]
+	}
+	return p.budget
 }
 
 // plan returns (memoised) the plan of an epoch of job over ds, whose
@@ -49,18 +67,75 @@ func (u *Unit) plan(ds *catalog.Dataset, job api.Job, epoch uint64, e *layout.Ep
 }
 
 // planOf is plan of stream s's order (a mixture's component stream: its
-// window the job's split by weight).
+// window the job's split by weight). A staged job's epoch is cut where
+// its stages start, its global steps counted over the epochs before it
+// (stepsBefore).
 func (u *Unit) planOf(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
+	if !job.Buckets.Staged() {
+		return u.memoPlan(ds, job, s, epoch, e, nil, 0)
+	}
+	stages, err := job.Buckets.Stages()
+	if err != nil {
+		return nil, err
+	}
+	st := staging{stages: stages, starts: make([]uint64, len(stages))}
+	for k, x := range stages {
+		st.starts[k] = x.From
+	}
+	first, err := u.stepsBefore(ds, job, s, epoch, st)
+	if err != nil {
+		return nil, err
+	}
+	return u.memoPlan(ds, job, s, epoch, e, &st, first)
+}
+
+// memoPlan is the plan of an epoch (or pass) of job over stream s:
+// memoised, made as an unstaged job's (st nil) or a staged one's whose
+// pass starts at its stream's step first.
+func (u *Unit) memoPlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder, st *staging, first uint64) (*epochPlan, error) {
 	k := memoKey{s: s.Order(), epoch: epoch, buckets: job.Buckets, world: max(job.World, 1)}
+	if st != nil {
+		k.staging = st.key(first)
+	}
 	if p, ok := u.memo.Get(k); ok {
 		return p, nil
 	}
-	p, err := u.makePlan(ds, job, s, epoch, e)
+	var p *epochPlan
+	var err error
+	if st != nil {
+		p, err = u.makeStaged(ds, job, s, epoch, e, *st, first)
+	} else {
+		p, err = u.makePlan(ds, job, s, epoch, e)
+	}
 	if err != nil {
 		return nil, err
 	}
 	u.memo.Add(k, p)
 	return p, nil
+}
+
+// stepsBefore is a staged job's global steps before epoch epoch: the
+// steps of every epoch before it, at the request's world from their
+// starts (a resume point's legs are the request's epoch's). Once they
+// reach the last stage's start the count goes no further: every later
+// step is of the last stage.
+func (u *Unit) stepsBefore(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, st staging) (uint64, error) {
+	last := st.starts[len(st.starts)-1]
+	whole := job
+	whole.Buckets.Resume = ""
+	var n uint64
+	for e := uint64(0); e < epoch && n < last; e++ {
+		eo, err := u.base.Epoch(s, e)
+		if err != nil {
+			return 0, err
+		}
+		p, err := u.memoPlan(ds, whole, s, e, eo, &st, n)
+		if err != nil {
+			return 0, err
+		}
+		n += uint64(len(p.steps))
+	}
+	return n, nil
 }
 
 func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
@@ -144,10 +219,18 @@ func (p *epochPlan) info(job api.Job) *api.BucketsInfo {
 	}
 	fill := 0.0
 	for b, sh := range p.shapes {
-		f := p.budget.Fill(sh, p.per[b])
+		f := p.budgetOf(b).Fill(sh, p.per[b])
 		served := batches[b] * p.per[b] * p.world
-		in.Buckets = append(in.Buckets, api.BucketInfo{Shape: sh.String(), Samples: len(p.ids[b]), Taken: p.taken[b], Batches: batches[b],
-			BatchSize: p.per[b], Dropped: len(p.ids[b]) - p.taken[b] - served, Fill: f})
+		bi := api.BucketInfo{Shape: sh.String(), Samples: len(p.ids[b]), Taken: p.taken[b], Batches: batches[b],
+			BatchSize: p.per[b], Dropped: len(p.ids[b]) - p.taken[b] - served, Fill: f}
+		if p.staged {
+			from := p.stageFrom[b]
+			bi.Stage = &from
+			if p.segOf[b] != p.segOf[len(p.segOf)-1] {
+				bi.Dropped = 0 // left to the next stage
+			}
+		}
+		in.Buckets = append(in.Buckets, bi)
 		fill += f * float64(batches[b])
 	}
 	if len(p.steps) > 0 {

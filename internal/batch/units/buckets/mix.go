@@ -3,6 +3,7 @@ package buckets
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/bucket"
@@ -11,6 +12,7 @@ import (
 	clipunit "github.com/brandgw/brand/internal/batch/units/clips"
 	"github.com/brandgw/brand/internal/batch/units/mixture"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -39,14 +41,87 @@ func (u *Unit) Components(ds []*catalog.Dataset, job api.Job) ([]mixture.Compone
 		return nil, nil, fmt.Errorf("%w: resume= with a bucketed mixture: resume it with offset= (its steps' positions) at the world it ran at", bucket.ErrSpec)
 	}
 	comps := make([]mixture.Component, len(ds))
+	var counts func(step uint64) ([]uint64, error)
+	if job.Buckets.Staged() {
+		var err error
+		if counts, err = stepCounts(job, len(ds)); err != nil {
+			return nil, nil, err
+		}
+	}
 	for i, d := range ds {
 		own, err := u.sourceJob(d, job)
 		if err != nil {
 			return nil, nil, err
 		}
-		comps[i] = &component{u: u, ds: d, job: own, kind: u.kindOf(own)}
+		c := &component{u: u, ds: d, job: own, kind: u.kindOf(own)}
+		if own.Buckets.Staged() {
+			stages, err := own.Buckets.Stages()
+			if err != nil {
+				return nil, nil, err
+			}
+			c.st = &staging{stages: stages, starts: make([]uint64, len(stages))}
+			for k, x := range stages {
+				n, err := counts(x.From)
+				if err != nil {
+					return nil, nil, err
+				}
+				c.st.starts[k] = n[i]
+			}
+		}
+		comps[i] = c
 	}
 	return comps, func() (layout.Content, error) { return &mixBatch{}, nil }, nil
+}
+
+// stepCounts returns, for a staged bucketed mixture job of k sources,
+// how many of the mixture's steps before a global step each source
+// takes: the mixture's rule over blocks of one step (docs/shuffle.md
+// §11.2; §11.9 for a schedule's weights), counted from the job's first
+// step across its epochs. A mixture of weights too fine to count across
+// epochs without their length (its counts restart every epoch) is
+// refused.
+func stepCounts(job api.Job, k int) (func(step uint64) ([]uint64, error), error) {
+	ones := make([]shuffle.Passes, k)
+	sizes := make([]int, k)
+	for i := range k {
+		ones[i], sizes[i] = shuffle.EqualPasses(1), 1
+	}
+	at := func(m *shuffle.Mixture) []uint64 {
+		out := make([]uint64, k)
+		for i := range k {
+			out[i] = m.CountBefore(i)
+		}
+		return out
+	}
+	if len(job.Schedule) > 0 {
+		phases, err := job.Schedule.Phases()
+		if err != nil {
+			return nil, err
+		}
+		s, err := shuffle.NewSchedule(phases, ones, 1, 1)
+		if err != nil {
+			return nil, err
+		}
+		return func(step uint64) ([]uint64, error) {
+			m, err := s.Epoch(step)
+			if err != nil {
+				return nil, err
+			}
+			return at(m), nil
+		}, nil
+	}
+	weights, err := job.Mix.IntWeights()
+	if err != nil {
+		return nil, err
+	}
+	m, err := shuffle.NewMixture(weights, sizes, 1, 1)
+	if err != nil {
+		return nil, err
+	}
+	if m.Restarts() {
+		return nil, fmt.Errorf("%w: a staged bucketed mixture of weights this fine (their period is over the rule's bound): round them", bucket.ErrSpec)
+	}
+	return func(step uint64) ([]uint64, error) { return at(m.Epoch(step)), nil }, nil
 }
 
 // sourceJob is job as source ds of a bucketed mixture takes it: its own
@@ -58,17 +133,23 @@ func (u *Unit) sourceJob(ds *catalog.Dataset, job api.Job) (api.Job, error) {
 	if err != nil {
 		return job, err
 	}
-	shapes, err := bucket.Parse(b.Shapes)
+	stages, err := b.Stages()
 	if err != nil {
-		return job, fmt.Errorf("source %s: %w", ds.Name, err)
+		return job, err
 	}
 	video := clipunit.IsVideo(ds)
-	if bucket.Clips(shapes) != video {
-		kind, list := "image", "HxW"
-		if video {
-			kind, list = "video", "HxWxT"
+	for _, st := range stages {
+		shapes, err := bucket.Parse(st.B.Shapes)
+		if err != nil {
+			return job, fmt.Errorf("source %s: %w", ds.Name, err)
 		}
-		return job, fmt.Errorf("%w: source %s is a dataset of %ss, and its bucket list %q is not of %s sizes (buckets=NAME:LIST;... gives each source its own)", bucket.ErrSpec, ds.Name, kind, b.Shapes, list)
+		if bucket.Clips(shapes) != video {
+			kind, list := "image", "HxW"
+			if video {
+				kind, list = "video", "HxWxT"
+			}
+			return job, fmt.Errorf("%w: source %s is a dataset of %ss, and its bucket list %q is not of %s sizes (buckets=NAME:LIST;... gives each source its own)", bucket.ErrSpec, ds.Name, kind, st.B.Shapes, list)
+		}
 	}
 	job.Buckets = b
 	c := job.Clip
@@ -88,6 +169,12 @@ type component struct {
 	ds   *catalog.Dataset
 	job  api.Job // as the source takes it
 	kind sampleKind
+	// st is a staged job's stages, each's start counted in the source's
+	// steps; nil for a job not staged. starts are its passes' first
+	// steps, as far as they have been counted.
+	st     *staging
+	mu     sync.Mutex
+	starts map[layout.Stream][]uint64
 }
 
 // Len is -1: a pass's steps are its epoch's, of the order drawn.
@@ -106,11 +193,48 @@ func (c *component) Pass(s layout.Stream, p uint64) (mixture.Pass, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := c.u.planOf(c.ds, c.job, s, p, e)
+	var plan *epochPlan
+	if c.st == nil {
+		plan, err = c.u.planOf(c.ds, c.job, s, p, e)
+	} else {
+		var first uint64
+		if first, err = c.passStart(s, p); err == nil {
+			plan, err = c.u.memoPlan(c.ds, c.job, s, p, e, c.st, first)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &pass{c: c, plan: plan, s: s, epoch: p}, nil
+}
+
+// passStart is a staged source's steps before its pass p over stream s:
+// its passes before it, each cut by the stages.
+func (c *component) passStart(s layout.Stream, p uint64) (uint64, error) {
+	key := s.Order()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.starts == nil {
+		c.starts = map[layout.Stream][]uint64{}
+	}
+	starts := c.starts[key]
+	if starts == nil {
+		starts = []uint64{0}
+	}
+	for uint64(len(starts)) <= p {
+		q := uint64(len(starts) - 1)
+		e, err := c.u.base.Epoch(s, q)
+		if err != nil {
+			return 0, err
+		}
+		plan, err := c.u.memoPlan(c.ds, c.job, s, q, e, c.st, starts[q])
+		if err != nil {
+			return 0, err
+		}
+		starts = append(starts, starts[q]+uint64(len(plan.steps)))
+	}
+	c.starts[key] = starts
+	return starts[p], nil
 }
 
 // Describe adds the source's buckets in pass p to /epoch/N.

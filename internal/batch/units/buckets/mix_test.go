@@ -160,3 +160,78 @@ func TestBucketedMixture(t *testing.T) {
 		t.Logf("world %d: %d steps, %v a source", w, len(steps), count)
 	}
 }
+
+// TestStagedBucketedMixture: a bucketed mixture in two stages — its
+// weights 0.3/0.7 then 0.5/0.5 (mix_schedule=), each source's list
+// changed at the same step (buckets=0@…|S@…) — at world 2: every step's
+// bucket is of its source's list in force at its global step; each
+// source's steps within one of its weight's share over each stage; no
+// image twice in a source's pass, across the stage change too.
+func TestStagedBucketedMixture(t *testing.T) {
+	f := newMixFixture(t)
+	const s = 150
+	stage2 := [][]bucket.Shape{}
+	for _, l := range []string{"128x512,512x128,256x256", "256x256,320x192"} {
+		sh, _ := bucket.Parse(l)
+		stage2 = append(stage2, sh)
+	}
+	lists := fmt.Sprintf("0@photos:%s;art:256x256,192x384,384x192|%d@photos:128x512,512x128,256x256;art:256x256,320x192", small.Shapes, s)
+	sched := fmt.Sprintf("0:photos:0.3,art:0.7;%d:photos:0.5,art:0.5", s)
+	raw := fmt.Sprintf("mix_schedule=%s&buckets=%s&budget=%d&seed=4&window=8", url.QueryEscape(sched), url.QueryEscape(lists), small.Pixels)
+	const w = 2
+	job, src := f.source(t, raw, w)
+	seen := map[[3]int]bool{}
+	var count, since [2]int
+	step := 0
+	for e := range uint64(2) {
+		batches, _, err := f.o.Extent(src, job, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range uint64(batches) {
+			comp := -1
+			for r := range w {
+				job.Rank = r
+				b, err := f.o.Layout(context.Background(), src, job, e, m)
+				if err != nil {
+					t.Fatalf("epoch %d step %d rank %d: %v", e, m, r, err)
+				}
+				c := b.Content.(*buckets.Batch)
+				comp = b.Components()[0]
+				shapes := f.shapes[comp]
+				if step >= s {
+					shapes = stage2[comp]
+				}
+				name := f.ds[comp].Name
+				for _, id := range b.Parts[0].Samples.IDs {
+					k := [3]int{comp, int(b.Parts[0].Epoch), id}
+					if seen[k] {
+						t.Fatalf("epoch %d step %d: %s's image %d twice in its pass %d", e, m, name, id, k[1])
+					}
+					seen[k] = true
+					sz := f.sizes[name][id]
+					if want := shapes[bucket.Nearest(sz[0], sz[1], shapes)]; want != c.Shape {
+						t.Fatalf("global step %d (stage 2 from %d): %s's image %d (%dx%d) in bucket %v, its stage's nearest %v", step, s, name, id, sz[0], sz[1], c.Shape, want)
+					}
+				}
+			}
+			count[comp]++
+			if step >= s {
+				since[comp]++
+			}
+			step++
+			weights, n, got := [2]float64{0.3, 0.7}, step, count
+			if step > s {
+				weights, n, got = [2]float64{0.5, 0.5}, step-s, since
+			}
+			for c := range 2 {
+				if d := float64(got[c]) - weights[c]*float64(n); d <= -1 || d >= 1 {
+					t.Fatalf("global step %d: source %d has %d of the stage's %d, its share %.2f", step, c, got[c], n, weights[c]*float64(n))
+				}
+			}
+		}
+	}
+	if step <= s {
+		t.Fatalf("%d steps in two epochs: the stage from %d never came", step, s)
+	}
+}

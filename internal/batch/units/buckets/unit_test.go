@@ -290,3 +290,146 @@ func TestClipBucketsMadeByTheClipStage(t *testing.T) {
 		t.Fatalf("an image bucket batch's maker is %v, want none", mk)
 	}
 }
+
+// TestStagedEpochs: a job whose buckets and budget change at stated
+// global steps (buckets=0@A|s@B, budget=0@x|s@y), at world 1 and 3: each
+// step's bucket is of the stage in force at its global step, counted
+// over the epochs; no image is served twice in an epoch, across the
+// stage change too; and every image an epoch leaves unserved is one no
+// bucket of its stage takes, or of the last stage's dropped partial
+// batches. Resumed at another world after k steps (resume=W:k), the
+// epoch's rest is served once, none of it before.
+func TestStagedEpochs(t *testing.T) {
+	const n = 3000
+	sizes := photos(n)
+	a, b := "256x256,192x320,320x192", "128x512,512x128,256x256"
+	for _, w := range []int{1, 3} {
+		f := newFixture(t, n, small)
+		job := f.job
+		job.World = w
+		// The stage change in epoch 1: a third of the way through.
+		whole, _, err := f.o.Extent(f.src, withBuckets(job, api.Buckets{Shapes: a, Pixels: 4 * 256 * 256}), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change := whole + whole/3
+		staged := api.Buckets{Shapes: fmt.Sprintf("0@%s|%d@%s", a, change, b), PixelStages: fmt.Sprintf("0@%d|%d@%d", 4*256*256, change, 3*256*256)}
+		if err := staged.Check(); err != nil {
+			t.Fatal(err)
+		}
+		job = withBuckets(job, staged)
+		global := 0
+		for e := range uint64(3) {
+			steps, ids := servedOf(t, f, job, e)
+			seen := map[int]bool{}
+			for m, step := range ids {
+				list := a
+				if global+m >= change {
+					list = b
+				}
+				shapes, _ := bucket.Parse(list)
+				for _, id := range step {
+					if seen[id] {
+						t.Fatalf("world %d epoch %d: sample %d served twice", w, e, id)
+					}
+					seen[id] = true
+					sz := sizes[id]
+					sh := shapes[bucket.Nearest(sz[0], sz[1], shapes)]
+					if want := transform.BucketName(sh.H, sh.W, false, 0); want != steps[m] {
+						t.Fatalf("world %d epoch %d step %d (global %d, stage from %d): sample %d in %s, its stage's nearest bucket %s", w, e, m, global+m, change, id, steps[m], want)
+					}
+				}
+			}
+			// Unserved: no bucket of its stage's list, or left over.
+			unfit := 0
+			for id, sz := range sizes {
+				if seen[id] {
+					continue
+				}
+				if sz[0] == 0 || sz[0] < 100 {
+					unfit++
+				}
+			}
+			left := n - len(seen) - unfit
+			lastStage := b
+			if global+len(steps) < change {
+				lastStage = a
+			}
+			shapes, _ := bucket.Parse(lastStage)
+			if max := len(shapes) * 4 * 3 * w; left >= max {
+				t.Errorf("world %d epoch %d: %d images neither served nor unfit, over the last stage's partial batches (%d)", w, e, left, max)
+			}
+			t.Logf("world %d epoch %d: %d steps from global step %d, %d served, %d unfit, %d left", w, e, len(steps), global, len(seen), unfit, left)
+			global += len(steps)
+		}
+	}
+	// Resumed at world 3 after k steps at world 4 of epoch 1 (the stage
+	// change inside it), the rest once.
+	f := newFixture(t, n, small)
+	job := f.job
+	whole, _, _ := f.o.Extent(f.src, withBuckets(job, api.Buckets{Shapes: a, Pixels: 4 * 256 * 256}), 0)
+	staged := withBuckets(job, api.Buckets{Shapes: fmt.Sprintf("0@%s|%d@%s", a, whole+5, b), Pixels: 4 * 256 * 256})
+	staged.World = 4
+	_, first := servedOf(t, f, staged, 1)
+	for _, k := range []int{0, 3, 5, 9, len(first)} {
+		seen := map[int]bool{}
+		for _, step := range first[:k] {
+			for _, id := range step {
+				seen[id] = true
+			}
+		}
+		r := staged
+		r.World, r.Buckets.Resume = 3, fmt.Sprintf("4:%d", k)
+		_, rest := servedOf(t, f, r, 1)
+		for _, step := range rest {
+			for _, id := range step {
+				if seen[id] {
+					t.Fatalf("k=%d: sample %d served before and after the resume", k, id)
+				}
+				seen[id] = true
+			}
+		}
+		// Resumed at the world it ran at: the rest of the uninterrupted run.
+		r.World = 4
+		_, same := servedOf(t, f, r, 1)
+		if fmt.Sprint(same) != fmt.Sprint(first[k:]) {
+			t.Fatalf("k=%d: resumed at world 4, the steps differ from the uninterrupted run's", k)
+		}
+	}
+}
+
+// withBuckets is job with b.
+func withBuckets(job api.Job, b api.Buckets) api.Job {
+	job.Buckets = b
+	return job
+}
+
+// servedOf lays out every batch of epoch e of job over f's source, and
+// returns each step's bucket pipeline and the samples its ranks took.
+func servedOf(t *testing.T, f fixture, job api.Job, epoch uint64) (steps []string, ids [][]int) {
+	t.Helper()
+	batches, _, err := f.o.Extent(f.src, job, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range uint64(batches) {
+		var step []int
+		var shape string
+		for r := range max(job.World, 1) {
+			job.Rank = r
+			b, err := f.o.Layout(context.Background(), f.src, job, epoch, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r == 0 {
+				shape = b.Job.Transform
+			} else if b.Job.Transform != shape {
+				t.Fatalf("step %d: rank %d's bucket %s, rank 0's %s", m, r, b.Job.Transform, shape)
+			}
+			step = append(step, b.Parts[0].Samples.IDs...)
+		}
+		steps = append(steps, shape)
+		ids = append(ids, step)
+	}
+	return steps, ids
+}
