@@ -50,19 +50,19 @@ const (
 // Shapes is as given (a preset's name or a list), the rest at their
 // defaults when not given (Set fills none; Shaped reads them).
 type Buckets struct {
-	Shapes     string
-	Pixels     int64
-	Tokens     int64
+	Shapes string
+	Pixels int64
+	Tokens int64
 	// PixelStages and TokenStages are a staged budget= or budget_tokens=
 	// as given (STEP@N|STEP@N, Stages); Pixels and Tokens are then 0.
 	PixelStages, TokenStages string
-	VAE, Patch int
-	VAET       int
-	MaxUpscale float64
-	Small      string
-	Crop       string
-	Flip       float64
-	Resume     string
+	VAE, Patch               int
+	VAET                     int
+	MaxUpscale               float64
+	Small                    string
+	Crop                     string
+	Flip                     float64
+	Resume                   string
 }
 
 // On reports whether the job batches by shape.
