@@ -11,7 +11,7 @@
 # package's build and the README's install). Otherwise, without torch the
 # torch tests are not run: a warning locally, a failure with CI=true.
 #
-# Bounded in time: the install by `timeout 15m`, the tests by `timeout 10m`.
+# Bounded in time: the install by `timeout 15m`, the tests by `timeout 20m`.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
@@ -57,7 +57,7 @@ cd python/tests
 # The torch the suite runs on, as pytest's header names it (conftest.py).
 echo "test-python.sh: $("$py" -c 'import conftest; print(conftest.torch_line())')" >&2
 if [[ -n ${nontorch:-} ]]; then
-	timeout 10m "$py" -m unittest test_tar test_client test_epoch_grows test_security test_cluster test_serve_cluster test_importance test_transform test_npy "$@"
+	timeout 20m "$py" -m unittest test_tar test_client test_epoch_grows test_security test_cluster test_serve_cluster test_importance test_transform test_npy "$@"
 else
-	timeout 10m "$py" -m unittest discover -s . -t . "$@"
+	timeout 20m "$py" -m unittest discover -s . -t . "$@"
 fi
