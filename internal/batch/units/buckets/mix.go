@@ -33,20 +33,49 @@ import (
 // Stepped: a mixture of bucket jobs mixes whole steps.
 func (*Unit) Stepped() bool { return true }
 
+// Resumed is a bucketed mixture's steps its resume point took: its legs'
+// (resume=WORLD:STEPS,…, the job's global steps from its first, at each
+// world in turn).
+func (*Unit) Resumed(job api.Job) (int, error) {
+	legs, err := bucket.ParseResume(job.Buckets.Resume)
+	n := 0
+	for _, l := range legs {
+		n += l.Steps
+	}
+	return n, err
+}
+
 // Components is each of ds as a bucketed mixture's component: the job as
 // the source takes it (its own list, its clip parameters), bucketed by
 // its kind.
 func (u *Unit) Components(ds []*catalog.Dataset, job api.Job) ([]mixture.Component, func() (layout.Content, error), error) {
-	if job.Buckets.Resume != "" {
-		return nil, nil, fmt.Errorf("%w: resume= with a bucketed mixture: resume it with offset= (its steps' positions) at the world it ran at", bucket.ErrSpec)
+	legs, err := bucket.ParseResume(job.Buckets.Resume)
+	if err != nil {
+		return nil, nil, err
 	}
 	comps := make([]mixture.Component, len(ds))
 	var counts func(step uint64) ([]uint64, error)
-	if job.Buckets.Staged() {
-		var err error
+	if job.Buckets.Staged() || len(legs) > 0 {
 		if counts, err = stepCounts(job, len(ds)); err != nil {
 			return nil, nil, err
 		}
+	}
+	// A resumed run's worlds, in global steps: the legs', then the
+	// request's.
+	type worldAt struct {
+		step  uint64
+		world int
+	}
+	var worlds []worldAt
+	var at uint64
+	for _, l := range legs {
+		if n := len(worlds); n == 0 || worlds[n-1].world != l.World {
+			worlds = append(worlds, worldAt{at, l.World})
+		}
+		at += uint64(l.Steps)
+	}
+	if w := max(job.World, 1); len(worlds) > 0 && worlds[len(worlds)-1].world != w {
+		worlds = append(worlds, worldAt{at, w})
 	}
 	for i, d := range ds {
 		own, err := u.sourceJob(d, job)
@@ -54,7 +83,10 @@ func (u *Unit) Components(ds []*catalog.Dataset, job api.Job) ([]mixture.Compone
 			return nil, nil, err
 		}
 		c := &component{u: u, ds: d, job: own, kind: u.kindOf(own)}
-		if own.Buckets.Staged() {
+		if len(worlds) > 0 {
+			c.first = worlds[0].world
+		}
+		if own.Buckets.Staged() || len(worlds) > 0 {
 			stages, err := own.Buckets.Stages()
 			if err != nil {
 				return nil, nil, err
@@ -66,6 +98,13 @@ func (u *Unit) Components(ds []*catalog.Dataset, job api.Job) ([]mixture.Compone
 					return nil, nil, err
 				}
 				c.st.starts[k] = n[i]
+			}
+			for _, w := range worlds {
+				n, err := counts(w.step)
+				if err != nil {
+					return nil, nil, err
+				}
+				c.st.worlds = append(c.st.worlds, worldCut{at: n[i], world: w.world})
 			}
 		}
 		comps[i] = c
@@ -175,6 +214,36 @@ type component struct {
 	st     *staging
 	mu     sync.Mutex
 	starts map[layout.Stream][]uint64
+	// first is the world the job's first steps were at (its resume
+	// point's first leg's), 0 for the request's.
+	first int
+}
+
+// EpochSteps is the source's pass 0's steps at the job's first world,
+// which with the other sources' fixes the mixture's epoch length
+// (mixture.EpochSized) whatever world a run resumes at.
+func (c *component) EpochSteps(s layout.Stream) (int, error) {
+	job := c.job
+	job.Buckets.Resume = ""
+	if c.first > 0 {
+		job.World = c.first
+	}
+	e, err := c.u.base.Epoch(s, 0)
+	if err != nil {
+		return 0, err
+	}
+	var p *epochPlan
+	if c.st == nil {
+		p, err = c.u.planOf(c.ds, job, s, 0, e)
+	} else {
+		st := *c.st
+		st.worlds = nil
+		p, err = c.u.memoPlan(c.ds, job, s, 0, e, &st, 0)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return len(p.steps), nil
 }
 
 // Len is -1: a pass's steps are its epoch's, of the order drawn.
@@ -402,6 +471,7 @@ var (
 	_ mixture.Stepped   = (*Unit)(nil)
 	_ mixture.Streamed  = (*component)(nil)
 	_ mixture.Described = (*component)(nil)
+	_ mixture.EpochSized = (*component)(nil)
 	_ mixture.Extents   = (*pass)(nil)
 	_ mixture.Finisher  = (*mixBatch)(nil)
 )

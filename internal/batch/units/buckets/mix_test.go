@@ -235,3 +235,93 @@ func TestStagedBucketedMixture(t *testing.T) {
 		t.Fatalf("%d steps in two epochs: the stage from %d never came", step, s)
 	}
 }
+
+// TestBucketedMixtureResumed: a bucketed mixture run at world 4 for k
+// global steps and resumed at world 3 (resume=4:k) serves, from step k
+// on, each step's source as the run at world 4 does (the mixture's rule
+// knows no world), and no image of a source's pass that the steps before
+// k served; resumed at world 4 itself, exactly the uninterrupted run's
+// steps from k. k falls inside epoch 0 and inside epoch 1.
+func TestBucketedMixtureResumed(t *testing.T) {
+	f := newMixFixture(t)
+	raw := fmt.Sprintf("mix=photos:0.3,art:0.7&buckets=%s&budget=%d&seed=4&window=8", url.QueryEscape("photos:"+small.Shapes+";art:256x256,192x384,384x192"), small.Pixels)
+	type step struct {
+		comp, pass int
+		ids        []int
+	}
+	// steps serves epochs 0 and 1 of the job at world w from resume
+	// point resume, each step by its global number.
+	steps := func(w int, resume string) map[int]step {
+		t.Helper()
+		job, src := f.source(t, raw+"&resume="+url.QueryEscape(resume), w)
+		if resume == "" {
+			job, src = f.source(t, raw, w)
+		}
+		out := map[int]step{}
+		global := 0
+		for e := range uint64(2) {
+			info, err := f.o.Info(src, job, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			epochSteps := info.Mix.Components[0].EpochSamples/w + info.Mix.Components[1].EpochSamples/w
+			batches, _, err := f.o.Extent(src, job, e)
+			if err != nil {
+				t.Fatalf("world %d resume %q epoch %d: %v", w, resume, e, err)
+			}
+			first := global + epochSteps - batches // the steps the resume point took of the epoch
+			for m := range uint64(batches) {
+				var st step
+				for r := range w {
+					job.Rank = r
+					b, err := f.o.Layout(context.Background(), src, job, e, m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st.comp, st.pass = b.Components()[0], int(b.Parts[0].Epoch)
+					st.ids = append(st.ids, b.Parts[0].Samples.IDs...)
+				}
+				out[first+int(m)] = st
+			}
+			global += epochSteps
+		}
+		return out
+	}
+	whole := steps(4, "")
+	n := len(whole)
+	for _, k := range []int{n / 5, n*3/4 + 1} {
+		rest := steps(3, fmt.Sprintf("4:%d", k))
+		served := map[[3]int]bool{}
+		for g := range k {
+			st := whole[g]
+			for _, id := range st.ids {
+				served[[3]int{st.comp, st.pass, id}] = true
+			}
+		}
+		for g, st := range rest {
+			if g < k {
+				t.Fatalf("k=%d: the resumed run serves step %d", k, g)
+			}
+			if w, ok := whole[g]; ok && w.comp != st.comp {
+				t.Fatalf("k=%d: step %d is source %d's resumed, %d's uninterrupted", k, g, st.comp, w.comp)
+			}
+			for _, id := range st.ids {
+				key := [3]int{st.comp, st.pass, id}
+				if served[key] {
+					t.Fatalf("k=%d: source %d's image %d served again in its pass %d at step %d", k, st.comp, id, st.pass, g)
+				}
+				served[key] = true
+			}
+		}
+		same := steps(4, fmt.Sprintf("4:%d", k))
+		for g, st := range same {
+			if fmt.Sprint(st) != fmt.Sprint(whole[g]) {
+				t.Fatalf("k=%d: resumed at world 4, step %d is %v, the uninterrupted run's %v", k, g, st, whole[g])
+			}
+		}
+		if len(same) != n-k {
+			t.Fatalf("k=%d: resumed at world 4, %d steps; the uninterrupted run has %d after k", k, len(same), n-k)
+		}
+		t.Logf("k=%d of %d: %d steps resumed at world 3", k, n, len(rest))
+	}
+}

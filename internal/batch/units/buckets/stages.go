@@ -42,11 +42,37 @@ type staging struct {
 	// is 0): the global step of a job of one dataset, a source's count
 	// of the mixture's steps before it.
 	starts []uint64
+	// worlds are, for a source of a bucketed mixture resumed at another
+	// world, where each world of its steps starts in its stream (the
+	// first at 0; the request's the last), and its passes are cut there;
+	// nil for a job of one dataset, whose epoch's legs are its resume
+	// point's.
+	worlds []worldCut
+}
+
+// A worldCut is where a world of a stream's steps starts.
+type worldCut struct {
+	at    uint64
+	world int
+}
+
+// worldAt is the world of the stream's step x, and the steps until the
+// next world starts (-1: none does).
+func (s staging) worldAt(x uint64) (world, left int) {
+	for k := len(s.worlds) - 1; k >= 0; k-- {
+		if s.worlds[k].at <= x {
+			if k+1 < len(s.worlds) {
+				return s.worlds[k].world, int(s.worlds[k+1].at - x)
+			}
+			return s.worlds[k].world, -1
+		}
+	}
+	return s.worlds[0].world, -1
 }
 
 // key names the cuts of a pass starting at its stream's step first.
 func (s staging) key(first uint64) string {
-	return fmt.Sprint(first, s.starts)
+	return fmt.Sprint(first, s.starts, s.worlds)
 }
 
 // stageAt is the stage in force at the stream's step x, and the steps
@@ -75,8 +101,21 @@ func (u *Unit) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epo
 		return nil, err
 	}
 	// The pass's runs: the legs' worlds (one run a world in a row), then
-	// the request's, which continues a leg at its world before it.
+	// the request's, which continues a leg at its world before it; or a
+	// mixture's source's worlds, every step of its pass laid out (its
+	// items of the steps at the request's world are asked).
 	var runs []run
+	if st.worlds != nil {
+		legs = nil
+		for at := first; ; {
+			w, left := st.worldAt(at)
+			runs = append(runs, run{steps: left, world: w, served: true})
+			if left < 0 {
+				break
+			}
+			at += uint64(left)
+		}
+	}
 	for _, l := range legs {
 		if k := len(runs); k > 0 && runs[k-1].world == l.World {
 			runs[k-1].steps += l.Steps
@@ -84,12 +123,14 @@ func (u *Unit) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epo
 		}
 		runs = append(runs, run{steps: l.Steps, world: l.World})
 	}
-	last := run{steps: -1, world: world, served: true}
-	if k := len(runs); k > 0 && runs[k-1].world == world {
-		last.skip = runs[k-1].steps
-		runs = runs[:k-1]
+	if st.worlds == nil {
+		last := run{steps: -1, world: world, served: true}
+		if k := len(runs); k > 0 && runs[k-1].world == world {
+			last.skip = runs[k-1].steps
+			runs = runs[:k-1]
+		}
+		runs = append(runs, last)
 	}
-	runs = append(runs, last)
 	taken := make([]bool, p.n) // by position of the pass's order
 	at := first                // the stream's step
 	for ri, r := range runs {
@@ -117,8 +158,11 @@ func (u *Unit) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epo
 				break // the pass's images are all taken
 			}
 		}
-		if left > 0 {
+		if left > 0 && st.worlds == nil {
 			return nil, fmt.Errorf("%w: leg %d of the resume point takes %d steps at world %d, where %d remain", bucket.ErrSpec, ri+1, r.steps, r.world, done)
+		}
+		if left > 0 {
+			break // the pass ended within the run: the next pass goes on
 		}
 		if r.served && r.skip > done {
 			return nil, fmt.Errorf("%w: the resume point's last leg takes %d steps at world %d, where %d remain", bucket.ErrSpec, r.skip, r.world, done)

@@ -122,6 +122,13 @@ func (m *Mixed) pass(i int, job api.Job, p uint64) (Pass, error) {
 // component pass).
 func (m *Mixed) draws(ctx context.Context, b *layout.Batch) ([]shuffle.Draw, []int, *layout.Balanced, error) {
 	src, job, epoch, n, start, end := b.Source, b.Job, b.Epoch, b.EpochSamples, b.Start, b.End
+	// A resumed stepped mixture's positions are after those of the steps
+	// it resumed from.
+	off, err := m.resumedIn(job, epoch)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	start, end, n = start+off, end+off, n+off
 	if src.Assignment(job) == api.AssignPlain {
 		draws, err := m.Order.Draws(ctx, make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
 		return draws, layout.Span(start, len(draws)), nil, err

@@ -67,6 +67,16 @@ type Mixable interface {
 // mixture is of the job's world.
 type Stepped interface {
 	Stepped() bool
+	// Resumed is the job's global steps taken before this run, at other
+	// worlds (a resume point's): the run serves the steps after them.
+	Resumed(job api.Job) (int, error)
+}
+
+// An EpochSized component fixes a stepped mixture's epoch length: its
+// pass 0's steps at the job's first world, whatever world a run resumes
+// at, so that a global step is in the same epoch at every world.
+type EpochSized interface {
+	EpochSteps(s layout.Stream) (int, error)
 }
 
 // stepped reports whether un's mixtures mix whole steps.
@@ -276,6 +286,7 @@ func (x *Mixtures) newMixed(job api.Job, ds []*catalog.Dataset, comps []Componen
 		return nil, err
 	}
 	passes := make([]shuffle.Passes, len(ds))
+	epochLen := step && job.MixSamples == 0
 	if fixed {
 		var sb strings.Builder
 		for i, d := range ds {
@@ -306,6 +317,18 @@ func (x *Mixtures) newMixed(job api.Job, ds []*catalog.Dataset, comps []Componen
 			if _, err := comps[i].Pass(s, 0); err != nil {
 				return nil, err
 			}
+			if es, ok := comps[i].(EpochSized); ok && epochLen {
+				// A stepped mixture's epoch: every component's pass 0
+				// at the job's first world.
+				n, err := es.EpochSteps(s)
+				if err != nil {
+					return nil, err
+				}
+				job.MixSamples += n
+			}
+		}
+		if epochLen {
+			job.MixSamples = max(job.MixSamples, 1)
 		}
 	}
 	var mo *shuffle.Mixture
@@ -409,9 +432,14 @@ func (m *Mixed) View(ctx context.Context, ds *catalog.Dataset, job api.Job) (*ca
 	return m.inner.View(ctx, ds, job)
 }
 
-// Extent is the mixture's epoch: the same length every epoch.
-func (m *Mixed) Extent(_ layout.Source, job api.Job, _ uint64) (int, error) {
-	n := m.Order.NumSamples()
+// Extent is the mixture's epoch: the same length every epoch; a stepped
+// mixture's resumed run's, the steps after those it resumed from.
+func (m *Mixed) Extent(_ layout.Source, job api.Job, epoch uint64) (int, error) {
+	off, err := m.resumedIn(job, epoch)
+	if err != nil {
+		return 0, err
+	}
+	n := m.Order.NumSamples() - off
 	if job.Offset > n {
 		return 0, fmt.Errorf("%w: offset %d is past the end of the mixture's epoch, which has %d samples", layout.ErrOutOfRange, job.Offset, n)
 	}
@@ -448,6 +476,26 @@ func (m *Mixed) Describe(info *api.EpochInfo, _ layout.Source, job api.Job, epoc
 
 // Component is component i as its kind made it (Mixable.Components).
 func (m *Mixed) Component(i int) Component { return m.comps[i] }
+
+// resumedIn is how many of epoch epoch's items a stepped mixture's run
+// does not serve: those of the steps its resume point took (0 for another
+// mixture's).
+func (m *Mixed) resumedIn(job api.Job, epoch uint64) (int, error) {
+	st, ok := m.inner.(Stepped)
+	if !ok || !st.Stepped() {
+		return 0, nil
+	}
+	k, err := st.Resumed(job)
+	if err != nil || k == 0 {
+		return 0, err
+	}
+	steps := uint64(m.Order.Mixture.NumSamples()) // an epoch's steps
+	before := epoch * steps
+	if uint64(k) <= before {
+		return 0, nil
+	}
+	return int(min(uint64(k)-before, steps)) * m.Order.Group(), nil
+}
 
 // Datasets are the components' versions.
 func (m *Mixed) Datasets() []*catalog.Dataset { return m.DS }
