@@ -467,13 +467,13 @@ func (m *mixBatch) Finish(b *layout.Batch) error {
 }
 
 var (
-	_ mixture.Mixable   = (*Unit)(nil)
-	_ mixture.Stepped   = (*Unit)(nil)
-	_ mixture.Streamed  = (*component)(nil)
-	_ mixture.Described = (*component)(nil)
+	_ mixture.Mixable    = (*Unit)(nil)
+	_ mixture.Stepped    = (*Unit)(nil)
+	_ mixture.Streamed   = (*component)(nil)
+	_ mixture.Described  = (*component)(nil)
 	_ mixture.EpochSized = (*component)(nil)
-	_ mixture.Extents   = (*pass)(nil)
-	_ mixture.Finisher  = (*mixBatch)(nil)
+	_ mixture.Extents    = (*pass)(nil)
+	_ mixture.Finisher   = (*mixBatch)(nil)
 )
 
 // drawClips draws the clips of the videos whose base samples are ids
