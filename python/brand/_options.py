@@ -100,19 +100,25 @@ _CLIP_PRESETS = {"video-480": 17, "video-720": 33}
 
 
 def _clip_bucket_frames(buckets: Optional[str]) -> Optional[int]:
-    """The shortest bucket's frames of a clip bucket list (a clip preset,
-    or HxWxT items), None for images or a list that does not parse (the
-    gateway says why)."""
+    """The shortest bucket's frames of the clip bucket lists of a buckets=
+    value (Go's api.Buckets.ClipOf): a list (a clip preset, or HxWxT
+    items), a bucketed mixture's sources' lists (``NAME:LIST;...``), each
+    stage's (``STEP@...|STEP@...``); None for lists of images alone or a
+    value that does not parse (the gateway says why)."""
     if not isinstance(buckets, str):
         return None
-    if buckets in _CLIP_PRESETS:
-        return _CLIP_PRESETS[buckets]
     ts = []
-    for item in buckets.split(","):
-        parts = item.strip().split("x")
-        if len(parts) != 3 or not parts[2].isdigit():
-            return None
-        ts.append(int(parts[2]))
+    for stage in buckets.split("|"):
+        stage = stage.split("@", 1)[1] if "@" in stage else stage
+        lists = [x.split(":", 1)[1] if ":" in x else x for x in stage.split(";")] if ":" in stage else [stage]
+        for lst in lists:
+            if lst in _CLIP_PRESETS:
+                ts.append(_CLIP_PRESETS[lst])
+                continue
+            for item in lst.split(","):
+                parts = item.strip().split("x")
+                if len(parts) == 3 and parts[2].isdigit():
+                    ts.append(int(parts[2]))
     return min(ts) if ts else None
 
 

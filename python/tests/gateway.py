@@ -290,6 +290,15 @@ def bucket_gateway() -> Gateway:
 
 
 @shared
+def bucket_mix_gateway() -> Gateway:
+    """The shared gateway of a bucketed mixture's sources, started on
+    first use: "img", 4 × 40 PNGs of random sizes, and "art", 3 × 30,
+    both packed with their image sizes (--sizes)."""
+    return Gateway({"img": Spec(4, 40, "16KiB", images=True, sizes=True),
+                    "art": Spec(3, 30, "16KiB", images=True, sizes=True)})
+
+
+@shared
 def tensor_gateway(on_bad_image: str = "fail") -> Gateway:
     """The shared gateway of tensor_specs()'s datasets with TRANSFORM_CONFIG's
     pipelines and --on-bad-image=on_bad_image ("fail" or "skip"), started on

@@ -30,8 +30,8 @@ _STATE_VERSION = 1
 
 # The job's fields a state must agree on to resume: they fix the epoch's
 # order and its buckets.
-_ORDER = ("seed", "window", "dataset", "buckets", "budget", "budget_tokens", "vae", "patch", "vae_t", "max_upscale",
-          "small", "stride", "fps")
+_ORDER = ("seed", "window", "dataset", "mix", "mix_schedule", "buckets", "budget", "budget_tokens", "vae", "patch", "vae_t",
+          "max_upscale", "small", "stride", "fps")
 # (crop and flip change an image's pixels, not the steps, and clip_start
 # a clip's frames: a state resumes a dataset of either. stride and fps set
 # each video's frames, which its clip bucket is chosen by.)
@@ -72,6 +72,8 @@ class BucketBatch(NamedTuple):
         keys: each sample's key.
         members: each other member of the samples (a caption ``txt``, a
             ``json``), by extension, a list of ``bytes`` in batch order.
+        source: a bucketed mixture's step's source (its dataset's name),
+            ``None`` for a job of one dataset.
     """
 
     images: torch.Tensor
@@ -81,6 +83,7 @@ class BucketBatch(NamedTuple):
     flips: torch.Tensor
     keys: List[str]
     members: Dict[str, List[Any]]
+    source: Optional[str] = None
 
 
 class ClipBucketBatch(NamedTuple):
@@ -102,6 +105,8 @@ class ClipBucketBatch(NamedTuple):
             ``/seg000000``).
         members: the clips' other members, by extension (``json``: the
             video, frame numbers and timestamps; ``cls``: its label).
+        source: a bucketed mixture's step's source (its dataset's name),
+            ``None`` for a job of one dataset.
     """
 
     frames: torch.Tensor
@@ -111,6 +116,7 @@ class ClipBucketBatch(NamedTuple):
     flips: torch.Tensor
     keys: List[str]
     members: Dict[str, List[Any]]
+    source: Optional[str] = None
 
 
 def _empty(shape: Tuple[int, ...], blocks: Optional[Blocks] = None) -> torch.Tensor:
@@ -208,10 +214,11 @@ def bucket_batch(b: Batch, blocks: Optional[Blocks] = None, layout: Optional[str
     # own, made there and its descriptor passed and mapped here, about
     # 0.1 ms of the training node's CPU each, three a step.
     keys = [s["__key__"] for s in b]
+    source = b[0].get("__dataset__") if len(b) else None  # a bucketed mixture's step is of one source
     if clip:
         frames = out.shape[2] if layout == "cthw" else out.shape[1]
-        return ClipBucketBatch(out, ClipBucketShape(h, w, int(frames)), sizes, crops, flips, keys, members)
-    return BucketBatch(out, BucketShape(h, w), sizes, crops, flips, keys, members)
+        return ClipBucketBatch(out, ClipBucketShape(h, w, int(frames)), sizes, crops, flips, keys, members, source)
+    return BucketBatch(out, BucketShape(h, w), sizes, crops, flips, keys, members, source)
 
 
 class Buckets(IterableDataset):
@@ -224,13 +231,19 @@ class Buckets(IterableDataset):
 
     Args:
         url: the gateway.
-        dataset: the dataset (indexed with ``brand index --sizes``).
+        dataset: the dataset (indexed with ``brand index --sizes``); or
+            ``mix="photos:0.3,clips:0.7"`` (or ``mix_schedule=``): a
+            bucketed mixture of image and video datasets, every step one
+            bucket of one source, the sources' steps by their weights.
         buckets: a preset (``"sdxl"``, ``"sdxl-768"``, ``"sdxl-512"``) or
             ``"HxW,HxW,..."``; clip buckets, a preset (``"video-480"``,
             ``"video-720"``) or ``"HxWxT,..."`` (``stride=``, ``fps=``,
-            ``clip_start=``, ``clip_layout=`` apply).
+            ``clip_start=``, ``clip_layout=`` apply). A mixture's sources
+            each their own: ``"photos:sdxl;clips:video-480"``. Stages:
+            ``"0@LIST|20000@LIST"``, the buckets from each global step on.
         budget: the pixels of a rank's batch; or ``budget_tokens`` (with
-            ``vae``, ``patch``): its latent tokens.
+            ``vae``, ``patch``): its latent tokens. Staged as ``buckets``
+            is: ``"0@1048576|20000@4194304"``.
         max_upscale, small, crop, flip, seed, **more: as :class:`brand.Job`'s
             fields (``world=``, ``rank=``, ``name=``, ``token=``,
             ``peers=``).
@@ -258,7 +271,7 @@ class Buckets(IterableDataset):
     """
 
     def __init__(self, url: str, dataset: Optional[str] = None, *, buckets: str = "sdxl",
-                 budget: Optional[int] = None, budget_tokens: Optional[int] = None, seed: int = 0,
+                 budget: Optional[Any] = None, budget_tokens: Optional[Any] = None, seed: int = 0,
                  **more: Any) -> None:
         from ._entries import _options  # the entries' table check
         if "batch_size" in more or "offset" in more:
@@ -270,6 +283,12 @@ class Buckets(IterableDataset):
         self.epoch = 0
         self._legs: List[Tuple[int, int]] = []  # the steps of self.epoch taken before this run's
         self._done = 0  # steps of this epoch yielded since the legs
+        # A bucketed mixture's legs are its global steps from its first,
+        # across epochs (its sources' passes run on across them):
+        # _carried are the steps of this run's epochs before self.epoch.
+        job = self.options.job
+        self._mixture = job.mix is not None or job.mix_schedule is not None
+        self._carried = 0
 
     # -- the job --------------------------------------------------------------
 
@@ -291,6 +310,11 @@ class Buckets(IterableDataset):
         """Read epoch ``epoch`` next, from its start (unless it is the
         epoch :meth:`load_state_dict` restored)."""
         if epoch != self.epoch:
+            if self._mixture:
+                # The legs run on: this run's steps so far are counted.
+                self._carried += self._done
+                self.epoch, self._done = epoch, 0
+                return
             self.epoch, self._legs, self._done = epoch, [], 0
 
     def epoch_info(self) -> Dict[str, Any]:
@@ -339,11 +363,14 @@ class Buckets(IterableDataset):
 
     def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
         """The position, to save with a checkpoint (rank 0's suffices):
-        the epoch and its legs, the steps taken at each world size.
+        the epoch and its legs, the steps taken at each world size (a
+        bucketed mixture's: since its first step, across epochs).
         ``steps``: the steps this rank received in the epoch's current
         run, needed with DataLoader workers, which this object cannot
         observe (iterated directly, it counts them)."""
         done = self._done if steps is None else int(steps)
+        if self._mixture:
+            done += self._carried
         legs = list(self._legs) + ([(self._world()[0], done)] if done else [])
         job = self.options.job
         return {"version": _STATE_VERSION, "epoch": self.epoch, "legs": [list(x) for x in legs],
@@ -366,7 +393,7 @@ class Buckets(IterableDataset):
                                  f"with {k}={getattr(job, k)!r}: the epoch's steps would differ")
         self.epoch = int(state["epoch"])
         self._legs = [(int(w), int(s)) for w, s in state["legs"]]
-        self._done = 0
+        self._done = self._carried = 0
 
 
 def _geometry(sizes: Any, crops: Any, flips: Any) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -638,7 +638,14 @@ func (m *Mixed) SourceHeaders(h http.Header) {
 	}
 }
 
-// BatchHeaders names each of a mixture batch's samples' component.
+// BatchHeaders names each of a mixture batch's samples' component, and
+// what the unit of its items names of a batch (a bucketed mixture's
+// step: its images' geometry).
 func (m *Mixed) BatchHeaders(h http.Header, b *layout.Batch) {
 	h.Set(api.HeaderMixComponents, FormatComponents(b.Components()))
+	if bh, ok := m.inner.(interface {
+		BatchHeaders(h http.Header, b *layout.Batch)
+	}); ok {
+		bh.BatchHeaders(h, b)
+	}
 }
