@@ -327,7 +327,9 @@ func (c *Client) fetchBatchOnce(ctx context.Context, epoch, batch, offset int, q
 		if err := checkOffset(h, offset); err != nil {
 			return err
 		}
-		if h.Transform != c.opts.Job.Transform {
+		// A bucket job's batch goes through its bucket's pipeline
+		// (transform.BucketName: "bucket:HxW…").
+		if h.Transform != c.opts.Job.Transform && !(c.opts.Job.Buckets.On() && strings.HasPrefix(h.Transform, "bucket:")) {
 			return fmt.Errorf("%w: the batch's images went through pipeline %q (Brand-Transform), the job names %q", ErrBadResponse, h.Transform, c.opts.Job.Transform)
 		}
 		mix := c.pins.current().Mix

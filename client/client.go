@@ -358,7 +358,10 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if id := opts.Job.Index; id != "" {
 		c.pins.index.Store(&id)
 	}
-	if j := opts.Job; len(j.Mix) > 0 || j.ScheduleVersion != "" {
+	if j := opts.Job; (len(j.Mix) > 0 || j.ScheduleVersion != "") && !j.Buckets.On() {
+		// A mixture's block is pinned, so that a job resumed at another
+		// world keeps its order (docs/shuffle.md §11.5); a bucketed
+		// mixture's blocks are its steps, whatever the world.
 		k := j.MixBlock
 		if k == 0 && j.BatchSize > 0 && j.World > 0 {
 			k = j.Block()
@@ -454,7 +457,7 @@ func (p *pins) current() api.Job {
 			j.Mix = *m
 		}
 	}
-	if len(j.Mix) > 0 {
+	if len(j.Mix) > 0 && !j.Buckets.On() {
 		j.MixBlock = int(p.block.Load())
 	}
 	return j

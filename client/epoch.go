@@ -195,16 +195,22 @@ func planParams(p *EpochInfo) shuffle.Params {
 // importance snapshot the epoch is drawn from, so the job's choices are
 // carried over: without them the batches would be cut or drawn otherwise;
 // so are its name and weight, which the gateway's cache follows it by,
-// the pipeline its images go through, the fields it reads (columns=) and
-// a token job's packing (seq=, pack=, pad=, eos=: the plan counts its
-// sequences). A mixture is pinned by its block, and its length as the job
+// the pipeline its images go through, the fields it reads (columns=), a
+// token job's packing (seq=, pack=, pad=, eos=: the plan counts its
+// sequences) and its kind's parameters (vision=, balance=, a clip job's,
+// a bucket job's, run=). A mixture is pinned by its block, and its length as the job
 // gave it; its components' index versions cannot be sent (see
 // Client.Index).
 func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
 	j := api.Job{Params: planParams(p), NoLocality: job.NoLocality, Name: job.Name, Weight: job.Weight, Transform: job.Transform,
-		Columns: job.Columns, Seq: job.Seq, Pack: job.Pack, Pad: job.Pad, EOS: job.EOS, EOSSet: job.EOSSet}
+		Columns: job.Columns, Seq: job.Seq, Pack: job.Pack, Pad: job.Pad, EOS: job.EOS, EOSSet: job.EOSSet,
+		Vision: job.Vision, Balance: job.Balance, Clip: job.Clip, Buckets: job.Buckets, Run: job.Run}
 	if p.Mix != nil {
 		j.Mix, j.Schedule, j.MixBlock, j.MixSamples = job.Mix, job.Schedule, p.Mix.Block, job.MixSamples
+		if job.Buckets.On() {
+			// A bucketed mixture's blocks are its steps.
+			j.MixBlock = 0
+		}
 		if job.ScheduleVersion != "" {
 			// Every batch of the epoch under the version its plan was.
 			j.ScheduleVersion = p.ScheduleVersion

@@ -1,0 +1,103 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/job/features"
+	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// bucketMixGateway serves two datasets of photos of five aspect ratios,
+// photos (60) and wide (40), packed with their image sizes.
+func bucketMixGateway(t *testing.T) string {
+	t.Helper()
+	var specs []gateway.DatasetSpec
+	for _, d := range []struct {
+		name string
+		n    int
+	}{{"photos", 60}, {"wide", 40}} {
+		src := t.TempDir()
+		for i := range d.n {
+			sides := [][2]int{{60, 60}, {90, 45}, {45, 90}, {80, 60}, {50, 70}}
+			s := sides[i%len(sides)]
+			p, err := photos.Sized(4, i, s[0]+i%5, s[1]+i%3, 90)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("s%03d.jpg", i)), p.JPEG, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		store, err := s3backend.NewLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := dataset.Pack(context.Background(), src, store, dataset.PackOptions{ChunkSize: 16 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dataset.WriteSizes(context.Background(), store, res.Index, 0, 2); err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, gateway.DatasetSpec{Name: d.name, URL: "file:///" + d.name, Store: store})
+	}
+	srv := httptest.NewServer(loadedGateway(t, gateway.Config{Datasets: specs, CacheSize: 4 << 20, TransformWorkers: 2, NoPrefault: true, IndexPoll: -1}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestBucketedMixture: the Go client reads a bucketed mixture (mix=,
+// each source's list, a staged budget) as any job, every rank's batch of
+// a step one source's (Sample.Dataset), of equal steps; and refuses what
+// the table refuses with it before any request, in the table's words.
+func TestBucketedMixture(t *testing.T) {
+	url := bucketMixGateway(t)
+	mix, err := api.ParseMix("photos:0.4,wide:0.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := api.Job{Mix: mix, Params: shuffle.Params{Seed: 3, World: 2, BatchSize: 1, Window: 2},
+		Buckets: api.Buckets{Shapes: "photos:32x32,24x48,48x24;wide:32x32,24x48", PixelStages: "0@2048|5@3072"}}
+	var steps [2][]string
+	for rank := range 2 {
+		j := job
+		j.Rank = rank
+		c := newMixClient(t, url, client.Options{Job: j})
+		for b, err := range c.Epoch(context.Background(), 0) {
+			if err != nil {
+				t.Fatalf("rank %d: %v", rank, err)
+			}
+			src := ""
+			for _, s := range b.Samples {
+				if src != "" && s.Dataset != src || s.Dataset == "" {
+					t.Fatalf("rank %d batch %d: samples of %q and %q", rank, b.Index, src, s.Dataset)
+				}
+				src = s.Dataset
+			}
+			steps[rank] = append(steps[rank], src)
+		}
+	}
+	if len(steps[0]) < 6 || fmt.Sprint(steps[0]) != fmt.Sprint(steps[1]) {
+		t.Fatalf("the ranks' steps' sources: %v and %v", steps[0], steps[1])
+	}
+	refused := job
+	refused.Transform = "imagenet-train"
+	_, err = client.New("http://127.0.0.1:1", client.Options{Job: refused})
+	want := features.Refusal(features.Lookup(features.Buckets, features.Transform))
+	if !errors.Is(err, features.ErrIncompatible) || !strings.HasSuffix(err.Error(), want.Error()) {
+		t.Fatalf("a bucketed mixture with transform=: %v; want the table's %v", err, want)
+	}
+}
