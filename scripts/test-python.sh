@@ -51,6 +51,14 @@ go build "${tags[@]}" -o "$bin/brand" ./cmd/brand
 export BRAND_BIN=$bin/brand
 if ((${#tags[@]})); then
 	export BRAND_VIDEO_BIN=$bin/brand
+	# With libjpeg-turbo too (scripts/install-turbojpeg.sh), the build
+	# whose JPEG decode is Pillow's bit for bit: a bucketed mixture of
+	# images and videos, each held to Pillow's and PyAV's
+	# (test_joint_buckets).
+	if [[ -e /usr/include/jpeglib.h ]]; then
+		go build -tags brand_libav,brand_turbojpeg -o "$bin/brand-joint" ./cmd/brand
+		export BRAND_JOINT_BIN=$bin/brand-joint
+	fi
 fi
 
 cd python/tests

@@ -29,7 +29,8 @@ func BucketName(h, w int, random bool, flip float64) string {
 func IsBucketName(name string) bool { return strings.HasPrefix(name, bucketPrefix) }
 
 // BucketSpec is the pipeline a bucket name names: the image oriented by
-// its EXIF tag (as its size in the index is), resized to cover h×w with
+// its EXIF tag (as its size in the index is), decoded at full size,
+// resized to cover h×w with
 // its aspect kept (resize_cover), cropped to h×w at the centre
 // (center_crop) or at drawn offsets (random_crop), flipped with the
 // probability named, written as uint8 CHW.
@@ -51,7 +52,11 @@ func BucketSpec(name string) (Spec, error) {
 	if random {
 		crop = OpRandomCrop
 	}
-	s := Spec{EXIF: ApplyEXIF, Ops: []Op{{Op: OpResizeCover, Size: sz}, {Op: crop, Size: sz}}}
+	// Decoded at full size: a bucket's image is Pillow's resize to cover
+	// of the whole decode, byte for byte with libjpeg-turbo (a reduced
+	// decode, libjpeg's DCT scaling, differs by up to 29 levels, §6.2).
+	full := false
+	s := Spec{EXIF: ApplyEXIF, ReducedDecode: &full, Ops: []Op{{Op: OpResizeCover, Size: sz}, {Op: crop, Size: sz}}}
 	if hasFlip {
 		p, err := strconv.ParseFloat(flipPart, 64)
 		if err != nil || !(p > 0 && p <= 1) {
