@@ -87,6 +87,10 @@ func (b *Buckets) Set(name, v string) error {
 	var n int64
 	switch name {
 	case ParamBuckets:
+		if v == Stored {
+			b.Shapes = v // the stages stored with the job's schedule
+			break
+		}
 		if staged(v) {
 			if _, err = parseStaged(name, v, func(list string) error { _, err := parseLists(list); return err }); err == nil {
 				b.Shapes = v
@@ -97,6 +101,10 @@ func (b *Buckets) Set(name, v string) error {
 			b.Shapes = v
 		}
 	case ParamBudget:
+		if v == Stored {
+			b.PixelStages = v
+			break
+		}
 		if staged(v) {
 			if _, err = parseStaged(name, v, budgetValue); err == nil {
 				b.PixelStages = v
@@ -105,6 +113,10 @@ func (b *Buckets) Set(name, v string) error {
 		}
 		b.Pixels, err = positive(1 << 40)
 	case ParamBudgetTokens:
+		if v == Stored {
+			b.TokenStages = v
+			break
+		}
 		if staged(v) {
 			if _, err = parseStaged(name, v, budgetValue); err == nil {
 				b.TokenStages = v
@@ -196,7 +208,7 @@ func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []
 // step= otherwise, or LeRobot windows, is refused (ErrSpec), and so is a
 // clip job with buckets of images.
 func (b Buckets) ClipOf(c Clip) (Clip, bool, error) {
-	if !b.On() {
+	if !b.On() || b.FromStore() {
 		return c, false, nil
 	}
 	t := 0 // the fewest frames of a clip bucket, of any source's list at any stage
@@ -371,6 +383,12 @@ type stagedValue struct {
 // parseStaged parses a staged value of parameter name (STEP@VALUE|...),
 // each value checked by check.
 func parseStaged(name, v string, check func(string) error) ([]stagedValue, error) {
+	return parseStagedFrom(name, v, 0, check)
+}
+
+// parseStagedFrom is parseStaged of stages the first of which is at step
+// first (an edit's, from its step).
+func parseStagedFrom(name, v string, first uint64, check func(string) error) ([]stagedValue, error) {
 	parts := strings.Split(v, stageSep)
 	if len(parts) > MaxStages {
 		return nil, fmt.Errorf("%w: %s: %d stages, more than %d", bucket.ErrSpec, name, len(parts), MaxStages)
@@ -382,8 +400,8 @@ func parseStaged(name, v string, check func(string) error) ([]stagedValue, error
 		if !ok || err != nil || n > 1<<40 {
 			return nil, fmt.Errorf("%w: %s: stage %q is not STEP@VALUE (stages parted by %q, the first from step 0)", bucket.ErrSpec, name, p, stageSep)
 		}
-		if i == 0 && n != 0 || i > 0 && n <= out[i-1].from {
-			return nil, fmt.Errorf("%w: %s: the stages' steps start at 0 and ascend, got %q", bucket.ErrSpec, name, v)
+		if i == 0 && n != first || i > 0 && n <= out[i-1].from {
+			return nil, fmt.Errorf("%w: %s: the stages' steps start at %d and ascend, got %q", bucket.ErrSpec, name, first, v)
 		}
 		if err := check(value); err != nil {
 			return nil, fmt.Errorf("%w: %s: stage from step %d: %w", bucket.ErrSpec, name, n, err)
@@ -391,6 +409,56 @@ func parseStaged(name, v string, check func(string) error) ([]stagedValue, error
 		out = append(out, stagedValue{n, value})
 	}
 	return out, nil
+}
+
+// FromStore reports whether the job reads its buckets (and budget) from
+// the stages stored with its schedule (buckets=stored).
+func (b Buckets) FromStore() bool {
+	return b.Shapes == Stored || b.PixelStages == Stored || b.TokenStages == Stored
+}
+
+// WithStored is b with the stages stored with the job's schedule in
+// place of the values that name them (Stored); a stored schedule of no
+// stages is refused, as is buckets=stored with a budget given that
+// names none.
+func (b Buckets) WithStored(st BucketStages) (Buckets, error) {
+	if st.Buckets == "" && b.Shapes == Stored {
+		return b, fmt.Errorf("%w: buckets=stored: the job's schedule stores no bucket stages", bucket.ErrSpec)
+	}
+	out := b
+	if out.Shapes == Stored {
+		out.Shapes = st.Buckets
+		if err := (&Buckets{}).Set(ParamBuckets, out.Shapes); err != nil {
+			return b, err
+		}
+	}
+	for _, x := range []struct {
+		name   string
+		cur    *string
+		n      *int64
+		stored string
+	}{{ParamBudget, &out.PixelStages, &out.Pixels, st.Budget}, {ParamBudgetTokens, &out.TokenStages, &out.Tokens, st.BudgetTokens}} {
+		if *x.cur != Stored {
+			continue
+		}
+		*x.cur = ""
+		if x.stored == "" {
+			continue
+		}
+		var set Buckets
+		if err := set.Set(x.name, x.stored); err != nil {
+			return b, err
+		}
+		if x.name == ParamBudget {
+			out.Pixels, out.PixelStages = set.Pixels, set.PixelStages
+		} else {
+			out.Tokens, out.TokenStages = set.Tokens, set.TokenStages
+		}
+	}
+	if out.Pixels == 0 && out.PixelStages == "" && out.Tokens == 0 && out.TokenStages == "" {
+		return b, fmt.Errorf("%w: budget=stored: the job's schedule stores no budget (store budget or budget_tokens with its buckets, or give one)", bucket.ErrSpec)
+	}
+	return out, out.Check()
 }
 
 // Staged reports whether the job's buckets or budget change at stated
@@ -470,8 +538,8 @@ func (b Buckets) Stages() ([]BucketStage, error) {
 // Check is nil for a job without buckets, or for buckets and a budget
 // that go together (Shaped), at every stage.
 func (b Buckets) Check() error {
-	if !b.On() {
-		return nil
+	if !b.On() || b.FromStore() {
+		return nil // a stored job's are checked once read (Resolved)
 	}
 	if b.Staged() {
 		stages, err := b.Stages()

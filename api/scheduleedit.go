@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/brandgw/brand/bucket"
 )
 
 // NextStep is what from_step says for an edit from the first step the job
@@ -25,6 +27,108 @@ type ScheduleEdit struct {
 	// Base is the version the edit changes, the current one; "" stores a
 	// job's first schedule.
 	Base string `json:"base"`
+	BucketStages
+}
+
+// BucketStages are a bucketed mixture's staged buckets and budget stored
+// with its schedule (buckets=, budget=, budget_tokens= as a request gives
+// them: STEP@VALUE|…, Buckets.Stages), which a job reads with
+// buckets=stored (and budget=stored): a job's first with its first
+// schedule, whole; an edit's from its step on, its first stage at the
+// edit's step (or at "next", and +N counting from it, as the schedule's
+// phases), the stages before it kept. An edit that gives none keeps the
+// version's.
+type BucketStages struct {
+	Buckets      string `json:"buckets,omitempty"`
+	Budget       string `json:"budget,omitempty"`
+	BudgetTokens string `json:"budget_tokens,omitempty"`
+}
+
+// Stored is the value of buckets=, budget= and budget_tokens= that reads
+// the job's bucket stages stored with its schedule (schedule=).
+const Stored = "stored"
+
+// Zero reports whether no stage is given.
+func (b BucketStages) Zero() bool { return b == BucketStages{} }
+
+// Edit returns b edited by e from step from (e's stages from it on, b's
+// before it kept), e's first stage written at from (or "next", and
+// +N counting from from, ResolveNext's). An edit that gives no value of
+// a parameter keeps b's. Each value is checked as its parameter
+// (Buckets.Set). Errors wrap bucket.ErrSpec.
+func (b BucketStages) Edit(from uint64, e BucketStages, next bool) (BucketStages, error) {
+	out := b
+	for _, x := range []struct {
+		name        string
+		have, given string
+		set         *string
+	}{{ParamBuckets, b.Buckets, e.Buckets, &out.Buckets}, {ParamBudget, b.Budget, e.Budget, &out.Budget},
+		{ParamBudgetTokens, b.BudgetTokens, e.BudgetTokens, &out.BudgetTokens}} {
+		if x.given == "" {
+			continue
+		}
+		given := x.given
+		if next {
+			given = resolveStages(given, from)
+		}
+		if from == 0 && !staged(given) {
+			given = "0" + stageMark + given // a first version's plain value: every step's
+		}
+		edit, err := parseStagedFrom(x.name, given, from, func(string) error { return nil })
+		if err != nil {
+			return b, fmt.Errorf("%w (an edit from step %d starts with a stage at that step: %d@VALUE|…)", err, from, from)
+		}
+		var kept []string
+		if x.have != "" {
+			have := x.have
+			if !staged(have) {
+				have = "0" + stageMark + have
+			}
+			prev, err := parseStaged(x.name, have, func(string) error { return nil })
+			if err != nil {
+				return b, err
+			}
+			for _, st := range prev {
+				if st.from < from {
+					kept = append(kept, strconv.FormatUint(st.from, 10)+stageMark+st.value)
+				}
+			}
+		}
+		if len(kept) == 0 && from != 0 {
+			return b, fmt.Errorf("%w: %s: the job stores none to edit from step %d: its first stages start at 0", bucket.ErrSpec, x.name, from)
+		}
+		for _, st := range edit {
+			kept = append(kept, strconv.FormatUint(st.from, 10)+stageMark+st.value)
+		}
+		*x.set = strings.Join(kept, stageSep)
+		var check Buckets
+		if err := check.Set(x.name, *x.set); err != nil {
+			return b, err
+		}
+	}
+	return out, nil
+}
+
+// resolveStages writes an edit's stages given from "next": "next@…" at
+// from, "+N@…" at from+N.
+func resolveStages(v string, from uint64) string {
+	parts := strings.Split(v, stageSep)
+	for i, p := range parts {
+		step, value, ok := strings.Cut(p, stageMark)
+		if !ok {
+			continue
+		}
+		switch {
+		case step == NextStep:
+			step = strconv.FormatUint(from, 10)
+		case strings.HasPrefix(step, "+"):
+			if n, err := strconv.ParseUint(step[1:], 10, 64); err == nil {
+				step = strconv.FormatUint(from+n, 10)
+			}
+		}
+		parts[i] = step + stageMark + value
+	}
+	return strings.Join(parts, stageSep)
 }
 
 // EditFrom is an edit's from_step: a step (a JSON number), or, with Next,
@@ -74,8 +178,10 @@ type StoredSchedule struct {
 	// an edit from "next", the step the gateway took.
 	Previous string `json:"previous,omitempty"`
 	FromStep uint64 `json:"from_step"`
-	// Schedule is the whole schedule, as mix_schedule= writes it.
-	Schedule   string  `json:"schedule"`
+	// Schedule is the whole schedule, as mix_schedule= writes it; with
+	// its bucket stages, if it stores some.
+	Schedule string `json:"schedule"`
+	BucketStages
 	LatestStep *uint64 `json:"latest_step,omitempty"`
 }
 

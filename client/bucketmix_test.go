@@ -101,3 +101,43 @@ func TestBucketedMixture(t *testing.T) {
 		t.Fatalf("a bucketed mixture with transform=: %v; want the table's %v", err, want)
 	}
 }
+
+// TestBucketedMixtureStoredStages: a bucketed mixture's stages stored
+// with its schedule under its name (StoreSchedule with stages), read
+// with buckets=stored and budget=stored, and an edit of them from a step
+// not read (EditSchedule with stages): the answers carry the stages as
+// stored, the job's steps read as any job's, and the edit from a step
+// read is refused naming the first editable step.
+func TestBucketedMixtureStoredStages(t *testing.T) {
+	url := bucketMixGateway(t)
+	job := api.Job{Name: "staged", ScheduleVersion: "latest", Params: shuffle.Params{Seed: 3, World: 1, BatchSize: 1, Window: 2},
+		Buckets: api.Buckets{Shapes: api.Stored, PixelStages: api.Stored}}
+	c := newMixClient(t, url, client.Options{Job: job})
+	ctx := context.Background()
+	lists := "0@photos:32x32,24x48,48x24;wide:32x32,24x48|20@photos:24x48,48x24;wide:24x48"
+	v, err := c.StoreSchedule(ctx, "0:photos:0.4,wide:0.6", api.BucketStages{Buckets: lists, Budget: "0@2048|20@3072"})
+	if err != nil || v.Buckets != lists || v.Budget != "0@2048|20@3072" {
+		t.Fatalf("stored: %+v, %v", v, err)
+	}
+	n := 0
+	for b, err := range c.Epoch(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; n == 4 {
+			break
+		}
+		if len(b.Samples) == 0 {
+			t.Fatalf("batch %d: no sample", b.Index)
+		}
+	}
+	_, err = c.EditSchedule(ctx, "1:photos:0.5,wide:0.5", api.EditFrom{Step: 1}, api.BucketStages{Buckets: "1@photos:32x32;wide:32x32"})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.FirstEditableStep == nil || *ae.FirstEditableStep < 4 {
+		t.Fatalf("an edit from a step read: %v", err)
+	}
+	e, err := c.EditSchedule(ctx, "next:photos:0.5,wide:0.5", api.EditFrom{Next: true}, api.BucketStages{Buckets: "next@photos:32x32;wide:32x32"})
+	if err != nil || !strings.HasSuffix(e.Buckets, fmt.Sprintf("|%d@photos:32x32;wide:32x32", e.FromStep)) || e.Budget != v.Budget {
+		t.Fatalf("edited: %+v, %v", e, err)
+	}
+}

@@ -57,8 +57,16 @@ func (c *Client) Schedule(ctx context.Context) (api.StoredSchedule, error) {
 // StoreSchedule stores the job's first schedule, text as mix_schedule=
 // writes it (its first phase at step 0). A job that has one already is
 // refused with 409 (an *APIError naming its current version).
-func (c *Client) StoreSchedule(ctx context.Context, text string) (api.StoredSchedule, error) {
-	return sendSchedule(ctx, c.t, c.opts.Job.Name, api.ScheduleEdit{Schedule: text})
+//
+// A bucketed mixture's staged buckets and budget are stored beside it
+// with stages (at most one: api.BucketStages), which the job reads with
+// buckets=stored and budget=stored.
+func (c *Client) StoreSchedule(ctx context.Context, text string, stages ...api.BucketStages) (api.StoredSchedule, error) {
+	e := api.ScheduleEdit{Schedule: text}
+	if len(stages) > 0 {
+		e.BucketStages = stages[0]
+	}
+	return sendSchedule(ctx, c.t, c.opts.Job.Name, e)
 }
 
 // EditSchedule edits the job's stored schedule from step from, based on
@@ -71,12 +79,20 @@ func (c *Client) StoreSchedule(ctx context.Context, text string) (api.StoredSche
 // start at when refused; an edit made meanwhile by someone else, with
 // 409 naming the current version (ScheduleVersion), which is not edited
 // over. A retried edit that had been made answers the version it made.
-func (c *Client) EditSchedule(ctx context.Context, text string, from api.EditFrom) (api.StoredSchedule, error) {
+//
+// With stages (at most one), the stored bucket stages are edited from the
+// same step on (their first stage at it, written "next" with from.Next
+// as text's first phase is; a parameter given none keeps the version's).
+func (c *Client) EditSchedule(ctx context.Context, text string, from api.EditFrom, stages ...api.BucketStages) (api.StoredSchedule, error) {
 	cur, err := c.Schedule(ctx)
 	if err != nil {
 		return api.StoredSchedule{}, err
 	}
-	return sendSchedule(ctx, c.t, c.opts.Job.Name, api.ScheduleEdit{Schedule: text, FromStep: from, Base: cur.Version})
+	e := api.ScheduleEdit{Schedule: text, FromStep: from, Base: cur.Version}
+	if len(stages) > 0 {
+		e.BucketStages = stages[0]
+	}
+	return sendSchedule(ctx, c.t, c.opts.Job.Name, e)
 }
 
 // sendSchedule sends an edit of the schedule stored under the job's name

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/bucket"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/editproto"
@@ -129,7 +130,7 @@ func (sa scheduleAPI) handleScheduleGet(w http.ResponseWriter, r *http.Request) 
 // latest step this node has served of the job (its reservation after a
 // restart included).
 func (sa scheduleAPI) answer(ctx context.Context, v *jobsched.Version) (api.StoredSchedule, error) {
-	a := api.StoredSchedule{Job: v.Job, Version: v.Version, Previous: v.Previous, FromStep: v.FromStep, Schedule: v.Schedule}
+	a := api.StoredSchedule{Job: v.Job, Version: v.Version, Previous: v.Previous, FromStep: v.FromStep, Schedule: v.Schedule, BucketStages: v.BucketStages}
 	book := sa.jobs.Schedules()
 	l, ok, err := book.Latest(ctx, v.Job)
 	if ok {
@@ -164,8 +165,8 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 		writeError(ctx, w, err)
 		return
 	}
-	v, err := sa.jobs.EditSchedule(ctx, job, e.Schedule, e.FromStep.Step, e.FromStep.Next, e.Base)
-	if errors.Is(err, api.ErrMix) {
+	v, err := sa.jobs.EditSchedule(ctx, job, e.Schedule, e.BucketStages, e.FromStep.Step, e.FromStep.Next, e.Base)
+	if errors.Is(err, api.ErrMix) || errors.Is(err, bucket.ErrSpec) {
 		err = fmt.Errorf("%w: %w", query.ErrBadRequest, err)
 	}
 	if err != nil {

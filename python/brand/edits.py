@@ -149,6 +149,9 @@ class Schedule:
         previous: the version it edits (``""`` for the first).
         latest_step: the latest step the answering node has served of the
             job, when read (:meth:`Editor.schedule`); else ``None``.
+        buckets, budget, budget_tokens: a bucketed mixture's staged buckets
+            and budget stored with it (``STEP@VALUE|...``), which the job
+            reads with ``buckets="stored"``; ``""`` for none.
     """
 
     job: str
@@ -157,6 +160,9 @@ class Schedule:
     schedule: str
     previous: str = ""
     latest_step: Optional[int] = None
+    buckets: str = ""
+    budget: str = ""
+    budget_tokens: str = ""
 
 
 _T = TypeVar("_T")
@@ -170,6 +176,17 @@ def _typed(cls: Type[_T], answer: Mapping[str, Any]) -> _T:
     if "keys" in got:
         got["keys"] = tuple(got["keys"] or ())
     return cls(**got)
+
+
+def _stages(stages: Mapping[str, Optional[str]]) -> Dict[str, str]:
+    """The bucket stages given, as the schedule's body names them."""
+    out = {}
+    for k, v in stages.items():
+        if v is not None:
+            if not isinstance(v, str):
+                raise TypeError(f"brand: {k} {v!r}: a staged value, STEP@VALUE|... (a str)")
+            out[k] = v
+    return out
 
 
 def _check_step(from_step: Any) -> None:
@@ -337,33 +354,44 @@ class Editor:
         ``latest_step``, the latest step the answering node has served."""
         return _typed(Schedule, self._schedule())
 
-    def _store_schedule(self, schedule: str) -> Dict[str, Any]:
+    def _store_schedule(self, schedule: str, **stages: Optional[str]) -> Dict[str, Any]:
         """:meth:`store_schedule`, answered as the gateway's JSON."""
-        return self._made(self._call("PUT", "schedule", None, {"schedule": schedule, "from_step": 0, "base": ""},
-                                     ScheduleConflictError))
+        return self._made(self._call("PUT", "schedule", None, {"schedule": schedule, "from_step": 0, "base": "",
+                                                               **_stages(stages)}, ScheduleConflictError))
 
-    def store_schedule(self, schedule: str) -> Schedule:
-        """Store the job's first schedule, its first phase at step 0.
+    def store_schedule(self, schedule: str, buckets: Optional[str] = None, budget: Optional[str] = None,
+                       budget_tokens: Optional[str] = None) -> Schedule:
+        """Store the job's first schedule, its first phase at step 0; with
+        ``buckets`` (and ``budget`` or ``budget_tokens``), a bucketed
+        mixture's stages stored beside it (``"0@LIST|2000@LIST"``), which
+        a job reads with ``buckets="stored"`` (and ``budget="stored"``).
 
         Raises:
             EditRefused: the job has one already (a
                 :class:`brand.ScheduleConflictError`;
                 :attr:`~EditRefused.current_version` is its version).
         """
-        return _typed(Schedule, self._store_schedule(schedule))
+        return _typed(Schedule, self._store_schedule(schedule, buckets=buckets, budget=budget, budget_tokens=budget_tokens))
 
     def _edit_schedule(self, schedule: str, from_step: Union[int, str] = "next",
-                             base: Optional[str] = None) -> Dict[str, Any]:
+                       base: Optional[str] = None, **stages: Optional[str]) -> Dict[str, Any]:
         """:meth:`edit_schedule`, answered as the gateway's JSON."""
         if from_step != "next":
             _check_step(from_step)
         if base is None:
             base = str(self._schedule()["version"])
         return self._made(self._call("POST", "schedule", None, {"schedule": schedule, "from_step": from_step,
-                                                                "base": base}, ScheduleConflictError))
+                                                                "base": base, **_stages(stages)}, ScheduleConflictError))
 
-    def edit_schedule(self, schedule: str, from_step: Union[int, str] = "next", base: Optional[str] = None) -> Schedule:
-        """Edit the job's stored schedule from step ``from_step`` on.
+    def edit_schedule(self, schedule: str, from_step: Union[int, str] = "next", base: Optional[str] = None,
+                      buckets: Optional[str] = None, budget: Optional[str] = None,
+                      budget_tokens: Optional[str] = None) -> Schedule:
+        """Edit the job's stored schedule from step ``from_step`` on; with
+        ``buckets``, ``budget`` or ``budget_tokens``, its stored bucket
+        stages from that step on too (their first stage at it:
+        ``"next@LIST"``, or ``"2000@LIST|3000@LIST"`` from step 2000: a
+        stage moved, as when a run plateaus); one not given keeps its
+        stages.
 
         ``"next"`` (the default) is the first step the job has not read,
         which the gateway takes as it makes the edit: never refused for a
@@ -382,7 +410,8 @@ class Editor:
                 is); a :class:`brand.ScheduleConflictError`. A schedule the
                 gateway cannot read (400).
         """
-        return _typed(Schedule, self._edit_schedule(schedule, from_step, base))
+        return _typed(Schedule, self._edit_schedule(schedule, from_step, base, buckets=buckets, budget=budget,
+                                                    budget_tokens=budget_tokens))
 
     def _made(self, answer: Dict[str, Any]) -> Dict[str, Any]:
         if self._on_schedule is not None:

@@ -137,3 +137,52 @@ class TestJointBuckets(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestJointStageEdit(unittest.TestCase):
+    """The same mixture's stages stored with its schedule under a job's
+    name (read with buckets="stored", budget="stored"), and a stage
+    moved mid-run, as when a run plateaus: the second stage brought
+    forward to the first step not read yet ("next", behind the loader's
+    read-ahead). The steps before the edit are those of the job
+    unedited; the steps from it are of the second stage; an edit from a
+    step read is refused, naming the first editable step."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = joint_gateway()
+
+    def dataset(self, name):
+        return brand.Buckets(self.gw.url, schedule_version="latest", name=name, buckets="stored", budget="stored",
+                             seed=8, flip=0.5, world=1, rank=0, ahead=2)
+
+    def test_stage_moved_mid_run(self):
+        from brand import edits
+
+        late = STAGE * 3  # the second stage as stored: late in the epoch
+        schedule = f"0:photos:0.3,clips:0.7;{late}:photos:0.5,clips:0.5"
+        buckets = f"0@photos:{SMALL['photos']};clips:{SMALL['clips']}|{late}@photos:{LARGE['photos']};clips:{LARGE['clips']}"
+        budget = f"0@2560|{late}@10368"
+        for name in ("joint-plain", "joint-moved"):
+            with edits.Editor(self.gw.url, name=name) as ed:
+                ed.store_schedule(schedule, buckets=buckets, budget=budget)
+        plain = [(s.source, tuple(s.bucket), tuple(s.keys)) for s in self.dataset("joint-plain")]
+        ds = self.dataset("joint-moved")
+        it = iter(ds)
+        got = [next(it) for _ in range(8)]
+        with edits.Editor(self.gw.url, name="joint-moved") as ed:
+            with self.assertRaises(edits.EditRefused) as cm:
+                ed.edit_schedule("5:photos:0.5,clips:0.5", from_step=5, buckets=f"5@photos:{LARGE['photos']};clips:{LARGE['clips']}")
+            self.assertGreaterEqual(cm.exception.first_editable_step, 8)  # 8 steps read, and what the loader read ahead
+            v = ed.edit_schedule("next:photos:0.5,clips:0.5", buckets=f"next@photos:{LARGE['photos']};clips:{LARGE['clips']}",
+                                 budget="next@10368")
+        moved = v.from_step
+        self.assertLess(moved, late)
+        self.assertEqual(v.buckets, f"0@photos:{SMALL['photos']};clips:{SMALL['clips']}|{moved}@photos:{LARGE['photos']};clips:{LARGE['clips']}")
+        got += list(it)
+        steps = [(s.source, tuple(s.bucket), tuple(s.keys)) for s in got]
+        self.assertEqual(steps[:moved], plain[:moved], "a step before the edit changed")
+        for n, (src, bucket, _) in enumerate(steps):
+            lists = LARGE if n >= moved else SMALL
+            self.assertIn(bucket, shapes(lists[src]), f"step {n} (the stage moved to {moved}): {src} in {bucket}")
+        self.assertNotEqual(steps[moved:], plain[moved:len(steps)])

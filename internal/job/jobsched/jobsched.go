@@ -171,8 +171,11 @@ type Version struct {
 	Previous string `json:"previous,omitempty"`
 	FromStep uint64 `json:"from_step"`
 	// Schedule is the whole schedule, as mix_schedule= writes it.
-	Schedule string       `json:"schedule"`
-	sched    api.Schedule // parsed
+	Schedule string `json:"schedule"`
+	// BucketStages are a bucketed mixture's staged buckets and budget
+	// stored with it (buckets=stored reads them), none for another's.
+	api.BucketStages
+	sched api.Schedule // parsed
 }
 
 // Parsed returns the schedule.
@@ -287,8 +290,13 @@ func prefix(job string) string { return "_brand/jobs/" + job + "/schedule/" }
 
 // versionOf is a version's name: the hash of its predecessor, first step
 // and schedule.
-func versionOf(prev string, from uint64, sched string) string {
-	h := sha256.Sum256([]byte("brand-schedule-v1\n" + prev + "\n" + strconv.FormatUint(from, 10) + "\n" + sched))
+func versionOf(prev string, from uint64, sched string, stages api.BucketStages) string {
+	s := "brand-schedule-v1\n" + prev + "\n" + strconv.FormatUint(from, 10) + "\n" + sched
+	if !stages.Zero() {
+		// A version without stages is named as before stages were.
+		s += "\nbuckets=" + stages.Buckets + "\nbudget=" + stages.Budget + "\nbudget_tokens=" + stages.BudgetTokens
+	}
+	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:8])
 }
 
@@ -469,7 +477,14 @@ func (b *Book) reserveFor(ctx context.Context, job string, last uint64) error {
 // check vets the edited schedule before it is stored (its datasets
 // served, its bounds).
 func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base string, others Others, check func(api.Schedule) error) (*Version, error) {
-	return b.edit1(ctx, job, text, api.EditFrom{Step: from}, base, others, check)
+	return b.edit1(ctx, job, text, api.BucketStages{}, api.EditFrom{Step: from}, base, others, check)
+}
+
+// EditStages is Edit with the bucket stages stored beside the schedule:
+// a first version's whole, an edit's from its step on (the stages before
+// kept; none given keeps the version's: api.BucketStages.Edit).
+func (b *Book) EditStages(ctx context.Context, job, text string, stages api.BucketStages, from uint64, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	return b.edit1(ctx, job, text, stages, api.EditFrom{Step: from}, base, others, check)
 }
 
 // EditNext is Edit from the first step the job has not read: the step
@@ -484,11 +499,20 @@ func (b *Book) EditNext(ctx context.Context, job, text, base string, others Othe
 	if base == "" {
 		return nil, fmt.Errorf("%w: a job's first schedule starts at step 0, not at the next step: store it with from_step 0", api.ErrMix)
 	}
-	return b.edit1(ctx, job, text, api.EditFrom{Next: true}, base, others, check)
+	return b.edit1(ctx, job, text, api.BucketStages{}, api.EditFrom{Next: true}, base, others, check)
+}
+
+// EditNextStages is EditNext with bucket stages (EditStages), their
+// first written at "next" as the schedule's first phase is.
+func (b *Book) EditNextStages(ctx context.Context, job, text string, stages api.BucketStages, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	if base == "" {
+		return nil, fmt.Errorf("%w: a job's first schedule starts at step 0, not at the next step: store it with from_step 0", api.ErrMix)
+	}
+	return b.edit1(ctx, job, text, stages, api.EditFrom{Next: true}, base, others, check)
 }
 
 // edit1 is Edit and EditNext.
-func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+func (b *Book) edit1(ctx context.Context, job, text string, stages api.BucketStages, at api.EditFrom, base string, others Others, check func(api.Schedule) error) (*Version, error) {
 	b.use(job)
 	if strings.TrimSpace(text) == "" {
 		// An empty schedule reads no dataset: stored, every request of
@@ -517,13 +541,16 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 		if sched, err = api.ParseSchedule(text); err != nil {
 			return nil, err
 		}
+		if stages, err = (api.BucketStages{}).Edit(0, stages, false); err != nil {
+			return nil, fmt.Errorf("%w: %w", api.ErrMix, err)
+		}
 	} else {
 		var err error
 		if prev, err = b.fresh(ctx, job); err != nil {
 			return nil, err
 		}
 		if prev.Version != base {
-			if b.madeBy(ctx, prev, text, at, base) {
+			if b.madeBy(ctx, prev, text, stages, at, base) {
 				return prev, nil // this edit's own retry, its answer lost
 			}
 			return nil, editproto.NewConflictError(editproto.Schedule, prev.Version, fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version))
@@ -572,14 +599,17 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 		if sched, err = prev.sched.Edit(from, text); err != nil {
 			return nil, err
 		}
+		if stages, err = prev.BucketStages.Edit(from, stages, at.Next); err != nil {
+			return nil, fmt.Errorf("%w: %w", api.ErrMix, err)
+		}
 	}
 	if check != nil {
 		if err := check(sched); err != nil {
 			return nil, err
 		}
 	}
-	v := &Version{Job: job, Previous: base, FromStep: from, Schedule: sched.String(), sched: sched}
-	v.Version = versionOf(base, from, v.Schedule)
+	v := &Version{Job: job, Previous: base, FromStep: from, Schedule: sched.String(), BucketStages: stages, sched: sched}
+	v.Version = versionOf(base, from, v.Schedule, v.BucketStages)
 	names, stores := b.stores()
 	// A job's first schedule is made at its home, where every node looks
 	// first: two nodes making one at once race on one root (PutIfAbsent),
@@ -637,7 +667,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 // at made: a client that retries an edit whose answer it lost (its
 // connection broke) is told the version it made, rather than a 409 that
 // its own edit caused. An edit from the next step took v.FromStep.
-func (b *Book) madeBy(ctx context.Context, v *Version, text string, at api.EditFrom, base string) bool {
+func (b *Book) madeBy(ctx context.Context, v *Version, text string, stages api.BucketStages, at api.EditFrom, base string) bool {
 	if v.Previous != base || (!at.Next && at.Step != v.FromStep) {
 		return false
 	}
@@ -655,7 +685,11 @@ func (b *Book) madeBy(ctx context.Context, v *Version, text string, at api.EditF
 		}
 	}
 	sched, err := prev.sched.Edit(v.FromStep, text)
-	return err == nil && versionOf(base, v.FromStep, sched.String()) == v.Version
+	if err != nil {
+		return false
+	}
+	bs, err := prev.BucketStages.Edit(v.FromStep, stages, at.Next)
+	return err == nil && versionOf(base, v.FromStep, sched.String(), bs) == v.Version
 }
 
 // remember keeps v; b.mu held.
@@ -781,7 +815,7 @@ func (b *Book) load(ctx context.Context, st Store, job, name string) (*Version, 
 	if v.sched, err = api.ParseSchedule(v.Schedule); err != nil {
 		return nil, fmt.Errorf("job %s's schedule version %s: %w", job, name, err)
 	}
-	if versionOf(v.Previous, v.FromStep, v.Schedule) != name {
+	if versionOf(v.Previous, v.FromStep, v.Schedule, v.BucketStages) != name {
 		return nil, fmt.Errorf("job %s's schedule version %s does not hash to its name", job, name)
 	}
 	b.mu.Lock()

@@ -3,6 +3,7 @@ package resolve_test
 import (
 	"context"
 	"errors"
+	"github.com/brandgw/brand/api"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestTableAtEveryStep(t *testing.T) {
 	exclude("run")
 	exclude("both")
 	for _, job := range []string{"mixed", "both"} {
-		if _, err := solo.Edits().EditSchedule(ctx, job, "0:a:1,b:1", 0, false, ""); err != nil {
+		if _, err := solo.Edits().EditSchedule(ctx, job, "0:a:1,b:1", api.BucketStages{}, 0, false, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

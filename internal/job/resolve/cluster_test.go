@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/brandgw/brand/api"
 	"reflect"
 	"slices"
 	"sync"
@@ -73,7 +74,7 @@ func TestEditsAskEveryMember(t *testing.T) {
 		{
 			name: "a schedule's edit", schedule: true,
 			setup: func(r *resolve.Resolver) error {
-				_, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", 0, false, "")
+				_, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", api.BucketStages{}, 0, false, "")
 				return err
 			},
 			edit: func(r *resolve.Resolver, from uint64) error {
@@ -81,7 +82,7 @@ func TestEditsAskEveryMember(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				_, err = r.Edits().EditSchedule(ctx, "mixed", fmt.Sprintf("%d:a:1", from), from, false, cur.Version)
+				_, err = r.Edits().EditSchedule(ctx, "mixed", fmt.Sprintf("%d:a:1", from), api.BucketStages{}, from, false, cur.Version)
 				return err
 			},
 			next: func(nodes []*resolve.Resolver) uint64 {
@@ -175,14 +176,14 @@ func TestEditUnasked(t *testing.T) {
 	if head, _, _, err := r.Edits().Read(ctx, "run", job); err != nil || head != nil {
 		t.Fatalf("an exclusion refused was stored: %+v, %v", head, err)
 	}
-	if _, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", 0, false, ""); err != nil {
+	if _, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", api.BucketStages{}, 0, false, ""); err != nil {
 		t.Fatalf("a first schedule asks no member: %v", err)
 	}
 	cur, err := r.Edits().Schedules().Current(ctx, "mixed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Edits().EditSchedule(ctx, "mixed", "3:a:1", 3, false, cur.Version); !errors.Is(err, jobsched.ErrUnasked) {
+	if _, err := r.Edits().EditSchedule(ctx, "mixed", "3:a:1", api.BucketStages{}, 3, false, cur.Version); !errors.Is(err, jobsched.ErrUnasked) {
 		t.Fatalf("a schedule's edit: %v; want ErrUnasked", err)
 	}
 }
@@ -382,14 +383,14 @@ func TestEditReleasesThoseThatAnswered(t *testing.T) {
 	if before() != 1 {
 		t.Fatal("the exclusion was refused before the member that answered was released")
 	}
-	if _, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", 0, false, ""); err != nil {
+	if _, err := r.Edits().EditSchedule(ctx, "mixed", "0:a:1", api.BucketStages{}, 0, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	cur, err := r.Edits().Schedules().Current(ctx, "mixed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Edits().EditSchedule(ctx, "mixed", "3:a:1", 3, false, cur.Version); !errors.Is(err, jobsched.ErrUnasked) {
+	if _, err := r.Edits().EditSchedule(ctx, "mixed", "3:a:1", api.BucketStages{}, 3, false, cur.Version); !errors.Is(err, jobsched.ErrUnasked) {
 		t.Fatalf("a schedule's edit: %v; want ErrUnasked", err)
 	}
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -417,7 +418,7 @@ func TestEditReleasesThoseThatAnswered(t *testing.T) {
 func TestScheduleEditSeenByEveryMember(t *testing.T) {
 	ctx := context.Background()
 	nodes := cluster(t, 3, nil, stored(t, "a", 4, 10), stored(t, "b", 4, 10))
-	first, err := nodes[0].Edits().EditSchedule(ctx, "mixed", "0:a:0.5,b:0.5", 0, false, "")
+	first, err := nodes[0].Edits().EditSchedule(ctx, "mixed", "0:a:0.5,b:0.5", api.BucketStages{}, 0, false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestScheduleEditSeenByEveryMember(t *testing.T) {
 			t.Fatalf("before the edit: %+v, %v", cur, err)
 		}
 	}
-	made, err := nodes[0].Edits().EditSchedule(ctx, "mixed", "5:a:0.2,b:0.8", 5, false, first.Version)
+	made, err := nodes[0].Edits().EditSchedule(ctx, "mixed", "5:a:0.2,b:0.8", api.BucketStages{}, 5, false, first.Version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/jobsched"
+	"github.com/brandgw/brand/internal/job/query"
 )
 
 // schedules is the book of named jobs' stored schedules, made on first
@@ -45,7 +46,7 @@ func (ed *Editor) Schedules() *jobsched.Book { return ed.r.book() }
 // promised once the edit is made or refused. This node's latest step is
 // the book's own, checked under the edit's lock. A schedule naming a
 // dataset not served here is refused, as every request of it would be.
-func (ed *Editor) EditSchedule(ctx context.Context, job, text string, from uint64, next bool, base string) (*jobsched.Version, error) {
+func (ed *Editor) EditSchedule(ctx context.Context, job, text string, stages api.BucketStages, from uint64, next bool, base string) (*jobsched.Version, error) {
 	check := func(s api.Schedule) error {
 		for _, name := range s.Datasets() {
 			if _, err := ed.r.Version(api.Job{Dataset: name}); err != nil {
@@ -58,9 +59,9 @@ func (ed *Editor) EditSchedule(ctx context.Context, job, text string, from uint6
 	defer func() { release() }()
 	others := ed.scheduleOthers(&release)
 	if next {
-		return ed.r.book().EditNext(ctx, job, text, base, others, check)
+		return ed.r.book().EditNextStages(ctx, job, text, stages, base, others, check)
 	}
-	return ed.r.book().Edit(ctx, job, text, from, base, others, check)
+	return ed.r.book().EditStages(ctx, job, text, stages, from, base, others, check)
 }
 
 // stored resolves job's stored schedule (job.ScheduleVersion) for the
@@ -86,6 +87,9 @@ func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch
 	if samples == 0 {
 		tj := *job
 		tj.Schedule, tj.Mix, tj.Dataset, tj.Offset = cur.Parsed(), cur.Parsed()[0].Mix, "", 0
+		if err := withStages(&tj, cur); err != nil {
+			return err
+		}
 		un, err := r.unit(tj)
 		if err != nil {
 			return err
@@ -118,6 +122,28 @@ func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch
 		return err
 	}
 	job.Schedule, job.Mix, job.ScheduleVersion, job.Dataset = v.Parsed(), v.Parsed()[0].Mix, v.Version, ""
+	return withStages(job, v)
+}
+
+// withStages gives job the bucket stages version v stores, where the job
+// reads them (buckets=stored, budget=stored), and the clip parameters
+// their clip buckets make, as the parser derives a request's.
+func withStages(job *api.Job, v *jobsched.Version) error {
+	if !job.Buckets.FromStore() {
+		return nil
+	}
+	b, err := job.Buckets.WithStored(v.BucketStages)
+	if err != nil {
+		return fmt.Errorf("%w: job %s's schedule version %s: %w", query.ErrBadRequest, v.Job, v.Version, err)
+	}
+	job.Buckets = b
+	c, ok, err := b.ClipOf(job.Clip)
+	if err != nil {
+		return fmt.Errorf("%w: %w", query.ErrBadRequest, err)
+	}
+	if ok {
+		job.Clip = c
+	}
 	return nil
 }
 

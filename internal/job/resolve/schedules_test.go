@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/brandgw/brand/api"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -43,7 +44,7 @@ func TestStoredSchedule(t *testing.T) {
 			if v, ok := made[base]; ok {
 				base = v.Version
 			}
-			return r.Edits().EditSchedule(ctx, "mixed", text, from, false, base)
+			return r.Edits().EditSchedule(ctx, "mixed", text, api.BucketStages{}, from, false, base)
 		}
 	}
 	for _, tc := range []struct {
@@ -67,7 +68,7 @@ func TestStoredSchedule(t *testing.T) {
 			return edit(fmt.Sprintf("%d:a:0,b:1", latest+1), latest+1, "v1")()
 		}, made: "v2"},
 		{name: "from the next step", serve: 6, edit: func() (*jobsched.Version, error) {
-			return r.Edits().EditSchedule(ctx, "mixed", "next:a:1,b:0", 0, true, made["v2"].Version)
+			return r.Edits().EditSchedule(ctx, "mixed", "next:a:1,b:0", api.BucketStages{}, 0, true, made["v2"].Version)
 		}, made: "v3"},
 	} {
 		for m := range tc.serve {
@@ -116,7 +117,7 @@ func TestStoredSchedule(t *testing.T) {
 
 	restarted, _ := newNode(t, nil, ds...)
 	var se *editproto.ServedError
-	if _, err := restarted.Edits().EditSchedule(ctx, "mixed", fmt.Sprintf("%d:a:0,b:1", latest), latest, false, made["v3"].Version); !errors.As(err, &se) || se.Next <= latest {
+	if _, err := restarted.Edits().EditSchedule(ctx, "mixed", fmt.Sprintf("%d:a:0,b:1", latest), api.BucketStages{}, latest, false, made["v3"].Version); !errors.As(err, &se) || se.Next <= latest {
 		t.Fatalf("a restarted node, an edit from step %d the job read: %v", latest, err)
 	}
 }
@@ -148,7 +149,7 @@ func TestStoredTokenSchedule(t *testing.T) {
 	ctx := context.Background()
 	r, _ := newNode(t, nil, tokenSource(t, "web", 60), tokenSource(t, "code", 61), tokenSource(t, "books", 62))
 	const job = "job=run&schedule=latest&seq=64&batch_size=4&world=2&mix_block=8&window=2"
-	first, err := r.Edits().EditSchedule(ctx, "run", "0:web:0.5,code:0.25,books:0.25", 0, false, "")
+	first, err := r.Edits().EditSchedule(ctx, "run", "0:web:0.5,code:0.25,books:0.25", api.BucketStages{}, 0, false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,10 +170,10 @@ func TestStoredTokenSchedule(t *testing.T) {
 	step(t, r, job, 2, 0, 5)
 	latest(5)
 	var se *editproto.ServedError
-	if _, err := r.Edits().EditSchedule(ctx, "run", "5:web:0,code:0,books:1", 5, false, first.Version); !errors.As(err, &se) || se.Next != 6 {
+	if _, err := r.Edits().EditSchedule(ctx, "run", "5:web:0,code:0,books:1", api.BucketStages{}, 5, false, first.Version); !errors.As(err, &se) || se.Next != 6 {
 		t.Fatalf("an edit from step 5, read: %v; want a refusal naming step 6", err)
 	}
-	if _, err := r.Edits().EditSchedule(ctx, "run", "6:web:0.125,code:0.125,books:0.75", 6, false, first.Version); err != nil {
+	if _, err := r.Edits().EditSchedule(ctx, "run", "6:web:0.125,code:0.125,books:0.75", api.BucketStages{}, 6, false, first.Version); err != nil {
 		t.Fatal(err)
 	}
 	step(t, r, job, 2, 1, 0)

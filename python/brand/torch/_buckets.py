@@ -287,7 +287,7 @@ class Buckets(IterableDataset):
         # across epochs (its sources' passes run on across them):
         # _carried are the steps of this run's epochs before self.epoch.
         job = self.options.job
-        self._mixture = job.mix is not None or job.mix_schedule is not None
+        self._mixture = job.mix is not None or job.mix_schedule is not None or job.schedule_version is not None
         self._carried = 0
 
     # -- the job --------------------------------------------------------------

@@ -219,9 +219,10 @@ type component struct {
 	first int
 }
 
-// EpochSteps is the source's pass 0's steps at the job's first world,
-// which with the other sources' fixes the mixture's epoch length
-// (mixture.EpochSized) whatever world a run resumes at.
+// EpochSteps is the source's pass 0's steps at the job's first world and
+// its first stage, which with the other sources' fixes the mixture's
+// epoch length (mixture.EpochSized) whatever world a run resumes at and
+// however its later stages are edited.
 func (c *component) EpochSteps(s layout.Stream) (int, error) {
 	job := c.job
 	job.Buckets.Resume = ""
@@ -236,8 +237,10 @@ func (c *component) EpochSteps(s layout.Stream) (int, error) {
 	if c.st == nil {
 		p, err = c.u.planOf(c.ds, job, s, 0, e)
 	} else {
-		st := *c.st
-		st.worlds = nil
+		// The first stage alone: an edit of a later stage (a stored
+		// schedule's, from a step not yet read) then never moves the
+		// epochs' boundaries, nor so the steps already served.
+		st := staging{stages: c.st.stages[:1], starts: c.st.starts[:1]}
 		p, err = c.u.memoPlan(c.ds, job, s, 0, e, &st, 0)
 	}
 	if err != nil {
