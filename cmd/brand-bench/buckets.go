@@ -38,6 +38,7 @@ func bucketsBenchmark() benchmark[bench.BucketsConfig, *bench.BucketsReport] {
 			fs.BoolVar(&cfg.ClipsOnly, "clips-only", cfg.ClipsOnly, "with --clips, skip the photos")
 			fs.StringVar(&cfg.ClipBuckets, "clip-buckets", cfg.ClipBuckets, "the clips' buckets, HxWxT,... or video-480")
 			fs.Int64Var(&cfg.ClipBudget, "clip-budget", cfg.ClipBudget, "pixels (H·W·T) of a step's batch of clips")
+			fs.BoolVar(&cfg.Mix, "mix", cfg.Mix, "also read the photos split by class into two datasets as one bucketed mixture in two stages (brand-mix): weights 0.3/0.7 at the buckets one size below --side's, then 0.5/0.5 at --side's from a third of the measured epoch")
 			fs.StringVar(&cfg.Baseline, "baseline-python", cfg.Baseline, "if set, another tree's python directory whose brand.Buckets each round also reads the photos with (brand-before): a client's change before and after in one run")
 			fs.IntVar(&cfg.TrainerCPU, "trainer-cpu", cfg.TrainerCPU, "the training node's core")
 			fs.IntVar(&cfg.DataCPU, "data-cpu", cfg.DataCPU, "the data node's core: the gateway")

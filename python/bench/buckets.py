@@ -27,8 +27,14 @@ prints on stdout. Each mode is what a PyTorch user writes:
            it at the centre with PIL, to uint8 ``(T, H, W, 3)``.
 ``brand-clips``  ``brand.Buckets`` over the gateway's tree of videos, the
            same clip buckets and budget, ``clip_start="first"``.
+``brand-mix``  ``brand.Buckets`` over a bucketed mixture of two photo
+           datasets in two stages (``--mix-schedule``, ``--stage-buckets``,
+           ``--stage-budget``): the weights, buckets and budget change at
+           a global step inside the measured epoch.
 
-Figures: ``images``, ``steps``, ``seconds`` from the loader's start (its
+Figures: ``images``, ``steps``, ``pixels`` (of the tensors handed to the
+trainer), ``fill`` (the mean share of the step's budget its pixels fill),
+``seconds`` from the loader's start (its
 workers' start included) to the last step, and ``cpu_seconds``, the CPU
 the process tree spent in that time (this process's user and system
 time and its reaped children's, the DataLoader's workers, from
@@ -181,7 +187,23 @@ def pil(a: argparse.Namespace) -> Dict[str, Any]:
     sizes = [max(1, a.budget // (h * w)) for h, w in shapes]
     loader = DataLoader(Files(paths, shapes), batch_sampler=BucketSampler(buckets, sizes, a.seed + a.epoch),
                         num_workers=a.workers, collate_fn=torch.stack, persistent_workers=a.workers > 0)
-    return measure(lambda: loader, a.warmup)
+    return measure(lambda: loader, a.warmup, lambda m: a.budget)
+
+
+def brand_mix(a: argparse.Namespace) -> Dict[str, Any]:
+    """The bucketed mixture in two stages: its steps from --epoch-start
+    (the measured epoch's first global step), the budget the stage's."""
+    import brand
+
+    stages = [(int(k), int(v)) for k, v in (x.split("@") for x in a.stage_budget.split("|"))]
+
+    def budget(m: int) -> int:
+        return [v for k, v in stages if k <= a.epoch_start + m][-1]
+
+    ds = brand.Buckets(a.url, mix_schedule=a.mix_schedule, buckets=a.stage_buckets, budget=a.stage_budget, seed=a.seed)
+    ds.set_epoch(a.epoch)
+    loader = ds.loader(num_workers=a.workers, persistent_workers=a.workers > 0)
+    return measure(lambda: (b.images for b in loader), a.warmup, budget)
 
 
 def brand_mode(a: argparse.Namespace) -> Dict[str, Any]:
@@ -192,7 +214,7 @@ def brand_mode(a: argparse.Namespace) -> Dict[str, Any]:
     ds = brand.Buckets(a.url, a.dataset, buckets=preset, budget=a.budget, seed=a.seed)
     ds.set_epoch(a.epoch)
     loader = ds.loader(num_workers=a.workers, persistent_workers=a.workers > 0)
-    return measure(lambda: (b.images for b in loader), a.warmup)
+    return measure(lambda: (b.images for b in loader), a.warmup, lambda m: a.budget)
 
 
 def clip_shapes(spec: str) -> List[Tuple[int, int, int]]:
@@ -264,7 +286,7 @@ def pyav(a: argparse.Namespace) -> Dict[str, Any]:
     sizes = [max(1, a.budget // (h * w * t)) for h, w, t in shapes]
     loader = DataLoader(Videos(paths, shapes), batch_sampler=BucketSampler(buckets, sizes, a.seed + a.epoch),
                         num_workers=a.workers, collate_fn=torch.stack, persistent_workers=a.workers > 0)
-    return measure(lambda: loader, a.warmup)
+    return measure(lambda: loader, a.warmup, lambda m: a.budget)
 
 
 def brand_clips(a: argparse.Namespace) -> Dict[str, Any]:
@@ -273,7 +295,7 @@ def brand_clips(a: argparse.Namespace) -> Dict[str, Any]:
     ds = brand.Buckets(a.url, a.dataset, buckets=a.clip_buckets, budget=a.budget, seed=a.seed, clip_start="first")
     ds.set_epoch(a.epoch)
     loader = ds.loader(num_workers=a.workers, persistent_workers=a.workers > 0)
-    return measure(lambda: (b.frames for b in loader), a.warmup)
+    return measure(lambda: (b.frames for b in loader), a.warmup, lambda m: a.budget)
 
 
 def check(a: argparse.Namespace) -> Dict[str, Any]:
@@ -346,29 +368,39 @@ def check(a: argparse.Namespace) -> Dict[str, Any]:
             "dropped": sum(b["dropped"] for b in info["buckets"]), "too_small": info["too_small"]}
 
 
-def measure(make_steps, warmup: int = 0) -> Dict[str, Any]:
+def measure(make_steps, warmup: int, budget) -> Dict[str, Any]:
     """Consume make_steps()'s steps: ``warmup`` passes unmeasured (the
     persistent workers started, the pages mapped), then one measured, its
-    CPU the process tree's over it, the live workers' included."""
+    CPU the process tree's over it, the live workers' included. A step's
+    pixels are its tensor's elements over its 3 channels; budget(m) is
+    step m's budget, in pixels (a clip's frames count theirs)."""
     cpu0 = tree_cpu()
     for _ in range(warmup):
         for _ in make_steps():
             pass
     warm = tree_cpu() - cpu0
-    images = steps = 0
+    images = steps = pixels = 0
+    fill = 0.0
     cpu0 = tree_cpu()
     start = time.perf_counter()
     for images_t in make_steps():
+        n = images_t.numel() // 3
         images += len(images_t)
+        pixels += n
+        fill += n / budget(steps)
         steps += 1
     seconds = time.perf_counter() - start
-    return {"images": images, "steps": steps, "seconds": seconds, "cpu_seconds": tree_cpu() - cpu0,
-            "warmup_cpu_seconds": warm}
+    return {"images": images, "steps": steps, "pixels": pixels, "fill": fill / max(steps, 1), "seconds": seconds,
+            "cpu_seconds": tree_cpu() - cpu0, "warmup_cpu_seconds": warm}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["pil", "brand", "brand-before", "check", "pyav", "brand-clips"])
+    p.add_argument("mode", choices=["pil", "brand", "brand-before", "check", "pyav", "brand-clips", "brand-mix"])
+    p.add_argument("--mix-schedule", help="brand-mix: the mixture's weights by global step (mix_schedule=)")
+    p.add_argument("--stage-buckets", help="brand-mix: the buckets' stages, STEP@LIST|...")
+    p.add_argument("--stage-budget", help="brand-mix: the budget's stages, STEP@PIXELS|...")
+    p.add_argument("--epoch-start", type=int, default=0, help="brand-mix: the measured epoch's first global step")
     p.add_argument("--clip-buckets", help="pyav, brand-clips: the clip buckets, HxWxT,...")
     p.add_argument("--world", type=int, default=2, help="check: the world size read")
     p.add_argument("--dir", help="pil: the JPEG tree")
@@ -381,7 +413,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--warmup", type=int, default=1, help="unmeasured passes first (the persistent workers started)")
     a = p.parse_args()
-    out = {"pil": pil, "brand": brand_mode, "brand-before": brand_mode, "check": check, "pyav": pyav, "brand-clips": brand_clips}[a.mode](a)
+    out = {"pil": pil, "brand": brand_mode, "brand-before": brand_mode, "check": check, "pyav": pyav, "brand-clips": brand_clips,
+           "brand-mix": brand_mix}[a.mode](a)
     print(json.dumps(out))
 
 

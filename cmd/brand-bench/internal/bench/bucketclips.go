@@ -142,6 +142,8 @@ func bucketsPass(ctx context.Context, py trainerNode, g *gatewayProc, round int,
 	var out struct {
 		Images     int     `json:"images"`
 		Steps      int     `json:"steps"`
+		Pixels     int64   `json:"pixels"`
+		Fill       float64 `json:"fill"`
 		Seconds    float64 `json:"seconds"`
 		CPUSeconds float64 `json:"cpu_seconds"`
 		Warmup     float64 `json:"warmup_cpu_seconds"`
@@ -154,9 +156,9 @@ func bucketsPass(ctx context.Context, py trainerNode, g *gatewayProc, round int,
 		return BucketsRow{}, fmt.Errorf("bench: %s read no sample", mode)
 	}
 	n := float64(out.Images)
-	row := BucketsRow{Round: round, Mode: mode, Images: out.Images, Steps: out.Steps, Seconds: out.Seconds,
+	row := BucketsRow{Round: round, Mode: mode, Images: out.Images, Steps: out.Steps, Pixels: out.Pixels, Fill: out.Fill, Seconds: out.Seconds,
 		ImagesPerSec: n / out.Seconds, TrainerCPU: out.CPUSeconds, TrainerMsPerImage: 1e3 * out.CPUSeconds / n,
-		WarmupCPU: out.Warmup}
+		TrainerMsPerMpx: 1e9 * out.CPUSeconds / float64(max(out.Pixels, 1)), WarmupCPU: out.Warmup}
 	if mode != "pil" && mode != "pyav" {
 		// The gateway served the epoch twice: the warm-up pass and the
 		// measured one.
@@ -191,6 +193,30 @@ func worstRatio(rows []BucketsRow, mode, base string) float64 {
 		}
 	}
 	return worst
+}
+
+// worstMpxRatio is worstRatio a megapixel of the tensors.
+func worstMpxRatio(rows []BucketsRow, mode, base string) float64 {
+	var worst float64
+	for _, r := range rows {
+		for _, p := range rows {
+			if r.Mode == mode && p.Round == r.Round && p.Mode == base {
+				worst = max(worst, ratio(r.TrainerMsPerMpx, p.TrainerMsPerMpx))
+			}
+		}
+	}
+	return worst
+}
+
+// worstFill is the least mean fill of mode's passes.
+func worstFill(rows []BucketsRow, mode string) float64 {
+	worst := -1.0
+	for _, r := range rows {
+		if r.Mode == mode && (worst < 0 || r.Fill < worst) {
+			worst = r.Fill
+		}
+	}
+	return max(worst, 0)
 }
 
 // writeBucketClips writes n videos under dir in class folders (bucketClipVideo's

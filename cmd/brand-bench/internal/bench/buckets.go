@@ -64,6 +64,11 @@ type BucketsConfig struct {
 	ClipsOnly   bool
 	ClipBuckets string
 	ClipBudget  int64
+	// Mix, if set, adds a bucketed mixture in two stages (mode
+	// brand-mix, bucketmix.go): the photos split into two datasets by
+	// class, read at 0.3/0.7 in the stage below Side's buckets and at
+	// 0.5/0.5 in Side's from a third of the measured epoch on.
+	Mix bool `zero:"kept"`
 	// Baseline, if set, is another tree's python directory whose
 	// brand.Buckets is read in each round too (mode brand-before): a
 	// change of the client measured before and after in one run.
@@ -106,6 +111,7 @@ type BucketsReport struct {
 	Summary    map[string][3]float64 `json:"trainer_ms_per_image"` // per mode: median, min, max
 	Targets    []Target              `json:"targets"`
 	Check      *BucketsCheck         `json:"check,omitempty"`
+	Mix        *BucketsMixReport     `json:"mix,omitempty"`
 	Clips      *BucketsClipsReport   `json:"clips,omitempty"`
 	Load       []float64             `json:"load_average"`
 	Seconds    float64               `json:"seconds"`
@@ -135,10 +141,13 @@ type BucketsRow struct {
 	Mode              string  `json:"mode"`
 	Images            int     `json:"images"`
 	Steps             int     `json:"steps"`
+	Pixels            int64   `json:"pixels"` // of the tensors the trainer received
+	Fill              float64 `json:"fill"`   // the mean share of a step's budget its pixels fill
 	Seconds           float64 `json:"seconds"`
 	ImagesPerSec      float64 `json:"images_per_s"`
 	TrainerCPU        float64 `json:"trainer_cpu_s"`
 	TrainerMsPerImage float64 `json:"trainer_ms_per_image"`
+	TrainerMsPerMpx   float64 `json:"trainer_ms_per_megapixel"` // over the tensors' pixels
 	// WarmupCPU is the trainer's CPU over the unmeasured pass before (the
 	// persistent workers' start, their first epoch).
 	WarmupCPU         float64 `json:"warmup_trainer_cpu_s"`
@@ -211,8 +220,17 @@ func runBucketPhotos(ctx context.Context, cfg BucketsConfig, py trainerNode, rep
 	logf(cfg.Log, "dataset: %d photos of %d aspect ratios, longer sides %d to %d px, mean %s, packed with their sizes",
 		cfg.Images, len(bucketsAspects), cfg.MinSide, cfg.MaxSide, sizeString(rep.MeanBytes))
 
-	args := []string{"-c", strconv.Itoa(cfg.DataCPU), cfg.GatewayBinary, "serve", "--listen", "127.0.0.1:0", "--dataset", "photos=file://" + storeDir,
-		"--cache-size", strconv.FormatInt(2*res.Index.TotalBytes()+(64<<20), 10), "--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
+	datasets, bytes := []string{"--dataset", "photos=file://" + storeDir}, res.Index.TotalBytes()
+	if cfg.Mix {
+		rep.Mix = &BucketsMixReport{}
+		flags, n, err := packBucketMix(ctx, src, filepath.Join(cfg.WorkDir, "buckets-mix"), rep.Mix)
+		if err != nil {
+			return err
+		}
+		datasets, bytes = append(datasets, flags...), bytes+n
+	}
+	args := append(append([]string{"-c", strconv.Itoa(cfg.DataCPU), cfg.GatewayBinary, "serve", "--listen", "127.0.0.1:0"}, datasets...),
+		"--cache-size", strconv.FormatInt(2*bytes+(64<<20), 10), "--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s")
 	g, err := startGateway(ctx, py.taskset, args, nil, filepath.Join(cfg.WorkDir, "gateway-buckets.log"))
 	if err != nil {
 		return err
@@ -231,11 +249,19 @@ func runBucketPhotos(ctx context.Context, cfg BucketsConfig, py trainerNode, rep
 	if st, err := transformStats(ctx, g); err == nil {
 		rep.Decoder = st.Decoder
 	}
+	if rep.Mix != nil {
+		if err := bucketMixEpoch(ctx, cfg, g, preset, rep.Mix); err != nil {
+			return err
+		}
+	}
 	for round := range cfg.Rounds {
 		rep.Load = append(rep.Load, loadAverage())
 		modes := []string{"pil", "brand"}
 		if cfg.Baseline != "" {
 			modes = append(modes, "brand-before")
+		}
+		if rep.Mix != nil {
+			modes = append(modes, "brand-mix")
 		}
 		for _, mode := range modes {
 			args := []string{mode, "--side", strconv.Itoa(cfg.Side), "--budget", strconv.FormatInt(cfg.Budget, 10),
@@ -248,6 +274,9 @@ func runBucketPhotos(ctx context.Context, cfg BucketsConfig, py trainerNode, rep
 			}
 			if mode == "brand-before" {
 				node.env = append(slices.Clip(py.env), "BRAND_BENCH_PYTHONPATH="+cfg.Baseline)
+			}
+			if mode == "brand-mix" {
+				args = append(args, bucketMixArgs(cfg, preset, rep.Mix, round)...)
 			}
 			row, err := bucketsPass(ctx, node, g, round, mode, args)
 			if err != nil {
@@ -272,7 +301,7 @@ func runBucketPhotos(ctx context.Context, cfg BucketsConfig, py trainerNode, rep
 		return err
 	}
 	rep.Summary = map[string][3]float64{}
-	for _, mode := range []string{"pil", "brand", "brand-before"} {
+	for _, mode := range []string{"pil", "brand", "brand-before", "brand-mix"} {
 		if ms := trainerMs(rep.Rows, mode); len(ms) > 0 {
 			rep.Summary[mode] = spread(ms)
 		}
@@ -281,6 +310,12 @@ func runBucketPhotos(ctx context.Context, cfg BucketsConfig, py trainerNode, rep
 	rep.Targets = []Target{atMost("trainer CPU per image, brand.Buckets ÷ PIL bucketing in DataLoader workers (worst round)", worst, 0.05)}
 	if rep.Epoch != nil {
 		rep.Targets = append(rep.Targets, atLeast("mean fill of the budget over the epoch's steps", rep.Epoch.Fill, 0.95))
+	}
+	if rep.Mix != nil {
+		rep.Targets = append(rep.Targets,
+			atMost("trainer CPU per image, the bucketed mixture in two stages (brand-mix) ÷ PIL bucketing at --side's buckets (worst round)", worstRatio(rep.Rows, "brand-mix", "pil"), 0.05),
+			atMost("trainer CPU per megapixel of the tensors, brand-mix ÷ PIL (worst round)", worstMpxRatio(rep.Rows, "brand-mix", "pil"), 0.05),
+			atLeast("mean fill of the budget over the mixture's measured steps (worst round)", worstFill(rep.Rows, "brand-mix"), 0.95))
 	}
 	if c := rep.Check; c != nil {
 		rep.Targets = append(rep.Targets,
@@ -351,16 +386,20 @@ func (r *BucketsReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&sb, "%d photo-like JPEGs of %d aspect ratios, longer sides %d–%d px, mean %s; buckets %s, a budget of %d pixels a step; training node: CPU %d (the DataLoader and %d workers); data node: CPU %d (brand serve, decoder %s); %s\n\n",
 			r.Images, r.Aspects, r.Sides[0], r.Sides[1], sizeString(r.MeanBytes), r.Buckets, r.Budget, r.TrainerCPU, r.Workers, r.DataCPU, r.Decoder, r.Versions)
 		sb.WriteString("| loader | trainer CPU ms per image, median (min–max) |\n| --- | --: |\n")
-		for _, m := range []string{"pil", "brand", "brand-before"} {
+		for _, m := range []string{"pil", "brand", "brand-before", "brand-mix"} {
 			if v, ok := r.Summary[m]; ok {
 				fmt.Fprintf(&sb, "| %s | %s |\n", map[string]string{"pil": "(1) PIL bucketing in DataLoader workers", "brand": "(2) brand.Buckets",
-					"brand-before": "(2′) brand.Buckets, the baseline tree's client (--baseline-python)"}[m], spreadString(v, 3))
+					"brand-before": "(2′) brand.Buckets, the baseline tree's client (--baseline-python)",
+					"brand-mix":    "(3) brand.Buckets, a bucketed mixture in two stages (--mix)"}[m], spreadString(v, 3))
 			}
 		}
-		sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | images/s | s | trainer CPU s | trainer ms an image | the warm-up pass's trainer CPU s | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+		sb.WriteString("\nEvery pass:\n\n| round | loader | images | steps | fill | images/s | s | trainer CPU s | trainer ms an image | trainer ms a megapixel | the warm-up pass's trainer CPU s | gateway CPU s | gateway ms an image |\n| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 		for _, row := range r.Rows {
-			fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.1f | %.2f | %.2f | %.3f | %.2f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.ImagesPerSec,
-				row.Seconds, row.TrainerCPU, row.TrainerMsPerImage, row.WarmupCPU, row.GatewayCPU, row.GatewayMsPerImage)
+			fmt.Fprintf(&sb, "| %d | %s | %d | %d | %.3f | %.1f | %.2f | %.2f | %.3f | %.3f | %.2f | %.2f | %.1f |\n", row.Round, row.Mode, row.Images, row.Steps, row.Fill, row.ImagesPerSec,
+				row.Seconds, row.TrainerCPU, row.TrainerMsPerImage, row.TrainerMsPerMpx, row.WarmupCPU, row.GatewayCPU, row.GatewayMsPerImage)
+		}
+		if r.Mix != nil {
+			r.Mix.writeText(&sb)
 		}
 		if e := r.Epoch; e != nil {
 			fmt.Fprintf(&sb, "\nEpoch 1 of the bucket job (/epoch/1): mean fill of the budget %.3f, %d images too small, %d without an image.\n\n| bucket | images | steps | batch size | dropped | fill |\n| --- | --: | --: | --: | --: | --: |\n", e.Fill, e.TooSmall, e.NoImage)
