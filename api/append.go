@@ -34,6 +34,12 @@ type StoredAppend struct {
 	StepSamples  int    `json:"step_samples"`
 	Epoch        uint64 `json:"epoch"`
 	FromPosition int    `json:"from_position"`
+	// PassStep is, for an edit of a bucket job, the step of Epoch's pass
+	// it applies from (a bucket job's edit cuts its pass at a step: the
+	// steps before are unchanged, the pass's images not yet served are
+	// stepped afresh from it); FromPosition is then where that step's
+	// batches start in the job's items at the world it was made at.
+	PassStep *int `json:"pass_step,omitempty"`
 	// NewSamples is how many samples the record adds, Samples how many
 	// the record's epoch and every later one hold.
 	NewSamples int `json:"new_samples"`

@@ -33,6 +33,12 @@ type StoredExclusion struct {
 	StepSamples  int    `json:"step_samples"`
 	Epoch        uint64 `json:"epoch"`
 	FromPosition int    `json:"from_position"`
+	// PassStep is, for an edit of a bucket job, the step of Epoch's pass
+	// it applies from (a bucket job's edit cuts its pass at a step: the
+	// steps before are unchanged, the pass's images not yet served are
+	// stepped afresh from it); FromPosition is then where that step's
+	// batches start in the job's items at the world it was made at.
+	PassStep *int `json:"pass_step,omitempty"`
 	// Samples is how many distinct samples the list names, EmptyChunks
 	// how many chunks it leaves with no sample (read by no later epoch).
 	Samples     int      `json:"samples"`
@@ -69,5 +75,6 @@ type StoredEdit struct {
 	StepSamples  int    `json:"step_samples"`
 	Epoch        uint64 `json:"epoch"`
 	FromPosition int    `json:"from_position"`
+	PassStep     *int   `json:"pass_step,omitempty"` // a bucket job's edit: StoredExclusion's
 	Keys         int    `json:"keys,omitempty"`
 }

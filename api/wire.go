@@ -211,7 +211,7 @@ type VisionPlanEpoch struct {
 
 // MixInfo is a mixture's epoch in EpochInfo.
 type MixInfo struct {
-	Block      int                `json:"block"` // the mixing block K
+	Block      int                `json:"block"` // the mixing block K; 0 for a bucketed mixture, whose blocks are its steps
 	Components []MixComponentInfo `json:"components"`
 }
 

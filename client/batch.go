@@ -183,8 +183,8 @@ func checkMix(h BatchHeader, hdr http.Header, mix api.Mix) ([]int, error) {
 	if len(mix) == 0 {
 		return nil, nil
 	}
-	if h.MixBlock < 1 {
-		return nil, fmt.Errorf("%w: header %s is %d; want a positive integer", ErrBadResponse, api.HeaderMixBlock, h.MixBlock)
+	if h.MixBlock < 0 {
+		return nil, fmt.Errorf("%w: header %s is %d; want a non-negative integer", ErrBadResponse, api.HeaderMixBlock, h.MixBlock)
 	}
 	comps := make([]int, 0, h.Samples)
 	if v := hdr.Get(api.HeaderMixComponents); v != "" {
@@ -327,9 +327,10 @@ func (c *Client) fetchBatchOnce(ctx context.Context, epoch, batch, offset int, q
 		if err := checkOffset(h, offset); err != nil {
 			return err
 		}
-		// A bucket job's batch goes through its bucket's pipeline
+		// A job that names no pipeline may have its batches go through
+		// one its kind chooses: a bucket job's, its bucket's
 		// (transform.BucketName: "bucket:HxW…").
-		if h.Transform != c.opts.Job.Transform && !(c.opts.Job.Buckets.On() && strings.HasPrefix(h.Transform, "bucket:")) {
+		if h.Transform != c.opts.Job.Transform && !(c.opts.Job.Transform == "" && strings.HasPrefix(h.Transform, "bucket:")) {
 			return fmt.Errorf("%w: the batch's images went through pipeline %q (Brand-Transform), the job names %q", ErrBadResponse, h.Transform, c.opts.Job.Transform)
 		}
 		mix := c.pins.current().Mix

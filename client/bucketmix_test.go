@@ -69,7 +69,7 @@ func TestBucketedMixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := api.Job{Mix: mix, Params: shuffle.Params{Seed: 3, World: 2, BatchSize: 1, Window: 2},
+	job := api.Job{Mix: mix, Params: shuffle.Params{Seed: 3, World: 2, Window: 2},
 		Buckets: api.Buckets{Shapes: "photos:32x32,24x48,48x24;wide:32x32,24x48", PixelStages: "0@2048|5@3072"}}
 	var steps [2][]string
 	for rank := range 2 {
@@ -110,7 +110,7 @@ func TestBucketedMixture(t *testing.T) {
 // read is refused naming the first editable step.
 func TestBucketedMixtureStoredStages(t *testing.T) {
 	url := bucketMixGateway(t)
-	job := api.Job{Name: "staged", ScheduleVersion: "latest", Params: shuffle.Params{Seed: 3, World: 1, BatchSize: 1, Window: 2},
+	job := api.Job{Name: "staged", ScheduleVersion: "latest", Params: shuffle.Params{Seed: 3, World: 1, Window: 2},
 		Buckets: api.Buckets{Shapes: api.Stored, PixelStages: api.Stored}}
 	c := newMixClient(t, url, client.Options{Job: job})
 	ctx := context.Background()
@@ -139,5 +139,53 @@ func TestBucketedMixtureStoredStages(t *testing.T) {
 	e, err := c.EditSchedule(ctx, "next:photos:0.5,wide:0.5", api.EditFrom{Next: true}, api.BucketStages{Buckets: "next@photos:32x32;wide:32x32"})
 	if err != nil || !strings.HasSuffix(e.Buckets, fmt.Sprintf("|%d@photos:32x32;wide:32x32", e.FromStep)) || e.Budget != v.Budget {
 		t.Fatalf("edited: %+v, %v", e, err)
+	}
+}
+
+// TestBucketJobExclusion: the Go client's Exclude of a named bucket job
+// (its buckets and budget sent as its batches' are) cuts the epoch at the
+// step: the answer's PassStep, the steps before the edit's the job's
+// unedited, none after it of an excluded image.
+func TestBucketJobExclusion(t *testing.T) {
+	url := bucketMixGateway(t)
+	job := api.Job{Dataset: "photos", Name: "gen", Params: shuffle.Params{Seed: 3, World: 1, Window: 2},
+		Buckets: api.Buckets{Shapes: "32x32,24x48,48x24", Pixels: 2048}}
+	ctx := context.Background()
+	read := func(j api.Job) [][]string {
+		var out [][]string
+		for b, err := range newMixClient(t, url, client.Options{Job: j}).Epoch(ctx, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, s := range b.Samples {
+				keys = append(keys, s.Key)
+			}
+			out = append(out, keys)
+		}
+		return out
+	}
+	unnamed := job
+	unnamed.Name = ""
+	before := read(unnamed)
+	const cut = 3
+	if len(before) < cut+3 {
+		t.Fatalf("%d steps", len(before))
+	}
+	keys := []string{before[0][0], before[cut+1][0], before[cut+2][0]}
+	x, err := newMixClient(t, url, client.Options{Job: job}).Exclude(ctx, cut, keys)
+	if err != nil || x.PassStep == nil || *x.PassStep != cut || x.Epoch != 0 || x.Samples != len(keys) {
+		t.Fatalf("the exclusion: %+v, %v", x, err)
+	}
+	after := read(job)
+	if fmt.Sprint(after[:cut]) != fmt.Sprint(before[:cut]) {
+		t.Fatalf("the steps before the exclusion's: %v, unedited %v", after[:cut], before[:cut])
+	}
+	for m, step := range after[cut:] {
+		for _, k := range step {
+			if k == keys[0] || k == keys[1] || k == keys[2] {
+				t.Fatalf("%s, excluded from step %d, served at step %d", k, cut, cut+m)
+			}
+		}
 	}
 }

@@ -358,10 +358,12 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if id := opts.Job.Index; id != "" {
 		c.pins.index.Store(&id)
 	}
-	if j := opts.Job; (len(j.Mix) > 0 || j.ScheduleVersion != "") && !j.Buckets.On() {
+	if j := opts.Job; len(j.Mix) > 0 || j.ScheduleVersion != "" {
 		// A mixture's block is pinned, so that a job resumed at another
-		// world keeps its order (docs/shuffle.md §11.5); a bucketed
-		// mixture's blocks are its steps, whatever the world.
+		// world keeps its order (docs/shuffle.md §11.5): the job's, or
+		// its default, batch_size × world. A bucketed mixture's is 0
+		// (its blocks are its steps, whatever the world; a bucket job
+		// gives no batch_size): none is sent.
 		k := j.MixBlock
 		if k == 0 && j.BatchSize > 0 && j.World > 0 {
 			k = j.Block()
@@ -457,7 +459,7 @@ func (p *pins) current() api.Job {
 			j.Mix = *m
 		}
 	}
-	if len(j.Mix) > 0 && !j.Buckets.On() {
+	if len(j.Mix) > 0 {
 		j.MixBlock = int(p.block.Load())
 	}
 	return j
@@ -568,8 +570,8 @@ func (p *pins) learn(h http.Header) error {
 		return nil
 	}
 	k, err := strconv.Atoi(v)
-	if err != nil || k < 1 {
-		return fmt.Errorf("%w: header %s is %q; want a positive integer", ErrBadResponse, api.HeaderMixBlock, v)
+	if err != nil || k < 0 {
+		return fmt.Errorf("%w: header %s is %q; want a non-negative integer", ErrBadResponse, api.HeaderMixBlock, v)
 	}
 	return p.learnMixBlock(k)
 }

@@ -153,8 +153,8 @@ func checkPlanMix(p *EpochInfo, job api.Job) error {
 		return fmt.Errorf("asked for one dataset, gateway planned the mixture %q", p.Dataset)
 	case m == nil:
 		return fmt.Errorf("asked for mix=%s, gateway planned no mixture", job.Mix)
-	case m.Block < 1:
-		return fmt.Errorf("mixing block %d; must be >= 1", m.Block)
+	case m.Block < 0:
+		return fmt.Errorf("mixing block %d; must be >= 0 (0: a bucketed mixture's, of whole steps)", m.Block)
 	case job.MixBlock > 0 && m.Block != job.MixBlock:
 		return fmt.Errorf("asked for %s=%d, gateway planned %s=%d", api.ParamMixBlock, job.MixBlock, api.ParamMixBlock, m.Block)
 	case len(m.Components) != len(job.Mix):
@@ -206,11 +206,8 @@ func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
 		Columns: job.Columns, Seq: job.Seq, Pack: job.Pack, Pad: job.Pad, EOS: job.EOS, EOSSet: job.EOSSet,
 		Vision: job.Vision, Balance: job.Balance, Clip: job.Clip, Buckets: job.Buckets, Run: job.Run}
 	if p.Mix != nil {
+		// A bucketed mixture's block is 0: its blocks are its steps.
 		j.Mix, j.Schedule, j.MixBlock, j.MixSamples = job.Mix, job.Schedule, p.Mix.Block, job.MixSamples
-		if job.Buckets.On() {
-			// A bucketed mixture's blocks are its steps.
-			j.MixBlock = 0
-		}
 		if job.ScheduleVersion != "" {
 			// Every batch of the epoch under the version its plan was.
 			j.ScheduleVersion = p.ScheduleVersion

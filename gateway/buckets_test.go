@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -227,5 +228,113 @@ func TestBucketRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBucketEdits: a named bucket job's exclusion over HTTP (POST
+// /jobs/{job}/exclude) cuts its pass at the stated step: a step served
+// is refused (409, naming the first editable step), the steps before the
+// edit's keep their bytes and ETags, none after it serves an excluded
+// image, no image is served twice in the epoch, /epoch/N and /plan count
+// the edited steps, and the next epoch serves none of them. The rule of
+// the cut itself (the pass's images left stepped afresh, appends joining
+// them) is internal/batch/units/buckets's TestEditsCutAtStep.
+func TestBucketEdits(t *testing.T) {
+	f := newImageFixture(t, 4, 20, bucketPhotos(t))
+	if _, err := dataset.WriteSizes(context.Background(), f.store, f.index, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, base := startTransforms(t, f, nil)
+	job := "dataset=test&seed=5&buckets=32x32,24x48,48x24&budget=2048&world=2&job=gen"
+	type served struct {
+		keys   []string
+		etags  [2]string
+		bodies [2][]byte
+	}
+	read := func(epoch int) []served {
+		t.Helper()
+		var info api.EpochInfo
+		if resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s", base, epoch, job)); resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil {
+			t.Fatalf("/epoch/%d: %s %s", epoch, resp.Status, body)
+		}
+		var out []served
+		for m := range info.Batches {
+			var s served
+			for r := range 2 {
+				resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?rank=%d&%s", base, epoch, m, r, job))
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("epoch %d step %d rank %d: %s %s", epoch, m, r, resp.Status, body)
+				}
+				s.etags[r], s.bodies[r] = resp.Header.Get("ETag"), body
+				for _, smp := range readTar(t, body) {
+					s.keys = append(s.keys, smp.key)
+				}
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	before := read(0)
+	if len(before) < 12 {
+		t.Fatalf("epoch 0 has %d steps; the test wants 12 or more", len(before))
+	}
+	// Excluded: images of steps after the cut, and two served before it.
+	const cut = 5
+	keys := []string{before[0].keys[0], before[3].keys[0]}
+	for _, s := range before[cut+1:] {
+		keys = append(keys, s.keys[0])
+	}
+	gone := map[string]bool{}
+	for _, k := range keys {
+		gone[k] = true
+	}
+	body, _ := json.Marshal(map[string]any{"from_step": 2, "keys": keys})
+	resp, b := do(t, http.MethodPost, base+"/jobs/gen/exclude?"+job, body)
+	var e api.Error
+	if resp.StatusCode != http.StatusConflict || json.Unmarshal(b, &e) != nil || e.FirstEditableStep == nil || *e.FirstEditableStep != uint64(len(before)) {
+		t.Fatalf("an exclusion from a step served: %s %s; want 409 naming step %d", resp.Status, b, len(before))
+	}
+	// The job restarted (the gateway anew, no step served), excluded
+	// from step 5.
+	_, base = startTransforms(t, f, nil)
+	body, _ = json.Marshal(map[string]any{"from_step": cut, "keys": keys})
+	resp, b = do(t, http.MethodPost, base+"/jobs/gen/exclude?"+job, body)
+	var x api.StoredExclusion
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &x) != nil || x.PassStep == nil || *x.PassStep != cut || x.Epoch != 0 || x.FromPosition != 2*cut || x.Samples != len(keys) {
+		t.Fatalf("the exclusion: %s %s; want 201 from step %d of epoch 0's pass, its items from %d", resp.Status, b, cut, 2*cut)
+	}
+	after := read(0)
+	seen := map[string]bool{}
+	for m, s := range after {
+		if m < cut && (s.etags != before[m].etags || !bytes.Equal(s.bodies[0], before[m].bodies[0]) || !bytes.Equal(s.bodies[1], before[m].bodies[1])) {
+			t.Fatalf("step %d, before the exclusion's step %d, changed: ETags %v, were %v", m, cut, s.etags, before[m].etags)
+		}
+		for _, k := range s.keys {
+			if seen[k] {
+				t.Fatalf("%s served twice in epoch 0 (again at step %d)", k, m)
+			}
+			seen[k] = true
+			if m >= cut && gone[k] {
+				t.Fatalf("%s, excluded from step %d, served at step %d", k, cut, m)
+			}
+		}
+	}
+	if len(after) >= len(before) {
+		t.Fatalf("the exclusion of %d images left %d steps of %d", len(keys), len(after), len(before))
+	}
+	for m, s := range read(1) {
+		for _, k := range s.keys {
+			if gone[k] {
+				t.Fatalf("%s, excluded, served at step %d of epoch 1", k, m)
+			}
+		}
+	}
+	// /plan is what the edited epochs serve.
+	resp, b = get(t, base+"/plan?"+job+"&epochs=2")
+	var plan struct {
+		Buckets []api.BucketPlanEpoch `json:"buckets"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &plan) != nil || len(plan.Buckets) != 2 || plan.Buckets[0].Steps != len(after) {
+		t.Fatalf("/plan of the edited job: %s %s; want epoch 0's %d steps", resp.Status, b, len(after))
 	}
 }

@@ -147,14 +147,14 @@ func (ea editAPI) handleEditsGet(w http.ResponseWriter, r *http.Request) {
 	out := api.StoredEdits{Job: head.Job, Dataset: ds.Name, Current: head.Version}
 	for _, e := range head.Chain() {
 		out.Edits = append(out.Edits, api.StoredEdit{Kind: e.Kind, Version: e.Version, Previous: e.Previous, IndexID: e.IndexID, Index: e.Index,
-			FromStep: e.FromStep, StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition, Keys: len(e.Keys)})
+			FromStep: e.FromStep, StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition, PassStep: e.PassStep, Keys: len(e.Keys)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func storedExclusion(e *chain.Link, x *layout.Edit, ds *catalog.Dataset) api.StoredExclusion {
 	a := api.StoredExclusion{Job: e.Job, Version: e.Version, Dataset: e.Dataset, IndexID: e.IndexID, FromStep: e.FromStep,
-		StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition, Keys: e.AllKeys(), Previous: e.Previous}
+		StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition, PassStep: e.PassStep, Keys: e.AllKeys(), Previous: e.Previous}
 	if x != nil && x.Drop != nil {
 		a.Samples, a.EmptyChunks = x.Drop.Len(), x.Drop.EmptyChunks(ds.Counts)
 	}
@@ -164,6 +164,6 @@ func storedExclusion(e *chain.Link, x *layout.Edit, ds *catalog.Dataset) api.Sto
 func storedAppend(e *chain.Link, ext *catalog.Dataset) api.StoredAppend {
 	first, _ := ext.Index.ChunkRange(e.ParentChunks)
 	return api.StoredAppend{Job: e.Job, Version: e.Version, Dataset: e.Dataset, IndexID: e.IndexID, Index: e.Index,
-		FromStep: e.FromStep, StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition,
+		FromStep: e.FromStep, StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition, PassStep: e.PassStep,
 		NewSamples: ext.Index.NumSamples() - first, Samples: ext.Index.NumSamples(), Previous: e.Previous}
 }

@@ -104,8 +104,10 @@ func bucketRound(t *testing.T, seed uint64) {
 	}
 	m.Job = &jobmodel.Job{Counts: w.first(mImg).counts, Seed: seed64, Window: window}
 	world := 1 + r.IntN(4)
+	bucketStage(t, roundRand(seed^0x7374616765), q, m, world)
 	t.Logf("job %s, world %d, on %d nodes", q.Encode(), world, len(ns.urls))
 	v := w.first(mImg)
+	bucketEdit(t, roundRand(seed^0x65646974), q, m, v, ns.urls, world)
 	check := func(epoch uint64, legs [][2]int, world int) []jobmodel.BucketStep {
 		t.Helper()
 		want, err := m.Steps(epoch, legs, world)
@@ -124,6 +126,13 @@ func bucketRound(t *testing.T, seed uint64) {
 		jq.Set("rank", "0")
 		node := ns.urls[r.IntN(len(ns.urls))]
 		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s", node, epoch, jq.Encode()))
+		if len(want) == 0 && len(legs) == 0 {
+			// No bucket holds a step's images: the epoch is refused.
+			if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "has no step") {
+				t.Fatalf("/epoch/%d?%s, of no step by the model: %s %s; want 422", epoch, jq.Encode(), resp.Status, body)
+			}
+			return want
+		}
 		var info api.EpochInfo
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil {
 			t.Fatalf("/epoch/%d?%s: %s %s", epoch, jq.Encode(), resp.Status, body)
@@ -138,8 +147,9 @@ func bucketRound(t *testing.T, seed uint64) {
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("epoch %d step %d rank %d: %s %s", epoch, step, rank, resp.Status, body)
 				}
-				if got := resp.Header.Get(api.HeaderTransform); !strings.HasPrefix(got, "bucket:"+names[st.Bucket]) {
-					t.Fatalf("epoch %d step %d rank %d: bucket %s, the model's %s", epoch, step, rank, got, names[st.Bucket])
+				name := fmt.Sprintf("%dx%d", st.Shape[0], st.Shape[1])
+				if got := resp.Header.Get(api.HeaderTransform); !strings.HasPrefix(got, "bucket:"+name+":") && got != "bucket:"+name {
+					t.Fatalf("epoch %d step %d rank %d: bucket %s, the model's %s", epoch, step, rank, got, name)
 				}
 				var ids []int
 				for _, s := range readTar(t, body) {
@@ -157,10 +167,18 @@ func bucketRound(t *testing.T, seed uint64) {
 		served[epoch] = check(epoch, nil, world)
 		// The rest of the epoch after k steps, at another world size;
 		// at the same one, the uninterrupted run's steps from k.
+		// A staged job's resume point names its global steps from its
+		// first, across epochs.
 		k := r.IntN(len(served[epoch]) + 1)
-		check(epoch, [][2]int{{world, k}}, 1+r.IntN(4))
-		if rest := check(epoch, [][2]int{{world, k}}, world); !slices.EqualFunc(rest, served[epoch][k:], func(a, b jobmodel.BucketStep) bool {
-			return a.Bucket == b.Bucket && slices.EqualFunc(a.Ranks, b.Ranks, slices.Equal)
+		legs := [][2]int{{world, k}}
+		if m.Stages != nil {
+			for _, steps := range served[:epoch] {
+				legs[0][1] += len(steps)
+			}
+		}
+		check(epoch, legs, 1+r.IntN(4))
+		if rest := check(epoch, legs, world); !slices.EqualFunc(rest, served[epoch][k:], func(a, b jobmodel.BucketStep) bool {
+			return a.Shape == b.Shape && slices.EqualFunc(a.Ranks, b.Ranks, slices.Equal)
 		}) {
 			t.Fatalf("epoch %d resumed after %d steps at world %d: not the uninterrupted run's steps", epoch, k, world)
 		}
@@ -170,6 +188,12 @@ func bucketRound(t *testing.T, seed uint64) {
 	jq.Set("world", strconv.Itoa(world))
 	jq.Set("epochs", "2")
 	resp, body := get(t, ns.urls[0]+"/plan?"+jq.Encode())
+	if len(served[0]) == 0 {
+		if resp.StatusCode != http.StatusUnprocessableEntity {
+			t.Fatalf("/plan?%s of an epoch of no step: %s %s; want 422", jq.Encode(), resp.Status, body)
+		}
+		return
+	}
 	var plan struct {
 		Buckets []api.BucketPlanEpoch `json:"buckets"`
 		Epochs  []api.PlanEpoch       `json:"epochs"`
@@ -181,16 +205,102 @@ func bucketRound(t *testing.T, seed uint64) {
 		if plan.Epochs[epoch].Batches != len(steps) || plan.Buckets[epoch].Steps != len(steps) {
 			t.Fatalf("/plan of epoch %d: %+v; %d steps served", epoch, plan.Epochs[epoch], len(steps))
 		}
-		counts := make([]int, len(shapes))
+		// Each shape's steps (a staged job's over its stages' buckets).
+		served, planned := map[string]int{}, map[string]int{}
 		for _, st := range steps {
-			counts[st.Bucket]++
+			served[fmt.Sprintf("%dx%d", st.Shape[0], st.Shape[1])]++
 		}
 		for k, b := range plan.Buckets[epoch].Buckets {
-			if b.Batches != counts[k] || b.BatchSize != m.Per[k] {
-				t.Fatalf("/plan of epoch %d, bucket %s: %d steps of %d, served %d of %d", epoch, b.Shape, b.Batches, b.BatchSize, counts[k], m.Per[k])
+			planned[b.Shape] += b.Batches
+			if m.Stages == nil && b.BatchSize != m.Per[k] {
+				t.Fatalf("/plan of epoch %d, bucket %s: steps of %d, the model's %d", epoch, b.Shape, b.BatchSize, m.Per[k])
+			}
+		}
+		for sh, n := range served {
+			if planned[sh] != n {
+				t.Fatalf("/plan of epoch %d, bucket %s: %d steps, served %d", epoch, sh, planned[sh], n)
 			}
 		}
 	}
+}
+
+// bucketStage, once in three rounds, stages the bucket job: from a
+// global step drawn from r (its own source) within its first two epochs,
+// or past them, another list of buckets from the pool and another
+// budget (buckets=0@A|S@B, budget=0@a|S@b); the model's stages are
+// the same.
+func bucketStage(t *testing.T, r *rand.Rand, q url.Values, m *jobmodel.BucketJob, world int) {
+	t.Helper()
+	if r.IntN(3) > 0 {
+		return
+	}
+	steps0, err := m.Steps(0, nil, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := slices.Clone(mBucketPool)
+	r.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
+	shapes := pool[:1+r.IntN(len(pool))]
+	budget := 24 * 24 * (1 + r.IntN(3))
+	at := 1 + r.IntN(2*len(steps0)+2)
+	st := jobmodel.BucketStage{From: at, Shapes: shapes}
+	names := make([]string, len(shapes))
+	for i, s := range shapes {
+		names[i] = fmt.Sprintf("%dx%d", s[0], s[1])
+		st.Per = append(st.Per, budget/(s[0]*s[1]))
+	}
+	m.Stages = []jobmodel.BucketStage{{From: 0, Shapes: m.Shapes, Per: m.Per}, st}
+	q.Set("buckets", fmt.Sprintf("0@%s|%d@%s", q.Get("buckets"), at, strings.Join(names, ",")))
+	q.Set("budget", fmt.Sprintf("0@%s|%d@%d", q.Get("budget"), at, budget))
+	t.Logf("staged: buckets=%s budget=%s", q.Get("buckets"), q.Get("budget"))
+}
+
+// bucketEdit, once in two rounds, names the bucket job and excludes 1 to
+// 6 of its samples from a step of epoch 0 or 1 drawn from r (its own
+// source, so that the round's other draws are those of a round without
+// it), posted to one of the nodes before any step is read: the model
+// cuts the epoch's pass there (jobmodel.BucketCut).
+func bucketEdit(t *testing.T, r *rand.Rand, q url.Values, m *jobmodel.BucketJob, v *mVersion, nodes []string, world int) {
+	t.Helper()
+	if r.IntN(2) == 0 {
+		return
+	}
+	epoch := uint64(r.IntN(2))
+	steps0, err := m.Steps(0, nil, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := m.Steps(epoch, nil, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) == 0 {
+		return // no step to count from: the round's epochs are refused (422)
+	}
+	cut := r.IntN(len(steps))
+	from := cut
+	if epoch == 1 {
+		from += len(steps0)
+	}
+	var ids []int
+	var keys []string
+	for range 1 + r.IntN(6) {
+		if id := r.IntN(len(v.keys)); !slices.Contains(ids, id) {
+			ids, keys = append(ids, id), append(keys, v.keys[id])
+		}
+	}
+	q.Set("job", fmt.Sprintf("gen%d", r.Uint32()))
+	jq := cloneValues(q)
+	jq.Set("world", strconv.Itoa(world))
+	body, _ := json.Marshal(map[string]any{"from_step": from, "keys": keys})
+	node := nodes[r.IntN(len(nodes))]
+	resp, answer := do(t, http.MethodPost, node+"/jobs/"+q.Get("job")+"/exclude?"+jq.Encode(), body, "Content-Type", "application/json")
+	var x api.StoredExclusion
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(answer, &x) != nil || x.Epoch != epoch || x.PassStep == nil || *x.PassStep != cut {
+		t.Fatalf("an exclusion of %v from step %d (step %d of epoch %d): %s %s", ids, from, cut, epoch, resp.Status, answer)
+	}
+	t.Logf("excluded %v from step %d: step %d of epoch %d", ids, from, cut, epoch)
+	m.Cuts = append(m.Cuts, jobmodel.BucketCut{Epoch: epoch, Step: cut, Drop: ids})
 }
 
 func cloneValues(v url.Values) url.Values {

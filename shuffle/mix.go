@@ -339,23 +339,10 @@ func (m *Mixture) Size(i int) int { return m.sizes[i] }
 // 0 <= b <= NumSamples()/Block().
 func (m *Mixture) Cumulative(b, i int) int { return m.counts(b)[i] }
 
-// CountBefore returns, for an epoch's view (Epoch, Schedule.Epoch), how
-// many samples of component i the global blocks before the epoch hold:
-// where the epoch starts its stream, as a count (below 2^64).
-func (m *Mixture) CountBefore(i int) uint64 {
-	if m.startLo == nil {
-		return 0
-	}
-	return m.startLo[i]
-}
-
-// Restarts reports whether the mixture's block counts restart at every
-// epoch's first block (a period too long to run the rule over, §11.2):
-// its counts before a global block then depend on the epochs' length.
-func (m *Mixture) Restarts() bool { return m.restart }
-
 // Start returns where epoch epoch starts component i's stream: the draw of
-// its first sample of the epoch.
+// its first sample of the epoch. Over passes of one sample each
+// (EqualPasses(1)) its pass is the count of the component's samples in
+// the global blocks before the epoch.
 func (m *Mixture) Start(i int, epoch uint64) Draw {
 	if m.startLo == nil {
 		return m.Epoch(epoch).Start(i, epoch)

@@ -314,11 +314,12 @@ func TestNewMixtureOfRejects(t *testing.T) {
 	}
 }
 
-// TestCountBefore: an epoch of one block's view counts, before it, each
-// component's samples in the global blocks before it, as an epoch of
-// many blocks counts them block by block (Cumulative), for a mixture
-// and a schedule of blocks of one.
-func TestCountBefore(t *testing.T) {
+// TestStartCountsBefore: over passes of one sample, an epoch of one
+// block's view starts each component's stream at its count of samples in
+// the global blocks before it, as an epoch of many blocks counts them
+// block by block (Cumulative), for a mixture and a schedule of blocks of
+// one.
+func TestStartCountsBefore(t *testing.T) {
 	weights := []uint64{3, 7, 2}
 	one, err := NewMixture(weights, []int{1, 1, 1}, 1, 1)
 	if err != nil {
@@ -330,7 +331,7 @@ func TestCountBefore(t *testing.T) {
 	}
 	for b := range 500 {
 		for i := range weights {
-			if got, want := one.Epoch(uint64(b)).CountBefore(i), uint64(long.Cumulative(b, i)); got != want {
+			if got, want := one.Epoch(uint64(b)).Start(i, uint64(b)).Pass, uint64(long.Cumulative(b, i)); got != want {
 				t.Fatalf("block %d component %d: %d before, the epoch's cumulative %d", b, i, got, want)
 			}
 		}
@@ -355,7 +356,7 @@ func TestCountBefore(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range weights {
-			if got, want := m.CountBefore(i), uint64(e0.Cumulative(b, i)); got != want {
+			if got, want := m.Start(i, uint64(b)).Pass, uint64(e0.Cumulative(b, i)); got != want {
 				t.Fatalf("schedule, step %d component %d: %d before, the epoch's cumulative %d", b, i, got, want)
 			}
 		}

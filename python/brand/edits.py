@@ -89,6 +89,9 @@ class Exclusion:
         empty_chunks: the chunks it leaves with no sample, read no more.
         keys: the keys left out, when read back (:meth:`Editor.exclusion`).
         previous: the edit this one follows (``""`` for the job's first).
+        pass_step: for a bucket job's edit, the step of ``epoch`` it cuts
+            the epoch at (docs/http-api.md, *Edits of a bucket job*);
+            ``None`` for an edit from a position.
     """
 
     job: str
@@ -103,6 +106,7 @@ class Exclusion:
     dataset: str = ""
     index_id: str = ""
     step_samples: int = 0
+    pass_step: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,8 @@ class AppendRecord:
         new_samples, samples: the samples it adds, and those its epoch and
             every later one hold.
         previous: the edit this one follows (``""`` for the job's first).
+        pass_step: for a bucket job's edit, the step of ``epoch`` it cuts
+            the epoch at; ``None`` for an edit from a position.
     """
 
     job: str
@@ -133,6 +139,7 @@ class AppendRecord:
     dataset: str = ""
     index_id: str = ""
     step_samples: int = 0
+    pass_step: Optional[int] = None
 
 
 @dataclass(frozen=True)

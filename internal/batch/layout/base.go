@@ -19,6 +19,10 @@ type Base struct {
 // Epoch is the base order of one epoch of a stream (Orders.Epoch).
 func (b Base) Epoch(s Stream, epoch uint64) (*EpochOrder, error) { return b.e.epoch(s, epoch) }
 
+// Edit is the registered edit of version v (Edits.Get): a unit that
+// cuts its epochs at its job's edits (StepCutter) reads their chain.
+func (b Base) Edit(v string) (*Edit, bool) { return b.e.edits.Get(v) }
+
 // Window is the sample order of window w of epoch epoch of stream s,
 // whose base order is e, from the memoised windows: shared, not to be
 // modified.

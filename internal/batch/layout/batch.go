@@ -374,6 +374,21 @@ func (o *Orders) extent(src Source, job api.Job, epoch uint64) (int, error) {
 	return n, err
 }
 
+// passStep is the step of its epoch's pass batch m of job over src is,
+// for a unit that cuts its epochs at steps (StepCutter).
+func (o *Orders) passStep(src Source, job api.Job, epoch, m uint64) (int, bool) {
+	un, err := o.units.unit(src, job)
+	if err != nil {
+		return 0, false
+	}
+	c, ok := As[StepCutter](un)
+	if !ok {
+		return 0, false
+	}
+	k, err := c.PassStep(src, job, epoch, m)
+	return k, err == nil
+}
+
 // Layout lays out batch m of an epoch of a job over a source. On a node
 // whose index holds only its own chunks' tables, it reads the tables of
 // the batch's other chunks (see NewSamples).

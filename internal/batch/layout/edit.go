@@ -55,7 +55,15 @@ type Edit struct {
 	// grows the job to: the first Chunks chunks of Index are Over's.
 	Chunks int
 	Index  string
-	Prev   *Edit
+	// Step is, for an edit of a job whose unit cuts its epochs at steps
+	// (a StepCutter: a bucket job, whose steps each take images from
+	// across its epoch's order), the step of its epoch's pass it applies
+	// from; -1 (NewExclusion's, NewAppend's) for an edit from position
+	// From. Such an edit's From is 0: its order is the whole epoch's
+	// under it, which the unit serves from the step on. Set before the
+	// edit is shared.
+	Step int
+	Prev *Edit
 }
 
 // IsAppend reports whether e is an append; otherwise it is an exclusion.
@@ -160,7 +168,7 @@ func NewExclusion(version string, ds *catalog.Dataset, epoch uint64, from int, i
 		}
 		bits[id/64] |= 1 << (id % 64)
 	}
-	return &Edit{Version: version, Epoch: epoch, From: from, Over: ds.ID(), Drop: shuffle.NewDrop(bits, ds.Counts), Prev: prev}, nil
+	return &Edit{Version: version, Epoch: epoch, From: from, Over: ds.ID(), Drop: shuffle.NewDrop(bits, ds.Counts), Step: -1, Prev: prev}, nil
 }
 
 // NewAppend makes the append of the chunks of version index after the
@@ -173,7 +181,7 @@ func NewAppend(version, over, index string, chunks int, epoch uint64, from int, 
 	if chunks < 1 {
 		return nil, fmt.Errorf("an append over a version of %d chunks", chunks)
 	}
-	return &Edit{Version: version, Epoch: epoch, From: from, Over: over, Chunks: chunks, Index: index, Prev: prev}, nil
+	return &Edit{Version: version, Epoch: epoch, From: from, Over: over, Chunks: chunks, Index: index, Step: -1, Prev: prev}, nil
 }
 
 // Edits holds the edits streams name, by version — none is dropped (a
@@ -188,9 +196,27 @@ type Edits struct {
 }
 
 // extents tells an epoch's extent in its unit's items (units.extent):
-// where a batch ends.
+// where a batch ends; and, for a unit that cuts its epochs at steps,
+// the step of its epoch's pass a batch is (StepCutter).
 type extents interface {
 	extent(src Source, job api.Job, epoch uint64) (int, error)
+	passStep(src Source, job api.Job, epoch, m uint64) (int, bool)
+}
+
+// A StepCutter's epochs are cut at steps by its job's edits (Edit.Step),
+// not at positions of an order: a bucket job's, whose every step takes
+// images from across the epoch's order, so that an edit from a position
+// would change the steps before it.
+type StepCutter interface {
+	// PassStep is the step of its epoch's pass that batch m of an
+	// epoch of job over src is, counted from the pass's first (the steps
+	// its resume point took before it).
+	PassStep(src Source, job api.Job, epoch, m uint64) (int, error)
+	// Counted is job as an edit's global steps count it — every epoch
+	// whole at its world, from its first step (a resume point's legs
+	// dropped) — and the global step up to which its epochs' lengths may
+	// differ one from the next (0: none do).
+	Counted(job api.Job) (api.Job, uint64, error)
 }
 
 // Add registers e and the edits before it, so that streams naming their
@@ -273,15 +299,33 @@ func (x *Edits) withEdit(src Source, job api.Job) Source {
 // earlier epoch — nil if none does; src's newest where it cannot tell
 // (the batch's extent unknown).
 func (x *Edits) inForce(src Source, job api.Job, epoch uint64, m int64) *Edit {
-	end, ok := 0, false
-	if m >= 0 {
-		if end, ok = x.batchEnd(src, job, epoch, uint64(m)); !ok {
-			return src.Edit
-		}
-	}
+	end, endOK, step, stepOK := 0, false, 0, false
 	for e := src.Edit; e != nil; e = e.Prev {
-		if m < 0 && e.Epoch <= epoch || m >= 0 && e.Affects(epoch, end) {
-			return e
+		switch {
+		case m < 0:
+			if e.Epoch <= epoch {
+				return e
+			}
+		case e.Step >= 0:
+			// A unit that cuts its epochs at steps: batch m is changed
+			// by an edit from its step of the pass or an earlier one.
+			if !stepOK {
+				if step, stepOK = x.ext.passStep(src, job, epoch, uint64(m)); !stepOK {
+					return src.Edit
+				}
+			}
+			if epoch > e.Epoch || epoch == e.Epoch && step >= e.Step {
+				return e
+			}
+		default:
+			if !endOK {
+				if end, endOK = x.batchEnd(src, job, epoch, uint64(m)); !endOK {
+					return src.Edit
+				}
+			}
+			if e.Affects(epoch, end) {
+				return e
+			}
 		}
 	}
 	return nil

@@ -140,6 +140,13 @@ type Link struct {
 	FromPosition int    `json:"from_position"`
 	FromStep     uint64 `json:"from_step"`
 	StepSamples  int    `json:"step_samples"`
+	// PassStep is, for an edit of a job whose unit cuts its epochs at
+	// steps (a bucket job: layout.StepCutter), the step of Epoch's pass
+	// it applies from (layout.Edit.Step); FromPosition is then where that
+	// step's batches start in the items of the job the edit was made at,
+	// which its served check compares with. Absent for an edit from a
+	// position.
+	PassStep *int `json:"pass_step,omitempty"`
 	// Keys are an exclusion's keys: the samples it adds to every earlier
 	// exclusion's.
 	Keys []string `json:"keys,omitempty"`
@@ -155,6 +162,16 @@ type Link struct {
 
 // IsAppend reports whether e is an append; otherwise an exclusion.
 func (e *Link) IsAppend() bool { return e.Kind == Append }
+
+// from is where e applies in its epoch's order (layout.Edit.From) and the
+// step of the epoch's pass it applies from (layout.Edit.Step): an edit
+// at a step (PassStep) applies to the whole order, from its step.
+func (e *Link) from() (pos, step int) {
+	if e.PassStep != nil {
+		return 0, *e.PassStep
+	}
+	return e.FromPosition, -1
+}
 
 // Prev is the job's edit before e, nil for its first.
 func (e *Link) Prev() *Link { return e.prev }
@@ -359,14 +376,15 @@ func resolve(ctx context.Context, ds, keysIn *catalog.Dataset, head *Link) (*lay
 	var x *layout.Edit
 	for _, v := range head.Chain() {
 		var err error
+		from, step := v.from()
 		if v.IsAppend() {
-			x, err = layout.NewAppend(v.Version, v.IndexID, v.Index, v.ParentChunks, v.Epoch, v.FromPosition, x)
+			x, err = layout.NewAppend(v.Version, v.IndexID, v.Index, v.ParentChunks, v.Epoch, from, x)
 		} else {
 			var ids []int
 			if ids, err = lookup(ctx, ds, keysIn, v.Keys); err != nil {
 				return nil, fmt.Errorf("job %s's exclusion %s in index %s: %w", v.Job, v.Version, ds.ID(), err)
 			}
-			x, err = layout.NewExclusion(v.Version, ds, v.Epoch, v.FromPosition, ids, x)
+			x, err = layout.NewExclusion(v.Version, ds, v.Epoch, from, ids, x)
 			switch {
 			case err != nil:
 			case extends(ds, v.IndexID):
@@ -383,6 +401,7 @@ func resolve(ctx context.Context, ds, keysIn *catalog.Dataset, head *Link) (*lay
 		if err != nil {
 			return nil, err
 		}
+		x.Step = step
 	}
 	return x, nil
 }
@@ -481,7 +500,8 @@ func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur
 		if err != nil {
 			return nil, nil, err
 		}
-		if x, err = layout.NewExclusion("", ds, e.Epoch, e.FromPosition, ids, prev); err != nil {
+		from, _ := e.from()
+		if x, err = layout.NewExclusion("", ds, e.Epoch, from, ids, prev); err != nil {
 			return nil, nil, err
 		}
 		e.Version = exclusionVersion(e, x)
@@ -500,13 +520,15 @@ func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur
 				ErrNotExtending, ext.ID(), ext.Name, ds.ID(), e.Job, lineage(ext.Index))
 		}
 		e.Version = appendVersion(e)
-		if x, err = layout.NewAppend(e.Version, ds.ID(), ext.ID(), e.ParentChunks, e.Epoch, e.FromPosition, prev); err != nil {
+		from, _ := e.from()
+		if x, err = layout.NewAppend(e.Version, ds.ID(), ext.ID(), e.ParentChunks, e.Epoch, from, prev); err != nil {
 			return nil, nil, err
 		}
 	default:
 		return nil, nil, fmt.Errorf("an edit of kind %q", e.Kind)
 	}
 	x.Version = e.Version
+	_, x.Step = e.from()
 	body, err := json.Marshal(&e)
 	if err != nil {
 		return nil, nil, err
@@ -574,6 +596,9 @@ func exclusionVersion(e Link, x *layout.Edit) string {
 	} else {
 		fmt.Fprintf(h, "brand-exclude-v2|%s|%s|%s|%s|%d|%d|", e.Previous, e.Job, e.Dataset, e.IndexID, e.Epoch, e.FromPosition)
 	}
+	if e.PassStep != nil {
+		fmt.Fprintf(h, "pass_step=%d|", *e.PassStep)
+	}
 	buf := make([]byte, 0, 8<<10)
 	for id := range x.Drop.IDs() {
 		if buf = binary.LittleEndian.AppendUint64(buf, uint64(id)); len(buf) == cap(buf) {
@@ -592,6 +617,9 @@ func appendVersion(e Link) string {
 	fmt.Fprintf(h, "brand-append-v1|%s|%s|%s|%d|%s|%d|%d", e.Job, e.Dataset, e.IndexID, e.ParentChunks, e.Index, e.Epoch, e.FromPosition)
 	if e.Previous != "" {
 		fmt.Fprintf(h, "|previous=%s", e.Previous)
+	}
+	if e.PassStep != nil {
+		fmt.Fprintf(h, "|pass_step=%d", *e.PassStep)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }

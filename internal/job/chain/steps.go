@@ -26,15 +26,47 @@ type Steps struct {
 // samples telling the samples of an epoch's order under it
 // (layout.Orders.Extent).
 func NewSteps(job api.Job, head *layout.Edit, samples func(epoch uint64) (int, error)) (Steps, error) {
+	return NewVaryingSteps(job, head, samples, 0, 0)
+}
+
+// NewVaryingSteps is NewSteps for a job whose epochs' lengths may differ
+// one from the next up to global step until (a staged bucket job's: its
+// stages change its batch sizes), up to epoch maxEpoch at most: every
+// epoch up to the one holding step until is asked.
+func NewVaryingSteps(job api.Job, head *layout.Edit, samples func(epoch uint64) (int, error), until, maxEpoch uint64) (Steps, error) {
 	bounds := []uint64{0}
 	for e := head; e != nil; e = e.Prev {
 		bounds = append(bounds, e.Epoch, e.Epoch+1)
+	}
+	known := map[uint64]int{}
+	ask := func(epoch uint64) (int, error) {
+		if n, ok := known[epoch]; ok {
+			return n, nil
+		}
+		n, err := samples(epoch)
+		if err == nil {
+			known[epoch] = n
+		}
+		return n, err
+	}
+	var step uint64
+	for e := uint64(0); step < until && e < maxEpoch; e++ {
+		n, err := ask(e)
+		if err != nil {
+			return Steps{}, err
+		}
+		nb := uint64(job.NumBatches(n))
+		if nb == 0 {
+			break
+		}
+		step += nb
+		bounds = append(bounds, e, e+1)
 	}
 	slices.Sort(bounds)
 	bounds = slices.Compact(bounds)
 	s := Steps{job: job, bounds: bounds, samples: make([]int, len(bounds))}
 	for i, b := range bounds {
-		n, err := samples(b)
+		n, err := ask(b)
 		if err != nil {
 			return Steps{}, err
 		}

@@ -88,8 +88,6 @@ func cells() []Cell {
 		refuse(Clips, Resize, "a clip job's plan is of its epochs, not of a resize (nodes_after=)"),
 		refuse(Importance, Buckets, "sampling=importance draws samples by their weight, some more than once; a bucket job serves each image once an epoch"),
 		refuse(Tokens, Buckets, "seq and buckets do not go together: a token job's samples are sequences, a bucket job's images"),
-		refuse(Buckets, Exclusion, "an exclusion list leaves samples out of an order of samples from a step on; a bucket job's steps each take images from across the epoch's order, so a list would change steps before its own"),
-		refuse(Buckets, Append, "an append record merges samples into an order of samples from a step on; a bucket job's steps each take images from across the epoch's order, so a record would change steps before its own"),
 		refuse(Buckets, Transform, "a bucket job resizes and crops each image to its bucket on the data node; transform= names another pipeline"),
 		downgrade(Buckets, Locality, Locality, "a bucket job's ranks take the plain cut of each step's batch: locality does not apply"),
 		refuse(Buckets, BalanceB, "every image of a bucket job's step has its bucket's size: balance= has nothing to weigh"),

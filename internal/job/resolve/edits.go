@@ -346,10 +346,18 @@ func (ed *Editor) EditJob(ctx context.Context, name, raw, kind string) (*EditJob
 	if ej.Head, err = ed.r.chains.Of(ctx, ej.Store, j.Source.DS.Name, name); err != nil {
 		return nil, err
 	}
-	ej.Steps, err = chain.NewSteps(j.Query.Job, j.Source.Edit, func(epoch uint64) (int, error) {
+	// A unit that cuts its epochs at steps (a bucket job) counts an
+	// edit's steps over its whole epochs, whose lengths may differ.
+	var until uint64
+	if c, ok := layout.As[layout.StepCutter](un); ok {
+		if j.Query.Job, until, err = c.Counted(j.Query.Job); err != nil {
+			return nil, err
+		}
+	}
+	ej.Steps, err = chain.NewVaryingSteps(j.Query.Job, j.Source.Edit, func(epoch uint64) (int, error) {
 		_, n, err := ed.r.cfg.Orders.Extent(j.Source, j.Query.Job, epoch)
 		return n, err
-	})
+	}, until, ed.r.cfg.Limits.MaxEpoch)
 	return ej, err
 }
 
@@ -418,6 +426,22 @@ func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Link
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	var passStep *int
+	un, err := ed.r.unit(job)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if c, ok := layout.As[layout.StepCutter](un); ok {
+		// A unit that cuts its epochs at steps (a bucket job): the edit
+		// applies from step m of the epoch's pass; from, where the step's
+		// batches start in the job's items, is what its served check
+		// compares with.
+		k, err := c.PassStep(ej.Source, job, epoch, uint64(m))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		passStep = &k
+	}
 	ext := ds
 	if e.Kind == chain.Append {
 		if ext, err = ed.r.cfg.Catalog.Version(ds.Name, e.Index); err == nil {
@@ -437,7 +461,7 @@ func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Link
 	}
 	defer done()
 	edit := chain.Link{Kind: e.Kind, Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: e.FromStep,
-		StepSamples: job.BatchSize * max(job.World, 1), Keys: e.Keys, Previous: e.Previous}
+		StepSamples: job.BatchSize * max(job.World, 1), PassStep: passStep, Keys: e.Keys, Previous: e.Previous}
 	if !asked.IsZero() && time.Since(asked) > editproto.Hold/2 {
 		// The members' holds may have ended by the time the edit is
 		// stored: they may be laying out later positions without it.

@@ -29,11 +29,40 @@ type BucketJob struct {
 	T          []int
 	Frames     []int
 	Stride     int
+	// Cuts are the job's exclusions, first first: each leaves its
+	// samples out from step Step of epoch Epoch's pass on (counted from
+	// the pass's first, its legs' steps among them), and from every
+	// later epoch.
+	Cuts []BucketCut
+	// Stages, if set, are the job's stages (buckets=, budget= of
+	// STEP@VALUE|…), the first from step 0: from global step From
+	// (counted over the job's whole epochs at the world asked, from its
+	// first step) its buckets are Shapes with batch sizes Per. Shapes
+	// and Per are then the first stage's.
+	Stages []BucketStage
 }
 
-// BucketStep is one global step: its bucket and each rank's samples.
+// A BucketStage is a stage of a staged bucket job.
+type BucketStage struct {
+	From   int
+	Shapes [][2]int
+	Per    []int
+}
+
+// A BucketCut is an exclusion of a bucket job (docs/http-api.md, "Edits
+// of a bucket job"): from its step on, the pass's samples not yet served
+// but Drop are bucketed and stepped afresh.
+type BucketCut struct {
+	Epoch uint64
+	Step  int
+	Drop  []int
+}
+
+// BucketStep is one global step: its bucket (of its stage's Shapes) and
+// each rank's samples.
 type BucketStep struct {
 	Bucket int
+	Shape  [2]int
 	Ranks  [][]int
 }
 
@@ -75,99 +104,186 @@ func (b *BucketJob) NearestClip(w, h, n int) int {
 	return at
 }
 
-// byBucket is each bucket's samples of an epoch in its order, and the
-// samples no bucket takes (too small, or no image).
-func (b *BucketJob) byBucket(epoch uint64) ([][]int, int, error) {
-	order, err := b.Job.Order(epoch)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := make([][]int, len(b.Shapes))
-	skipped := 0
-	for _, id := range order {
-		w, h := b.Sizes[id][0], b.Sizes[id][1]
-		if w <= 0 || h <= 0 {
-			skipped++
-			continue
-		}
-		k := 0
-		if b.T == nil {
-			k = b.Nearest(w, h)
-		} else if k = b.NearestClip(w, h, b.Frames[id]); k < 0 {
-			skipped++
-			continue
-		}
-		s := b.Shapes[k]
-		if float64(s[0])/float64(h) > b.MaxUpscale || float64(s[1])/float64(w) > b.MaxUpscale {
-			skipped++
-			continue
-		}
-		out[k] = append(out[k], id)
-	}
-	return out, skipped, nil
-}
-
 // Steps are an epoch's steps at world world after the legs taken before
 // (each [world, steps]): every bucket's remaining samples cut into global
 // batches of Per·world (a last partial one dropped), batch j of m_b due
 // by (j+1)·S/m_b and free from j·S/m_b; each step the free batch due
 // first, ties by the seeded order. Legs of one world in a row are one
 // leg, and a job resumed at the world of its last leg serves the rest of
-// that leg's steps: the uninterrupted run's.
+// that leg's steps: the uninterrupted run's. Where a leg ends, a stage
+// starts or a cut of the epoch starts (its samples left out), the
+// epoch's samples not yet served are bucketed and stepped afresh, by
+// the stage in force; a cut of an earlier epoch leaves its samples out
+// of the whole epoch. A staged job's legs are its global steps from its
+// first, across epochs: each epoch is laid out at their worlds, and the
+// steps after them served.
 func (b *BucketJob) Steps(epoch uint64, legs [][2]int, world int) ([]BucketStep, error) {
-	samples, _, err := b.byBucket(epoch)
+	var runs []bucketRun
+	taken := 0
+	for _, l := range legs {
+		taken += l[1]
+		if k := len(runs); k > 0 && runs[k-1].world == l[0] {
+			runs[k-1].steps += l[1]
+			continue
+		}
+		runs = append(runs, bucketRun{l[0], l[1]})
+	}
+	// The request's run continues a leg at its world.
+	if k := len(runs); k > 0 && runs[k-1].world == world {
+		runs[k-1].steps = -1
+	} else {
+		runs = append(runs, bucketRun{world, -1})
+	}
+	if len(b.Stages) < 2 {
+		return b.pass(epoch, 0, runs, taken, true)
+	}
+	first := 0 // the job's global steps before the epoch
+	for e := range epoch {
+		steps, err := b.pass(e, first, from(runs, first), 0, false)
+		if err != nil {
+			return nil, err
+		}
+		first += len(steps)
+	}
+	return b.pass(epoch, first, from(runs, first), max(taken-first, 0), false)
+}
+
+// A bucketRun is a run of steps at one world (steps -1: to the end).
+type bucketRun struct{ world, steps int }
+
+// from is runs from their step k on.
+func from(runs []bucketRun, k int) []bucketRun {
+	for len(runs) > 1 && runs[0].steps <= k {
+		k -= runs[0].steps
+		runs = runs[1:]
+	}
+	out := append([]bucketRun(nil), runs...)
+	if out[0].steps > 0 {
+		out[0].steps -= k
+	}
+	return out
+}
+
+// pass is epoch's pass laid out at runs from its first step, the job's
+// global step first: its steps from step skip on. strict: a run longer
+// than the pass is an error (an epoch's legs that take more steps than
+// it has).
+func (b *BucketJob) pass(epoch uint64, first int, runs []bucketRun, skip int, strict bool) ([]BucketStep, error) {
+	order, err := b.Job.Order(epoch)
 	if err != nil {
 		return nil, err
 	}
-	var merged [][2]int
-	for _, l := range legs {
-		if k := len(merged); k > 0 && merged[k-1][0] == l[0] {
-			merged[k-1][1] += l[1]
-			continue
+	taken := map[int]bool{} // served, or left out
+	var cuts []BucketCut    // of this epoch
+	for _, c := range b.Cuts {
+		if c.Epoch < epoch {
+			for _, id := range c.Drop {
+				taken[id] = true
+			}
+		} else if c.Epoch == epoch {
+			cuts = append(cuts, c)
 		}
-		merged = append(merged, l)
 	}
-	skip := 0
-	if k := len(merged); k > 0 && merged[k-1][0] == world {
-		skip = merged[k-1][1]
-		merged = merged[:k-1]
-	}
-	taken := make([]int, len(b.Shapes))
-	for i, l := range merged {
-		steps := b.interleave(samples, taken, l[0], epoch)
-		if l[1] > len(steps) {
-			return nil, fmt.Errorf("leg %d: %d steps of %d", i, l[1], len(steps))
-		}
-		for _, s := range steps[:l[1]] {
-			taken[s] += b.Per[s] * l[0]
-		}
+	stages := b.Stages
+	if stages == nil {
+		stages = []BucketStage{{From: 0, Shapes: b.Shapes, Per: b.Per}}
 	}
 	var out []BucketStep
-	next := append([]int(nil), taken...)
-	steps := b.interleave(samples, taken, world, epoch)
-	if skip > len(steps) {
-		return nil, fmt.Errorf("the last leg: %d steps of %d", skip, len(steps))
-	}
-	for i, k := range steps {
-		st := BucketStep{Bucket: k}
-		for r := range world {
-			from := next[k] + r*b.Per[k]
-			st.Ranks = append(st.Ranks, samples[k][from:from+b.Per[k]])
-		}
-		next[k] += b.Per[k] * world
-		if i >= skip {
-			out = append(out, st)
+	at := 0 // the pass's step
+	for ri, r := range runs {
+		left := r.steps
+		for left != 0 {
+			for _, c := range cuts {
+				if c.Step == at { // a cut here: its samples out before the segment
+					for _, id := range c.Drop {
+						taken[id] = true
+					}
+				}
+			}
+			st := stages[0]
+			n := left // to the run's end, the next cut or the next stage
+			for _, x := range stages {
+				if x.From <= first+at {
+					st = x
+				} else if n < 0 || x.From-first-at < n {
+					n = x.From - first - at
+					break
+				}
+			}
+			for _, c := range cuts {
+				if c.Step > at && (n < 0 || c.Step-at < n) {
+					n = c.Step - at
+					break
+				}
+			}
+			lists := b.bucketed(order, taken, st.Shapes)
+			steps := b.interleave(lists, st.Per, r.world, epoch)
+			if n >= 0 && len(steps) > n {
+				steps = steps[:n]
+			}
+			for _, k := range steps {
+				step := BucketStep{Bucket: k, Shape: st.Shapes[k]}
+				for rank := range r.world {
+					step.Ranks = append(step.Ranks, lists[k][rank*st.Per[k]:(rank+1)*st.Per[k]])
+				}
+				for _, id := range lists[k][:st.Per[k]*r.world] {
+					taken[id] = true
+				}
+				lists[k] = lists[k][st.Per[k]*r.world:]
+				if at >= skip {
+					out = append(out, step)
+				}
+				at++
+			}
+			if left > 0 {
+				left -= len(steps)
+			}
+			if n < 0 || len(steps) < n {
+				if left > 0 && strict {
+					return nil, fmt.Errorf("leg %d: %d steps, the pass ended %d short", ri, r.steps, left)
+				}
+				return out, nil
+			}
 		}
 	}
 	return out, nil
 }
 
-// interleave is the buckets of the steps from taken on at world world.
-func (b *BucketJob) interleave(samples [][]int, taken []int, world int, epoch uint64) []int {
+// bucketed is each of shapes' buckets' samples of order not taken, in
+// order: each sample in the bucket of nearest aspect ratio if it has an
+// image and covers the bucket within the upscale limit (a clip bucket
+// job's, its nearest clip bucket).
+func (b *BucketJob) bucketed(order []int, taken map[int]bool, shapes [][2]int) [][]int {
+	c := *b
+	c.Shapes = shapes
+	out := make([][]int, len(shapes))
+	for _, id := range order {
+		w, h := b.Sizes[id][0], b.Sizes[id][1]
+		if taken[id] || w <= 0 || h <= 0 {
+			continue
+		}
+		k := 0
+		if b.T == nil {
+			k = c.Nearest(w, h)
+		} else if k = c.NearestClip(w, h, b.Frames[id]); k < 0 {
+			continue
+		}
+		s := shapes[k]
+		if float64(s[0])/float64(h) > b.MaxUpscale || float64(s[1])/float64(w) > b.MaxUpscale {
+			continue
+		}
+		out[k] = append(out[k], id)
+	}
+	return out
+}
+
+// interleave is the buckets of the steps of samples (each bucket's) at
+// world world, per[k] a rank of bucket k.
+func (b *BucketJob) interleave(samples [][]int, per []int, world int, epoch uint64) []int {
 	m := make([]int, len(samples))
 	total := 0
 	for k := range samples {
-		m[k] = (len(samples[k]) - taken[k]) / (b.Per[k] * world)
+		m[k] = len(samples[k]) / (per[k] * world)
 		total += m[k]
 	}
 	prio := make([]uint64, len(samples))

@@ -75,12 +75,11 @@ var rules = []Rule{
 	{A: "clips", B: "balance-cost", Kind: Refuse},
 	{A: "clips", B: "resize", Kind: Refuse},
 	// Buckets: images (or clips) each once a pass, all of a step one
-	// shape of one source; a mixture's steps by its sources' weights.
+	// shape of one source; a mixture's steps by its sources' weights; an
+	// edit cuts a pass at its step.
 	{A: "importance", B: "buckets", Kind: Refuse},
 	{A: "tokens", B: "buckets", Kind: Refuse},
 	{A: "buckets", B: "transform", Kind: Refuse},
-	{A: "buckets", B: "exclusion", Kind: Refuse},
-	{A: "buckets", B: "append", Kind: Refuse},
 	{A: "buckets", B: "locality", Kind: Downgrade, Drops: "locality"},
 	{A: "buckets", B: "balance-bytes", Kind: Refuse},
 	{A: "buckets", B: "balance-cost", Kind: Refuse},

@@ -20,6 +20,7 @@ import numpy
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from .. import edits
 from .._options import Options, check_rank
 from ..client import Batch, Client
 from ._dataset import ddp_world
@@ -283,11 +284,15 @@ class Buckets(IterableDataset):
         self.epoch = 0
         self._legs: List[Tuple[int, int]] = []  # the steps of self.epoch taken before this run's
         self._done = 0  # steps of this epoch yielded since the legs
-        # A bucketed mixture's legs are its global steps from its first,
-        # across epochs (its sources' passes run on across them):
-        # _carried are the steps of this run's epochs before self.epoch.
+        # A bucketed mixture's legs, and a staged job's, are its global
+        # steps from its first, across epochs (a mixture's sources'
+        # passes run on across them; a stage starts at a global step,
+        # whatever world a run resumes at): _carried are the steps of this
+        # run's epochs before self.epoch.
         job = self.options.job
-        self._mixture = job.mix is not None or job.mix_schedule is not None or job.schedule_version is not None
+        staged = any("@" in str(v) for v in (job.buckets, job.budget, job.budget_tokens) if v is not None)
+        self._mixture = (job.mix is not None or job.mix_schedule is not None or job.schedule_version is not None
+                         or staged)
         self._carried = 0
 
     # -- the job --------------------------------------------------------------
@@ -316,6 +321,17 @@ class Buckets(IterableDataset):
                 self.epoch, self._done = epoch, 0
                 return
             self.epoch, self._legs, self._done = epoch, [], 0
+
+    def edits(self) -> "edits.Editor":
+        """The :class:`brand.edits.Editor` of this dataset's job (a
+        named job of one dataset): its exclusions and appends, each from
+        a global step counted over whole epochs at this dataset's world
+        from the job's first step (docs/http-api.md, *Edits of a bucket
+        job*: the edit cuts its epoch at the step, the steps before
+        unchanged), and a bucketed mixture's stored stages. Edit on one
+        rank (rank 0): every rank reads the edit."""
+        world, _ = self._world()
+        return edits.Editor(self.url, replace(self.options, job=replace(self.options.job, world=world, rank=0)))
 
     def epoch_info(self) -> Dict[str, Any]:
         """``GET /epoch/N`` of the current epoch from where it stands:
@@ -454,6 +470,10 @@ class BucketLoader(DataLoader):
             item = _made(item)
             board.received(item)
             yield item
+
+    def edits(self) -> Any:
+        """The dataset's :meth:`~Buckets.edits`."""
+        return self.dataset.edits()  # type: ignore[attr-defined]
 
     def _board_for_iteration(self) -> Board:
         """The board of an iteration about to start, as BrandLoader's: its

@@ -35,7 +35,10 @@ type epochPlan struct {
 	taken    []int // of each bucket, by the resume point
 	from     []int // of each bucket, where the steps' First count from
 	steps    []bucket.Step
-	world    int
+	// skipped are the steps of the pass before steps: the resume
+	// point's (its legs', or a staged job's global steps in the epoch).
+	skipped int
+	world   int
 	n        int // the epoch's positions
 	tooSmall int
 	noImage  int
@@ -62,17 +65,21 @@ func (p *epochPlan) budgetOf(b int) bucket.Budget {
 
 // plan returns (memoised) the plan of an epoch of job over ds, whose
 // base order is e.
-func (u *Unit) plan(ds *catalog.Dataset, job api.Job, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
-	return u.planOf(ds, job, layout.StreamOf(ds, job), epoch, e)
+func (pl *planner) plan(ds *catalog.Dataset, job api.Job, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
+	return pl.planOf(ds, job, layout.StreamOf(ds, job), epoch, e)
 }
 
 // planOf is plan of stream s's order (a mixture's component stream: its
 // window the job's split by weight). A staged job's epoch is cut where
 // its stages start, its global steps counted over the epochs before it
 // (stepsBefore).
-func (u *Unit) planOf(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
-	if !job.Buckets.Staged() {
-		return u.memoPlan(ds, job, s, epoch, e, nil, 0)
+func (pl *planner) planOf(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
+	cuts, err := pl.cutsOf(ds, job, epoch)
+	if err != nil {
+		return nil, err
+	}
+	if !job.Buckets.Staged() && cuts == nil {
+		return pl.memoPlan(ds, job, s, epoch, e, nil, 0)
 	}
 	stages, err := job.Buckets.Stages()
 	if err != nil {
@@ -82,35 +89,67 @@ func (u *Unit) planOf(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch u
 	for k, x := range stages {
 		st.starts[k] = x.From
 	}
-	first, err := u.stepsBefore(ds, job, s, epoch, st)
-	if err != nil {
-		return nil, err
+	var first uint64
+	var taken uint64 // a staged job's global steps its resume point took
+	if job.Buckets.Staged() {
+		// A staged job's resume point names the worlds of its global
+		// steps from its first, across its epochs, as a bucketed
+		// mixture's does: each epoch is laid out at those worlds, so
+		// that its stages start at the steps they name whatever world a
+		// run resumes at.
+		legs, err := bucket.ParseResume(job.Buckets.Resume)
+		if err != nil {
+			return nil, err
+		}
+		var at uint64
+		for _, l := range legs {
+			if k := len(st.worlds); k == 0 || st.worlds[k-1].world != l.World {
+				st.worlds = append(st.worlds, worldCut{at: at, world: l.World})
+			}
+			at += uint64(l.Steps)
+		}
+		if k := len(st.worlds); k == 0 || st.worlds[k-1].world != max(job.World, 1) {
+			st.worlds = append(st.worlds, worldCut{at: at, world: max(job.World, 1)})
+		}
+		taken = at
+		if first, err = pl.stepsBefore(ds, job, s, epoch, st); err != nil {
+			return nil, err
+		}
 	}
-	return u.memoPlan(ds, job, s, epoch, e, &st, first)
+	st.cuts = cuts
+	p, err := pl.memoPlan(ds, job, s, epoch, e, &st, first)
+	if err != nil || taken <= first {
+		return p, err
+	}
+	// The steps of the epoch after those the resume point took.
+	v := *p
+	v.skipped = int(min(taken-first, uint64(len(p.steps))))
+	v.steps = p.steps[v.skipped:]
+	return &v, nil
 }
 
 // memoPlan is the plan of an epoch (or pass) of job over stream s:
 // memoised, made as an unstaged job's (st nil) or a staged one's whose
 // pass starts at its stream's step first.
-func (u *Unit) memoPlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder, st *staging, first uint64) (*epochPlan, error) {
+func (pl *planner) memoPlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder, st *staging, first uint64) (*epochPlan, error) {
 	k := memoKey{s: s.Order(), epoch: epoch, buckets: job.Buckets, world: max(job.World, 1)}
 	if st != nil {
 		k.staging = st.key(first)
 	}
-	if p, ok := u.memo.Get(k); ok {
+	if p, ok := pl.memo.Get(k); ok {
 		return p, nil
 	}
 	var p *epochPlan
 	var err error
 	if st != nil {
-		p, err = u.makeStaged(ds, job, s, epoch, e, *st, first)
+		p, err = pl.makeStaged(ds, job, s, epoch, e, *st, first)
 	} else {
-		p, err = u.makePlan(ds, job, s, epoch, e)
+		p, err = pl.makePlan(ds, job, s, epoch, e)
 	}
 	if err != nil {
 		return nil, err
 	}
-	u.memo.Add(k, p)
+	pl.memo.Add(k, p)
 	return p, nil
 }
 
@@ -119,17 +158,20 @@ func (u *Unit) memoPlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 // starts (a resume point's legs are the request's epoch's). Once they
 // reach the last stage's start the count goes no further: every later
 // step is of the last stage.
-func (u *Unit) stepsBefore(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, st staging) (uint64, error) {
+func (pl *planner) stepsBefore(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, st staging) (uint64, error) {
 	last := st.starts[len(st.starts)-1]
 	whole := job
 	whole.Buckets.Resume = ""
 	var n uint64
 	for e := uint64(0); e < epoch && n < last; e++ {
-		eo, err := u.base.Epoch(s, e)
+		eo, err := pl.base.Epoch(s, e)
 		if err != nil {
 			return 0, err
 		}
-		p, err := u.memoPlan(ds, whole, s, e, eo, &st, n)
+		if st.cuts, err = pl.cutsOf(ds, whole, e); err != nil {
+			return 0, err
+		}
+		p, err := pl.memoPlan(ds, whole, s, e, eo, &st, n)
 		if err != nil {
 			return 0, err
 		}
@@ -138,16 +180,16 @@ func (u *Unit) stepsBefore(ds *catalog.Dataset, job api.Job, s layout.Stream, ep
 	return n, nil
 }
 
-func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
+func (pl *planner) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder) (*epochPlan, error) {
 	shapes, budget, per, err := job.Buckets.Shaped()
 	if err != nil {
 		return nil, err
 	}
 	p := &epochPlan{shapes: shapes, per: per, budget: budget, world: max(job.World, 1), n: e.NumSamples(),
 		ids: make([][]int32, len(shapes)), pos: make([][]int32, len(shapes))}
-	order := u.base.AppendRange(make([]int, 0, p.n), s, e, epoch, 0, p.n)
+	order := pl.base.AppendRange(make([]int, 0, p.n), s, e, epoch, 0, p.n)
 	up := job.Buckets.Upscale()
-	assign, err := u.kindOf(job).assigner(ds, job, shapes, p)
+	assign, err := pl.kindOf(job).assigner(ds, job, shapes, p)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +217,7 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 	if job.Buckets.Fails() && (firstBad >= 0 || p.tooShort > 0) {
 		first := ""
 		if firstBad >= 0 {
-			first = fmt.Sprintf(" (the first: %s)", u.kindOf(job).name(ds, p, firstBad))
+			first = fmt.Sprintf(" (the first: %s)", pl.kindOf(job).name(ds, p, firstBad))
 		}
 		return nil, fmt.Errorf("%w: epoch %d of dataset %s: %d samples would be scaled up by more than %g to cover their bucket, %d have no image and %d videos are too short for every bucket's frames%s; small=skip leaves them out",
 			ErrFitsNone, epoch, ds.Name, p.tooSmall, up, p.noImage, p.tooShort, first)
@@ -193,6 +235,9 @@ func (u *Unit) makePlan(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch
 	// the steps it would have served.
 	if p.from, p.steps, p.taken, err = bucket.Resume(counts, per, legs, p.world, job.Seed, epoch); err != nil {
 		return nil, err
+	}
+	for _, l := range legs {
+		p.skipped += l.Steps
 	}
 	if len(p.steps) == 0 && len(legs) == 0 {
 		// Not one step: every bucket holds fewer samples than a step of
@@ -236,7 +281,42 @@ func (p *epochPlan) info(job api.Job) *api.BucketsInfo {
 	if len(p.steps) > 0 {
 		in.Fill = fill / float64(len(p.steps))
 	}
+	if p.staged && !job.Buckets.Staged() {
+		in.Buckets = p.merged(in.Buckets)
+	}
 	return in
+}
+
+// merged are the buckets of a plan cut by edits alone (edits.go), one
+// list's segments one after another, as the job's one list: each
+// bucket's steps over the epoch, its samples those it served and those
+// its last segment left (Dropped).
+func (p *epochPlan) merged(segs []api.BucketInfo) []api.BucketInfo {
+	if len(segs) == 0 {
+		return segs // no step served from the resume point
+	}
+	last := p.segOf[len(p.segOf)-1]
+	var out []api.BucketInfo
+	for b, bi := range segs {
+		if p.segOf[b] != p.segOf[0] {
+			break
+		}
+		bi.Stage, bi.Samples = nil, 0
+		out = append(out, bi)
+	}
+	for b, bi := range segs {
+		k := b % len(out)
+		served := bi.Batches * bi.BatchSize * p.world
+		if p.segOf[b] == last {
+			served = bi.Samples // and its last partial global batch, dropped
+			out[k].Dropped = bi.Dropped
+		}
+		if p.segOf[b] != p.segOf[0] {
+			out[k].Batches += bi.Batches
+		}
+		out[k].Samples += served
+	}
+	return out
 }
 
 // short says why no bucket makes a step: each bucket's samples and what

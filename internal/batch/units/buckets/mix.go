@@ -125,10 +125,12 @@ func stepCounts(job api.Job, k int) (func(step uint64) ([]uint64, error), error)
 	for i := range k {
 		ones[i], sizes[i] = shuffle.EqualPasses(1), 1
 	}
-	at := func(m *shuffle.Mixture) []uint64 {
+	// Over passes of one step each, where a view of one step starts a
+	// source's stream is its count of steps before it.
+	at := func(m *shuffle.Mixture, step uint64) []uint64 {
 		out := make([]uint64, k)
 		for i := range k {
-			out[i] = m.CountBefore(i)
+			out[i] = m.Start(i, step).Pass
 		}
 		return out
 	}
@@ -146,7 +148,7 @@ func stepCounts(job api.Job, k int) (func(step uint64) ([]uint64, error), error)
 			if err != nil {
 				return nil, err
 			}
-			return at(m), nil
+			return at(m, step), nil
 		}, nil
 	}
 	weights, err := job.Mix.IntWeights()
@@ -157,10 +159,13 @@ func stepCounts(job api.Job, k int) (func(step uint64) ([]uint64, error), error)
 	if err != nil {
 		return nil, err
 	}
-	if m.Restarts() {
+	if m.Period() > shuffle.MaxMixWork/k {
+		// Its counts restart every epoch (docs/shuffle.md §11.2, "Long
+		// periods"), so a count before a step depends on the epochs'
+		// length.
 		return nil, fmt.Errorf("%w: a staged bucketed mixture of weights this fine (their period is over the rule's bound): round them", bucket.ErrSpec)
 	}
-	return func(step uint64) ([]uint64, error) { return at(m.Epoch(step)), nil }, nil
+	return func(step uint64) ([]uint64, error) { return at(m.Epoch(step), step), nil }, nil
 }
 
 // sourceJob is job as source ds of a bucketed mixture takes it: its own
@@ -235,13 +240,13 @@ func (c *component) EpochSteps(s layout.Stream) (int, error) {
 	}
 	var p *epochPlan
 	if c.st == nil {
-		p, err = c.u.planOf(c.ds, job, s, 0, e)
+		p, err = c.u.plans.planOf(c.ds, job, s, 0, e)
 	} else {
 		// The first stage alone: an edit of a later stage (a stored
 		// schedule's, from a step not yet read) then never moves the
 		// epochs' boundaries, nor so the steps already served.
 		st := staging{stages: c.st.stages[:1], starts: c.st.starts[:1]}
-		p, err = c.u.memoPlan(c.ds, job, s, 0, e, &st, 0)
+		p, err = c.u.plans.memoPlan(c.ds, job, s, 0, e, &st, 0)
 	}
 	if err != nil {
 		return 0, err
@@ -267,11 +272,11 @@ func (c *component) Pass(s layout.Stream, p uint64) (mixture.Pass, error) {
 	}
 	var plan *epochPlan
 	if c.st == nil {
-		plan, err = c.u.planOf(c.ds, c.job, s, p, e)
+		plan, err = c.u.plans.planOf(c.ds, c.job, s, p, e)
 	} else {
 		var first uint64
 		if first, err = c.passStart(s, p); err == nil {
-			plan, err = c.u.memoPlan(c.ds, c.job, s, p, e, c.st, first)
+			plan, err = c.u.plans.memoPlan(c.ds, c.job, s, p, e, c.st, first)
 		}
 	}
 	if err != nil {
@@ -299,7 +304,7 @@ func (c *component) passStart(s layout.Stream, p uint64) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		plan, err := c.u.memoPlan(c.ds, c.job, s, q, e, c.st, starts[q])
+		plan, err := c.u.plans.memoPlan(c.ds, c.job, s, q, e, c.st, starts[q])
 		if err != nil {
 			return 0, err
 		}

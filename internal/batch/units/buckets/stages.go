@@ -48,6 +48,9 @@ type staging struct {
 	// nil for a job of one dataset, whose epoch's legs are its resume
 	// point's.
 	worlds []worldCut
+	// cuts are, for a pass its job's edits cut (edits.go), its orders
+	// and where each starts; nil for none.
+	cuts *passCuts
 }
 
 // A worldCut is where a world of a stream's steps starts.
@@ -72,7 +75,11 @@ func (s staging) worldAt(x uint64) (world, left int) {
 
 // key names the cuts of a pass starting at its stream's step first.
 func (s staging) key(first uint64) string {
-	return fmt.Sprint(first, s.starts, s.worlds)
+	k := fmt.Sprint(first, s.starts, s.worlds)
+	if s.cuts != nil {
+		k += "|cuts=" + s.cuts.key
+	}
+	return k
 }
 
 // stageAt is the stage in force at the stream's step x, and the steps
@@ -92,10 +99,19 @@ func (s staging) stageAt(x uint64) (stage, left int) {
 // makeStaged is makePlan for a staged job: the pass's steps from the
 // stream's step first, at world world, after the resume point's legs
 // (which apply to a job of one dataset).
-func (u *Unit) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder, st staging, first uint64) (*epochPlan, error) {
+func (pl *planner) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epoch uint64, e *layout.EpochOrder, st staging, first uint64) (*epochPlan, error) {
 	world := max(job.World, 1)
 	p := &epochPlan{world: world, n: e.NumSamples(), staged: true}
-	order := u.base.AppendRange(make([]int, 0, p.n), s, e, epoch, 0, p.n)
+	var order []int
+	ids := p.n // a bound on the orders' sample IDs
+	if st.cuts != nil {
+		order, ids = st.cuts.orders[0], st.cuts.ids
+	} else {
+		order = pl.base.AppendRange(make([]int, 0, p.n), s, e, epoch, 0, p.n)
+		for _, id := range order {
+			ids = max(ids, id+1)
+		}
+	}
 	legs, err := bucket.ParseResume(job.Buckets.Resume)
 	if err != nil {
 		return nil, err
@@ -117,6 +133,7 @@ func (u *Unit) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epo
 		}
 	}
 	for _, l := range legs {
+		p.skipped += l.Steps
 		if k := len(runs); k > 0 && runs[k-1].world == l.World {
 			runs[k-1].steps += l.Steps
 			continue
@@ -131,12 +148,22 @@ func (u *Unit) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epo
 		}
 		runs = append(runs, last)
 	}
-	taken := make([]bool, p.n) // by position of the pass's order
+	taken := make([]bool, ids) // by sample ID
 	at := first                // the stream's step
 	for ri, r := range runs {
 		left, done := r.steps, 0
 		for left != 0 {
 			stage, toNext := st.stageAt(at)
+			if st.cuts != nil {
+				// The order in force at the pass's step: an edit's from
+				// its step on.
+				var toCut int
+				order, toCut = st.cuts.orderAt(int(at - first))
+				p.n = len(order)
+				if toCut >= 0 && (toNext < 0 || toCut < toNext) {
+					toNext = toCut
+				}
+			}
 			n := left
 			if toNext >= 0 && (n < 0 || toNext < n) {
 				n = toNext
@@ -145,7 +172,7 @@ func (u *Unit) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epo
 			if r.served {
 				skip = max(r.skip-done, 0)
 			}
-			took, err := u.segment(ds, job, p, st.stages[stage], order, taken, epoch, r.world, n, skip, at == first)
+			took, err := pl.segment(ds, job, p, st.stages[stage], order, taken, epoch, r.world, n, skip, at == first)
 			if err != nil {
 				return nil, err
 			}
@@ -176,12 +203,12 @@ func (u *Unit) makeStaged(ds *catalog.Dataset, job api.Job, s layout.Stream, epo
 
 // segment adds to p a segment of at most n steps (n < 0: as many as
 // its images make) of the pass's images not yet taken (of its order
-// order, taken by position), bucketed by stage st's list at world
+// order, taken by sample ID), bucketed by stage st's list at world
 // world: its buckets (numbered after p's), and its steps from step skip
 // on (skip < 0: none, a leg's). It returns how many steps it took, and
 // marks their images taken. first: the pass's first segment, whose
 // images that fit no bucket are counted in p.
-func (u *Unit) segment(ds *catalog.Dataset, job api.Job, p *epochPlan, st api.BucketStage, order []int, taken []bool, epoch uint64, world, n, skip int, first bool) (int, error) {
+func (pl *planner) segment(ds *catalog.Dataset, job api.Job, p *epochPlan, st api.BucketStage, order []int, taken []bool, epoch uint64, world, n, skip int, first bool) (int, error) {
 	b := st.B
 	shapes, budget, per, err := b.Shaped()
 	if err != nil {
@@ -190,7 +217,7 @@ func (u *Unit) segment(ds *catalog.Dataset, job api.Job, p *epochPlan, st api.Bu
 	sj := job
 	sj.Buckets = b
 	seg := &epochPlan{world: world}
-	assign, err := u.kindOf(sj).assigner(ds, sj, shapes, seg)
+	assign, err := pl.kindOf(sj).assigner(ds, sj, shapes, seg)
 	if err != nil {
 		return 0, err
 	}
@@ -199,7 +226,7 @@ func (u *Unit) segment(ds *catalog.Dataset, job api.Job, p *epochPlan, st api.Bu
 	}
 	ids, pos := make([][]int32, len(shapes)), make([][]int32, len(shapes))
 	for at, id := range order {
-		if taken[at] {
+		if taken[id] {
 			continue
 		}
 		bk, fit, err := assign(id)
@@ -217,7 +244,7 @@ func (u *Unit) segment(ds *catalog.Dataset, job api.Job, p *epochPlan, st api.Bu
 		if fit != bucket.Fits {
 			if b.Fails() && fit != bucket.TooShort {
 				return 0, fmt.Errorf("%w: epoch %d of dataset %s: a sample fits no bucket of the stage from step %d (the first: %s); small=skip leaves such samples out",
-					ErrFitsNone, epoch, ds.Name, st.From, u.kindOf(sj).name(ds, seg, id))
+					ErrFitsNone, epoch, ds.Name, st.From, pl.kindOf(sj).name(ds, seg, id))
 			}
 			continue
 		}
@@ -238,7 +265,7 @@ func (u *Unit) segment(ds *catalog.Dataset, job api.Job, p *epochPlan, st api.Bu
 	for _, s := range steps {
 		k := per[s.Bucket] * world
 		for j := s.First; j < s.First+k; j++ {
-			taken[pos[s.Bucket][j]] = true
+			taken[ids[s.Bucket][j]] = true
 		}
 	}
 	if skip >= 0 && skip < len(steps) {

@@ -69,7 +69,19 @@ type Unit struct {
 	clips *clipunit.Unit // a clip bucket job's clip spaces and clip batches
 	sizes Sizes
 	pipes Pipelines
-	memo  *lru.Cache[memoKey, *epochPlan]
+	plans *planner
+}
+
+// planner makes (and memoises) the plans of a bucket job's epochs: each
+// bucket's images in the job's order and the steps (epoch.go), cut where
+// a stage starts or an edit applies (stages.go, edits.go). Safe for
+// concurrent use.
+type planner struct {
+	base layout.Base
+	memo *lru.Cache[memoKey, *epochPlan]
+	// kindOf is what a job buckets (Unit.kindOf): how its samples are
+	// assigned to buckets and named.
+	kindOf func(api.Job) sampleKind
 }
 
 // maxMemoEpochs bounds the epochs' plans kept: each is 4 bytes an image.
@@ -80,7 +92,9 @@ const maxMemoEpochs = 16
 // pipes.
 func New(b layout.Base, cu *clipunit.Unit, sizes Sizes, pipes Pipelines) *Unit {
 	m, _ := lru.New[memoKey, *epochPlan](maxMemoEpochs)
-	return &Unit{base: b, clips: cu, sizes: sizes, pipes: pipes, memo: m}
+	u := &Unit{base: b, clips: cu, sizes: sizes, pipes: pipes}
+	u.plans = &planner{base: b, memo: m, kindOf: u.kindOf}
+	return u
 }
 
 func (*Unit) Feature() features.Feature { return features.Buckets }
@@ -121,7 +135,7 @@ func (u *Unit) epochPlan(ds *catalog.Dataset, job api.Job, epoch uint64) (*epoch
 	if err != nil {
 		return nil, err
 	}
-	return u.plan(ds, job, epoch, e)
+	return u.plans.plan(ds, job, epoch, e)
 }
 
 // Lay lays out the rank's batch of step b.Batch: its images (or clips)

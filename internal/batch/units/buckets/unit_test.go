@@ -364,13 +364,29 @@ func TestStagedEpochs(t *testing.T) {
 		}
 	}
 	// Resumed at world 3 after k steps at world 4 of epoch 1 (the stage
-	// change inside it), the rest once.
+	// change inside it): the resume point names the job's global steps
+	// from its first (epoch 0's at world 4, then k), the rest of the
+	// epoch is served once, and every step from the stage's global step
+	// on is of its list, whatever the world.
 	f := newFixture(t, n, small)
 	job := f.job
+	job.World = 4
 	whole, _, _ := f.o.Extent(f.src, withBuckets(job, api.Buckets{Shapes: a, Pixels: 4 * 256 * 256}), 0)
-	staged := withBuckets(job, api.Buckets{Shapes: fmt.Sprintf("0@%s|%d@%s", a, whole+5, b), Pixels: 4 * 256 * 256})
+	change := whole + 5
+	staged := withBuckets(job, api.Buckets{Shapes: fmt.Sprintf("0@%s|%d@%s", a, change, b), Pixels: 4 * 256 * 256})
 	staged.World = 4
+	e0, _ := servedOf(t, f, staged, 0)
 	_, first := servedOf(t, f, staged, 1)
+	// A step's stage by its bucket: 256x256 is of both lists.
+	of := func(list, name string) bool {
+		shapes, _ := bucket.Parse(list)
+		for _, sh := range shapes {
+			if name == transform.BucketName(sh.H, sh.W, false, 0) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, k := range []int{0, 3, 5, 9, len(first)} {
 		seen := map[int]bool{}
 		for _, step := range first[:k] {
@@ -379,8 +395,13 @@ func TestStagedEpochs(t *testing.T) {
 			}
 		}
 		r := staged
-		r.World, r.Buckets.Resume = 3, fmt.Sprintf("4:%d", k)
-		_, rest := servedOf(t, f, r, 1)
+		r.World, r.Buckets.Resume = 3, fmt.Sprintf("4:%d", len(e0)+k)
+		names, rest := servedOf(t, f, r, 1)
+		for m, name := range names {
+			if g := len(e0) + k + m; g >= change && !of(b, name) || g < change && !of(a, name) {
+				t.Fatalf("k=%d: resumed at world 3, global step %d is of bucket %s; the second stage starts at %d", k, g, name, change)
+			}
+		}
 		for _, step := range rest {
 			for _, id := range step {
 				if seen[id] {

@@ -270,7 +270,7 @@ func (x *Mixtures) newMixed(job api.Job, ds []*catalog.Dataset, comps []Componen
 		// Blocks of one step, each step's world items from one
 		// component.
 		if job.MixBlock > 0 {
-			return nil, fmt.Errorf("%w: mix_block= with buckets=: a bucketed mixture mixes whole steps, one source a step", shuffle.ErrInvalid)
+			return nil, fmt.Errorf("%w: mix_block= with buckets=: a bucketed mixture mixes whole steps, one source a step, and has no block (a client that is given a batch_size pins one: give a bucket job none)", shuffle.ErrInvalid)
 		}
 		block, group = 1, max(job.World, 1)
 	}
@@ -451,7 +451,7 @@ func (m *Mixed) AppendKey(s []byte, job api.Job) []byte { return m.inner.AppendK
 
 // Describe adds each component's share of the epoch to /epoch/N.
 func (m *Mixed) Describe(info *api.EpochInfo, _ layout.Source, job api.Job, epoch uint64) error {
-	info.Mix = &api.MixInfo{Block: m.Order.Block()}
+	info.Mix = &api.MixInfo{Block: pinnedBlock(m)}
 	mo, err := m.Order.At(epoch) // the epoch's own counts and stream starts
 	if err != nil {
 		return err
@@ -627,11 +627,22 @@ var (
 	_ layout.Wrapper   = (*Mixed)(nil)
 )
 
+// pinnedBlock is the mixing block m's clients pin (MixInfo.Block,
+// Brand-Mix-Block), so that a job resumed at another world keeps its
+// order: 0 for a mixture of whole steps (Stepped), whose blocks are its
+// steps at every world, with no block to pin.
+func pinnedBlock(m *Mixed) int {
+	if stepped(m.inner) {
+		return 0
+	}
+	return m.Order.Block()
+}
+
 // SourceHeaders names the mixture a job reads (the gateway's headers):
 // its text, block and components' index versions, and its schedule.
 func (m *Mixed) SourceHeaders(h http.Header) {
 	h.Set(api.HeaderMix, m.text)
-	h.Set(api.HeaderMixBlock, strconv.Itoa(m.Order.Block()))
+	h.Set(api.HeaderMixBlock, strconv.Itoa(pinnedBlock(m)))
 	h.Set(api.HeaderMixIndex, m.ids)
 	if len(m.Schedule) > 0 {
 		h.Set(api.HeaderMixSchedule, m.schedule)
