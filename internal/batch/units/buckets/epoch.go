@@ -37,8 +37,8 @@ type epochPlan struct {
 	steps    []bucket.Step
 	// skipped are the steps of the pass before steps: the resume
 	// point's (its legs', or a staged job's global steps in the epoch).
-	skipped int
-	world   int
+	skipped  int
+	world    int
 	n        int // the epoch's positions
 	tooSmall int
 	noImage  int
