@@ -137,6 +137,7 @@ var modelKinds = []struct {
 	{"a token job, a cluster of 3", func(t *testing.T, s uint64) { tokenRound(t, s, 3, false) }},
 	{"a vision job, one gateway or a cluster of 3", visionRound},
 	{"a bucket job, one gateway or a cluster of 3", bucketRound},
+	{"a bucketed mixture, one gateway or a cluster of 3", bucketMixRound},
 }
 
 // roundRand is a round's random source.

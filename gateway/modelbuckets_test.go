@@ -23,8 +23,12 @@ import (
 )
 
 // mImg is a bucket round's dataset: JPEGs of random sizes in tar chunks,
-// packed with their image sizes (withBuckets).
-const mImg = "img"
+// packed with their image sizes (withBuckets); mImg2 a bucketed
+// mixture's second source, alike.
+const (
+	mImg  = "img"
+	mImg2 = "img2"
+)
 
 // mBucketPool are the buckets a round draws its list from, [H, W].
 var mBucketPool = [][2]int{{24, 24}, {16, 32}, {32, 16}, {20, 28}, {28, 20}, {12, 48}, {48, 12}}
@@ -34,6 +38,12 @@ var mBucketPool = [][2]int{{24, 24}, {16, 32}, {32, 16}, {20, 28}, {28, 20}, {12
 // (dataset.WriteSizes); it returns every sample's [width, height], read
 // with image.DecodeConfig.
 func (w *mWorld) withBuckets(t *testing.T, r *rand.Rand) [][2]int {
+	t.Helper()
+	return w.withBucketsAs(t, r, mImg)
+}
+
+// withBucketsAs is withBuckets of a dataset named name.
+func (w *mWorld) withBucketsAs(t *testing.T, r *rand.Rand, name string) [][2]int {
 	t.Helper()
 	st, err := s3backend.NewLocal(t.TempDir())
 	if err != nil {
@@ -46,16 +56,16 @@ func (w *mWorld) withBuckets(t *testing.T, r *rand.Rand) [][2]int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := fmt.Sprintf("img/s%04d", id)
+		key := fmt.Sprintf("%s/s%04d", name, id)
 		jpegs[key] = p.JPEG
 		return key, []sampleFile{{"jpg", p.JPEG}}
 	})
 	if _, err := dataset.WriteSizes(context.Background(), st, ix, 0, 2); err != nil {
 		t.Fatal(err)
 	}
-	w.stores[mImg] = st
+	w.stores[name] = st
 	v := readMVersion(t, st)
-	w.versions[mImg] = []*mVersion{v}
+	w.versions[name] = []*mVersion{v}
 	sizes := make([][2]int, len(v.keys))
 	for id, key := range v.keys {
 		c, _, err := image.DecodeConfig(bytes.NewReader(jpegs[key]))

@@ -187,8 +187,10 @@ func (w *mWorld) specs() []gateway.DatasetSpec {
 	if st, ok := w.stores[mVis]; ok {
 		specs = append(specs, gateway.DatasetSpec{Name: mVis, URL: "file:///vis", Store: st})
 	}
-	if st, ok := w.stores[mImg]; ok {
-		specs = append(specs, gateway.DatasetSpec{Name: mImg, URL: "file:///img", Store: st})
+	for _, name := range []string{mImg, mImg2} {
+		if st, ok := w.stores[name]; ok {
+			specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: st})
+		}
 	}
 	return specs
 }

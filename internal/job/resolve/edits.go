@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/editproto"
@@ -356,6 +357,12 @@ func (ed *Editor) EditJob(ctx context.Context, name, raw, kind string) (*EditJob
 	}
 	ej.Steps, err = chain.NewVaryingSteps(j.Query.Job, j.Source.Edit, func(epoch uint64) (int, error) {
 		_, n, err := ed.r.cfg.Orders.Extent(j.Source, j.Query.Job, epoch)
+		if epoch > 0 && errkind.Has(err, errkind.Unprocessable) {
+			// A later epoch of no step (a staged job's later stage
+			// whose buckets hold no step's images): the steps end
+			// there, and an edit from one of the steps before is made.
+			return 0, nil
+		}
 		return n, err
 	}, until, ed.r.cfg.Limits.MaxEpoch)
 	return ej, err

@@ -469,6 +469,19 @@ func (m *Mixed) Describe(info *api.EpochInfo, _ layout.Source, job api.Job, epoc
 				return err
 			}
 		}
+		if stepped(m.inner) {
+			// Every pass the epoch draws steps of is laid out: one that
+			// makes no step (a later stage whose buckets hold none of its
+			// images) refuses the epoch, as it refuses its steps.
+			need, s := start.Index+mo.EpochSamples(i), m.Stream(i, job)
+			for p := start.Pass; need > 0; p++ {
+				ps, err := m.comps[i].Pass(s, p)
+				if err != nil {
+					return err
+				}
+				need -= max(ps.Len()/max(g, 1), 1)
+			}
+		}
 		info.Mix.Components = append(info.Mix.Components, ci)
 	}
 	return nil
