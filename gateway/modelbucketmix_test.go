@@ -13,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/testsupport/jobmodel"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // bucketMixRound is a round of a bucketed mixture of mImg and mImg2, each
@@ -54,6 +55,7 @@ func bucketMixRound(t *testing.T, seed uint64) {
 	q.Set("buckets", strings.Join(lists, ";"))
 	q.Set("budget", strconv.Itoa(budget))
 	bucketMixStage(t, roundRand(seed^0x7374616765), q, m, lists, budget, world)
+	bucketMixSchedule(t, roundRand(seed^0x7363686564), q, m, names, world)
 	q.Set("seed", strconv.FormatUint(seed64, 10))
 	q.Set("window", strconv.Itoa(window))
 	t.Logf("job %s, world %d, on %d nodes", q.Encode(), world, len(ns.urls))
@@ -201,4 +203,37 @@ func bucketMixStage(t *testing.T, r *rand.Rand, q url.Values, m *jobmodel.Bucket
 	q.Set("buckets", fmt.Sprintf("0@%s|%d@%s", strings.Join(lists, ";"), at, strings.Join(lists2, ";")))
 	q.Set("budget", fmt.Sprintf("0@%d|%d@%d", budget, at, budget2))
 	t.Logf("staged: buckets=%s budget=%s", q.Get("buckets"), q.Get("budget"))
+}
+
+// bucketMixSchedule, once in three rounds, gives the bucketed mixture a
+// schedule of weights in place of mix=: a second phase of weights 1 to 4
+// from a global step drawn from r (its own source) within its first two
+// epochs, or past them; the model's phases are the same.
+func bucketMixSchedule(t *testing.T, r *rand.Rand, q url.Values, m *jobmodel.BucketMixture, names []string, world int) {
+	t.Helper()
+	if r.IntN(3) > 0 {
+		return
+	}
+	length := 0
+	for i := range m.Sources {
+		one := *m.Source(i)
+		one.Stages = nil
+		steps, err := one.Steps(0, nil, world)
+		if err != nil {
+			t.Fatal(err)
+		}
+		length += len(steps)
+	}
+	at := uint64(1 + r.IntN(2*length+2))
+	second := make([]uint64, len(names))
+	var p0, p1 []string
+	for i, name := range names {
+		second[i] = uint64(1 + r.IntN(4))
+		p0 = append(p0, fmt.Sprintf("%s:%d", name, m.Weights[i]))
+		p1 = append(p1, fmt.Sprintf("%s:%d", name, second[i]))
+	}
+	m.Phases = []shuffle.SchedulePhase{{Step: 0, Weights: m.Weights}, {Step: at, Weights: second}}
+	q.Del("mix")
+	q.Set("mix_schedule", fmt.Sprintf("0:%s;%d:%s", strings.Join(p0, ","), at, strings.Join(p1, ",")))
+	t.Logf("scheduled: mix_schedule=%s", q.Get("mix_schedule"))
 }

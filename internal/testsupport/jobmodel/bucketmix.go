@@ -20,6 +20,10 @@ type BucketMixture struct {
 	Weights []uint64
 	Seed    uint64
 	Window  int
+	// Phases, if set, are a mix_schedule='s phases (shuffle.NewSchedule,
+	// held to its own reference): the sources' weights change at their
+	// steps. Weights are then the first phase's.
+	Phases []shuffle.SchedulePhase
 	// Stages, if set, are the job's stages by global step, the first
 	// from step 0: each source's buckets (Shapes[i]) and batch sizes
 	// (Per[i]) from step From on; a source's stage starts at its count
@@ -47,24 +51,49 @@ func (m *BucketMixture) Source(i int) *BucketJob {
 	j.Window = max(1, int((uint64(max(m.Window, 1))*m.Weights[i]+total-1)/total))
 	c.Job = &j
 	if len(m.Stages) > 1 {
-		ones := make([]int, len(m.Weights))
-		for k := range ones {
-			ones[k] = 1
-		}
 		c.Stages = nil
 		for _, st := range m.Stages {
-			from := 0
-			if st.From > 0 {
-				rule, err := shuffle.NewMixture(m.Weights, ones, 1, st.From)
-				if err != nil {
-					panic(err) // weights a round draws: the rule takes them
-				}
-				from = rule.Cumulative(st.From, i)
+			from, err := m.before(i, st.From)
+			if err != nil {
+				panic(err) // weights a round draws: the rule takes them
 			}
 			c.Stages = append(c.Stages, BucketStage{From: from, Shapes: st.Shapes[i], Per: st.Per[i]})
 		}
 	}
 	return &c
+}
+
+// before is how many of the mixture's first g global steps source i
+// takes, by its rule over blocks of one step (fixed weights, or the
+// schedule's).
+func (m *BucketMixture) before(i, g int) (int, error) {
+	if g == 0 {
+		return 0, nil
+	}
+	ones := make([]int, len(m.Weights))
+	for k := range ones {
+		ones[k] = 1
+	}
+	if len(m.Phases) == 0 {
+		rule, err := shuffle.NewMixture(m.Weights, ones, 1, g)
+		if err != nil {
+			return 0, err
+		}
+		return rule.Cumulative(g, i), nil
+	}
+	passes := make([]shuffle.Passes, len(m.Weights))
+	for k := range passes {
+		passes[k] = shuffle.EqualPasses(1)
+	}
+	s, err := shuffle.NewSchedule(m.Phases, passes, 1, 1)
+	if err != nil {
+		return 0, err
+	}
+	view, err := s.Epoch(uint64(g)) // one step an epoch: its start is the count before it
+	if err != nil {
+		return 0, err
+	}
+	return int(view.Start(i, uint64(g)).Pass), nil
 }
 
 // A MixStep is a step of a bucketed mixture: its source and its step.
@@ -104,21 +133,21 @@ func (m *BucketMixture) Steps(epoch uint64, legs [][2]int, world int) ([]MixStep
 	} else {
 		runs = append(runs, bucketRun{world, -1})
 	}
-	ones := make([]int, k)
-	for i := range ones {
-		ones[i] = 1
-	}
-	rule, err := shuffle.NewMixture(m.Weights, ones, 1, max(taken, 1))
-	if err != nil {
-		return nil, err
-	}
 	srcRuns := make([][]bucketRun, k)
 	at := 0
 	for _, r := range runs {
 		for i := range k {
 			n := -1
 			if r.steps >= 0 {
-				n = rule.Cumulative(at+r.steps, i) - rule.Cumulative(at, i)
+				a, err := m.before(i, at)
+				if err != nil {
+					return nil, err
+				}
+				b, err := m.before(i, at+r.steps)
+				if err != nil {
+					return nil, err
+				}
+				n = b - a
 			}
 			srcRuns[i] = append(srcRuns[i], bucketRun{r.world, n})
 		}
@@ -165,9 +194,20 @@ func (m *BucketMixture) Steps(epoch uint64, legs [][2]int, world int) ([]MixStep
 			return max(len(steps), 1)
 		})
 	}
-	mx, err := shuffle.NewMixtureOf(m.Weights, ps, 1, length)
-	if err != nil {
-		return nil, err
+	var mx *shuffle.Mixture
+	var err error
+	if len(m.Phases) == 0 {
+		if mx, err = shuffle.NewMixtureOf(m.Weights, ps, 1, length); err != nil {
+			return nil, err
+		}
+	} else {
+		s, err := shuffle.NewSchedule(m.Phases, ps, 1, length)
+		if err != nil {
+			return nil, err
+		}
+		if mx, err = s.Epoch(epoch); err != nil {
+			return nil, err
+		}
 	}
 	draws := mx.AppendRange(nil, m.Seed, epoch, 0, mx.NumSamples())
 	if perr != nil {
