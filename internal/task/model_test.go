@@ -67,7 +67,25 @@ func runModel(t *testing.T, seed uint64) {
 		spec.Revisit = []float64{0, 0.3}[rng.IntN(2)]
 	}
 	prompts := 5 + rng.IntN(80)
+	if rng.IntN(2) == 0 {
+		// Domains: two or three prompt sets at random ratios, their
+		// passes their own or the job's.
+		prompts = 0
+		for range 2 + rng.IntN(2) {
+			n := 3 + rng.IntN(40)
+			spec.Domains = append(spec.Domains, Domain{Dataset: fmt.Sprint("d", len(spec.Domains)), Ratio: float64(1+rng.IntN(9)) / 10, Prompts: n, Index: "ix"})
+			prompts += n
+		}
+		spec.DomainPasses = []string{PassesOwn, PassesShared}[rng.IntN(2)]
+	}
 	t.Logf("%d prompts, spec %+v", prompts, spec)
+	// phases are the domains' weights by step, as the edits made them.
+	type phase struct {
+		from    uint64
+		weights []uint64
+	}
+	phases := []phase{{0, domainWeights(spec.Domains)}}
+	excluded := map[uint32]bool{}
 	st, err := s3backend.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +135,56 @@ func runModel(t *testing.T, seed uint64) {
 				t.Fatalf("op %d: the plan's counts %+v, a recount %+v", op, got, want)
 			}
 		})
+		if rng.IntN(25) == 0 {
+			// An edit: an exclusion, an append, or (of domains) a ratio
+			// edit from a step not yet full.
+			s := node()
+			var n int
+			s.View(func(p *Plan) { n = p.Prompts() })
+			switch e := rng.IntN(3); {
+			case e == 0:
+				var ids []uint32
+				for range 1 + rng.IntN(3) {
+					ids = append(ids, uint32(rng.IntN(n)))
+				}
+				if _, err := s.Exclude(ctx, ids); err != nil {
+					t.Fatalf("op %d: excluding %v: %v", op, ids, err)
+				}
+				for _, q := range ids {
+					excluded[q] = true
+				}
+			case e == 1:
+				d := rng.IntN(max(len(spec.Domains), 1))
+				if _, err := s.Append(ctx, d, fmt.Sprint("ix", op), 1+rng.IntN(8)); err != nil {
+					t.Fatalf("op %d: appending to domain %d: %v", op, d, err)
+				}
+			case len(spec.Domains) > 0:
+				var full uint64
+				s.View(func(p *Plan) { full = p.Steps().Full() })
+				from := max(full+uint64(rng.IntN(3)), phases[len(phases)-1].from)
+				w := make([]uint64, len(spec.Domains))
+				for i := range w {
+					w[i] = uint64(1 + rng.IntN(5))
+				}
+				_, err := s.EditRatios(ctx, from, w)
+				var sf *StepFullError
+				switch {
+				case errors.As(err, &sf):
+					// Another node's steps filled past it meanwhile: the
+					// refusal names the first editable step.
+					if sf.First <= from {
+						t.Fatalf("op %d: a ratio edit from step %d refused naming step %d", op, from, sf.First)
+					}
+				case err != nil:
+					t.Fatalf("op %d: a ratio edit from step %d: %v", op, from, err)
+				case phases[len(phases)-1].from == from:
+					phases[len(phases)-1].weights = w
+				default:
+					phases = append(phases, phase{from, w})
+				}
+			}
+			continue
+		}
 		switch r := rng.IntN(100); {
 		case r < 40:
 			s := node()
@@ -126,6 +194,11 @@ func runModel(t *testing.T, seed uint64) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, q := range l.Prompts {
+				if excluded[q] {
+					t.Fatalf("op %d: lease %d holds prompt %d, excluded", op, l.ID, q)
+				}
 			}
 			at := s.plan.Time(l.T)
 			for id, ml := range leases {
@@ -162,11 +235,17 @@ func runModel(t *testing.T, seed uint64) {
 			if len(rows) == 0 {
 				continue
 			}
-			_, err := node().Answer(ctx, id, rows)
+			a, err := node().Answer(ctx, id, rows)
 			late := !clock.Before(ml.deadline)
-			unanswered := false
+			unanswered, gone := false, 0
 			for _, w := range rows {
 				unanswered = unanswered || !ml.answered[w.Prompt]
+				if !ml.answered[w.Prompt] && excluded[w.Prompt] {
+					gone++
+				}
+			}
+			if err == nil && !late && a.Excluded != gone {
+				t.Fatalf("op %d: an answer to lease %d of %d prompts excluded since it was made: %+v", op, id, gone, a)
 			}
 			switch {
 			case late && unanswered && !IsExpired(err):
@@ -234,6 +313,30 @@ func runModel(t *testing.T, seed uint64) {
 				if len(c) != spec.Step {
 					t.Errorf("step %d holds %d prompts, want %d", n, len(c), spec.Step)
 				}
+				if len(spec.Domains) > 0 {
+					// Each domain's share of the step within one, by the
+					// ratios in force at it.
+					w := phases[0].weights
+					for _, ph := range phases {
+						if ph.from <= n {
+							w = ph.weights
+						}
+					}
+					var sum uint64
+					for _, x := range w {
+						sum += x
+					}
+					got := make([]int, len(w))
+					for _, x := range c {
+						d, _ := p.PromptOf(x.Prompt)
+						got[d]++
+					}
+					for d := range w {
+						if share := float64(spec.Step) * float64(w[d]) / float64(sum); math.Abs(float64(got[d])-share) >= 1 {
+							t.Errorf("step %d holds %d prompts of domain %d, its share %.2f (weights %v)", n, got[d], d, share, w)
+						}
+					}
+				}
 				for _, x := range c {
 					if counted[[2]uint32{x.Prompt, x.Pass}]++; counted[[2]uint32{x.Prompt, x.Pass}] > 1 {
 						t.Errorf("prompt %d counted twice in pass %d", x.Prompt, x.Pass)
@@ -252,22 +355,47 @@ func runModel(t *testing.T, seed uint64) {
 		digest = d
 		s.View(func(p *Plan) {
 			c := p.Count()
-			if sum := c.Pending + c.Leased + c.Front + c.Waiting + c.Retired; sum != prompts {
+			if sum := c.Pending + c.Leased + c.Front + c.Waiting + c.Retired + c.Excluded; sum != p.Prompts() {
 				t.Fatalf("node %d: %+v places %d prompts of %d", i, c, sum, prompts)
 			}
-			if c.Leased != p.leases.leased {
-				t.Fatalf("node %d: %d prompts leased, the plan counts %d", i, c.Leased, p.leases.leased)
-			}
-			if front := len(p.front) - p.fhead; c.Front != front {
-				t.Fatalf("node %d: %d prompts at the front, its queue holds %d", i, c.Front, front)
-			}
-			for q, w := range p.tree.w {
-				if (w > 0) != (p.prompts[q].where == inPool) {
-					t.Fatalf("node %d: prompt %d weighs %d in the pass, and is in place %d", i, q, w, p.prompts[q].where)
+			// Prompts excluded while a lease held them stay in it,
+			// unanswered, until it is answered or expires.
+			held := 0
+			for _, l := range p.leases.open {
+				for k, q := range l.prompts {
+					if !l.done[k] && p.prompts[q].where == inExcluded {
+						held++
+					}
 				}
 			}
-			if next := len(p.next); c.Waiting != next {
-				t.Fatalf("node %d: %d prompts wait for the next pass, its list holds %d", i, c.Waiting, next)
+			if c.Leased+held != p.leases.leased {
+				t.Fatalf("node %d: %d prompts leased and %d excluded in leases, the plan counts %d", i, c.Leased, held, p.leases.leased)
+			}
+			// The domains' queues, less the entries an exclusion left
+			// there (passed over when reached).
+			front, next := 0, 0
+			for _, dm := range p.doms {
+				for _, q := range dm.front[dm.fhead:] {
+					if p.prompts[q].where == inFront {
+						front++
+					}
+				}
+				for _, q := range dm.next {
+					if p.prompts[q].where == inNext {
+						next++
+					}
+				}
+				for local, w := range dm.tree.w {
+					if q := dm.ids[local]; (w > 0) != (p.prompts[q].where == inPool) {
+						t.Fatalf("node %d: prompt %d weighs %d in the pass, and is in place %d", i, q, w, p.prompts[q].where)
+					}
+				}
+			}
+			if c.Front != front {
+				t.Fatalf("node %d: %d prompts at the front, its queues hold %d", i, c.Front, front)
+			}
+			if c.Waiting != next {
+				t.Fatalf("node %d: %d prompts wait for the next pass, its lists hold %d", i, c.Waiting, next)
 			}
 		})
 	}
@@ -276,7 +404,7 @@ func runModel(t *testing.T, seed uint64) {
 // recount counts p's prompts one by one, as the kept counts must.
 func recount(p *Plan) Counts {
 	c := p.Count()
-	c.Pending, c.Leased, c.Front, c.Waiting, c.Retired, c.InBand, c.PassesDone = 0, 0, 0, 0, 0, 0, math.MaxUint32
+	c.Pending, c.Leased, c.Front, c.Waiting, c.Retired, c.Excluded, c.InBand, c.PassesDone = 0, 0, 0, 0, 0, 0, 0, math.MaxUint32
 	for q := range p.prompts {
 		switch p.prompts[q].where {
 		case inPool:
@@ -289,16 +417,18 @@ func recount(p *Plan) Counts {
 			c.Waiting++
 		case inRetired:
 			c.Retired++
+		case inExcluded:
+			c.Excluded++
 		}
 		if p.InBand(uint32(q)) {
 			c.InBand++
 		}
-		if p.prompts[q].where != inRetired {
+		if w := p.prompts[q].where; w != inRetired && w != inExcluded {
 			c.PassesDone = min(c.PassesDone, p.prompts[q].served)
 		}
 	}
 	if c.PassesDone == math.MaxUint32 {
-		c.PassesDone = p.cur
+		c.PassesDone = p.Count().Pass
 	}
 	return c
 }
@@ -328,9 +458,13 @@ func damageSegment(t *testing.T, ctx context.Context, st *s3backend.Local, rng *
 			t.Fatal(err)
 		}
 		d := bytes.Clone(b)
-		if rng.IntN(2) == 0 {
+		switch {
+		case len(d) == 0:
+			// Torn to nothing by an earlier damage of this copy: as
+			// damaged as it gets.
+		case rng.IntN(2) == 0:
 			d[rng.IntN(len(d))] ^= byte(1 + rng.IntN(255))
-		} else {
+		default:
 			d = d[:rng.IntN(len(d))]
 		}
 		put := func(body []byte) {

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/brandgw/brand/internal/seeded"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // Domains of the plan's seeded draws (seeded.Seeds).
@@ -27,15 +29,38 @@ const (
 	inNext                 // done with the current pass, waiting for the next
 	inLease                // leased
 	inRetired              // retired
+	inExcluded             // excluded (an edit of the job): never leased again
 )
 
 type prompt struct {
 	served  uint32 // passes done: the pass it is in is served
+	local   uint32 // its ID in its domain's dataset
 	redraws uint16 // drawn again in its pass
 	solves  uint16
+	dom     uint16 // its domain
 	where   uint8
 	revisit bool  // retired, and drawn again at a pass's start
 	hn, hat uint8 // answers in its history, and the slot of the next
+}
+
+// domain is one prompt dataset of a job (domains.go): its prompts, by
+// their IDs in the plan (global: a domain's first prompts are numbered
+// after the domains before it, the prompts appended to any domain after
+// every prompt before them), and its own passes: the current one's
+// pool, its front, those waiting for its next, and its retired prompts.
+type domain struct {
+	ids     []uint32 // by local ID
+	index   string   // the index version its prompts are keys of (an append moves it)
+	cur     uint32
+	tree    fenwick // the pool's weights, by local ID
+	front   []uint32
+	fhead   int
+	next    []uint32
+	retired []uint32 // in the order retired; revisits keep this order
+	leased  int      // its prompts in open leases, not answered
+	// passCounted are the answers counted since the current pass began,
+	// lastPass those of the pass before (-1: none ended).
+	passCounted, lastPass int
 }
 
 // openLease is a lease not yet answered whole nor expired.
@@ -62,8 +87,9 @@ type Counted struct {
 	Prompt, Pass, Version uint32
 	Lease                 uint64
 	Passes, N             uint16
+	dom                   uint16
 	scoreN                uint32
-	scoreAt               uint64 // in all the scores counted, forgotten ones included
+	scoreAt               uint64 // in its domain's scores counted, forgotten ones included
 }
 
 // Plan is a task job's plan: the state every decision is made from, a
@@ -75,12 +101,8 @@ type Plan struct {
 	ttl     uint64
 	prompts []prompt
 	hist    []float32 // spec.History a prompt
-	tree    fenwick
-	cur     uint32
-	front   []uint32
-	fhead   int
-	next    []uint32
-	retired []uint32 // in the order retired; revisits keep this order
+	doms    []*domain
+	rule    *stepRule
 
 	clock   uint64
 	tally   tally
@@ -89,11 +111,8 @@ type Plan struct {
 	steps   StepLog
 
 	stats struct {
-		redrawn, rested, expired int
-		rows, repeats            int64
-		// passCounted are the answers counted since the current pass
-		// began, lastPass those of the pass before (-1: none ended).
-		passCounted, lastPass int
+		redrawn, rested, expired, excluded int
+		rows, repeats                      int64
 	}
 	digest uint64
 }
@@ -104,15 +123,36 @@ func NewPlan(spec Spec) *Plan {
 	spec = spec.WithDefaults()
 	n := spec.Prompts
 	p := &Plan{spec: spec, pol: policies[spec.Policy](spec), leases: newLeaseBook(uint64(time.Duration(spec.TTL).Milliseconds())),
-		steps: StepLog{b: uint64(spec.Step)}, prompts: make([]prompt, n), hist: make([]float32, n*spec.History)}
-	w := make([]uint64, n)
-	for i := range w {
-		w[i] = fixedWeight(p.pol.weight(nil))
+		prompts: make([]prompt, n), hist: make([]float32, n*spec.History)}
+	sizes, weights := []int{n}, []uint64{1}
+	if len(spec.Domains) > 0 {
+		sizes, weights = nil, domainWeights(spec.Domains)
+		for _, d := range spec.Domains {
+			sizes = append(sizes, d.Prompts)
+		}
 	}
-	p.tree = newFenwick(w)
+	p.rule, _ = newStepRule(spec.Step, []shuffle.SchedulePhase{{Weights: weights}}) // checked with the spec
+	p.steps = newStepLog(uint64(spec.Step), len(sizes), p.rule)
+	q := 0
+	for d, size := range sizes {
+		dm := &domain{ids: make([]uint32, size), lastPass: -1}
+		if len(spec.Domains) > 0 {
+			dm.index = spec.Domains[d].Index
+		} else {
+			dm.index = spec.Index
+		}
+		w := make([]uint64, size)
+		for i := range w {
+			w[i] = fixedWeight(p.pol.weight(nil))
+			dm.ids[i] = uint32(q)
+			p.prompts[q].local, p.prompts[q].dom = uint32(i), uint16(d)
+			q++
+		}
+		dm.tree = newFenwick(w)
+		p.doms = append(p.doms, dm)
+	}
 	p.tally = newTally(n, n) // no answer yet: every policy weighs 1
 	p.digest = seeded.Mix64(0x7461736b64696765 ^ spec.Seed)
-	p.stats.lastPass = -1
 	return p
 }
 
@@ -125,6 +165,7 @@ type Outcome struct {
 	Err    error
 	Lease  *Lease
 	Answer *Answer
+	Edited *Edited
 }
 
 // Lease is a lease made: its number, generator, step, time made (ms
@@ -138,10 +179,11 @@ type Lease struct {
 	Passes  []uint32
 }
 
-// Answer is what a lease's feedback did.
+// Answer is what a lease's feedback did. Excluded are the answers to
+// prompts excluded since their lease was made: taken, never counted.
 type Answer struct {
-	Applied, Counted, Redrawn, Rested, Retired, Repeats int
-	Steps                                               []uint64
+	Applied, Counted, Redrawn, Rested, Retired, Repeats, Excluded int
+	Steps                                                         []uint64
 }
 
 // Apply applies r: time passes to r.T (leases past their deadline expire
@@ -158,6 +200,12 @@ func (p *Plan) Apply(r Record) Outcome {
 	case recTrainer:
 		p.trainer = max(p.trainer, min(r.Step, p.steps.Full()))
 		p.steps.forget(p.trainer, uint64(p.spec.Keep))
+	case recExclude:
+		return p.exclude(r)
+	case recAppend:
+		return p.append(r)
+	case recRatios:
+		return p.ratios(r)
 	}
 	return Outcome{}
 }
@@ -171,6 +219,10 @@ func (p *Plan) Clock() uint64 { return p.clock }
 // each one's prompts.
 func (p *Plan) expire() {
 	p.leases.expire(p.clock, func(q uint32) {
+		p.doms[p.prompts[q].dom].leased--
+		if p.prompts[q].where == inExcluded {
+			return // excluded while leased: it goes nowhere
+		}
 		p.pushFront(q)
 		p.stats.expired++
 		p.mix(uint64(q) | 1<<40)
@@ -178,14 +230,28 @@ func (p *Plan) expire() {
 }
 
 // Window is how many prompts may be leased now: up to the trainer's step
-// plus ahead steps, beyond those counted and those leased.
+// plus ahead steps, beyond those counted and those leased (of each
+// domain, its share of those steps).
 func (p *Plan) Window() int {
-	allowed := int64(p.trainer+uint64(p.spec.Ahead))*int64(p.spec.Step) - int64(p.steps.Total()) - int64(p.leases.leased)
+	var allowed int64
+	for d := range p.doms {
+		allowed += p.quota(d)
+	}
 	return int(max(0, min(allowed, MaxWindow)))
 }
 
-// lease decides a lease: the front of the plan first, then draws from
-// the pass, starting passes as the last ones run out.
+// quota is how many of domain d's prompts may be leased now: its slots
+// in the steps up to the trainer's plus ahead, beyond those counted and
+// leased.
+func (p *Plan) quota(d int) int64 {
+	end := p.rule.before(d, p.trainer+uint64(p.spec.Ahead))
+	return max(0, int64(end)-int64(p.steps.doms[d].total())-int64(p.doms[d].leased))
+}
+
+// lease decides a lease: prompt by prompt, the domain whose earliest
+// slot no counted or leased prompt covers is in the earliest step (of
+// one domain: every prompt its), and of it its front of the plan first,
+// then draws from its pass, starting passes as the last ones run out.
 func (p *Plan) lease(r Record) Outcome {
 	if l, ok := p.leases.ByRequest(r.Gen, r.Req); ok {
 		// Asked again: the lease the request made, not a second.
@@ -196,30 +262,43 @@ func (p *Plan) lease(r Record) Outcome {
 		return Outcome{Err: p.nothingToLease()}
 	}
 	id := p.leases.Made() + 1
-	l := &openLease{gen: r.Gen, req: r.Req, t: p.clock, step: (p.steps.Total() + uint64(p.leases.leased)) / uint64(p.spec.Step)}
-	for len(l.prompts) < k && p.fhead < len(p.front) {
-		q := p.front[p.fhead]
-		p.fhead++
-		l.prompts = append(l.prompts, q)
+	l := &openLease{gen: r.Gen, req: r.Req, t: p.clock, step: p.firstOpenStep()}
+	dr := drawing{id: id}
+	quota := make([]int64, len(p.doms))
+	slot := make([]uint64, len(p.doms)) // each domain's next slot to cover
+	for d := range p.doms {
+		quota[d] = p.quota(d)
+		slot[d] = p.steps.doms[d].total() + uint64(p.doms[d].leased)
 	}
-	if p.fhead > 1024 && p.fhead*2 > len(p.front) {
-		p.front = append(p.front[:0], p.front[p.fhead:]...)
-		p.fhead = 0
-	}
-	advances := 0
-	for j := uint64(0); len(l.prompts) < k; j++ {
-		if p.tree.sum == 0 {
-			if advances == maxAdvances || !p.advance() {
-				break
+	dry := make([]bool, len(p.doms))
+	for len(l.prompts) < k {
+		d := -1
+		var at uint64
+		for e := range p.doms {
+			if quota[e] == 0 || dry[e] {
+				continue
 			}
-			advances++
+			if s := p.rule.stepOf(e, slot[e]); d < 0 || s < at {
+				d, at = e, s
+			}
+		}
+		if d < 0 {
+			break
+		}
+		q, ok := p.take(d, &dr)
+		if !ok {
+			dry[d] = true
 			continue
 		}
-		s1, _ := seeded.Seeds(p.spec.Seed, id, domainDraw, j)
-		u, _ := bits.Mul64(s1, p.tree.sum)
-		q := uint32(p.tree.find(u))
-		p.tree.set(int(q), 0)
 		l.prompts = append(l.prompts, q)
+		quota[d]--
+		slot[d]++
+	}
+	for _, dm := range p.doms {
+		if dm.fhead > 1024 && dm.fhead*2 > len(dm.front) {
+			dm.front = append(dm.front[:0], dm.front[dm.fhead:]...)
+			dm.fhead = 0
+		}
 	}
 	if len(l.prompts) == 0 {
 		return Outcome{Err: p.nothingToLease()}
@@ -230,6 +309,7 @@ func (p *Plan) lease(r Record) Outcome {
 	p.mix(id)
 	for i, q := range l.prompts {
 		p.tally.set(&p.prompts[q].where, inLease)
+		p.doms[p.prompts[q].dom].leased++
 		l.passes[i] = p.prompts[q].served
 		p.mix(uint64(q))
 	}
@@ -237,19 +317,82 @@ func (p *Plan) lease(r Record) Outcome {
 	return Outcome{Lease: &Lease{ID: id, Gen: l.gen, Step: l.step, T: l.t, Prompts: l.prompts, Passes: l.passes}}
 }
 
+// firstOpenStep is the step of the earliest slot no counted or leased
+// prompt covers: the step a lease is for.
+func (p *Plan) firstOpenStep() uint64 {
+	if len(p.doms) == 1 {
+		return (p.steps.Total() + uint64(p.leases.leased)) / uint64(p.spec.Step)
+	}
+	first := uint64(math.MaxUint64)
+	for d, dm := range p.doms {
+		if p.rule.before(d, p.rule.stepOf(d, 0)+1) == 0 {
+			continue // a domain no step takes from
+		}
+		first = min(first, p.rule.stepOf(d, p.steps.doms[d].total()+uint64(dm.leased)))
+	}
+	return first
+}
+
+// drawing is a lease's draws: its number, and the draws made so far
+// (draw j of lease L uses splitmix64(seed, L, j)), each pass started
+// counted as one.
+type drawing struct {
+	id       uint64
+	j        uint64
+	advances int
+}
+
+// take is domain d's next prompt for a lease: its front first, then a
+// draw from its pass, starting its next pass (or the job's, with shared
+// passes) as the last runs out; false when it has none to give.
+func (p *Plan) take(d int, dr *drawing) (uint32, bool) {
+	dm := p.doms[d]
+	for dm.fhead < len(dm.front) {
+		q := dm.front[dm.fhead]
+		dm.fhead++
+		if p.prompts[q].where == inFront {
+			return q, true
+		}
+		// Excluded while at the front: passed over.
+	}
+	for {
+		if dm.tree.sum == 0 {
+			if dr.advances == maxAdvances || !p.advance(d) {
+				return 0, false
+			}
+			dr.advances++
+			dr.j++
+			continue
+		}
+		s1, _ := seeded.Seeds(p.spec.Seed, dr.id, domainDraw, dr.j)
+		dr.j++
+		u, _ := bits.Mul64(s1, dm.tree.sum)
+		local := dm.tree.find(u)
+		dm.tree.set(local, 0)
+		return dm.ids[local], true
+	}
+}
+
 // starvedHint is what a refusal adds when the last pass that ended
 // counted nothing: every prompt left gives a flat group (dynamic sampling
 // rests it) or is retired, and no step fills.
 func (p *Plan) starvedHint() string {
-	if p.stats.lastPass != 0 {
-		return ""
+	for d, dm := range p.doms {
+		if dm.lastPass != 0 {
+			continue
+		}
+		of := ""
+		if len(p.doms) > 1 {
+			of = " of domain " + p.spec.Domains[d].Dataset
+		}
+		return fmt.Sprintf("; pass %d%s counted no prompt: every prompt left gave a flat group (redraws=%d rests it) or is retired — retire what the model solves (curriculum retire=), or lower redraws", dm.cur-1, of, p.spec.Redraws)
 	}
-	return fmt.Sprintf("; pass %d counted no prompt: every prompt left gave a flat group (redraws=%d rests it) or is retired — retire what the model solves (curriculum retire=), or lower redraws", p.cur-1, p.spec.Redraws)
+	return ""
 }
 
 func (p *Plan) nothingToLease() error {
-	if len(p.retired) == len(p.prompts) && p.spec.Revisit == 0 {
-		return fmt.Errorf("%w: all %d prompts of the job are retired", ErrDone, len(p.prompts))
+	if p.tally.where[inRetired]+p.tally.where[inExcluded] == len(p.prompts) && p.spec.Revisit == 0 {
+		return fmt.Errorf("%w: all %d prompts of the job are retired%s", ErrDone, len(p.prompts), p.excludedNote())
 	}
 	if p.Window() == 0 {
 		return fmt.Errorf("%w: the plan is %d steps ahead of its trainer (at step %d): lease again when the trainer moves on or answers come back",
@@ -259,40 +402,85 @@ func (p *Plan) nothingToLease() error {
 		ErrWindow, p.leases.leased)
 }
 
-// advance starts the next pass, with the prompts done with this one that
-// are not leased, and the retired prompts the pass revisits. It reports
-// whether the pass has prompts to draw; it starts none while this pass
-// has prompts waiting elsewhere and none to start it with.
-func (p *Plan) advance() bool {
-	revisits := p.spec.Revisit > 0 && len(p.retired) > 0 && p.leases.leased == 0 && p.fhead == len(p.front)
-	if len(p.next) == 0 && !revisits {
+// excludedNote names the excluded among prompts that are all retired.
+func (p *Plan) excludedNote() string {
+	if n := p.tally.where[inExcluded]; n > 0 {
+		return fmt.Sprintf(" or excluded (%d)", n)
+	}
+	return ""
+}
+
+// advance starts domain d's next pass (with shared passes, the job's:
+// every domain's), with the prompts done with this one that are not
+// leased, and the retired prompts the pass revisits. It reports whether
+// d's pass has prompts to draw; it starts none while d's pass has
+// prompts waiting elsewhere and none to start it with.
+func (p *Plan) advance(d int) bool {
+	dm := p.doms[d]
+	revisits := p.spec.Revisit > 0 && len(dm.retired) > 0 && dm.leased == 0 && dm.fhead == len(dm.front)
+	if len(dm.next) == 0 && !revisits {
 		return false
 	}
-	p.cur++
-	p.stats.lastPass, p.stats.passCounted = p.stats.passCounted, 0
-	for _, q := range p.next {
-		if pr := &p.prompts[q]; pr.where == inNext && pr.served == p.cur {
+	if p.spec.DomainPasses == PassesShared && len(p.doms) > 1 {
+		for e := range p.doms {
+			if e != d {
+				p.endPass(e)
+			}
+		}
+		for e := range p.doms {
+			p.startPass(e)
+		}
+		p.mix(uint64(dm.cur) | 1<<43)
+		return dm.tree.sum > 0
+	}
+	p.startPass(d)
+	return dm.tree.sum > 0
+}
+
+// endPass ends domain d's pass before it runs out (the job's pass ends,
+// shared): the prompts of its pool not drawn yet are of its next pass,
+// and stay in its pool.
+func (p *Plan) endPass(d int) {
+	dm := p.doms[d]
+	for _, q := range dm.ids {
+		if pr := &p.prompts[q]; pr.where == inPool && pr.served == dm.cur {
+			p.tally.serve(pr.served, pr.served+1)
+			pr.served++
+		}
+	}
+}
+
+// startPass starts domain d's next pass: its waiting prompts, and the
+// retired ones it revisits.
+func (p *Plan) startPass(d int) {
+	dm := p.doms[d]
+	dm.cur++
+	dm.lastPass, dm.passCounted = dm.passCounted, 0
+	for _, q := range dm.next {
+		if pr := &p.prompts[q]; pr.where == inNext && pr.served == dm.cur {
 			p.poolAdd(q)
 		}
 	}
-	p.next = p.next[:0]
+	dm.next = dm.next[:0]
 	if p.spec.Revisit > 0 {
-		keep := p.retired[:0]
+		keep := dm.retired[:0]
 		limit := p.spec.Revisit * math.Exp2(64)
-		for _, q := range p.retired {
-			s1, _ := seeded.Seeds(p.spec.Seed, uint64(p.cur), domainRevisit, uint64(q))
+		for _, q := range dm.retired {
+			if p.prompts[q].where != inRetired {
+				continue // excluded since
+			}
+			s1, _ := seeded.Seeds(p.spec.Seed, uint64(dm.cur), domainRevisit, uint64(q))
 			if float64(s1) < limit {
 				pr := &p.prompts[q]
-				pr.revisit, pr.served = true, p.cur
-				p.tally.enter(p.cur)
+				pr.revisit, pr.served = true, dm.cur
+				p.tally.enter(dm.cur)
 				p.poolAdd(q)
 				continue
 			}
 			keep = append(keep, q)
 		}
-		p.retired = keep
+		dm.retired = keep
 	}
-	return p.tree.sum > 0
 }
 
 // answer applies a lease's feedback.
@@ -328,8 +516,15 @@ func (p *Plan) answer(r Record) Outcome {
 			continue
 		}
 		p.leases.answered(r.Lease, l, i)
+		p.doms[p.prompts[w.Prompt].dom].leased--
 		a.Applied++
 		p.stats.rows++
+		if p.prompts[w.Prompt].where == inExcluded {
+			// Excluded since its lease was made: taken, never counted.
+			a.Excluded++
+			p.mix(uint64(w.Prompt) | 1<<44)
+			continue
+		}
 		p.resolve(w, l.passes[i], r.Lease, a)
 	}
 	return Outcome{Answer: a}
@@ -399,12 +594,12 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 	verdict := uint64(0)
 	switch {
 	case counts:
-		s := p.steps.add(Counted{Prompt: w.Prompt, Pass: pass, Version: w.Version, Lease: lease, Passes: uint16(passes), N: uint16(n)}, w.Scores)
-		if len(a.Steps) == 0 || a.Steps[len(a.Steps)-1] != s {
+		s := p.steps.add(int(pr.dom), Counted{Prompt: w.Prompt, Pass: pass, Version: w.Version, Lease: lease, Passes: uint16(passes), N: uint16(n), dom: pr.dom}, w.Scores)
+		if !slices.Contains(a.Steps, s) {
 			a.Steps = append(a.Steps, s)
 		}
 		a.Counted++
-		p.stats.passCounted++
+		p.doms[pr.dom].passCounted++
 		p.tally.serve(pr.served, pr.served+1)
 		pr.served++
 		pr.redraws = 0
@@ -424,7 +619,7 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 	if p.pol.retires(int(pr.solves)) {
 		p.tally.leave(pr.served)
 		p.tally.set(&pr.where, inRetired)
-		p.retired = append(p.retired, w.Prompt)
+		p.doms[pr.dom].retired = append(p.doms[pr.dom].retired, w.Prompt)
 		a.Retired++
 		verdict |= 4
 	} else {
@@ -438,25 +633,28 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 // for the next.
 func (p *Plan) place(q uint32) {
 	pr := &p.prompts[q]
+	dm := p.doms[pr.dom]
 	switch {
-	case pr.served < p.cur:
+	case pr.served < dm.cur:
 		p.pushFront(q)
-	case pr.served == p.cur:
+	case pr.served == dm.cur:
 		p.poolAdd(q)
 	default:
 		p.tally.set(&pr.where, inNext)
-		p.next = append(p.next, q)
+		dm.next = append(dm.next, q)
 	}
 }
 
 func (p *Plan) pushFront(q uint32) {
 	p.tally.set(&p.prompts[q].where, inFront)
-	p.front = append(p.front, q)
+	dm := p.doms[p.prompts[q].dom]
+	dm.front = append(dm.front, q)
 }
 
 func (p *Plan) poolAdd(q uint32) {
-	p.tally.set(&p.prompts[q].where, inPool)
-	p.tree.set(int(q), fixedWeight(p.weight(q)))
+	pr := &p.prompts[q]
+	p.tally.set(&pr.where, inPool)
+	p.doms[pr.dom].tree.set(int(pr.local), fixedWeight(p.weight(q)))
 }
 
 // weight is the policy's weight of prompt q now.
@@ -503,18 +701,20 @@ func (p *Plan) Leasable(t uint64) bool {
 	if p.leases.ExpiresBy(t) {
 		return true
 	}
-	if p.Window() == 0 {
-		return false
+	for d, dm := range p.doms {
+		if p.quota(d) > 0 && (dm.fhead < len(dm.front) || dm.tree.sum > 0 || len(dm.next) > 0 ||
+			(p.spec.Revisit > 0 && len(dm.retired) > 0 && dm.leased == 0)) {
+			return true
+		}
 	}
-	return p.fhead < len(p.front) || p.tree.sum > 0 || len(p.next) > 0 ||
-		(p.spec.Revisit > 0 && len(p.retired) > 0 && p.leases.leased == 0)
+	return false
 }
 
 // Counts is where the plan's prompts are, and its answers.
 type Counts struct {
-	Pass, PassesDone                                 uint32
-	Pending, Leased, Front, Waiting, Retired, InBand int
-	Counted, Redrawn, Rested, Expired                int
+	Pass, PassesDone                                           uint32
+	Pending, Leased, Front, Waiting, Retired, InBand, Excluded int
+	Counted, Redrawn, Rested, Expired                          int
 	// LastPassCounted are the answers counted in the last pass that
 	// ended (counted from its start to the next's), -1 before one ends.
 	LastPassCounted int
@@ -525,16 +725,31 @@ type Counts struct {
 // Count is where the plan's prompts are, and its answers, as kept (tally).
 func (p *Plan) Count() Counts {
 	t := &p.tally
-	return Counts{Pass: p.cur, PassesDone: t.passesDone(p.cur), Counted: int(p.steps.Total()), Redrawn: p.stats.redrawn,
-		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, LastPassCounted: p.stats.lastPass,
+	// Of several domains: the least pass any is in, and the answers of
+	// the last passes that ended, every domain's (-1 before each has
+	// ended one).
+	cur, last := p.doms[0].cur, 0
+	for _, dm := range p.doms {
+		cur = min(cur, dm.cur)
+		if dm.lastPass < 0 || last < 0 {
+			last = -1
+		} else {
+			last += dm.lastPass
+		}
+	}
+	return Counts{Pass: cur, PassesDone: t.passesDone(cur), Counted: int(p.steps.Total()), Redrawn: p.stats.redrawn,
+		Rested: p.stats.rested, Expired: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, LastPassCounted: last,
 		OpenLeases: p.leases.OpenCount(), Pending: t.where[inPool], Leased: t.where[inLease], Front: t.where[inFront],
-		Waiting: t.where[inNext], Retired: t.where[inRetired], InBand: t.inBand}
+		Waiting: t.where[inNext], Retired: t.where[inRetired], InBand: t.inBand, Excluded: t.where[inExcluded]}
 }
 
 // InBand reports whether the policy weighs prompt q 1 now, and Retired
 // whether it is retired.
 func (p *Plan) InBand(q uint32) bool  { return p.weight(q) == 1 }
 func (p *Plan) Retired(q uint32) bool { return p.prompts[q].where == inRetired }
+
+// Prompts is the job's prompts: every domain's, appended ones included.
+func (p *Plan) Prompts() int { return len(p.prompts) }
 
 // fenwick is a Fenwick tree of integer weights: sums are exact, so every
 // node draws alike.

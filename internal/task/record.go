@@ -18,6 +18,13 @@ const (
 	// again (a retry whose first try reached the gateway, its answer lost)
 	// it is the open lease that ID made, not a second one.
 	recLeaseReq byte = 5
+	// recExclude takes prompts out of the job at once (edits.go).
+	recExclude byte = 6
+	// recAppend adds a domain's prompts of an index version extending
+	// its own to its next pass.
+	recAppend byte = 7
+	// recRatios changes the domains' ratios from a step on.
+	recRatios byte = 8
 )
 
 // Record is one request a job's log holds: the request, not its
@@ -34,8 +41,17 @@ type Record struct {
 	// Feedback: the lease (its number) and the answers.
 	Lease uint64
 	Rows  []Row
-	// The trainer: the step it is at.
+	// The trainer: the step it is at; a ratio edit: the step it applies
+	// from.
 	Step uint64
+	// An exclusion: the prompts. An append: the domain, the index
+	// version it grows to, and its new prompts (Index names them).
+	IDs    []uint32
+	Domain uint16
+	Index  string
+	N      uint32
+	// A ratio edit: each domain's weight.
+	Weights []uint64
 }
 
 // Row is one prompt's answer.
@@ -51,7 +67,7 @@ type Row struct {
 
 // size is about r's bytes in a segment, at most.
 func (r Record) size() int {
-	n := 32 + len(r.Gen) + len(r.Req)
+	n := 32 + len(r.Gen) + len(r.Req) + 5*len(r.IDs) + len(r.Index) + 10*len(r.Weights)
 	for _, w := range r.Rows {
 		n += 24 + 4*len(w.Scores)
 	}
@@ -108,6 +124,22 @@ func encodeSegment(nonce, digest uint64, recs []Record) []byte {
 			}
 		case recTrainer:
 			b = binary.AppendUvarint(b, r.Step)
+		case recExclude:
+			b = binary.AppendUvarint(b, uint64(len(r.IDs)))
+			for _, q := range r.IDs {
+				b = binary.AppendUvarint(b, uint64(q))
+			}
+		case recAppend:
+			b = binary.AppendUvarint(b, uint64(r.Domain))
+			b = binary.AppendUvarint(b, uint64(len(r.Index)))
+			b = append(b, r.Index...)
+			b = binary.AppendUvarint(b, uint64(r.N))
+		case recRatios:
+			b = binary.AppendUvarint(b, r.Step)
+			b = binary.AppendUvarint(b, uint64(len(r.Weights)))
+			for _, w := range r.Weights {
+				b = binary.AppendUvarint(b, w)
+			}
 		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -165,6 +197,21 @@ func decodeSegment(b []byte) (segment, error) {
 			}
 		case recTrainer:
 			r.Step = d.uvarint(math.MaxUint64)
+		case recExclude:
+			r.IDs = make([]uint32, d.uvarint(MaxExclude))
+			for i := range r.IDs {
+				r.IDs[i] = uint32(d.uvarint(math.MaxUint32))
+			}
+		case recAppend:
+			r.Domain = uint16(d.uvarint(MaxDomains - 1))
+			r.Index = string(d.bytes(64))
+			r.N = uint32(d.uvarint(MaxPrompts))
+		case recRatios:
+			r.Step = d.uvarint(math.MaxUint64)
+			r.Weights = make([]uint64, d.uvarint(MaxDomains))
+			for i := range r.Weights {
+				r.Weights[i] = d.uvarint(math.MaxUint64)
+			}
 		case recTick:
 		default:
 			d.err = fmt.Errorf("record kind %d", r.Kind)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // SnapshotEvery is how many segments a job's log holds between
@@ -31,7 +32,9 @@ func snapshotKey(job string, segs uint64) string {
 	return fmt.Sprintf("%ssnap/%016d", Prefix(job), segs)
 }
 
-// snapshot is a plan and its stream's counts, as gob encodes them.
+// snapshot is a plan and its stream's counts, as gob encodes them. A
+// snapshot of a plan of one domain from before domains (Doms empty) holds
+// its domain's in the fields that follow Hist; it restores as such.
 type snapshot struct {
 	Segs, Diverged        uint64
 	Bytes                 int64
@@ -53,13 +56,30 @@ type snapshot struct {
 	PassCounted, LastPass int
 	Rows, Repeats         int64
 	Digest                uint64
+
+	Doms     []snapDomain
+	Phases   []shuffle.SchedulePhase
+	Excluded int
 }
 
 type snapPrompt struct {
 	Served          uint32
+	Local           uint32
 	Redraws, Solves uint16
+	Dom             uint16
 	Where, HN, HAt  uint8
 	Revisit         bool
+}
+
+type snapDomain struct {
+	Index                 string
+	Cur                   uint32
+	Front, Next, Retired  []uint32
+	Leased                int
+	PassCounted, LastPass int
+	Counted               []snapCounted
+	Scores                []float32
+	CBase, SBase          uint64
 }
 
 type snapLease struct {
@@ -74,28 +94,45 @@ type snapCounted struct {
 	Prompt, Pass, Version, ScoreN uint32
 	Lease, ScoreAt                uint64
 	Passes, N                     uint16
+	Dom                           uint16
+}
+
+func snapCounts(c []Counted) []snapCounted {
+	out := make([]snapCounted, len(c))
+	for i, x := range c {
+		out[i] = snapCounted{Prompt: x.Prompt, Pass: x.Pass, Version: x.Version, ScoreN: x.scoreN, Lease: x.Lease, ScoreAt: x.scoreAt, Passes: x.Passes, N: x.N, Dom: x.dom}
+	}
+	return out
+}
+
+func countsOf(c []snapCounted) []Counted {
+	out := make([]Counted, len(c))
+	for i, x := range c {
+		out[i] = Counted{Prompt: x.Prompt, Pass: x.Pass, Version: x.Version, scoreN: x.ScoreN, Lease: x.Lease, scoreAt: x.ScoreAt, Passes: x.Passes, N: x.N, dom: x.Dom}
+	}
+	return out
 }
 
 // encodeSnapshot is the plan of s (s.mu held) as stored.
 func (s *Stream) encodeSnapshot() ([]byte, error) {
 	p := s.plan
-	sn := snapshot{Segs: s.segs, Diverged: s.diverged, Bytes: s.bytes, Damaged: s.damaged, Hist: p.hist, Cur: p.cur,
-		Front: p.front[p.fhead:], Next: p.next, Retired: p.retired, Clock: p.clock, Status: p.leases.status, Made: p.leases.made,
-		Leased: p.leases.leased, Trainer: p.trainer, Scores: p.steps.scores, CBase: p.steps.cbase, SBase: p.steps.sbase,
+	sn := snapshot{Segs: s.segs, Diverged: s.diverged, Bytes: s.bytes, Damaged: s.damaged, Hist: p.hist,
+		Clock: p.clock, Status: p.leases.status, Made: p.leases.made, Leased: p.leases.leased, Trainer: p.trainer,
 		Redrawn: p.stats.redrawn, Rested: p.stats.rested, Exp: p.stats.expired, Rows: p.stats.rows, Repeats: p.stats.repeats, Digest: p.digest,
-		PassCounted: p.stats.passCounted, LastPass: p.stats.lastPass}
+		Phases: p.rule.phases, Excluded: p.stats.excluded}
 	sn.Prompts = make([]snapPrompt, len(p.prompts))
 	for i, pr := range p.prompts {
-		sn.Prompts[i] = snapPrompt{Served: pr.served, Redraws: pr.redraws, Solves: pr.solves, Where: pr.where, HN: pr.hn, HAt: pr.hat, Revisit: pr.revisit}
+		sn.Prompts[i] = snapPrompt{Served: pr.served, Local: pr.local, Redraws: pr.redraws, Solves: pr.solves, Dom: pr.dom, Where: pr.where, HN: pr.hn, HAt: pr.hat, Revisit: pr.revisit}
+	}
+	for d, dm := range p.doms {
+		x := &p.steps.doms[d]
+		sn.Doms = append(sn.Doms, snapDomain{Index: dm.index, Cur: dm.cur, Front: dm.front[dm.fhead:], Next: dm.next, Retired: dm.retired, Leased: dm.leased,
+			PassCounted: dm.passCounted, LastPass: dm.lastPass, Counted: snapCounts(x.counted), Scores: x.scores, CBase: x.cbase, SBase: x.sbase})
 	}
 	for _, id := range p.leases.openQ[p.leases.ohead:] {
 		if l := p.leases.open[id]; l != nil {
 			sn.Open = append(sn.Open, snapLease{ID: id, T: l.t, Step: l.step, Gen: l.gen, Prompts: l.prompts, Passes: l.passes, Done: l.done, Left: l.left})
 		}
-	}
-	sn.Counted = make([]snapCounted, len(p.steps.counted))
-	for i, c := range p.steps.counted {
-		sn.Counted[i] = snapCounted{Prompt: c.Prompt, Pass: c.Pass, Version: c.Version, ScoreN: c.scoreN, Lease: c.Lease, ScoreAt: c.scoreAt, Passes: c.Passes, N: c.N}
 	}
 	var buf bytes.Buffer
 	buf.Write(snapMagic[:])
@@ -115,17 +152,49 @@ func (s *Stream) restore(b []byte) error {
 		return fmt.Errorf("%w: %v", errDamaged, err)
 	}
 	p := NewPlan(s.plan.spec)
-	if len(sn.Prompts) != len(p.prompts) || len(sn.Hist) != len(p.hist) || len(sn.Made) != len(sn.Status) {
-		return fmt.Errorf("%w: a snapshot of %d prompts for a job of %d", errDamaged, len(sn.Prompts), len(p.prompts))
+	if len(sn.Doms) == 0 {
+		// Of one domain, from before domains.
+		sn.Doms = []snapDomain{{Index: p.spec.Index, Cur: sn.Cur, Front: sn.Front, Next: sn.Next, Retired: sn.Retired, Leased: sn.Leased,
+			PassCounted: sn.PassCounted, LastPass: sn.LastPass, Counted: sn.Counted, Scores: sn.Scores, CBase: sn.CBase, SBase: sn.SBase}}
+		for i := range sn.Prompts {
+			sn.Prompts[i].Local = uint32(i)
+		}
+	}
+	if len(sn.Prompts) < len(p.prompts) || len(sn.Hist) != len(sn.Prompts)*p.spec.History || len(sn.Made) != len(sn.Status) || len(sn.Doms) != len(p.doms) {
+		return fmt.Errorf("%w: a snapshot of %d prompts and %d domains for a job of %d and %d", errDamaged, len(sn.Prompts), len(sn.Doms), len(p.prompts), len(p.doms))
+	}
+	p.prompts = make([]prompt, len(sn.Prompts))
+	for _, dm := range p.doms {
+		dm.ids = dm.ids[:0]
 	}
 	for i, x := range sn.Prompts {
-		p.prompts[i] = prompt{served: x.Served, redraws: x.Redraws, solves: x.Solves, where: x.Where, hn: x.HN, hat: x.HAt, revisit: x.Revisit}
+		if int(x.Dom) >= len(p.doms) {
+			return fmt.Errorf("%w: prompt %d of domain %d", errDamaged, i, x.Dom)
+		}
+		p.prompts[i] = prompt{served: x.Served, local: x.Local, redraws: x.Redraws, solves: x.Solves, dom: x.Dom, where: x.Where, hn: x.HN, hat: x.HAt, revisit: x.Revisit}
+		dm := p.doms[x.Dom]
+		if int(x.Local) != len(dm.ids) {
+			return fmt.Errorf("%w: prompt %d is domain %d's %d-th, not its %d-th", errDamaged, i, x.Dom, len(dm.ids), x.Local)
+		}
+		dm.ids = append(dm.ids, uint32(i))
 	}
-	p.hist, p.cur, p.front, p.next, p.retired = sn.Hist, sn.Cur, sn.Front, sn.Next, sn.Retired
+	p.hist = sn.Hist
 	p.clock, p.leases.status, p.leases.made, p.leases.leased, p.trainer = sn.Clock, sn.Status, sn.Made, sn.Leased, sn.Trainer
-	p.steps.scores, p.steps.cbase, p.steps.sbase, p.digest = sn.Scores, sn.CBase, sn.SBase, sn.Digest
-	p.stats.redrawn, p.stats.rested, p.stats.expired, p.stats.rows, p.stats.repeats = sn.Redrawn, sn.Rested, sn.Exp, sn.Rows, sn.Repeats
-	p.stats.passCounted, p.stats.lastPass = sn.PassCounted, sn.LastPass
+	p.digest = sn.Digest
+	p.stats.redrawn, p.stats.rested, p.stats.expired, p.stats.rows, p.stats.repeats, p.stats.excluded = sn.Redrawn, sn.Rested, sn.Exp, sn.Rows, sn.Repeats, sn.Excluded
+	if len(sn.Phases) > 0 {
+		rule, err := newStepRule(p.spec.Step, sn.Phases)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errDamaged, err)
+		}
+		p.rule, p.steps.rule = rule, rule
+	}
+	for d, x := range sn.Doms {
+		dm := p.doms[d]
+		dm.index, dm.cur, dm.front, dm.next, dm.retired, dm.leased = x.Index, x.Cur, x.Front, x.Next, x.Retired, x.Leased
+		dm.passCounted, dm.lastPass = x.PassCounted, x.LastPass
+		p.steps.doms[d] = domainLog{counted: countsOf(x.Counted), scores: x.Scores, cbase: x.CBase, sbase: x.SBase}
+	}
 	for _, l := range sn.Open {
 		if l.ID == 0 || l.ID > p.leases.Made() || len(l.Passes) != len(l.Prompts) || len(l.Done) != len(l.Prompts) {
 			return fmt.Errorf("%w: lease %d", errDamaged, l.ID)
@@ -133,19 +202,17 @@ func (s *Stream) restore(b []byte) error {
 		p.leases.open[l.ID] = &openLease{gen: l.Gen, t: l.T, step: l.Step, prompts: l.Prompts, passes: l.Passes, done: l.Done, left: l.Left}
 		p.leases.openQ = append(p.leases.openQ, l.ID)
 	}
-	p.steps.counted = make([]Counted, len(sn.Counted))
-	for i, c := range sn.Counted {
-		p.steps.counted[i] = Counted{Prompt: c.Prompt, Pass: c.Pass, Version: c.Version, scoreN: c.ScoreN, Lease: c.Lease, scoreAt: c.ScoreAt, Passes: c.Passes, N: c.N}
-	}
 	// The pass's weights are the policy's of each prompt in it now: a
 	// prompt's history changes only while it is leased.
-	w := make([]uint64, len(p.prompts))
-	for q := range p.prompts {
-		if p.prompts[q].where == inPool {
-			w[q] = fixedWeight(p.weight(uint32(q)))
+	for _, dm := range p.doms {
+		w := make([]uint64, len(dm.ids))
+		for local, q := range dm.ids {
+			if p.prompts[q].where == inPool {
+				w[local] = fixedWeight(p.weight(q))
+			}
 		}
+		dm.tree = newFenwick(w)
 	}
-	p.tree = newFenwick(w)
 	p.tally = tallyOf(p.prompts, p.InBand)
 	s.plan = p
 	s.segs, s.diverged, s.bytes, s.damaged = sn.Segs, sn.Diverged, sn.Bytes, sn.Damaged

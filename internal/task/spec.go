@@ -68,10 +68,21 @@ type Spec struct {
 	// again (a trainer resumed from an older checkpoint); older ones are
 	// in the log, and its replay.
 	Keep int `json:"keep,omitempty"`
+	// Domains, if set, are the job's prompt datasets, each a domain with
+	// a ratio (domains.go): every step holds each domain's share of its
+	// prompts within one. Without them the job's one domain is the
+	// dataset it is made over.
+	Domains []Domain `json:"domains,omitempty"`
+	// DomainPasses is what a domain whose pass runs out does:
+	// PassesOwn (the default), it starts its next pass on its own, its
+	// prompts reshuffled; PassesShared, the job's pass ends, and every
+	// domain starts its next.
+	DomainPasses string `json:"domain_passes,omitempty"`
 
-	// Set when the job is made: the dataset, its index version and
-	// prompts, the time (Unix milliseconds) and the job's tag, which
-	// prefixes its lease IDs.
+	// Set when the job is made: the dataset (the one its log is kept
+	// in), its index version and prompts (a job of domains: every
+	// domain's, summed), the time (Unix milliseconds) and the job's tag,
+	// which prefixes its lease IDs.
 	Dataset string `json:"dataset"`
 	Index   string `json:"index"`
 	Prompts int    `json:"prompts"`
@@ -129,6 +140,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.Keep == 0 {
 		s.Keep = DefaultKeep
 	}
+	if s.DomainPasses == "" {
+		s.DomainPasses = PassesOwn
+	}
 	return s
 }
 
@@ -173,8 +187,10 @@ func (s Spec) Check() error {
 		return bad("max_lease=%d: 1 to %d prompts", s.MaxLease, MaxLease)
 	case s.Prompts < 0 || int64(s.Prompts) > MaxPrompts:
 		return bad("a task job's dataset holds %d prompts: at most %d", s.Prompts, int64(MaxPrompts))
+	case s.DomainPasses != PassesOwn && s.DomainPasses != PassesShared:
+		return bad("domain_passes=%q: %q (a domain that runs out starts its next pass on its own) or %q (the job's pass ends, every domain starts its next)", s.DomainPasses, PassesOwn, PassesShared)
 	}
-	return nil
+	return checkDomains(s)
 }
 
 // SameAsked reports whether s and o were asked with the same parameters
@@ -185,7 +201,7 @@ func (s Spec) SameAsked(o Spec) bool {
 	return a.Seed == b.Seed && a.Step == b.Step && a.Policy == b.Policy && a.Ahead == b.Ahead &&
 		a.TTL == b.TTL && a.Redraws == b.Redraws && *a.PassScore == *b.PassScore && a.Flat == b.Flat && a.History == b.History &&
 		*a.Band == *b.Band && *a.Temperature == *b.Temperature && a.Retire == b.Retire && a.Revisit == b.Revisit &&
-		a.MaxLease == b.MaxLease && a.Keep == b.Keep
+		a.MaxLease == b.MaxLease && a.Keep == b.Keep && a.DomainPasses == b.DomainPasses && sameDomains(a.Domains, b.Domains)
 }
 
 // TagOf is the tag of a job named job made at made (Unix ms) over index:

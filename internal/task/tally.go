@@ -5,7 +5,7 @@ package task
 // the prompts in each place, those the policy weighs 1, and the prompts
 // not retired by the passes they have done.
 type tally struct {
-	where  [inRetired + 1]int
+	where  [inExcluded + 1]int
 	inBand int
 	served []int  // served[s]: the prompts not retired that have done s passes
 	lo     uint32 // no prompt not retired has done fewer passes
@@ -77,7 +77,7 @@ func tallyOf(prompts []prompt, inBand func(q uint32) bool) tally {
 		if inBand(uint32(q)) {
 			t.inBand++
 		}
-		if pr.where != inRetired {
+		if pr.where != inRetired && pr.where != inExcluded {
 			t.enter(pr.served)
 		}
 	}
