@@ -223,7 +223,7 @@ func (r *stepRule) full(counted []uint64) uint64 {
 		total += c
 	}
 	lo, hi := uint64(0), total/r.b+1 // at most total/B steps are full
-	for lo+1 < hi { // the steps before lo are full, and those before hi not
+	for lo+1 < hi {                  // the steps before lo are full, and those before hi not
 		mid := lo + (hi-lo)/2
 		if r.fills(counted, mid) {
 			lo = mid

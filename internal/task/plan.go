@@ -24,12 +24,12 @@ const maxAdvances = 64
 
 // Where a prompt is.
 const (
-	inPool    uint8 = iota // in the current pass, not drawn yet
-	inFront                // at the front of the plan (its lease expired, or it is behind the pass)
-	inNext                 // done with the current pass, waiting for the next
-	inLease                // leased
-	inRetired              // retired
-	inExcluded             // excluded (an edit of the job): never leased again
+	inPool     uint8 = iota // in the current pass, not drawn yet
+	inFront                 // at the front of the plan (its lease expired, or it is behind the pass)
+	inNext                  // done with the current pass, waiting for the next
+	inLease                 // leased
+	inRetired               // retired
+	inExcluded              // excluded (an edit of the job): never leased again
 )
 
 type prompt struct {
