@@ -13,7 +13,6 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/testsupport/jobmodel"
-	"github.com/brandgw/brand/shuffle"
 )
 
 // bucketMixRound is a round of a bucketed mixture of mImg and mImg2, each
@@ -113,32 +112,20 @@ func bucketMixRound(t *testing.T, seed uint64) {
 		for step, st := range want {
 			for rank := range world {
 				jq.Set("rank", strconv.Itoa(rank))
-				resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", ns.urls[r.IntN(len(ns.urls))], epoch, step, jq.Encode()))
+				u := fmt.Sprintf("%s/epoch/%d/batch/%d?%s", ns.urls[r.IntN(len(ns.urls))], epoch, step, jq.Encode())
+				what := fmt.Sprintf("epoch %d step %d rank %d (legs %v, world %d), of %s", epoch, step, rank, legs, world, names[st.Source])
 				if st.NoStep {
 					// Drawn from a pass of its source with no step.
-					if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "of dataset "+names[st.Source]+" has no step") {
-						t.Fatalf("epoch %d step %d rank %d, of a pass of %s with no step: %s %s; want 422", epoch, step, rank, names[st.Source], resp.Status, body)
+					if resp, body := get(t, u); resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "of dataset "+names[st.Source]+" has no step") {
+						t.Fatalf("%s, a pass with no step: %s %s; want 422", what, resp.Status, body)
 					}
 					continue
 				}
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("epoch %d step %d rank %d: %s %s", epoch, step, rank, resp.Status, body)
-				}
-				shape := fmt.Sprintf("%dx%d", st.Shape[0], st.Shape[1])
-				if got := resp.Header.Get(api.HeaderTransform); got != "bucket:"+shape && !strings.HasPrefix(got, "bucket:"+shape+":") {
-					t.Fatalf("epoch %d step %d rank %d (legs %v, world %d): bucket %s, the model's %s of %s", epoch, step, rank, legs, world, got, shape, names[st.Source])
-				}
 				v := w.first(names[st.Source])
-				var ids []int
-				for _, s := range readTar(t, body) {
-					if !strings.HasPrefix(s.key, names[st.Source]+"/") {
-						t.Fatalf("epoch %d step %d rank %d: sample %s, the model's step is of %s", epoch, step, rank, s.key, names[st.Source])
-					}
-					ids = append(ids, v.ids[s.key])
-				}
-				if !slices.Equal(ids, st.Ranks[rank]) {
-					t.Fatalf("epoch %d step %d rank %d (legs %v, world %d): %s's samples %v, the model's %v", epoch, step, rank, legs, world, names[st.Source], ids, st.Ranks[rank])
-				}
+				servedStep(t, u, what, st.Shape, st.Ranks[rank], func(key string) (int, bool) {
+					id, ok := v.ids[key]
+					return id, ok && strings.HasPrefix(key, names[st.Source]+"/")
+				})
 			}
 		}
 		return want
@@ -162,78 +149,35 @@ func bucketMixRound(t *testing.T, seed uint64) {
 	}
 }
 
-// bucketMixStage, once in three rounds, stages the bucketed mixture: from
-// a global step drawn from r (its own source) within its first two
-// epochs, or past them, each source its own other list from the pool and
-// another budget; the model's stages are the same.
+// bucketMixStage, once in three rounds, stages the bucketed mixture
+// (jobmodel.BucketMixture.DrawStage), drawing from r, its own source.
 func bucketMixStage(t *testing.T, r *rand.Rand, q url.Values, m *jobmodel.BucketMixture, lists []string, budget, world int) {
 	t.Helper()
 	if r.IntN(3) > 0 {
 		return
 	}
-	length := 0
-	for i := range m.Sources {
-		steps, err := m.Source(i).Steps(0, nil, world)
-		if err != nil {
-			t.Fatal(err)
-		}
-		length += len(steps)
+	b, p, err := m.DrawStage(r, mBucketPool, 24*24, lists, budget, world)
+	if err != nil {
+		t.Fatal(err)
 	}
-	at := 1 + r.IntN(2*length+2)
-	budget2 := 24 * 24 * (1 + r.IntN(3))
-	first := jobmodel.MixStage{From: 0}
-	second := jobmodel.MixStage{From: at}
-	var lists2 []string
-	for i, src := range m.Sources {
-		first.Shapes, first.Per = append(first.Shapes, src.Shapes), append(first.Per, src.Per)
-		pool := slices.Clone(mBucketPool)
-		r.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
-		shapes := pool[:1+r.IntN(len(pool))]
-		var ss []string
-		var per []int
-		for _, s := range shapes {
-			ss = append(ss, fmt.Sprintf("%dx%d", s[0], s[1]))
-			per = append(per, budget2/(s[0]*s[1]))
-		}
-		second.Shapes, second.Per = append(second.Shapes, shapes), append(second.Per, per)
-		name, _, _ := strings.Cut(lists[i], ":")
-		lists2 = append(lists2, name+":"+strings.Join(ss, ","))
-	}
-	m.Stages = []jobmodel.MixStage{first, second}
-	q.Set("buckets", fmt.Sprintf("0@%s|%d@%s", strings.Join(lists, ";"), at, strings.Join(lists2, ";")))
-	q.Set("budget", fmt.Sprintf("0@%d|%d@%d", budget, at, budget2))
-	t.Logf("staged: buckets=%s budget=%s", q.Get("buckets"), q.Get("budget"))
+	q.Set("buckets", b)
+	q.Set("budget", p)
+	t.Logf("staged: buckets=%s budget=%s", b, p)
 }
 
 // bucketMixSchedule, once in three rounds, gives the bucketed mixture a
-// schedule of weights in place of mix=: a second phase of weights 1 to 4
-// from a global step drawn from r (its own source) within its first two
-// epochs, or past them; the model's phases are the same.
+// schedule of weights in place of mix= (jobmodel.BucketMixture.
+// DrawSchedule), drawing from r, its own source.
 func bucketMixSchedule(t *testing.T, r *rand.Rand, q url.Values, m *jobmodel.BucketMixture, names []string, world int) {
 	t.Helper()
 	if r.IntN(3) > 0 {
 		return
 	}
-	length := 0
-	for i := range m.Sources {
-		one := *m.Source(i)
-		one.Stages = nil
-		steps, err := one.Steps(0, nil, world)
-		if err != nil {
-			t.Fatal(err)
-		}
-		length += len(steps)
+	sched, err := m.DrawSchedule(r, names, world)
+	if err != nil {
+		t.Fatal(err)
 	}
-	at := uint64(1 + r.IntN(2*length+2))
-	second := make([]uint64, len(names))
-	var p0, p1 []string
-	for i, name := range names {
-		second[i] = uint64(1 + r.IntN(4))
-		p0 = append(p0, fmt.Sprintf("%s:%d", name, m.Weights[i]))
-		p1 = append(p1, fmt.Sprintf("%s:%d", name, second[i]))
-	}
-	m.Phases = []shuffle.SchedulePhase{{Step: 0, Weights: m.Weights}, {Step: at, Weights: second}}
 	q.Del("mix")
-	q.Set("mix_schedule", fmt.Sprintf("0:%s;%d:%s", strings.Join(p0, ","), at, strings.Join(p1, ",")))
-	t.Logf("scheduled: mix_schedule=%s", q.Get("mix_schedule"))
+	q.Set("mix_schedule", sched)
+	t.Logf("scheduled: mix_schedule=%s", sched)
 }

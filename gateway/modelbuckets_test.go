@@ -153,21 +153,9 @@ func bucketRound(t *testing.T, seed uint64) {
 		for step, st := range want {
 			for rank := range world {
 				jq.Set("rank", strconv.Itoa(rank))
-				resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", ns.urls[r.IntN(len(ns.urls))], epoch, step, jq.Encode()))
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("epoch %d step %d rank %d: %s %s", epoch, step, rank, resp.Status, body)
-				}
-				name := fmt.Sprintf("%dx%d", st.Shape[0], st.Shape[1])
-				if got := resp.Header.Get(api.HeaderTransform); !strings.HasPrefix(got, "bucket:"+name+":") && got != "bucket:"+name {
-					t.Fatalf("epoch %d step %d rank %d: bucket %s, the model's %s", epoch, step, rank, got, name)
-				}
-				var ids []int
-				for _, s := range readTar(t, body) {
-					ids = append(ids, v.ids[s.key])
-				}
-				if !slices.Equal(ids, st.Ranks[rank]) {
-					t.Fatalf("epoch %d step %d rank %d (legs %v, world %d): samples %v, the model's %v", epoch, step, rank, legs, world, ids, st.Ranks[rank])
-				}
+				servedStep(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", ns.urls[r.IntN(len(ns.urls))], epoch, step, jq.Encode()),
+					fmt.Sprintf("epoch %d step %d rank %d (legs %v, world %d)", epoch, step, rank, legs, world), st.Shape, st.Ranks[rank],
+					func(key string) (int, bool) { id, ok := v.ids[key]; return id, ok })
 			}
 		}
 		return want
@@ -234,35 +222,21 @@ func bucketRound(t *testing.T, seed uint64) {
 	}
 }
 
-// bucketStage, once in three rounds, stages the bucket job: from a
-// global step drawn from r (its own source) within its first two epochs,
-// or past them, another list of buckets from the pool and another
-// budget (buckets=0@A|S@B, budget=0@a|S@b); the model's stages are
-// the same.
+// bucketStage, once in three rounds, stages the bucket job
+// (jobmodel.BucketJob.DrawStage), drawing from r, its own source.
 func bucketStage(t *testing.T, r *rand.Rand, q url.Values, m *jobmodel.BucketJob, world int) {
 	t.Helper()
 	if r.IntN(3) > 0 {
 		return
 	}
-	steps0, err := m.Steps(0, nil, world)
+	budget, _ := strconv.Atoi(q.Get("budget"))
+	b, p, err := m.DrawStage(r, mBucketPool, 24*24, q.Get("buckets"), budget, world)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := slices.Clone(mBucketPool)
-	r.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
-	shapes := pool[:1+r.IntN(len(pool))]
-	budget := 24 * 24 * (1 + r.IntN(3))
-	at := 1 + r.IntN(2*len(steps0)+2)
-	st := jobmodel.BucketStage{From: at, Shapes: shapes}
-	names := make([]string, len(shapes))
-	for i, s := range shapes {
-		names[i] = fmt.Sprintf("%dx%d", s[0], s[1])
-		st.Per = append(st.Per, budget/(s[0]*s[1]))
-	}
-	m.Stages = []jobmodel.BucketStage{{From: 0, Shapes: m.Shapes, Per: m.Per}, st}
-	q.Set("buckets", fmt.Sprintf("0@%s|%d@%s", q.Get("buckets"), at, strings.Join(names, ",")))
-	q.Set("budget", fmt.Sprintf("0@%s|%d@%d", q.Get("budget"), at, budget))
-	t.Logf("staged: buckets=%s budget=%s", q.Get("buckets"), q.Get("budget"))
+	q.Set("buckets", b)
+	q.Set("budget", p)
+	t.Logf("staged: buckets=%s budget=%s", b, p)
 }
 
 // bucketEdit, once in two rounds, names the bucket job and excludes 1 to
@@ -311,6 +285,32 @@ func bucketEdit(t *testing.T, r *rand.Rand, q url.Values, m *jobmodel.BucketJob,
 	}
 	t.Logf("excluded %v from step %d: step %d of epoch %d", ids, from, cut, epoch)
 	m.Cuts = append(m.Cuts, jobmodel.BucketCut{Epoch: epoch, Step: cut, Drop: ids})
+}
+
+// servedStep GETs a rank's batch of a bucket job's step (u) and holds it
+// to the model's: its bucket's shape (Brand-Transform) and its samples,
+// each key's ID by id.
+func servedStep(t *testing.T, u, what string, shape [2]int, want []int, id func(key string) (int, bool)) {
+	t.Helper()
+	resp, body := get(t, u)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s %s", what, resp.Status, body)
+	}
+	name := fmt.Sprintf("bucket:%dx%d", shape[0], shape[1])
+	if got := resp.Header.Get(api.HeaderTransform); got != name && !strings.HasPrefix(got, name+":") {
+		t.Fatalf("%s: %s, the model's %s", what, got, name)
+	}
+	var ids []int
+	for _, s := range readTar(t, body) {
+		i, ok := id(s.key)
+		if !ok {
+			t.Fatalf("%s: sample %s is not the model's dataset's", what, s.key)
+		}
+		ids = append(ids, i)
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("%s: samples %v, the model's %v", what, ids, want)
+	}
 }
 
 func cloneValues(v url.Values) url.Values {

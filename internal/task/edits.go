@@ -145,17 +145,17 @@ func (p *Plan) checkRatios(from uint64, weights []uint64) error {
 func (p *Plan) Ratios() []shuffle.SchedulePhase { return p.rule.phases }
 
 // Domains is the plan's domains: 1 for a job of one dataset.
-func (p *Plan) Domains() int { return len(p.doms) }
+func (p *promptSet) Domains() int { return len(p.doms) }
 
 // PromptOf is prompt q's domain and its ID in the domain's dataset.
-func (p *Plan) PromptOf(q uint32) (dom, local int) {
+func (p *promptSet) PromptOf(q uint32) (dom, local int) {
 	pr := p.prompts[q]
 	return int(pr.dom), int(pr.local)
 }
 
 // Prompt is the prompt of domain dom's local ID, false if the job has
 // none (not in its index version, or appended since).
-func (p *Plan) Prompt(dom, local int) (uint32, bool) {
+func (p *promptSet) Prompt(dom, local int) (uint32, bool) {
 	if dom < 0 || dom >= len(p.doms) || local < 0 || local >= len(p.doms[dom].ids) {
 		return 0, false
 	}
@@ -164,10 +164,10 @@ func (p *Plan) Prompt(dom, local int) (uint32, bool) {
 
 // DomainIndex is the index version domain dom's prompts are keys of: the
 // one it was made over, or the last an append grew it to.
-func (p *Plan) DomainIndex(dom int) string { return p.doms[dom].index }
+func (p *promptSet) DomainIndex(dom int) string { return p.doms[dom].index }
 
 // Excluded reports whether prompt q is excluded.
-func (p *Plan) Excluded(q uint32) bool { return p.prompts[q].where == inExcluded }
+func (p *promptSet) Excluded(q uint32) bool { return p.prompts[q].where == inExcluded }
 
 // Exclude takes prompts ids (the plan's) out of the job at once.
 func (s *Stream) Exclude(ctx context.Context, ids []uint32) (Edited, error) {

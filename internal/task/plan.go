@@ -96,16 +96,12 @@ type Counted struct {
 // pure function of its spec and the records applied to it (Apply). It is
 // not safe for concurrent use (Stream guards it).
 type Plan struct {
-	spec    Spec
-	pol     policy
-	ttl     uint64
-	prompts []prompt
-	hist    []float32 // spec.History a prompt
-	doms    []*domain
-	rule    *stepRule
+	promptSet
+	spec Spec
+	ttl  uint64
+	rule *stepRule
 
 	clock   uint64
-	tally   tally
 	leases  LeaseBook
 	trainer uint64
 	steps   StepLog
@@ -122,8 +118,9 @@ type Plan struct {
 func NewPlan(spec Spec) *Plan {
 	spec = spec.WithDefaults()
 	n := spec.Prompts
-	p := &Plan{spec: spec, pol: policies[spec.Policy](spec), leases: newLeaseBook(uint64(time.Duration(spec.TTL).Milliseconds())),
-		prompts: make([]prompt, n), hist: make([]float32, n*spec.History)}
+	p := &Plan{spec: spec, leases: newLeaseBook(uint64(time.Duration(spec.TTL).Milliseconds())),
+		promptSet: promptSet{pol: policies[spec.Policy](spec), history: spec.History, seed: spec.Seed, revisit: spec.Revisit,
+			shared: spec.DomainPasses == PassesShared && len(spec.Domains) > 1, prompts: make([]prompt, n), hist: make([]float32, n*spec.History)}}
 	sizes, weights := []int{n}, []uint64{1}
 	if len(spec.Domains) > 0 {
 		sizes, weights = nil, domainWeights(spec.Domains)
@@ -154,6 +151,22 @@ func NewPlan(spec Spec) *Plan {
 	p.tally = newTally(n, n) // no answer yet: every policy weighs 1
 	p.digest = seeded.Mix64(0x7461736b64696765 ^ spec.Seed)
 	return p
+}
+
+// promptSet is a plan's prompts: each one's place, history and pass,
+// its domains' passes, and the policy that weighs them. The plan decides
+// what its records ask of them (Plan.Apply); the set keeps where each
+// prompt is and draws it.
+type promptSet struct {
+	pol     policy
+	history int     // answers a prompt's history holds
+	seed    uint64  // the job's: its draws and revisits
+	revisit float64 // a retired prompt's chance to be drawn again at a pass's start
+	shared  bool    // a domain whose pass runs out ends the job's (PassesShared)
+	prompts []prompt
+	hist    []float32 // history a prompt
+	doms    []*domain
+	tally   tally
 }
 
 // Spec is the plan's spec, with its defaults.
@@ -345,7 +358,7 @@ type drawing struct {
 // take is domain d's next prompt for a lease: its front first, then a
 // draw from its pass, starting its next pass (or the job's, with shared
 // passes) as the last runs out; false when it has none to give.
-func (p *Plan) take(d int, dr *drawing) (uint32, bool) {
+func (p *promptSet) take(d int, dr *drawing) (uint32, bool) {
 	dm := p.doms[d]
 	for dm.fhead < len(dm.front) {
 		q := dm.front[dm.fhead]
@@ -364,7 +377,7 @@ func (p *Plan) take(d int, dr *drawing) (uint32, bool) {
 			dr.j++
 			continue
 		}
-		s1, _ := seeded.Seeds(p.spec.Seed, dr.id, domainDraw, dr.j)
+		s1, _ := seeded.Seeds(p.seed, dr.id, domainDraw, dr.j)
 		dr.j++
 		u, _ := bits.Mul64(s1, dm.tree.sum)
 		local := dm.tree.find(u)
@@ -415,13 +428,13 @@ func (p *Plan) excludedNote() string {
 // leased, and the retired prompts the pass revisits. It reports whether
 // d's pass has prompts to draw; it starts none while d's pass has
 // prompts waiting elsewhere and none to start it with.
-func (p *Plan) advance(d int) bool {
+func (p *promptSet) advance(d int) bool {
 	dm := p.doms[d]
-	revisits := p.spec.Revisit > 0 && len(dm.retired) > 0 && dm.leased == 0 && dm.fhead == len(dm.front)
+	revisits := p.revisit > 0 && len(dm.retired) > 0 && dm.leased == 0 && dm.fhead == len(dm.front)
 	if len(dm.next) == 0 && !revisits {
 		return false
 	}
-	if p.spec.DomainPasses == PassesShared && len(p.doms) > 1 {
+	if p.shared {
 		for e := range p.doms {
 			if e != d {
 				p.endPass(e)
@@ -430,7 +443,6 @@ func (p *Plan) advance(d int) bool {
 		for e := range p.doms {
 			p.startPass(e)
 		}
-		p.mix(uint64(dm.cur) | 1<<43)
 		return dm.tree.sum > 0
 	}
 	p.startPass(d)
@@ -440,7 +452,7 @@ func (p *Plan) advance(d int) bool {
 // endPass ends domain d's pass before it runs out (the job's pass ends,
 // shared): the prompts of its pool not drawn yet are of its next pass,
 // and stay in its pool.
-func (p *Plan) endPass(d int) {
+func (p *promptSet) endPass(d int) {
 	dm := p.doms[d]
 	for _, q := range dm.ids {
 		if pr := &p.prompts[q]; pr.where == inPool && pr.served == dm.cur {
@@ -452,7 +464,7 @@ func (p *Plan) endPass(d int) {
 
 // startPass starts domain d's next pass: its waiting prompts, and the
 // retired ones it revisits.
-func (p *Plan) startPass(d int) {
+func (p *promptSet) startPass(d int) {
 	dm := p.doms[d]
 	dm.cur++
 	dm.lastPass, dm.passCounted = dm.passCounted, 0
@@ -462,14 +474,14 @@ func (p *Plan) startPass(d int) {
 		}
 	}
 	dm.next = dm.next[:0]
-	if p.spec.Revisit > 0 {
+	if p.revisit > 0 {
 		keep := dm.retired[:0]
-		limit := p.spec.Revisit * math.Exp2(64)
+		limit := p.revisit * math.Exp2(64)
 		for _, q := range dm.retired {
 			if p.prompts[q].where != inRetired {
 				continue // excluded since
 			}
-			s1, _ := seeded.Seeds(p.spec.Seed, uint64(dm.cur), domainRevisit, uint64(q))
+			s1, _ := seeded.Seeds(p.seed, uint64(dm.cur), domainRevisit, uint64(q))
 			if float64(s1) < limit {
 				pr := &p.prompts[q]
 				pr.revisit, pr.served = true, dm.cur
@@ -631,7 +643,7 @@ func (p *Plan) resolve(w Row, pass uint32, lease uint64, a *Answer) {
 // place puts a prompt that is not leased where its pass says: behind the
 // current pass, at the front; in it, in its pool; done with it, waiting
 // for the next.
-func (p *Plan) place(q uint32) {
+func (p *promptSet) place(q uint32) {
 	pr := &p.prompts[q]
 	dm := p.doms[pr.dom]
 	switch {
@@ -645,29 +657,29 @@ func (p *Plan) place(q uint32) {
 	}
 }
 
-func (p *Plan) pushFront(q uint32) {
+func (p *promptSet) pushFront(q uint32) {
 	p.tally.set(&p.prompts[q].where, inFront)
 	dm := p.doms[p.prompts[q].dom]
 	dm.front = append(dm.front, q)
 }
 
-func (p *Plan) poolAdd(q uint32) {
+func (p *promptSet) poolAdd(q uint32) {
 	pr := &p.prompts[q]
 	p.tally.set(&pr.where, inPool)
 	p.doms[pr.dom].tree.set(int(pr.local), fixedWeight(p.weight(q)))
 }
 
 // weight is the policy's weight of prompt q now.
-func (p *Plan) weight(q uint32) float64 {
+func (p *promptSet) weight(q uint32) float64 {
 	var buf [MaxHistory]float32
 	return p.pol.weight(p.rates(q, buf[:0]))
 }
 
 // rates is prompt q's history, oldest first, in buf's array when it
 // wraps.
-func (p *Plan) rates(q uint32, buf []float32) []float32 {
+func (p *promptSet) rates(q uint32, buf []float32) []float32 {
 	pr := p.prompts[q]
-	k := p.spec.History
+	k := p.history
 	h := p.hist[int(q)*k : int(q)*k+k]
 	if int(pr.hn) < k {
 		return h[:pr.hn]
@@ -745,11 +757,11 @@ func (p *Plan) Count() Counts {
 
 // InBand reports whether the policy weighs prompt q 1 now, and Retired
 // whether it is retired.
-func (p *Plan) InBand(q uint32) bool  { return p.weight(q) == 1 }
-func (p *Plan) Retired(q uint32) bool { return p.prompts[q].where == inRetired }
+func (p *promptSet) InBand(q uint32) bool  { return p.weight(q) == 1 }
+func (p *promptSet) Retired(q uint32) bool { return p.prompts[q].where == inRetired }
 
 // Prompts is the job's prompts: every domain's, appended ones included.
-func (p *Plan) Prompts() int { return len(p.prompts) }
+func (p *promptSet) Prompts() int { return len(p.prompts) }
 
 // fenwick is a Fenwick tree of integer weights: sums are exact, so every
 // node draws alike.
