@@ -22,6 +22,10 @@ type TaskPrompt struct {
 	Key  string `json:"key"`
 	ID   int    `json:"id"`
 	Pass uint32 `json:"pass"`
+	// Dataset is, for a job of domains, the prompt's domain: its key is
+	// that dataset's, and its ID the job's own (its domains' prompts
+	// numbered one after another, appended ones after them all).
+	Dataset string `json:"dataset,omitempty"`
 }
 
 // TaskLease is a lease: its ID, the generator it is held by, the step its
@@ -44,7 +48,10 @@ type TaskLeases struct {
 // n; the policy version that answered it; and, optionally, whether it
 // counts (overriding the policy's verdict).
 type TaskResult struct {
-	Key     string    `json:"key"`
+	Key string `json:"key"`
+	// Dataset is, for a job of domains, the prompt's domain: needed only
+	// where two prompts of one lease share the key.
+	Dataset string    `json:"dataset,omitempty"`
 	Scores  []float64 `json:"scores,omitempty"`
 	Passes  *int      `json:"passes,omitempty"`
 	N       int       `json:"n,omitempty"`
@@ -61,19 +68,23 @@ type TaskFeedback struct {
 // them counted, drawn again, rested and retired; repeats; and the steps
 // the counted ones fell in.
 type TaskAnswered struct {
-	Lease   string   `json:"lease"`
-	Applied int      `json:"applied"`
-	Counted int      `json:"counted"`
-	Redrawn int      `json:"redrawn"`
-	Rested  int      `json:"rested"`
-	Retired int      `json:"retired"`
-	Repeats int      `json:"repeats"`
-	Steps   []uint64 `json:"steps"`
+	Lease   string `json:"lease"`
+	Applied int    `json:"applied"`
+	Counted int    `json:"counted"`
+	Redrawn int    `json:"redrawn"`
+	Rested  int    `json:"rested"`
+	Retired int    `json:"retired"`
+	Repeats int    `json:"repeats"`
+	// Excluded are the answers to prompts excluded after the lease was
+	// made: taken, never counted.
+	Excluded int      `json:"excluded"`
+	Steps    []uint64 `json:"steps"`
 }
 
 // TaskCounted is a counted prompt of a step.
 type TaskCounted struct {
 	Key     string    `json:"key"`
+	Dataset string    `json:"dataset,omitempty"` // a job of domains: the prompt's
 	ID      int       `json:"id"`
 	Lease   string    `json:"lease"`
 	Pass    uint32    `json:"pass"`
@@ -116,6 +127,12 @@ type TaskPlan struct {
 	Waiting int `json:"waiting"`
 	Retired int `json:"retired"`
 	InBand  int `json:"in_band"`
+	// Excluded are the prompts an exclusion took out.
+	Excluded int `json:"excluded"`
+	// Domains are, for a job of domains, each one's prompts, pass and
+	// answers counted, and the ratios' phases by step.
+	Domains []TaskDomain `json:"domains,omitempty"`
+	Ratios  []TaskRatios `json:"ratios,omitempty"`
 	// Answers: counted, drawn again, rested for a pass; prompts whose
 	// lease expired; feedback rows applied and repeated.
 	Counted      int   `json:"counted"`
@@ -153,4 +170,50 @@ type TaskReplayEnd struct {
 	Equal    bool   `json:"equal"`
 	Segments uint64 `json:"segments"`
 	Diverged uint64 `json:"diverged,omitempty"`
+}
+
+// TaskDomain is a domain of a task job in its plan: its dataset, the
+// index version its prompts are keys of (an append moves it), its
+// prompts, the pass it draws and its answers counted.
+type TaskDomain struct {
+	Dataset string `json:"dataset"`
+	Index   string `json:"index"`
+	Prompts int    `json:"prompts"`
+	Pass    uint32 `json:"pass"`
+	Counted uint64 `json:"counted"`
+}
+
+// TaskRatios is the domains' ratios from step From on: POST
+// /tasks/{job}/ratios's body, and a phase of a plan's ratios. Each
+// domain's ratio by its dataset's name; every domain is named.
+type TaskRatios struct {
+	From   uint64             `json:"from_step"`
+	Ratios map[string]float64 `json:"ratios"`
+}
+
+// TaskExclusion is POST /tasks/{job}/exclude's body: prompts' keys, of
+// Dataset for a job of domains (one of them; "" for a job of one).
+type TaskExclusion struct {
+	Dataset string   `json:"dataset,omitempty"`
+	Keys    []string `json:"keys"`
+}
+
+// TaskAppend is POST /tasks/{job}/append's body: the index version
+// (brand index --append) extending a domain's, whose new prompts join
+// its next pass; Dataset names the domain of a job of domains.
+type TaskAppend struct {
+	Dataset string `json:"dataset,omitempty"`
+	Index   string `json:"index"`
+}
+
+// TaskEdited is what an edit of a task job did: the prompts excluded (of
+// those named; excluded before is none), appended, and the step ratios
+// apply from; the job's prompts and excluded after it.
+type TaskEdited struct {
+	Job      string  `json:"job"`
+	Excluded int     `json:"excluded,omitempty"`
+	Appended int     `json:"appended,omitempty"`
+	From     *uint64 `json:"from_step,omitempty"`
+	Prompts  int     `json:"prompts"`
+	Total    int     `json:"excluded_total"`
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/job/editproto"
 	"github.com/brandgw/brand/internal/server/httperr"
+	"github.com/brandgw/brand/internal/task"
 )
 
 // Errors of the gateway's own, beside those of the parts it wires (each
@@ -88,6 +89,9 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	}
 	if s, ok := errors.AsType[*editproto.ServedError](err); ok {
 		body.FirstEditableStep = &s.Next
+	}
+	if s, ok := errors.AsType[*task.StepFullError](err); ok {
+		body.FirstEditableStep = &s.First
 	}
 	writeJSON(w, status, body)
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/server/reqbody"
+	"github.com/brandgw/brand/internal/task"
 )
 
 // The edits of named jobs (internal/job/chain): POST /jobs/{job}/exclude
@@ -37,9 +39,33 @@ type editAPI struct {
 	catalog *catalog.Catalog
 }
 
+// notTask refuses an edit of the chain of job where a task job has its
+// name, in any dataset this gateway serves: its edits are entries of its
+// own log, and a chain stored beside it would be ignored.
+func (ea editAPI) notTask(ctx context.Context, job string) error {
+	for _, name := range ea.catalog.Names() {
+		ds, err := ea.catalog.Get(name)
+		if err != nil || ds.Store == nil {
+			continue
+		}
+		made, err := task.Made(ctx, ds.Store, job)
+		if err != nil {
+			return err
+		}
+		if made {
+			return fmt.Errorf("%w: job %s is a task job (its log is kept in dataset %s): its prompts are excluded and appended by POST /tasks/%s/exclude and /tasks/%s/append, entries of its log; nothing was stored", task.ErrTaskJob, job, name, job, job)
+		}
+	}
+	return nil
+}
+
 func (ea editAPI) handleExcludePost(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ej, err := ea.jobs.EditJob(ctx, chi.URLParam(r, "job"), r.URL.RawQuery, chain.Exclude)
+	err := ea.notTask(ctx, chi.URLParam(r, "job"))
+	var ej *resolve.EditJob
+	if err == nil {
+		ej, err = ea.jobs.EditJob(ctx, chi.URLParam(r, "job"), r.URL.RawQuery, chain.Exclude)
+	}
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -65,7 +91,11 @@ func (ea editAPI) handleExcludePost(w http.ResponseWriter, r *http.Request) {
 
 func (ea editAPI) handleAppendPost(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ej, err := ea.jobs.EditJob(ctx, chi.URLParam(r, "job"), r.URL.RawQuery, chain.Append)
+	err := ea.notTask(ctx, chi.URLParam(r, "job"))
+	var ej *resolve.EditJob
+	if err == nil {
+		ej, err = ea.jobs.EditJob(ctx, chi.URLParam(r, "job"), r.URL.RawQuery, chain.Append)
+	}
 	if err != nil {
 		writeError(ctx, w, err)
 		return

@@ -111,7 +111,15 @@ func (a taskAPI) handleMake(w http.ResponseWriter, r *http.Request) {
 	made := false
 	if err == nil {
 		spec.Dataset, spec.Index, spec.Prompts, spec.Made, spec.Tag = "", "", 0, 0, ""
-		s, made, err = a.book.Make(ctx, ds.Store, ds.Name, job, ds.ID(), ds.Index.NumSamples(), spec)
+		prompts := ds.Index.NumSamples()
+		if len(spec.Domains) > 0 {
+			// A job of domains: its log is kept in the dataset the request
+			// names, its prompts are its domains'.
+			prompts, err = a.makeDomains(&spec)
+		}
+		if err == nil {
+			s, made, err = a.book.Make(ctx, ds.Store, ds.Name, job, ds.ID(), prompts, spec)
+		}
 	}
 	if err != nil {
 		writeError(ctx, w, err)
@@ -136,7 +144,7 @@ func (a taskAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 
 func taskPlan(job string, s *task.Stream) api.TaskPlan {
 	sp := s.Spec()
-	out := api.TaskPlan{Job: job, Dataset: sp.Dataset, Index: sp.Index, Spec: sp, Prompts: sp.Prompts}
+	out := api.TaskPlan{Job: job, Dataset: sp.Dataset, Index: sp.Index, Spec: sp}
 	now := s.Now()
 	s.View(func(p *task.Plan) {
 		c := p.Count()
@@ -148,20 +156,23 @@ func taskPlan(job string, s *task.Stream) api.TaskPlan {
 		out.Pass, out.PassesDone = c.Pass, c.PassesDone
 		out.Pending, out.Leased, out.Front, out.Waiting, out.Retired, out.InBand = c.Pending, c.Leased, c.Front, c.Waiting, c.Retired, c.InBand
 		out.Counted, out.Redrawn, out.Rested, out.Expired, out.FeedbackRows, out.Repeats = c.Counted, c.Redrawn, c.Rested, c.Expired, c.Rows, c.Repeats
-		out.LastPassCounted = c.LastPassCounted
+		out.LastPassCounted, out.Excluded = c.LastPassCounted, c.Excluded
+		out.Domains, out.Ratios = taskDomains(sp, p)
 		out.Leases, out.OpenLeases, out.StepsFull, out.Trainer = p.Leases().Made(), c.OpenLeases, p.Steps().Full(), p.Trainer()
 		out.Digest = fmt.Sprintf("%016x", p.Digest())
+		out.Prompts = p.Prompts()
 	})
 	out.Segments, out.LogBytes, out.DamagedSegments, _ = s.Log()
 	return out
 }
 
 // leaseOf is lease l on the wire.
-func leaseOf(p *task.Plan, ds *catalog.Dataset, l task.Lease) api.TaskLease {
+func leaseOf(p *task.Plan, t taskSets, l task.Lease) api.TaskLease {
 	out := api.TaskLease{Lease: p.LeaseName(l.ID), Generator: l.Gen, Step: l.Step,
 		Expires: p.Time(p.Leases().Deadline(l.ID)).UTC().Format(time.RFC3339Nano), Prompts: make([]api.TaskPrompt, len(l.Prompts))}
 	for i, q := range l.Prompts {
-		out.Prompts[i] = api.TaskPrompt{Key: ds.Index.SampleKey(int(q)), ID: int(q), Pass: l.Passes[i]}
+		key, dataset := t.key(p, q)
+		out.Prompts[i] = api.TaskPrompt{Key: key, ID: int(q), Pass: l.Passes[i], Dataset: dataset}
 	}
 	return out
 }
@@ -169,7 +180,7 @@ func leaseOf(p *task.Plan, ds *catalog.Dataset, l task.Lease) api.TaskLease {
 // handleLease serves POST /tasks/{job}/leases.
 func (a taskAPI) handleLease(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	s, ds, err := a.stream(r)
+	s, _, err := a.stream(r)
 	var req api.TaskLeaseRequest
 	if err == nil {
 		if err = reqbody.DecodeJSON(r.Body, &req); err != nil {
@@ -180,18 +191,26 @@ func (a taskAPI) handleLease(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		l, err = s.LeaseOnce(ctx, req.Generator, req.Prompts, req.Request)
 	}
+	var t taskSets
+	if err == nil {
+		t, err = a.sets(s)
+	}
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
 	var out api.TaskLease
-	s.View(func(p *task.Plan) { out = leaseOf(p, ds, l) })
+	s.View(func(p *task.Plan) { out = leaseOf(p, t, l) })
 	writeJSON(w, http.StatusCreated, out)
 }
 
 // handleOpen serves GET /tasks/{job}/leases?generator=G.
 func (a taskAPI) handleOpen(w http.ResponseWriter, r *http.Request) {
-	s, ds, err := a.fresh(r)
+	s, _, err := a.fresh(r)
+	var t taskSets
+	if err == nil {
+		t, err = a.sets(s)
+	}
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
@@ -201,7 +220,7 @@ func (a taskAPI) handleOpen(w http.ResponseWriter, r *http.Request) {
 	now := s.Now()
 	s.View(func(p *task.Plan) {
 		for _, l := range p.Leases().OpenOf(gen, now) {
-			out.Leases = append(out.Leases, leaseOf(p, ds, l))
+			out.Leases = append(out.Leases, leaseOf(p, t, l))
 		}
 	})
 	writeJSON(w, http.StatusOK, out)
@@ -216,12 +235,22 @@ func leaseIn(r *http.Request, s *task.Stream) (uint64, error) {
 // the open lease's prompts not yet answered, as /samples/KEY serves one.
 func (a taskAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	s, ds, err := a.fresh(r)
+	s, _, err := a.fresh(r)
 	var id uint64
 	if err == nil {
 		id, err = leaseIn(r, s)
 	}
-	var ids []int
+	var t taskSets
+	if err == nil {
+		t, err = a.sets(s)
+	}
+	// The lease's prompts in order, as runs of one domain's: each run
+	// read as a batch of that dataset's samples is.
+	type run struct {
+		dom    int
+		locals []int
+	}
+	var runs []run
 	if err == nil {
 		s.View(func(p *task.Plan) {
 			l, open := p.Leases().Open(id)
@@ -230,35 +259,56 @@ func (a taskAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			for _, q := range l.Prompts {
-				ids = append(ids, int(q))
+				d, local := p.PromptOf(q)
+				if k := len(runs); k == 0 || runs[k-1].dom != d {
+					runs = append(runs, run{dom: d})
+				}
+				runs[len(runs)-1].locals = append(runs[len(runs)-1].locals, local)
 			}
 		})
 	}
-	var smp layout.Samples
-	if err == nil {
-		smp, err = layout.NewSamples(ctx, ds, ids)
-	}
-	var res *reader.Result
-	if err == nil {
-		res, err = a.reader.Read(ctx, reader.Request{Samples: smp})
-		if err == nil && len(res.MissingPos) > 0 {
+	var results []*reader.Result
+	defer func() {
+		for _, res := range results {
 			res.Release()
-			err = fmt.Errorf("%w: a prompt of lease %s is in a chunk damaged at rest", catalog.ErrCorrupt, chi.URLParam(r, "lease"))
+		}
+	}()
+	for _, x := range runs {
+		if err != nil {
+			break
+		}
+		var smp layout.Samples
+		if smp, err = layout.NewSamples(ctx, t.sets[x.dom], x.locals); err != nil {
+			break
+		}
+		var res *reader.Result
+		if res, err = a.reader.Read(ctx, reader.Request{Samples: smp}); err == nil {
+			results = append(results, res)
+			if len(res.MissingPos) > 0 {
+				err = fmt.Errorf("%w: a prompt of lease %s is in a chunk damaged at rest", catalog.ErrCorrupt, chi.URLParam(r, "lease"))
+			}
 		}
 	}
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
-	defer res.Release()
-	n := res.Bytes + int64(len(chunkindex.EndOfArchive))
-	_, _ = a.out.Write(w, r, "application/x-tar", respond.Payload{Parts: append(res.Parts, chunkindex.EndOfArchive[:]), N: n, Relieve: res.Relieve})
+	p := respond.Payload{N: int64(len(chunkindex.EndOfArchive))}
+	for _, res := range results {
+		p.Parts = append(p.Parts, res.Parts...)
+		p.N += res.Bytes
+	}
+	p.Parts = append(p.Parts, chunkindex.EndOfArchive[:])
+	if len(results) == 1 {
+		p.Relieve = results[0].Relieve
+	}
+	_, _ = a.out.Write(w, r, "application/x-tar", p)
 }
 
 // handleFeedback serves POST /tasks/{job}/leases/{lease}/feedback.
 func (a taskAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	s, ds, err := a.stream(r)
+	s, _, err := a.stream(r)
 	var id uint64
 	if err == nil {
 		id, err = leaseIn(r, s)
@@ -269,9 +319,13 @@ func (a taskAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("%w: the body is {\"results\": [{\"key\": K, \"scores\": [..]} or {\"key\": K, \"passes\": P, \"n\": N}, ...]}: %w", query.ErrBadRequest, err)
 		}
 	}
+	var t taskSets
+	if err == nil {
+		t, err = a.sets(s)
+	}
 	var rows []task.Row
 	if err == nil {
-		rows, err = taskRows(ctx, ds, fb.Results)
+		rows, err = taskRows(ctx, s, t, id, fb.Results)
 	}
 	var ans task.Answer
 	if err == nil {
@@ -282,16 +336,18 @@ func (a taskAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.TaskAnswered{Lease: chi.URLParam(r, "lease"), Applied: ans.Applied, Counted: ans.Counted, Redrawn: ans.Redrawn,
-		Rested: ans.Rested, Retired: ans.Retired, Repeats: ans.Repeats, Steps: ans.Steps}
+		Rested: ans.Rested, Retired: ans.Retired, Repeats: ans.Repeats, Excluded: ans.Excluded, Steps: ans.Steps}
 	if out.Steps == nil {
 		out.Steps = []uint64{}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// taskRows are results as the plan's rows, their keys looked up in the
-// index: a key it does not hold is refused, naming it.
-func taskRows(ctx context.Context, ds *catalog.Dataset, results []api.TaskResult) ([]task.Row, error) {
+// taskRows are results as the plan's rows. Of a job of one dataset, their
+// keys are looked up in its index; of a job of domains, among the
+// prompts of lease id (a key two of its prompts share needs its
+// dataset). A key it does not hold is refused, naming it.
+func taskRows(ctx context.Context, s *task.Stream, t taskSets, id uint64, results []api.TaskResult) ([]task.Row, error) {
 	if len(results) == 0 || len(results) > task.MaxLease {
 		return nil, fmt.Errorf("%w: %d results: 1 to %d", query.ErrBadRequest, len(results), task.MaxLease)
 	}
@@ -299,16 +355,24 @@ func taskRows(ctx context.Context, ds *catalog.Dataset, results []api.TaskResult
 	for i, x := range results {
 		keys[i] = x.Key
 	}
-	ids, found, err := ds.Index.LookupMany(ctx, keys)
-	if err != nil {
+	ids := make([]uint32, len(results))
+	if len(t.sets) == 1 {
+		locals, found, err := t.sets[0].Index.LookupMany(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, x := range results {
+			if !found[i] {
+				return nil, fmt.Errorf("%w: no prompt with key %q in dataset %s", task.ErrBadAnswer, x.Key, t.sets[0].Name)
+			}
+			ids[i] = uint32(locals[i])
+		}
+	} else if err := t.inLease(s, id, results, ids); err != nil {
 		return nil, err
 	}
 	rows := make([]task.Row, len(results))
 	for i, x := range results {
-		if !found[i] {
-			return nil, fmt.Errorf("%w: no prompt with key %q in dataset %s", task.ErrBadAnswer, x.Key, ds.Name)
-		}
-		w := task.Row{Prompt: uint32(ids[i]), Version: x.Version}
+		w := task.Row{Prompt: ids[i], Version: x.Version}
 		switch {
 		case x.Scores != nil && x.Passes != nil:
 			return nil, fmt.Errorf("%w: %q: scores or passes, not both", task.ErrBadAnswer, x.Key)
@@ -345,17 +409,22 @@ func taskRows(ctx context.Context, ds *catalog.Dataset, results []api.TaskResult
 // handleStep serves GET /tasks/{job}/steps/{step}.
 func (a taskAPI) handleStep(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	s, ds, err := a.stream(r)
+	s, _, err := a.stream(r)
 	var n uint64
 	if err == nil {
 		n, err = query.ParseNumber("step", chi.URLParam(r, "step"), 1<<62)
+	}
+	var t taskSets
+	if err == nil {
+		t, err = a.sets(s)
 	}
 	out := api.TaskStep{Step: n}
 	if err == nil {
 		err = s.Step(ctx, n, func(p *task.Plan, c []task.Counted) {
 			out.Prompts = make([]api.TaskCounted, len(c))
 			for i, x := range c {
-				o := api.TaskCounted{Key: ds.Index.SampleKey(int(x.Prompt)), ID: int(x.Prompt), Lease: p.LeaseName(x.Lease), Pass: x.Pass, Version: x.Version}
+				key, dataset := t.key(p, x.Prompt)
+				o := api.TaskCounted{Key: key, Dataset: dataset, ID: int(x.Prompt), Lease: p.LeaseName(x.Lease), Pass: x.Pass, Version: x.Version}
 				if o.Scores = p.Steps().Scores(x); o.Scores == nil {
 					ps := int(x.Passes)
 					o.Passes, o.N = &ps, int(x.N)
@@ -397,7 +466,11 @@ func (a taskAPI) handleTrainer(w http.ResponseWriter, r *http.Request) {
 // store on a plan of its own, as JSON lines.
 func (a taskAPI) handleReplay(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	s, ds, err := a.stream(r)
+	s, _, err := a.stream(r)
+	var t taskSets
+	if err == nil {
+		t, err = a.sets(s)
+	}
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -417,19 +490,25 @@ func (a taskAPI) handleReplay(w http.ResponseWriter, r *http.Request) {
 		Step    uint64   `json:"step"`
 		Prompts []string `json:"prompts"`
 	}
-	keys := func(n int, at func(int) uint32) []string {
+	// A prompt's key, of a job of domains its dataset's name before it
+	// (DATASET/KEY).
+	keys := func(p *task.Plan, n int, at func(int) uint32) []string {
 		out := make([]string, n)
 		for i := range out {
-			out[i] = ds.Index.SampleKey(int(at(i)))
+			key, dataset := t.key(p, at(i))
+			if dataset != "" {
+				key = dataset + "/" + key
+			}
+			out[i] = key
 		}
 		return out
 	}
 	d, equal, segs, err := s.Replay(ctx,
 		func(p *task.Plan, l task.Lease) {
-			line(leaseLine{Lease: p.LeaseName(l.ID), Generator: l.Gen, Step: l.Step, Prompts: keys(len(l.Prompts), func(i int) uint32 { return l.Prompts[i] })})
+			line(leaseLine{Lease: p.LeaseName(l.ID), Generator: l.Gen, Step: l.Step, Prompts: keys(p, len(l.Prompts), func(i int) uint32 { return l.Prompts[i] })})
 		},
 		func(p *task.Plan, n uint64, c []task.Counted) {
-			line(stepLine{Step: n, Prompts: keys(len(c), func(i int) uint32 { return c[i].Prompt })})
+			line(stepLine{Step: n, Prompts: keys(p, len(c), func(i int) uint32 { return c[i].Prompt })})
 		})
 	if err != nil {
 		// The lines written so far stand; the last says the replay failed.

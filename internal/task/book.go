@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -142,4 +143,21 @@ func (b *Book) evict() bool {
 		delete(b.jobs, oldest)
 	}
 	return found
+}
+
+// ErrTaskJob: an edit of a named job's chain (POST /jobs/{job}/exclude,
+// /append) where a task job has the name (409): a task job's edits are
+// entries of its own log, and a chain stored beside it would be ignored.
+var ErrTaskJob = errkind.New(errkind.Conflict, "a task job's name")
+
+// Made reports whether st holds a task job named job.
+func Made(ctx context.Context, st Store, job string) (bool, error) {
+	_, err := st.Stat(ctx, specKey(job))
+	switch {
+	case errors.Is(err, s3backend.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%w: reading task job %s's spec: %w", ErrStore, job, err)
+	}
+	return true, nil
 }

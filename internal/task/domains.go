@@ -98,6 +98,10 @@ func sameDomains(a, b []Domain) bool {
 	return slices.EqualFunc(a, b, func(x, y Domain) bool { return x.Dataset == y.Dataset && ratioWeight(x.Ratio) == ratioWeight(y.Ratio) })
 }
 
+// DomainWeights are the domains' ratios as the rule's weights (a ratio
+// edit's, Stream.EditRatios).
+func DomainWeights(ds []Domain) []uint64 { return domainWeights(ds) }
+
 // domainWeights are the domains' ratios as the rule's weights.
 func domainWeights(ds []Domain) []uint64 {
 	w := make([]uint64, len(ds))

@@ -166,6 +166,11 @@ func (p *promptSet) Prompt(dom, local int) (uint32, bool) {
 // one it was made over, or the last an append grew it to.
 func (p *promptSet) DomainIndex(dom int) string { return p.doms[dom].index }
 
+// DomainState is domain dom's pass, its answers counted and its prompts.
+func (p *Plan) DomainState(dom int) (pass uint32, counted uint64, prompts int) {
+	return p.doms[dom].cur, p.steps.doms[dom].total(), len(p.doms[dom].ids)
+}
+
 // Excluded reports whether prompt q is excluded.
 func (p *promptSet) Excluded(q uint32) bool { return p.prompts[q].where == inExcluded }
 
