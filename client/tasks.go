@@ -157,6 +157,34 @@ func (t *Tasks) Trained(ctx context.Context, step uint64) error {
 	return err
 }
 
+// Exclude takes prompts out of the job at once (docs/tasks.md, "Edits"):
+// keys of domain dataset ("" for a job of one dataset), never leased
+// after it. A lease holding one when it is excluded answers it uncounted
+// (api.TaskAnswered.Excluded).
+func (t *Tasks) Exclude(ctx context.Context, dataset string, keys []string) (api.TaskEdited, error) {
+	var out api.TaskEdited
+	_, err := t.call(ctx, http.MethodPost, "/exclude", api.TaskExclusion{Dataset: dataset, Keys: keys}, &out)
+	return out, err
+}
+
+// Append adds the prompts of index, an index version extending domain
+// dataset's (brand index --append; "" for a job of one dataset), to the
+// domain's next pass.
+func (t *Tasks) Append(ctx context.Context, dataset, index string) (api.TaskEdited, error) {
+	var out api.TaskEdited
+	_, err := t.call(ctx, http.MethodPost, "/append", api.TaskAppend{Dataset: dataset, Index: index}, &out)
+	return out, err
+}
+
+// EditRatios sets a job of domains' ratios (every domain's, by dataset)
+// from step from on. A step already full is refused: an *APIError of 409
+// whose FirstEditableStep is the first step an edit may start from.
+func (t *Tasks) EditRatios(ctx context.Context, from uint64, ratios map[string]float64) (api.TaskEdited, error) {
+	var out api.TaskEdited
+	_, err := t.call(ctx, http.MethodPost, "/ratios", api.TaskRatios{From: from, Ratios: ratios}, &out)
+	return out, err
+}
+
 // Replay is the job's log replayed by the gateway, as its JSON lines.
 func (t *Tasks) Replay(ctx context.Context) ([]json.RawMessage, error) {
 	resp, err := t.send(ctx, http.MethodGet, "/replay", nil)

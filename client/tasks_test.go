@@ -14,6 +14,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // TestTasksThroughClient runs a task job through the Go client: two
@@ -162,5 +163,67 @@ func TestLeaseSentAgainWithItsID(t *testing.T) {
 	}
 	if l2, _ := tk.Lease(context.Background(), "g", 4); l2.Lease == "" || asks[1].Request == asks[0].Request {
 		t.Fatalf("two leases asked with one ID: %+v", asks)
+	}
+}
+
+// TestTaskEditsThroughClient: a task job's edits through the Go client —
+// an exclusion (its prompts never leased after it), an append of the
+// files brand index --append adds (their prompts in the next pass), and
+// a ratio edit of a job of one dataset refused as the table says — and
+// an edit of the job's chain under its name refused for a task job.
+func TestTaskEditsThroughClient(t *testing.T) {
+	srv, appendFiles := appendingGateway(t) // 60 prompts: a/0…29, b/0…29
+	ctx := context.Background()
+	tk := client.NewTasks(srv.URL, "rl", client.TasksOptions{Dataset: "lines"})
+	if _, _, err := tk.Make(ctx, map[string]any{"step": 5, "ahead": 4}); err != nil {
+		t.Fatal(err)
+	}
+	gone := []string{"a/3", "b/7", "b/8"}
+	if e, err := tk.Exclude(ctx, "", gone); err != nil || e.Excluded != 3 || e.Total != 3 {
+		t.Fatalf("the exclusion: %+v, %v", e, err)
+	}
+	res := appendFiles() // c.lines: 12 prompts
+	if e, err := tk.Append(ctx, "", res.Index.ID()); err != nil || e.Appended != 12 || e.Prompts != 72 {
+		t.Fatalf("the append: %+v, %v", e, err)
+	}
+	var ae *client.APIError
+	if _, err := tk.EditRatios(ctx, 0, map[string]float64{"lines": 1}); !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a ratio edit of a job of one dataset: %v", err)
+	}
+	c, err := client.New(srv.URL, client.Options{Job: api.Job{Dataset: "lines", Name: "rl", Params: shuffle.Params{BatchSize: 4, World: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exclude(ctx, 9, gone); !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict {
+		t.Fatalf("an exclusion of the chain of a task job's name: %v", err)
+	}
+	seen := map[string]bool{}
+	for range 40 {
+		l, err := tk.Lease(ctx, "g", 5)
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable {
+			plan, _ := tk.Plan(ctx)
+			if err := tk.Trained(ctx, plan.StepsFull); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []api.TaskResult
+		for _, p := range l.Prompts {
+			if slices.Contains(gone, p.Key) {
+				t.Fatalf("excluded prompt %s leased", p.Key)
+			}
+			seen[p.Key] = true
+			passes := 1
+			rs = append(rs, api.TaskResult{Key: p.Key, Passes: &passes, N: 2})
+		}
+		if _, err := tk.Answer(ctx, l.Lease, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !seen["c/0"] || len(seen) != 69 {
+		t.Fatalf("%d prompts leased (c/0: %v); want the 57 not excluded and the 12 appended", len(seen), seen["c/0"])
 	}
 }
