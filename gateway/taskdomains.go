@@ -277,14 +277,14 @@ func taskDomains(sp task.Spec, p *task.Plan) ([]api.TaskDomain, []api.TaskRatios
 }
 
 // inLease are results' prompts among lease id's (a job of domains): by
-// key, or by dataset and key where two of its prompts share the key.
-func (t taskSets) inLease(s *task.Stream, id uint64, results []api.TaskResult, out []uint32) error {
+// key, or by dataset and key where two of its prompts share the key. It
+// reports whether the lease is open on this node.
+func (t taskSets) inLease(s *task.Stream, id uint64, results []api.TaskResult, out []uint32) (open bool, err error) {
 	type named struct{ dataset, key string }
-	var err error
 	s.View(func(p *task.Plan) {
-		l, open := p.Leases().Open(id)
-		if !open {
-			return // the plan says how it closed (Stream.Answer)
+		var l task.Lease
+		if l, open = p.Leases().Open(id); !open {
+			return
 		}
 		byKey, byName := map[string][]uint32{}, map[named]uint32{}
 		for _, q := range l.Prompts {
@@ -314,5 +314,5 @@ func (t taskSets) inLease(s *task.Stream, id uint64, results []api.TaskResult, o
 			}
 		}
 	})
-	return err
+	return open, err
 }

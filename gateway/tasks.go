@@ -367,8 +367,19 @@ func taskRows(ctx context.Context, s *task.Stream, t taskSets, id uint64, result
 			}
 			ids[i] = uint32(locals[i])
 		}
-	} else if err := t.inLease(s, id, results, ids); err != nil {
-		return nil, err
+	} else {
+		known, err := t.inLease(s, id, results, ids)
+		if err == nil && !known {
+			// A lease another node made, not yet read here: the log
+			// read again first. Still not open, it closed: the plan
+			// answers how (Stream.Answer), whatever its rows name.
+			if err = s.Refresh(ctx); err == nil {
+				_, err = t.inLease(s, id, results, ids)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	rows := make([]task.Row, len(results))
 	for i, x := range results {
