@@ -31,8 +31,8 @@ A generator's loop and the trainer's::
             lease = gen.lease(16, wait=60)
         except tasks.TasksDone:
             break
-        texts = gen.samples(lease)                    # key -> {ext: bytes}
-        results = [tasks.Result(p.key, scores=score(texts[p.key]["txt"]), version=model_step)
+        texts = gen.samples(lease)                    # p.name -> {ext: bytes}
+        results = [tasks.Result(p.key, scores=score(texts[p.name]["txt"]), version=model_step)
                    for p in lease.prompts]
         gen.answer(lease, results)
 
@@ -41,6 +41,17 @@ A generator's loop and the trainer's::
     for step in trainer:
         train(step.prompts)                           # each with its scores
         checkpoint["tasks"] = trainer.state_dict()
+
+A job of **domains** reads several prompt datasets, each at a ratio of
+every step (docs/tasks.md, *Domains*): ``make(..., domains={"math": 0.5,
+"code": 0.3, "chat": 0.2})``, its log kept in ``dataset``. Its prompts
+name their dataset (:attr:`Prompt.dataset`), keys may repeat across
+datasets, and :meth:`Generator.samples` keys a job of domains' samples by
+:attr:`Prompt.name` (``DATASET/KEY``) so that they do not collide. A run
+is edited while it goes (docs/tasks.md, *Edits*): prompts excluded at
+once (:meth:`TaskJob.exclude`), appended to a domain's next pass
+(:meth:`TaskJob.append`), the ratios changed from a step not yet full
+(:meth:`TaskJob.edit_ratios`, refused with :class:`StepFull`).
 
 A lease is not idempotent (asked twice, it leases twice), so it is never
 retried blindly: a lease whose answer was lost in transport is looked for
@@ -61,7 +72,7 @@ import secrets
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Type, Union
 
 from ._http import BrandError, Session
 from ._options import Connection
@@ -75,6 +86,7 @@ __all__ = [
     "Prompt",
     "Result",
     "Step",
+    "StepFull",
     "StepTimeout",
     "TaskJob",
     "TaskRefused",
@@ -104,13 +116,25 @@ class TaskRefused(BrandError):
     """A request of a task job the gateway refused (4xx): a job made again
     with another spec (409), a spec it cannot take (400, 422; the message
     says which field), feedback it cannot take (422: a key not in the
-    lease, a score out of ``[0, 1]``, ``passes > n``)."""
+    lease, a score out of ``[0, 1]``, ``passes > n``), an edit it cannot
+    take (422: a key that is no prompt of the job, an index that does not
+    extend the domain's; 400: no domain named for a job of domains)."""
 
     @classmethod
     def of(cls, e: BrandError) -> "TaskRefused":
-        err = cls(e.message, e.status, e.retry_after)
+        """``e`` as this type, its fields kept (a ratio edit's
+        ``first_editable_step``)."""
+        err = cls(e.message, e.status, e.retry_after, e.members, e.schedule_version, e.first_editable_step,
+                  e.exclusion_version, e.edit_version)
         err.args = e.args
         return err
+
+
+class StepFull(TaskRefused):
+    """A ratio edit from a step already full (409): the steps before
+    :attr:`first_editable_step` keep their prompts. It is the first step
+    not full when the edit was refused; generators may have filled it
+    since, so an edit from a step ahead of it is the one that holds."""
 
 
 class LeaseExpired(TaskRefused):
@@ -134,12 +158,23 @@ class StepTimeout(BrandError, TimeoutError):
 
 
 class Prompt(NamedTuple):
-    """A prompt of a lease: its sample key and ID in the dataset's index,
-    and the pass it was drawn in (``pass`` in the JSON: a keyword here)."""
+    """A prompt of a lease: its sample key, its ID (the job's: a job of
+    domains numbers its domains' prompts one after another), the pass it
+    was drawn in (``pass`` in the JSON: a keyword here) and, for a job of
+    domains, its domain's dataset (``""`` for a job of one dataset)."""
 
     key: str
     id: int
     pass_: int
+    dataset: str = ""
+
+    @property
+    def name(self) -> str:
+        """What tells the prompt apart within its job: ``DATASET/KEY`` for
+        a job of domains (two datasets may hold a key), else its key. The
+        key of :meth:`Generator.samples`'s answer, as the replay names a
+        prompt."""
+        return f"{self.dataset}/{self.key}" if self.dataset else self.key
 
 
 @dataclass(frozen=True)
@@ -167,6 +202,12 @@ class Lease:
     def keys(self) -> List[str]:
         return [p.key for p in self.prompts]
 
+    @property
+    def names(self) -> List[str]:
+        """The prompts' :attr:`Prompt.name`, in order: the keys of
+        :meth:`Generator.samples`'s answer."""
+        return [p.name for p in self.prompts]
+
 
 @dataclass(frozen=True)
 class Result:
@@ -174,7 +215,9 @@ class Result:
     ``scores`` (each in ``[0, 1]``; at ``pass_score`` or over passes), or
     ``passes`` of ``n``; the ``version`` of the policy (the model's step)
     that answered it; ``counts`` to override the policy's verdict (``None``:
-    the policy judges)."""
+    the policy judges). ``dataset`` names the prompt's domain, needed only
+    where two prompts of a lease share the key; :meth:`Generator.answer`
+    names it from the lease when the results answer each of them."""
 
     key: str
     scores: Optional[Sequence[float]] = None
@@ -182,11 +225,14 @@ class Result:
     n: Optional[int] = None
     version: int = 0
     counts: Optional[bool] = None
+    dataset: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         if (self.scores is None) == (self.passes is None):
             raise ValueError(f"brand: result for {self.key!r}: give scores or passes (with n), one of the two")
         d: Dict[str, Any] = {"key": self.key}
+        if self.dataset:
+            d["dataset"] = self.dataset
         if self.scores is not None:
             d["scores"] = [float(s) for s in self.scores]
             if not all(math.isfinite(s) for s in d["scores"]):
@@ -206,7 +252,8 @@ class Result:
 class Step(NamedTuple):
     """A full step: its number and its ``B`` counted prompts, as the
     gateway gives them (dicts with ``key``, ``id``, ``lease``, ``pass``,
-    ``version`` and ``scores``, or ``passes`` and ``n``)."""
+    ``version`` and ``scores``, or ``passes`` and ``n``; and, for a job of
+    domains, ``dataset``: ``p.get("dataset", "")`` reads either kind)."""
 
     step: int
     prompts: List[Dict[str, Any]]
@@ -216,7 +263,8 @@ def _lease(doc: Mapping[str, Any]) -> Lease:
     return Lease(
         id=str(doc["lease"]), generator=str(doc.get("generator", "")), step=int(doc.get("step", 0)),
         expires=str(doc.get("expires", "")),
-        prompts=[Prompt(str(p["key"]), int(p.get("id", -1)), int(p.get("pass", 0))) for p in doc.get("prompts") or ()],
+        prompts=[Prompt(str(p["key"]), int(p.get("id", -1)), int(p.get("pass", 0)), str(p.get("dataset") or ""))
+                 for p in doc.get("prompts") or ()],
     )
 
 
@@ -226,6 +274,71 @@ def _result(r: Union[Result, Mapping[str, Any]]) -> Dict[str, Any]:
     if isinstance(r, Mapping) and "key" in r:
         return dict(r)
     raise TypeError(f"brand: a result is a tasks.Result or a dict with a key, not {type(r).__name__}")
+
+
+def _named(prompts: Sequence[Prompt], body: List[Dict[str, Any]]) -> None:
+    """Names the dataset of ``body``'s results (in place) whose key two or
+    more of ``prompts`` share and which name none: the prompts no result
+    names, in the lease's order, when the results answer each of them.
+    Else the pairing is a guess, one that could answer a prompt twice and
+    another never, so it is refused."""
+    of: Dict[str, List[str]] = {}
+    for p in prompts:
+        of.setdefault(p.key, []).append(p.dataset)
+    for key, datasets in of.items():
+        if len(datasets) < 2:
+            continue
+        unnamed = [r for r in body if r["key"] == key and not r.get("dataset")]
+        if not unnamed:
+            continue
+        named = {r["dataset"] for r in body if r["key"] == key and r.get("dataset")}
+        left = [d for d in datasets if d not in named]
+        if len(unnamed) != len(left):
+            raise ValueError(f"brand: key {key!r} is of {len(datasets)} prompts of the lease, of datasets {datasets}: "
+                             f"{len(unnamed)} results name no dataset for {len(left)} prompts; name each its dataset")
+        for r, d in zip(unnamed, left):
+            r["dataset"] = d
+
+
+def _domains(domains: Any) -> List[Dict[str, Any]]:
+    """``domains`` as ``PUT /tasks/{job}`` takes them, in their order:
+    refused here what needs no gateway to refuse (a name twice, a ratio
+    not above 0), so that a typo costs no request."""
+    if isinstance(domains, Mapping):
+        pairs = list(domains.items())
+    elif isinstance(domains, (str, bytes)) or not isinstance(domains, Sequence):
+        raise TypeError(f"brand: domains {domains!r}: a mapping of dataset to ratio, or a list of (dataset, ratio) "
+                        "or of {\"dataset\": D, \"ratio\": R}")
+    else:
+        pairs = []
+        for d in domains:
+            if isinstance(d, Mapping):
+                if set(d) - {"dataset", "ratio"} or "dataset" not in d or "ratio" not in d:
+                    raise ValueError(f"brand: domain {dict(d)!r}: a dataset and a ratio, no more")
+                pairs.append((d["dataset"], d["ratio"]))
+            elif isinstance(d, Sequence) and not isinstance(d, (str, bytes)) and len(d) == 2:
+                pairs.append((d[0], d[1]))
+            else:
+                raise TypeError(f"brand: domain {d!r}: (dataset, ratio) or {{\"dataset\": D, \"ratio\": R}}")
+    if not pairs:
+        raise ValueError("brand: domains: none given (leave domains out for a job of one dataset)")
+    out: List[Dict[str, Any]] = []
+    for name, ratio in pairs:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"brand: domain {name!r}: a dataset's name")
+        if any(d["dataset"] == name for d in out):
+            raise ValueError(f"brand: dataset {name!r} is two domains of the job")
+        out.append({"dataset": name, "ratio": _ratio(name, ratio, zero=False)})
+    return out
+
+
+def _ratio(name: str, ratio: Any, zero: bool) -> float:
+    """``ratio`` of domain ``name`` as sent: a finite number above 0 (or
+    0 too, where ``zero``: a ratio edit may leave a domain out)."""
+    ok = isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and math.isfinite(ratio)
+    if not ok or ratio < 0 or (ratio == 0 and not zero):
+        raise ValueError(f"brand: domain {name!r}: ratio {ratio!r}: a number " + ("0 or more" if zero else "more than 0"))
+    return float(ratio)
 
 
 def _ttl(v: Any) -> Any:
@@ -328,7 +441,8 @@ class TaskJob:
 
     # -- the job ----------------------------------------------------------
 
-    def make(self, step: int, seed: int = 0, policy: str = "uniform", **spec: Any) -> Dict[str, Any]:
+    def make(self, step: int, seed: int = 0, policy: str = "uniform", *, domains: Any = None,
+             domain_passes: Optional[str] = None, **spec: Any) -> Dict[str, Any]:
         """Make the job (``PUT /tasks/{job}``): steps of ``step`` prompts,
         drawn with ``seed`` under ``policy`` (``uniform``, ``curriculum``,
         ``importance``). ``spec`` holds the rest of docs/tasks.md's fields
@@ -337,7 +451,17 @@ class TaskJob:
         ``revisit``, ``max_lease``). Making it again with the same spec is a
         no-op, so every process of a run may call this; returns the plan.
 
+        ``domains`` makes a job of domains (docs/tasks.md, *Domains*): its
+        prompt datasets in order, each with its ratio of every step, as a
+        mapping ``{dataset: ratio}``, or a list of ``(dataset, ratio)`` or
+        of ``{"dataset": D, "ratio": R}``; the log is kept in this
+        object's ``dataset``. ``domain_passes``: ``"own"`` (the gateway's
+        default: a domain whose pass runs out starts its next) or
+        ``"shared"`` (the job's pass ends).
+
         Raises:
+            ValueError: ``domains`` names a dataset twice, or a ratio that
+                is not a number above 0 (nothing is sent).
             TaskRefused: the job exists with another spec (409), or the
                 spec is not one the gateway can take (4xx, its message
                 says why).
@@ -347,17 +471,88 @@ class TaskJob:
         body: Dict[str, Any] = {"step": step, "seed": seed, "policy": policy}
         for k, v in spec.items():
             body[k] = _ttl(v) if k == "ttl" else list(v) if k == "band" else v
+        if domains is not None:
+            body["domains"] = _domains(domains)
+        if domain_passes is not None:
+            body["domain_passes"] = domain_passes
+        return self._refused("PUT", self._path(), body)
+
+    def _refused(self, method: str, path: str, body: Mapping[str, Any], full: Type[TaskRefused] = TaskRefused) -> Any:
+        """The JSON answer to a request that makes or edits the job; its
+        4xx as ``TaskRefused`` (a 409 as ``full``)."""
         try:
-            return self._json("PUT", self._path(), body)
+            return self._json(method, path, body)
         except BrandError as e:
             if e.status is not None and 400 <= e.status < 500:
-                raise TaskRefused.of(e) from None
+                raise (full if e.status == 409 else TaskRefused).of(e) from None
             raise
+
+    # -- edits (docs/tasks.md, *Edits*) -----------------------------------
+
+    def exclude(self, keys: Sequence[str], dataset: Optional[str] = None) -> Dict[str, Any]:
+        """Take the prompts ``keys`` out of the job at once (``POST
+        /tasks/{job}/exclude``): none is leased after it, in any pass. A
+        prompt a lease holds now is answered but never counted (the
+        feedback's ``excluded``). ``dataset`` names the domain of a job of
+        domains (a key is a dataset's). Returns what it did: ``excluded``
+        (those not excluded before), ``prompts``, ``excluded_total``.
+
+        Raises:
+            TaskRefused: a key that is no prompt of the job (422), no
+                ``dataset`` for a job of domains (400).
+        """
+        if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+            raise TypeError(f"brand: keys {keys!r}: a list of the prompts' keys")
+        if not keys:
+            raise ValueError("brand: keys: an exclusion names 1 key or more")
+        body: Dict[str, Any] = {"keys": [str(k) for k in keys]}
+        if dataset:
+            body["dataset"] = dataset
+        return self._refused("POST", self._path("exclude"), body)
+
+    def append(self, index: str, dataset: Optional[str] = None) -> Dict[str, Any]:
+        """Take the new prompts of ``index``, an index version extending the
+        domain's (the one ``brand index --append`` printed), into the
+        domain's next pass (``POST /tasks/{job}/append``): a pass under
+        way keeps its prompts. ``dataset`` names the domain of a job of
+        domains. Returns what it did: ``appended``, ``prompts``.
+
+        Raises:
+            TaskRefused: an index that does not extend the domain's (422).
+        """
+        if not isinstance(index, str) or not index:
+            raise ValueError(f"brand: index {index!r}: the index version brand index --append printed")
+        body: Dict[str, Any] = {"index": index}
+        if dataset:
+            body["dataset"] = dataset
+        return self._refused("POST", self._path("append"), body)
+
+    def edit_ratios(self, from_step: int, ratios: Mapping[str, float]) -> Dict[str, Any]:
+        """A job of domains' ratios from step ``from_step`` on (``POST
+        /tasks/{job}/ratios``): every domain named, 0 for none. The steps
+        before keep their prompts. Returns what it did: ``from_step``.
+
+        Raises:
+            StepFull: ``from_step`` is full (409);
+                :attr:`~StepFull.first_editable_step` is the first that
+                was not.
+            TaskRefused: ratios the gateway cannot take (400: a domain
+                left out or not the job's, a job of one dataset).
+        """
+        if not isinstance(from_step, int) or isinstance(from_step, bool) or from_step < 0:
+            raise ValueError(f"brand: from_step {from_step!r}: a step (a whole number, 0 or more)")
+        if not isinstance(ratios, Mapping) or not ratios:
+            raise TypeError(f"brand: ratios {ratios!r}: a mapping of every domain's dataset to its ratio")
+        body = {"from_step": from_step, "ratios": {str(k): _ratio(k, v, zero=True) for k, v in ratios.items()}}
+        return self._refused("POST", self._path("ratios"), body, full=StepFull)
 
     def plan(self) -> Dict[str, Any]:
         """The job's plan as the answering node holds it (``GET
         /tasks/{job}``): its counts of prompts pending, leased, counted,
-        retired, in the band, its steps and the trainer's."""
+        retired, excluded, in the band, its steps and the trainer's; for a
+        job of domains, ``domains`` (each one's ``dataset``, ``index``,
+        ``prompts``, ``pass``, ``counted``) and ``ratios`` (``from_step``
+        and the ratios by dataset, a phase each edit)."""
         return self._json("GET", self._path())
 
     def replay(self) -> List[Dict[str, Any]]:
@@ -487,16 +682,42 @@ class Generator:
         return None
 
     def samples(self, lease: Union[Lease, str]) -> Dict[str, Dict[str, bytes]]:
-        """The bytes of the lease's prompts (``GET
-        /tasks/{job}/leases/{lease}/samples``): key -> {ext: bytes}, in the
-        lease's order, as ``GET /samples/KEY`` serves each."""
+        """The bytes of the lease's prompts not yet answered (``GET
+        /tasks/{job}/leases/{lease}/samples``): :attr:`Prompt.name` ->
+        {ext: bytes}, in the lease's order, as ``GET /samples/KEY`` serves
+        each. The name is the key for a job of one dataset, and
+        ``DATASET/KEY`` for a job of domains, whose datasets may share a
+        key (``texts[p.name]`` reads either).
+
+        The tar names no dataset: a job of domains' samples are paired
+        with the lease's prompts in order. Given a lease's ID, or a
+        :class:`Lease` some of whose prompts were answered since, the
+        prompts are this generator's open lease's
+        (:meth:`open_leases`); a lease it does not hold is read as a job
+        of one dataset's.
+
+        Raises:
+            BrandError: a job of domains' samples that do not pair with
+                the lease's prompts (answered while they were read).
+        """
         lid = lease.id if isinstance(lease, Lease) else lease
         raw = self.job._send("GET", self.job._path("leases", lid, "samples"))
-        out: Dict[str, Dict[str, bytes]] = {}
-        for s in decode_tar(raw):
-            key = s.pop("__key__")
-            out.setdefault(key, {}).update(s)
-        return out
+        # split_repeats: two datasets' samples of one key, side by side,
+        # stay two.
+        got = decode_tar(raw, split_repeats=True)
+        prompts = lease.prompts if isinstance(lease, Lease) else None
+        if prompts is None or (len(prompts) != len(got) and any(p.dataset for p in prompts)):
+            prompts = next((x.prompts for x in self.open_leases() if x.id == lid), None)
+        if prompts is None or not any(p.dataset for p in prompts):
+            out: Dict[str, Dict[str, bytes]] = {}
+            for s in got:
+                key = s.pop("__key__")
+                out.setdefault(key, {}).update(s)
+            return out
+        if [p.key for p in prompts] != [s["__key__"] for s in got]:
+            raise BrandError(f"brand: lease {lid}'s {len(got)} samples do not pair with its {len(prompts)} prompts "
+                             "not yet answered: read them again")
+        return {p.name: {k: v for k, v in s.items() if k != "__key__"} for p, s in zip(prompts, got)}
 
     def answer(self, lease: Union[Lease, str], results: Sequence[Union[Result, Mapping[str, Any]]]) -> Dict[str, Any]:
         """Answer prompts of ``lease`` (``POST
@@ -505,21 +726,35 @@ class Generator:
         changes nothing (``repeats`` in the answer), so a lost answer is
         sent again safely. Returns the gateway's answer: ``applied``,
         ``counted``, ``redrawn``, ``rested``, ``retired``, ``repeats``,
-        ``steps`` (those the counted prompts fell in).
+        ``excluded`` (answers to prompts excluded since the lease: taken,
+        never counted), ``steps`` (those the counted prompts fell in).
+
+        Given a :class:`Lease` of a job of domains, results that name no
+        dataset for a key two of its prompts share are given the datasets
+        of those prompts no result names, in the lease's order, when they
+        answer each of them: a generator answering ``lease.prompts`` in
+        order may answer by key alone.
 
         Raises:
+            ValueError: results by key alone for some, not all, of a
+                lease's prompts of one key (name each its dataset).
             LeaseExpired: the lease is past its deadline, or not this
                 job's (409); nothing was applied.
             TaskRefused: feedback the gateway cannot take (400, 422: a key
-                not in the lease, a score out of range, ``passes > n``).
+                not in the lease, or two prompts' and no dataset named, a
+                score out of range, ``passes > n``).
         """
         lid = lease.id if isinstance(lease, Lease) else lease
         if isinstance(results, (Result, Mapping)):
             raise TypeError("brand: answer takes a list of results")
         body = {"results": [_result(r) for r in results]}
+        if isinstance(lease, Lease):
+            _named(lease.prompts, body["results"])
         try:
             got = self.job._json("POST", self.job._path("leases", lid, "feedback"), body)
-            if isinstance(lease, Lease) and set(lease.keys) <= {r["key"] for r in body["results"]}:
+            answered = {(r.get("dataset") or "", r["key"]) for r in body["results"]}
+            if isinstance(lease, Lease) and all((p.dataset, p.key) in answered or ("", p.key) in answered
+                                                for p in lease.prompts):
                 self._seen.discard(lid)  # closed: never an open lease again
             return got
         except BrandError as e:
