@@ -2,6 +2,7 @@ package task
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 )
@@ -273,5 +274,60 @@ func TestRatioEdit(t *testing.T) {
 	}
 	if m.replayed() != m.p.Digest() {
 		t.Fatal("the replay decided otherwise")
+	}
+}
+
+// TestLeaseByRequestAmongMany: a lease asked again with its request ID is
+// found among 20,000 open leases by its generator and ID (a map, not a
+// walk over the open leases), not after it is answered or expired, and
+// after a snapshot restores the plan (a snapshot kept no request IDs, so
+// an ask again after a node loaded one made a second lease).
+func TestLeaseByRequestAmongMany(t *testing.T) {
+	m := newSim(t, spec(40000, 32, func(s *Spec) { s.Ahead = 1 << 10; s.MaxLease = 2 }))
+	var last *Lease
+	for i := range 20000 {
+		out := m.apply(Record{Kind: recLeaseReq, Gen: fmt.Sprint("g", i%8), K: 1, Req: fmt.Sprint("r", i)})
+		if out.Lease == nil {
+			t.Fatalf("lease %d: %v", i, out.Err)
+		}
+		last = out.Lease
+	}
+	again := m.apply(Record{Kind: recLeaseReq, Gen: "g7", K: 1, Req: "r19999"})
+	if again.Lease == nil || again.Lease.ID != last.ID || m.p.Leases().Made() != 20000 {
+		t.Fatalf("asked again: %+v; want lease %d, no other made", again.Lease, last.ID)
+	}
+	if _, ok := m.p.Leases().ByRequest("g6", "r19999"); ok {
+		t.Fatal("another generator's request found the lease")
+	}
+	st := &Stream{plan: m.p}
+	b, err := st.encodeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Stream{plan: NewPlan(m.p.spec)}
+	if err := r.restore(b); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := r.plan.Leases().ByRequest("g7", "r19999"); !ok || l.ID != last.ID {
+		t.Fatalf("after a snapshot's restore: %+v, %v", l, ok)
+	}
+	m.answer(last, func(uint32) (uint16, uint16) { return 1, 2 })
+	if _, ok := m.p.Leases().ByRequest("g7", "r19999"); ok {
+		t.Fatal("an answered lease found by its request")
+	}
+}
+
+// BenchmarkLeaseByRequest: an ask again with its request ID among 20,000
+// open leases.
+func BenchmarkLeaseByRequest(b *testing.B) {
+	p := NewPlan(spec(40000, 32, func(s *Spec) { s.Ahead = 1 << 10; s.MaxLease = 2 }))
+	for i := range 20000 {
+		p.Apply(Record{Kind: recLeaseReq, Gen: fmt.Sprint("g", i%8), K: 1, Req: fmt.Sprint("r", i)})
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, ok := p.Leases().ByRequest("g7", "r19999"); !ok {
+			b.Fatal("not found")
+		}
 	}
 }

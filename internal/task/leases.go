@@ -11,10 +11,17 @@ type LeaseBook struct {
 	openQ  []uint64
 	ohead  int
 	leased int // prompts in open leases, not answered
+	// byReq is each open lease made with a request ID, by its generator
+	// and ID: an ask again finds it at once, however many leases are
+	// open (both clients send an ID with every ask).
+	byReq map[leaseReq]uint64
 }
 
+// leaseReq is a lease's generator and request ID.
+type leaseReq struct{ gen, req string }
+
 func newLeaseBook(ttl uint64) LeaseBook {
-	return LeaseBook{ttl: ttl, open: map[uint64]*openLease{}}
+	return LeaseBook{ttl: ttl, open: map[uint64]*openLease{}, byReq: map[leaseReq]uint64{}}
 }
 
 // Made is the number of leases made; the next is numbered Made()+1.
@@ -37,7 +44,19 @@ func (b *LeaseBook) add(l *openLease, t uint64) uint64 {
 	b.leased += len(l.prompts)
 	b.open[id] = l
 	b.openQ = append(b.openQ, id)
+	if l.req != "" {
+		b.byReq[leaseReq{l.gen, l.req}] = id
+	}
 	return id
+}
+
+// closed forgets open lease id, l, ended with status.
+func (b *LeaseBook) closed(id uint64, l *openLease, status uint8) {
+	delete(b.open, id)
+	if l.req != "" && b.byReq[leaseReq{l.gen, l.req}] == id {
+		delete(b.byReq, leaseReq{l.gen, l.req})
+	}
+	b.status[id-1] = status
 }
 
 // answered marks one prompt of lease id answered, closing the lease when
@@ -47,8 +66,7 @@ func (b *LeaseBook) answered(id uint64, l *openLease, i int) {
 	l.left--
 	b.leased--
 	if l.left == 0 {
-		delete(b.open, id)
-		b.status[id-1] = leaseAnswered
+		b.closed(id, l, leaseAnswered)
 	}
 }
 
@@ -72,8 +90,7 @@ func (b *LeaseBook) expire(clock uint64, back func(q uint32)) {
 				back(q)
 			}
 		}
-		delete(b.open, id)
-		b.status[id-1] = leaseExpired
+		b.closed(id, l, leaseExpired)
 		b.ohead++
 	}
 	if b.ohead > 1024 && b.ohead*2 > len(b.openQ) {
@@ -137,12 +154,11 @@ func (b *LeaseBook) ByRequest(gen, req string) (Lease, bool) {
 	if req == "" {
 		return Lease{}, false
 	}
-	for _, id := range b.openQ[b.ohead:] {
-		if l := b.open[id]; l != nil && l.gen == gen && l.req == req {
-			return b.Open(id)
-		}
+	id, ok := b.byReq[leaseReq{gen, req}]
+	if !ok {
+		return Lease{}, false
 	}
-	return Lease{}, false
+	return b.Open(id)
 }
 
 // Holds reports whether open lease id holds prompt q, and whether the

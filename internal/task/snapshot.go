@@ -84,7 +84,7 @@ type snapDomain struct {
 
 type snapLease struct {
 	ID, T, Step     uint64
-	Gen             string
+	Gen, Req        string
 	Prompts, Passes []uint32
 	Done            []bool
 	Left            int
@@ -131,7 +131,7 @@ func (s *Stream) encodeSnapshot() ([]byte, error) {
 	}
 	for _, id := range p.leases.openQ[p.leases.ohead:] {
 		if l := p.leases.open[id]; l != nil {
-			sn.Open = append(sn.Open, snapLease{ID: id, T: l.t, Step: l.step, Gen: l.gen, Prompts: l.prompts, Passes: l.passes, Done: l.done, Left: l.left})
+			sn.Open = append(sn.Open, snapLease{ID: id, T: l.t, Step: l.step, Gen: l.gen, Req: l.req, Prompts: l.prompts, Passes: l.passes, Done: l.done, Left: l.left})
 		}
 	}
 	var buf bytes.Buffer
@@ -199,8 +199,12 @@ func (s *Stream) restore(b []byte) error {
 		if l.ID == 0 || l.ID > p.leases.Made() || len(l.Passes) != len(l.Prompts) || len(l.Done) != len(l.Prompts) {
 			return fmt.Errorf("%w: lease %d", errDamaged, l.ID)
 		}
-		p.leases.open[l.ID] = &openLease{gen: l.Gen, t: l.T, step: l.Step, prompts: l.Prompts, passes: l.Passes, done: l.Done, left: l.Left}
+		ol := &openLease{gen: l.Gen, req: l.Req, t: l.T, step: l.Step, prompts: l.Prompts, passes: l.Passes, done: l.Done, left: l.Left}
+		p.leases.open[l.ID] = ol
 		p.leases.openQ = append(p.leases.openQ, l.ID)
+		if l.Req != "" {
+			p.leases.byReq[leaseReq{l.Gen, l.Req}] = l.ID
+		}
 	}
 	// The pass's weights are the policy's of each prompt in it now: a
 	// prompt's history changes only while it is leased.
