@@ -365,7 +365,6 @@ class TestChecked(unittest.TestCase):
     def test_refused_pairs_named_before_any_request(self):
         for make, pair in (
             (lambda: brand.Sequences(NOWHERE, "tok", importance_job="run"), ("importance", "tokens")),
-            (lambda: brand.Clips(NOWHERE, mix="a:0.5,b:0.5"), ("mix", "clips")),
             (lambda: brand.Tensors(NOWHERE, "img", importance_job="run", columns=("image",)), None),
             (lambda: brand.Clips(NOWHERE, "vid", columns=("image",)), ("clips", "columns")),
         ):
@@ -394,6 +393,13 @@ class TestChecked(unittest.TestCase):
         brand.Sequences(NOWHERE, None, vision=vision, mix="pairs:1,web:1")  # unbalanced: taken
         with self.assertRaisesRegex(ValueError, r"features do not go together: eos applies only with pack=concat"):
             brand.Sequences(NOWHERE, "tok", eos=2)
+        # A clip job of a mixture: not a pair (a bucketed job takes it) but
+        # a rule, unless buckets= is given.
+        rule = next(r for r in _compat.table()["rules"] if r.get("features") == ["mix", "clips"])
+        with self.assertRaises(ValueError) as e:
+            brand.Clips(NOWHERE, mix="a:0.5,b:0.5")
+        self.assertEqual(e.exception.what, ("mix", "clips"))
+        self.assertEqual(str(e.exception), f"brand: {_compat.table()['error']}: {rule['message']}")
 
     def test_another_kinds_arguments(self):
         with self.assertRaisesRegex(TypeError, r"brand.Samples does not take seq=.*brand.Sequences"):

@@ -366,6 +366,8 @@ RULE_JOBS = [
     ({"buckets": "sdxl", "budget": "4194304", "clip": "8"}, dict(buckets="sdxl", budget=1 << 22, clip=8)),
     ({"buckets": "sdxl"}, dict(buckets="sdxl")),
     ({"budget": "4194304"}, dict(budget=1 << 22)),
+    ({"mix": "a:1,b:1", "clip": "8"}, dict(mix="a:1,b:1", clip=8)),
+    ({"mix_schedule": "0:a:1,b:1", "clip": "8"}, dict(mix_schedule="0:a:1,b:1", clip=8)),
 ]
 
 
