@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,6 +20,7 @@ import (
 // tokens, TLS, and a separate listener for the operators' endpoints.
 type securityFlags struct {
 	tokenFile   string
+	file        *scope.TokenFile // read by tokens, re-read by watchTokens
 	tlsCert     string
 	tlsKey      string
 	adminListen string
@@ -33,46 +33,56 @@ func (f *securityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.adminListen, "admin-listen", "", "serve /metrics, /stats, /plan, /datasets with store URLs and /debug/pprof/ on this address instead of the data port")
 }
 
-// tokens reads the token file (scope.ParseTokens): one token a line,
+// tokens reads the token file (scope.ReadTokenFile): one token a line,
 // blank lines and lines starting with # ignored, each bare token admin
 // as before scopes, or followed by its rights and scope. No file means
 // no authentication; a file with no token is an error, since it would
-// lock every client out or (worse) be read as "no authentication".
+// lock every client out or (worse) be read as "no authentication". The
+// file read is kept for watchTokens and warnTokenFile.
 func (f *securityFlags) tokens() ([]scope.Token, error) {
 	if f.tokenFile == "" {
 		return nil, nil
 	}
-	file, err := os.Open(f.tokenFile)
+	file, err := scope.ReadTokenFile(f.tokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("--auth-token-file: %w", err)
 	}
-	defer file.Close()
-	out, err := scope.ParseTokens(file)
-	if err != nil {
-		return nil, fmt.Errorf("--auth-token-file %s: %w", f.tokenFile, err)
+	f.file = file
+	return file.Tokens(), nil
+}
+
+// warnTokenFile logs what the token file read at start does that is
+// taken but unwise (scope.TokenFile.Warnings: a file every user of the
+// machine may read). Warned, not refused: deployments started so keep
+// starting.
+func (f *securityFlags) warnTokenFile(log zerolog.Logger) {
+	if f.file == nil {
+		return
 	}
-	return out, nil
+	for _, w := range f.file.Warnings() {
+		log.Warn().Str("file", f.tokenFile).Msg(w)
+	}
 }
 
 // tokenPoll is how often brand serve looks at --auth-token-file for a
 // change, as --peers-file is re-read at --peers-poll's default.
 const tokenPoll = 2 * time.Second
 
-// watchTokens re-reads the token file whenever its modification time or
-// size changes, until ctx ends, and gives g the tokens it holds: a token
-// removed from the file is refused within tokenPoll, without a restart.
-// A file that does not read or parse (a half-written one, or one left
-// with no token) keeps the tokens in force and is logged, never its
-// secrets; the next change is read again.
+// watchTokens re-reads the token file every tick until ctx ends and,
+// when its bytes changed (through any symlink, scope.TokenFile.Reload),
+// gives g the tokens it holds: a token removed from the file is refused
+// within tokenPoll, without a restart. A re-read not taken (one that
+// does not read or parse, holds no token, or may be caught mid-write)
+// keeps the tokens in force and is logged once, never its secrets.
 func (f *securityFlags) watchTokens(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, every time.Duration) {
-	stamp := func() (time.Time, int64) {
-		st, err := os.Stat(f.tokenFile)
-		if err != nil {
-			return time.Time{}, -1
+	file := f.file
+	if file == nil { // tokens was not called: the gateway's are this read's
+		var err error
+		if file, err = scope.ReadTokenFile(f.tokenFile); err != nil {
+			log.Warn().Err(err).Str("file", f.tokenFile).Msg("the token file does not load: it is not watched")
+			return
 		}
-		return st.ModTime(), st.Size()
 	}
-	mod, size := stamp()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -81,20 +91,13 @@ func (f *securityFlags) watchTokens(ctx context.Context, log zerolog.Logger, g *
 			return
 		case <-t.C:
 		}
-		m, n := stamp()
-		if m.Equal(mod) && n == size {
-			continue
-		}
-		mod, size = m, n
-		tokens, err := f.tokens()
-		if err == nil {
-			err = g.SetTokens(tokens)
-		}
-		if err != nil {
+		taken, err := file.Reload(g.SetTokens)
+		switch {
+		case err != nil:
 			log.Warn().Err(err).Str("file", f.tokenFile).Msg("the token file changed but does not load; the tokens in force are kept")
-			continue
+		case taken:
+			log.Info().Str("file", f.tokenFile).Int("tokens", len(file.Tokens())).Msg("the token file re-read")
 		}
-		log.Info().Str("file", f.tokenFile).Int("tokens", len(tokens)).Msg("the token file re-read")
 	}
 }
 

@@ -385,6 +385,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	f.security.warnIfOpen(ln.Addr(), len(cfg.Tokens) > 0, log)
+	f.security.warnTokenFile(log)
 	var ready func(*gateway.Gateway)
 	if f.security.adminListen != "" {
 		admin, err := net.Listen("tcp", f.security.adminListen)

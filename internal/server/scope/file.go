@@ -16,6 +16,9 @@ type Token struct {
 	Grant  Grant
 }
 
+// bom is UTF-8's byte-order mark.
+const bom = "\uFEFF"
+
 // The fields a credential's line may give after its secret.
 const (
 	KeyRights   = "rights"
@@ -39,13 +42,25 @@ const (
 // # after a space starts a comment to the end of the line (a secret's #
 // is its own). A token given twice must be given the same fields twice. Errors name the
 // line, never a secret.
+//
+// A byte-order mark at the start (an editor's on Windows) is not a part
+// of the first token: kept, it made that token one no client sends. A
+// UTF-16 file is refused, saying so, rather than read as tokens no client
+// sends.
 func ParseTokens(r io.Reader) ([]Token, error) {
 	var out []Token
 	seen := map[string]int{} // secret → its token's index in out
 	lines := map[string]string{}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		text := sc.Text()
+		if n == 1 {
+			if strings.HasPrefix(text, "\xff\xfe") || strings.HasPrefix(text, "\xfe\xff") {
+				return nil, errors.New("is UTF-16 (it starts with UTF-16's byte-order mark): save it as UTF-8")
+			}
+			text = strings.TrimPrefix(text, bom)
+		}
+		line := strings.TrimSpace(text)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}

@@ -1,7 +1,9 @@
 // Package scope is what a credential may do: its rights — read, edit,
 // feedback, admin — over which datasets and job names, the lines of a
-// credentials file that give them (ParseTokens, ParseOptions), and the
-// one check every face asks (Grant.Allow).
+// credentials file that give them (ParseTokens, ParseOptions), that
+// file read again as it changes without ever widening a right by a read
+// caught mid-write (TokenFile), and the one check every face asks
+// (Grant.Allow).
 //
 // A refusal is a *Denied, of kind errkind.Forbidden (403): it names the
 // credential by its name= (or its line in the file), the right it lacks

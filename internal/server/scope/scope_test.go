@@ -44,6 +44,11 @@ func TestParseTokens(t *testing.T) {
 		{"comments after the fields", "ops   # admin: everything\nr rights=read datasets=web-*  # trainers\nr rights=read datasets=web-* #again\n",
 			[]scope.Token{{"ops", admin("1")}, {"r", scope.Grant{Name: "line 2", Rights: scope.Read, Datasets: []scope.Pattern{"web-*"}}}}, ""},
 		{"a # in a secret is the secret's", "a#b\n", []scope.Token{{"a#b", admin("1")}}, ""},
+		// The reproduction (issue 98, item 7): a byte-order mark made the
+		// first token one no client sends, or a comment a token.
+		{"a byte-order mark", "\uFEFFops\nr rights=read\n", []scope.Token{{"ops", admin("1")}, {"r", scope.Grant{Name: "line 2", Rights: scope.Read}}}, ""},
+		{"a byte-order mark before a comment", "\uFEFF# rotated monthly\nops\n", []scope.Token{{"ops", admin("2")}}, ""},
+		{"UTF-16", "\xff\xfeo\x00p\x00s\x00\n\x00", nil, "is UTF-16"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
