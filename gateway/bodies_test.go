@@ -128,6 +128,9 @@ func TestSlowBodies(t *testing.T) {
 		{"GET", "/tasks/{job}/replay", "/tasks/j/replay?dataset=test", "token", short, 0},
 		{"GET", "/tasks/{job}/steps/{step}", "/tasks/j/steps/0?dataset=test", "token", short, 0},
 		{"POST", "/tasks/{job}/trainer", "/tasks/j/trainer?dataset=test", "token", short, 0},
+		{"POST", "/tasks/{job}/exclude", "/tasks/j/exclude?dataset=test", "token", short, 0},
+		{"POST", "/tasks/{job}/append", "/tasks/j/append?dataset=test", "token", short, 0},
+		{"POST", "/tasks/{job}/ratios", "/tasks/j/ratios?dataset=test", "token", short, 0},
 		{"GET", "", "/no/such/endpoint", "token", short, http.StatusNotFound},
 		{"POST", "", "/datasets", "token", short, http.StatusMethodNotAllowed},
 		{"POST", transport.SamplesPath, transport.SamplesPath + q, "peer", short, 0},
@@ -364,6 +367,7 @@ func TestQueryRefusedBeforeTheBody(t *testing.T) {
 		"POST /jobs/j/exclude?", "POST /jobs/j/append?", "POST /importance/j/feedback?dataset=test&epoch=0&",
 		"PUT /tasks/j?dataset=test&", "POST /tasks/j/leases?dataset=test&",
 		"POST /tasks/j/leases/x-1/feedback?dataset=test&", "POST /tasks/j/trainer?dataset=test&",
+		"POST /tasks/j/exclude?dataset=test&", "POST /tasks/j/append?dataset=test&", "POST /tasks/j/ratios?dataset=test&",
 	} {
 		t.Run(route, func(t *testing.T) {
 			method, path, _ := strings.Cut(route, " ")

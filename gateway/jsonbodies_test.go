@@ -69,7 +69,7 @@ func TestJSONBodiesEndThere(t *testing.T) {
 		}
 	}
 	// Task jobs whose lease and answer bodies the cases send.
-	for _, job := range []string{"tl", "tf"} {
+	for _, job := range []string{"tl", "tf", "tx", "ta"} {
 		if resp, b := do(t, http.MethodPut, base+"/tasks/"+job+"?dataset=web", []byte(`{"step": 4}`)); resp.StatusCode != http.StatusCreated {
 			t.Fatalf("PUT task job %s: %d %s", job, resp.StatusCode, b)
 		}
@@ -79,7 +79,17 @@ func TestJSONBodiesEndThere(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &lease) != nil {
 		t.Fatalf("a lease of tf: %d %s", resp.StatusCode, b)
 	}
+	// A task job of two domains whose ratios the ratio case edits.
+	if resp, b := do(t, http.MethodPut, base+"/tasks/td?dataset=web", []byte(`{"step": 4, "domains": [{"dataset": "web", "ratio": 0.5}, {"dataset": "code", "ratio": 0.5}]}`)); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT task job td: %d %s", resp.StatusCode, b)
+	}
 	routes := []jsonRoute{
+		{"POST", "/tasks/{job}/exclude", "/tasks/tx/exclude?dataset=web", `{"keys": ["` + lease.Prompts[0].Key + `"]}`, http.StatusOK,
+			"/tasks/tx?dataset=web", http.StatusOK, `"excluded": 0,`},
+		// The web dataset's own index extends none: refused (422) once read.
+		{"POST", "/tasks/{job}/append", "/tasks/ta/append?dataset=web", `{"index": "` + web + `"}`, http.StatusUnprocessableEntity, "", 0, ""},
+		{"POST", "/tasks/{job}/ratios", "/tasks/td/ratios?dataset=web", `{"from_step": 2, "ratios": {"web": 0.25, "code": 0.75}}`, http.StatusOK,
+			"/tasks/td?dataset=web", http.StatusOK, "\"web\": 0.5\n      }\n    }\n  ]"}, // one phase
 		{"PUT", "/tasks/{job}", "/tasks/tj?dataset=web", `{"step": 4}`, http.StatusCreated,
 			"/tasks/tj?dataset=web", http.StatusNotFound, "no task job"},
 		{"POST", "/tasks/{job}/leases", "/tasks/tl/leases?dataset=web", `{"generator": "g", "prompts": 1}`, http.StatusCreated,
