@@ -662,7 +662,7 @@ func New(cfg Config) (*Gateway, error) {
 			Group: g.life.Group("usetable: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
-		MaxBytes: cfg.Limits.MaxBatchBytes, Copies: g.mem.Copies(), Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
+		MaxBytes: cfg.Limits.MaxBatchBytes, Copies: g.mem.Copies(), Through: g.mem.Decodes(), Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Preload: g.preload, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.mem.Copies(), Decodes: g.mem.Decodes(),
 		GOPCache: gopCache, GOPBudget: g.mem.Decodes().Within(gopCache),

@@ -16,8 +16,10 @@ import (
 // its chunks are pinned a group at a time, each group no larger than half
 // the cache (or one chunk, if a chunk is larger than that: package
 // assembly's rule, which the planner simulates too), and the samples are
-// copied out of each group into one buffer before the next is pinned. A chunk larger than the whole cache is read through, into a
-// buffer of its own, and checked as any load is. The read is complete and
+// copied out of each group into one buffer before the next is pinned. A
+// chunk larger than the whole cache is read through, into a buffer of
+// the Through budget (the memory manager's decodes) held until its
+// samples are copied out, and checked as any load is. The read is complete and
 // verified before it returns, as every read is: slower, and it costs a
 // copy, but never partial.
 //
@@ -65,6 +67,65 @@ func (r *Reader) assemble(ctx context.Context, sub layout.Samples, pos []int, da
 		}
 	}
 	return missing, nil
+}
+
+// readThrough reads chunk slot s of sub, larger than the whole cache,
+// into a buffer of the Through budget held while its samples are copied
+// out. With skip a chunk damaged at rest is marked dropped.
+func (r *Reader) readThrough(ctx context.Context, sub layout.Samples, s int, dropped []bool,
+	copyOut func(s int, chunk []byte) error, skip bool, res *Result) error {
+	req := sub.DS.ChunkRequest(sub.Chunks[s])
+	buf, release, below, err := r.loadThrough(ctx, req)
+	if errors.Is(err, catalog.ErrGrown) {
+		// Sized anew: read it through again, once.
+		req = sub.DS.ChunkRequest(sub.Chunks[s])
+		buf, release, below, err = r.loadThrough(ctx, req)
+	}
+	if _, ok := damaged(err, sub, skip); ok {
+		dropped[s] = true
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer release()
+	res.Loads++
+	res.LoadedBytes += req.Size
+	if below {
+		res.DiskBytes += req.Size
+	} else {
+		res.StoreBytes += sub.DS.StoreSize(sub.Chunks[s])
+		res.StoreGETs += int64(sub.DS.StoreGETs(sub.Chunks[s]))
+	}
+	return copyOut(s, buf)
+}
+
+// loadThrough reads the chunk req names into a buffer of the Through
+// budget, reserved before a byte is read; on success release gives it
+// back, on error nothing is held.
+func (r *Reader) loadThrough(ctx context.Context, req chunkcache.Request) (buf []byte, release func(), below bool, err error) {
+	buf, release, err = r.through.Buffer(ctx, req.Size)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	buf = buf[:req.Size]
+	if tl, ok := r.loader.(chunkcache.TieredLoader); ok {
+		below, err = tl.LoadTiered(ctx, req.Key, buf)
+	} else {
+		err = r.loader.Load(ctx, req.Key, buf)
+	}
+	if err != nil {
+		release()
+		return nil, nil, false, err
+	}
+	return buf, release, below, nil
+}
+
+// unbounded is a Through budget of no bound: a fresh buffer each time.
+type unbounded struct{}
+
+func (unbounded) Buffer(_ context.Context, n int64) ([]byte, func(), error) {
+	return make([]byte, 0, n), func() {}, nil
 }
 
 // copier returns what copies the samples of sub's chunk slot s out of its
@@ -130,41 +191,7 @@ func (r *Reader) copier(ctx context.Context, sub layout.Samples, pos []int, data
 func (r *Reader) assembleGroup(ctx context.Context, sub layout.Samples, from, to int, through bool, dropped []bool,
 	copyOut func(s int, chunk []byte) error, skip bool, res *Result) error {
 	if through {
-		req := sub.DS.ChunkRequest(sub.Chunks[from])
-		buf := make([]byte, req.Size)
-		var below bool
-		var err error
-		if tl, ok := r.loader.(chunkcache.TieredLoader); ok {
-			below, err = tl.LoadTiered(ctx, req.Key, buf)
-		} else {
-			err = r.loader.Load(ctx, req.Key, buf)
-		}
-		if _, ok := damaged(err, sub, skip); ok {
-			dropped[from] = true
-			return nil
-		}
-		if errors.Is(err, catalog.ErrGrown) {
-			// Sized anew: read it through again, once.
-			req = sub.DS.ChunkRequest(sub.Chunks[from])
-			buf = make([]byte, req.Size)
-			if tl, ok := r.loader.(chunkcache.TieredLoader); ok {
-				below, err = tl.LoadTiered(ctx, req.Key, buf)
-			} else {
-				err = r.loader.Load(ctx, req.Key, buf)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		res.Loads++
-		res.LoadedBytes += req.Size
-		if below {
-			res.DiskBytes += req.Size
-		} else {
-			res.StoreBytes += sub.DS.StoreSize(sub.Chunks[from])
-			res.StoreGETs += int64(sub.DS.StoreGETs(sub.Chunks[from]))
-		}
-		return copyOut(from, buf)
+		return r.readThrough(ctx, sub, from, dropped, copyOut, skip, res)
 	}
 	for grown := 0; ; {
 		var slots []int

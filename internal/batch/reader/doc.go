@@ -29,7 +29,9 @@
 // Every copy out of the cache is taken from the node's memory manager
 // (Config.Copies: internal/server/memory's copies, bounded by the budget
 // --memory-limit governs), so the memory a gateway holds beside its cache
-// is bounded whatever its clients do. Every wait — for room to assemble,
+// is bounded whatever its clients do; a chunk larger than the whole cache
+// is read through into the manager's decodes (Config.Through), reserved
+// before a byte of it is read. Every wait — for room to assemble,
 // or to load in turn — is bounded by Config.MaxWait and shows in
 // Stalled, which /readyz reports; the copies' waits are the manager's.
 //

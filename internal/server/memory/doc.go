@@ -33,7 +33,9 @@
 //	         (Copies)
 //	decodes  an image's working memory while it decodes, from its header
 //	         (transform.Footprint), a chunk of a dataset served in
-//	         place while it is read and decoded, and below them a
+//	         place while it is read and decoded, a chunk larger
+//	         than the whole cache read through while its samples are
+//	         copied out (reader.Config.Through), and below them a
 //	         request's body while it is read and decoded
 //	         (internal/server/reqbody's Memory, reserved before the body
 //	         is read; Hold) (Decodes)

@@ -174,7 +174,7 @@ func New(t testing.TB, cfg Config) *Stages {
 	// the gateway bounds them (its maxAhead).
 	ahead := preload.New(preload.Config{Group: life.Group("preload: loads"), Limit: stopper.NewLimit(64), Cache: s.Cache, Timeout: time.Minute})
 	s.Reader = reader.New(reader.Config{Cache: s.Cache, Loader: loader, Remote: rt, SkipDamaged: cfg.SkipDamaged,
-		MaxBytes: limits.MaxBatchBytes, Copies: mem.Copies(), Assemblers: 2, MaxWait: time.Minute,
+		MaxBytes: limits.MaxBatchBytes, Copies: mem.Copies(), Through: mem.Decodes(), Assemblers: 2, MaxWait: time.Minute,
 		Shared: sched.Shared, Preload: ahead, Tally: stats, Registry: reg, Log: cfg.Log})
 	s.Batches = visit.New(visit.Config{UseTable: sched, Prefetch: usetable.NoPrefetch{}, Windows: 1, Orders: orders,
 		Peers: rt, Reader: s.Reader, Stats: stats, Stage: s.Stage, SkipBadImages: cfg.SkipBadImages,
