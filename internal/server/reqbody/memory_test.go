@@ -193,3 +193,75 @@ func TestBodyGivesWay(t *testing.T) {
 		t.Errorf("status %d; want 503", status)
 	}
 }
+
+// TestSlowBodiesLeaveRoomForASmallOne is issue 98's item 11: beside 12
+// exclusion bodies of one client that sent 4 MiB at once and then wait
+// (4 bytes of memory a byte), that client's small edit of a few hundred
+// bytes finds room at once. The bodies hold 12 × 16 MiB of what they
+// read in a share of 384 MiB; what held the rest was their steps
+// reserved ahead of what had arrived — a chunked body doubled what it
+// covered, so the byte past 4 MiB reserved 4 MiB more (16 MiB of the
+// share) that the client had not sent, and the twelve held all 384 MiB:
+// the small body waited out its wait and was refused 503. A body's step
+// ahead of its bytes is bounded (maxAhead), so the room bodies still
+// arriving hold is about what they read.
+func TestSlowBodiesLeaveRoomForASmallOne(t *testing.T) {
+	const slow, sent, perByte = 12, 4<<20 + 1, 4
+	m := memory.New(memory.Config{Budget: memory.Budget{Decodes: slow * 2 * (sent - 1) * perByte}, MaxWait: time.Minute, Busy: errBusy})
+	acct := m.Decodes()
+	arrived := make(chan error, slow)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release, err := reqbody.Apply(w, r, reqbody.Bound{Bytes: 256 << 20, Timeout: time.Minute, Memory: acct, PerByte: perByte,
+			Client: "one client", Wait: 200 * time.Millisecond})
+		defer release()
+		if err == nil && r.ContentLength < 0 {
+			// A slow body: its first bytes read, then the rest waited for.
+			_, err = io.ReadFull(r.Body, make([]byte, sent))
+			arrived <- err
+			_, _ = io.Copy(io.Discard, r.Body)
+			return
+		}
+		if err == nil {
+			_, err = io.Copy(io.Discard, r.Body)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), httperr.Status(err))
+		}
+	}))
+	defer srv.Close()
+	var writers []*io.PipeWriter
+	defer func() {
+		for _, pw := range writers {
+			pw.CloseWithError(errors.New("test over"))
+		}
+	}()
+	for range slow {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, pr)
+		req.ContentLength, req.TransferEncoding = -1, []string{"chunked"}
+		go func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		go func() { _, _ = pw.Write(make([]byte, sent)) }()
+	}
+	for range slow {
+		if err := <-arrived; err != nil {
+			t.Fatalf("a slow body's first %d bytes: %v", sent, err)
+		}
+	}
+	held := acct.Held()
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(strings.Repeat("k", 300)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a 300-byte body beside %d slow bodies holding %d of %d bytes: status %d, want 200", slow, held, acct.Size(), resp.StatusCode)
+	}
+	if most := int64(slow) * (sent + 1<<20) * perByte; held > most {
+		t.Errorf("%d slow bodies of %d bytes read hold %d bytes of the share, more than their bytes and a step of 1 MiB each (%d)", slow, sent, held, most)
+	}
+}

@@ -51,7 +51,8 @@
 // concurrent large bodies wait for each other (and past their wait are
 // refused, the share's Busy error: 503 with Retry-After) rather than each
 // holding part of what it needs; a body without a length in steps as it
-// arrives. A body that would need more than the whole share is refused
+// arrives, never more than maxAhead (1 MiB) of body beyond what has
+// arrived, so that bodies still arriving hold about what they sent. A body that would need more than the whole share is refused
 // at once (ErrTooLarge), naming the memory it needs and the share's
 // size. The reservation is held until the handler returns (the release
 // Apply returns), since the parsed form lives as long as the handler.
@@ -131,8 +132,17 @@ type Memory interface {
 
 // firstStep is the least a body without a declared length reserves at a
 // time: steps double from it, so that a large body makes few
-// reservations and holds at most twice what it uses.
+// reservations, up to maxAhead.
 const firstStep = 64 << 10
+
+// maxAhead bounds a step: what a body without a declared length holds
+// beyond the bytes that have arrived. Steps that doubled without bound
+// held as much again as a slow body had sent: 12 bodies of one client
+// that sent 4 MiB and then a byte a second reserved 8 MiB of body each
+// at its next byte, and held the whole decodes share while a few hundred
+// bytes of that client's next edit waited its 2 s and were refused
+// (issue 98, item 11). A body of 150 MB makes about 150 reservations.
+const maxAhead = 1 << 20
 
 // linger is how long a refused request's connection may still read (and
 // drop) the body its client is sending before it is closed: closing a
@@ -347,7 +357,7 @@ func (b *bounded) Read(p []byte) (int, error) {
 		// A body without a declared length: reserve the next step, as
 		// much as is covered already (within the bound and the share),
 		// before reading into it.
-		step := min(max(b.covered, firstStep), b.most+1-b.covered)
+		step := min(max(b.covered, firstStep), maxAhead, b.most+1-b.covered)
 		room := b.mem.Size()/b.perByte - b.covered
 		if room <= 0 {
 			// The share is covered whole: a byte more tells a body
