@@ -37,6 +37,10 @@ type TaskLease struct {
 	Step      uint64       `json:"step"`
 	Expires   string       `json:"expires"`
 	Prompts   []TaskPrompt `json:"prompts"`
+	// Request is the ID the lease was asked with (TaskLeaseRequest's),
+	// if any: a generator whose ask got no answer finds the lease it
+	// made among its open leases by it.
+	Request string `json:"request,omitempty"`
 }
 
 // TaskLeases is GET /tasks/{job}/leases's answer.

@@ -74,26 +74,88 @@ func (t *Tasks) Plan(ctx context.Context) (api.TaskPlan, error) {
 // the lease the first made, so a lost answer never leaves a second lease
 // held. A refusal (an *APIError: the window full, 503) is returned as
 // it comes.
+//
+// When no try is answered, Lease looks the ask up among gen's open
+// leases (GET …/leases, each naming the request ID it was asked with)
+// and returns the lease it made, if it made one. If that cannot be
+// asked either, the error is a *LeaseUnansweredError naming the ask's
+// request ID, Held: a lease it made would be held until its deadline
+// (the job's ttl), its prompts leased to no one else. Ask again with
+// LeaseAgain and that ID once the gateway answers: the answer is that
+// lease if it was made and is open, or a new one — never two.
 func (t *Tasks) Lease(ctx context.Context, gen string, k int) (api.TaskLease, error) {
 	var id [16]byte
 	_, _ = rand.Read(id[:])
-	ask := api.TaskLeaseRequest{Generator: gen, Prompts: k, Request: hex.EncodeToString(id[:])}
+	return t.LeaseAgain(ctx, gen, k, hex.EncodeToString(id[:]))
+}
+
+// LeaseAgain is Lease with the ask's request ID given: asked before
+// with request (a *LeaseUnansweredError's), it is answered with the
+// lease that ask made if that lease is open, else a new lease is made.
+func (t *Tasks) LeaseAgain(ctx context.Context, gen string, k int, request string) (api.TaskLease, error) {
+	ask := api.TaskLeaseRequest{Generator: gen, Prompts: k, Request: request}
 	pause := leasePause
 	for try := 1; ; try++ {
 		var out api.TaskLease
 		_, err := t.call(ctx, http.MethodPost, "/leases", ask, &out)
 		var refused *APIError
-		if err == nil || errors.As(err, &refused) || try == leaseTries || ctx.Err() != nil {
+		if err == nil || errors.As(err, &refused) {
 			return out, err
+		}
+		if try == leaseTries || ctx.Err() != nil {
+			return t.lost(ctx, ask, try, err)
 		}
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():
-			return out, err
+			return t.lost(ctx, ask, try, err)
 		}
 		pause *= 2
 	}
 }
+
+// lost is an ask no try of which was answered: the open lease it made,
+// if the gateway answers its generator's open leases and one of them was
+// made by it; else a *LeaseUnansweredError.
+func (t *Tasks) lost(ctx context.Context, ask api.TaskLeaseRequest, tries int, err error) (api.TaskLease, error) {
+	if ctx.Err() == nil {
+		if open, oerr := t.OpenLeases(ctx, ask.Generator); oerr == nil {
+			for _, l := range open {
+				if l.Request == ask.Request {
+					return l, nil
+				}
+			}
+			// Answered, and no open lease is the ask's: it made none (or
+			// the one it made has ended). Nothing is held.
+			return api.TaskLease{}, &LeaseUnansweredError{Request: ask.Request, Tries: tries, Err: err}
+		}
+	}
+	return api.TaskLease{}, &LeaseUnansweredError{Request: ask.Request, Tries: tries, Held: true, Err: err}
+}
+
+// LeaseUnansweredError is a lease ask none of whose tries was answered.
+// Held: its generator's open leases could not be asked either, so the
+// ask may have made a lease that is held (its prompts leased to no one
+// else until its deadline): ask again with LeaseAgain(…, Request) once
+// the gateway answers, and that lease is answered, never a second. Not
+// Held: the gateway answered that no open lease is the ask's; nothing is
+// held, and a new ask is as good.
+type LeaseUnansweredError struct {
+	Request string
+	Tries   int
+	Held    bool
+	Err     error
+}
+
+func (e *LeaseUnansweredError) Error() string {
+	if e.Held {
+		return fmt.Sprintf("client: lease ask %s: no answer to %d tries, nor to its generator's open leases: a lease it made is held until its deadline; ask again with LeaseAgain and request %s: %v",
+			e.Request, e.Tries, e.Request, e.Err)
+	}
+	return fmt.Sprintf("client: lease ask %s: no answer to %d tries, and no open lease of the generator's is the ask's (none is held): %v", e.Request, e.Tries, e.Err)
+}
+
+func (e *LeaseUnansweredError) Unwrap() error { return e.Err }
 
 // A lease without an answer is sent again leaseTries times in all, after
 // leasePause, doubling: 1.5 s for a gateway restarting.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +164,97 @@ func TestLeaseSentAgainWithItsID(t *testing.T) {
 	}
 	if l2, _ := tk.Lease(context.Background(), "g", 4); l2.Lease == "" || asks[1].Request == asks[0].Request {
 		t.Fatalf("two leases asked with one ID: %+v", asks)
+	}
+}
+
+// TestLeaseAfterLostAnswers: a lease ask none of whose five tries is
+// answered (the gateway made the lease, every answer was lost) is found
+// among the generator's open leases by its request ID and returned; when
+// the open leases cannot be asked either, the error names the ask's ID
+// and that a lease may be held, and LeaseAgain with that ID is answered
+// with the lease the first ask made; when they are asked and none is the
+// ask's, the error says nothing is held. Issue 98's reproduction: the
+// client gave up after 5 lost answers, its lease held until it expired.
+func TestLeaseAfterLostAnswers(t *testing.T) {
+	var mu sync.Mutex
+	made := map[string]api.TaskLease{} // by request ID
+	var lostGets, none bool
+	asks := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		hang := func() {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c.Close()
+		}
+		switch r.Method {
+		case http.MethodPost:
+			var ask api.TaskLeaseRequest
+			if err := json.NewDecoder(r.Body).Decode(&ask); err != nil {
+				t.Error(err)
+			}
+			asks++
+			l, ok := made[ask.Request]
+			if !ok {
+				l = api.TaskLease{Lease: fmt.Sprintf("ab-%d", len(made)+1), Generator: ask.Generator, Request: ask.Request,
+					Prompts: []api.TaskPrompt{{Key: "k"}}}
+				if !none {
+					made[ask.Request] = l
+				}
+			}
+			if asks <= 5 {
+				hang() // made, its answer lost
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			_ = json.NewEncoder(w).Encode(l)
+		case http.MethodGet:
+			if lostGets {
+				hang()
+				return
+			}
+			out := api.TaskLeases{Leases: []api.TaskLease{{Lease: "ab-99", Generator: "g", Request: "another ask's"}}}
+			for _, l := range made {
+				out.Leases = append(out.Leases, l)
+			}
+			_ = json.NewEncoder(w).Encode(out)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	tk := client.NewTasks(srv.URL, "rl", client.TasksOptions{})
+
+	// Five asks unanswered; the open leases name the lease the first made.
+	l, err := tk.Lease(ctx, "g", 4)
+	if err != nil || l.Lease != "ab-1" || asks != 5 {
+		t.Fatalf("a lease whose 5 answers were lost: %+v, %v after %d asks; want ab-1, found among the open leases", l, err, asks)
+	}
+
+	// The open leases unanswered too: the error names the ask, held.
+	mu.Lock()
+	asks, lostGets, made = 0, true, map[string]api.TaskLease{}
+	mu.Unlock()
+	_, err = tk.Lease(ctx, "g", 4)
+	var lost *client.LeaseUnansweredError
+	if !errors.As(err, &lost) || !lost.Held || lost.Request == "" || lost.Tries != 5 || !strings.Contains(err.Error(), lost.Request) {
+		t.Fatalf("no answer to the asks nor to the open leases: %v; want a LeaseUnansweredError, held, naming the ask", err)
+	}
+	l, err = tk.LeaseAgain(ctx, "g", 4, lost.Request)
+	if err != nil || l.Lease != "ab-1" || l.Request != lost.Request {
+		t.Fatalf("the ask again with its ID: %+v, %v; want the lease the first ask made", l, err)
+	}
+
+	// The open leases answered, none the ask's: nothing is held.
+	mu.Lock()
+	asks, lostGets, none, made = 0, false, true, map[string]api.TaskLease{}
+	mu.Unlock()
+	_, err = tk.Lease(ctx, "g", 4)
+	if !errors.As(err, &lost) || lost.Held {
+		t.Fatalf("no answer, and no open lease the ask's: %v; want a LeaseUnansweredError, none held", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/internal/server/reqbody"
 	"github.com/brandgw/brand/internal/task"
 )
@@ -168,7 +169,7 @@ func taskPlan(job string, s *task.Stream) api.TaskPlan {
 
 // leaseOf is lease l on the wire.
 func leaseOf(p *task.Plan, t taskSets, l task.Lease) api.TaskLease {
-	out := api.TaskLease{Lease: p.LeaseName(l.ID), Generator: l.Gen, Step: l.Step,
+	out := api.TaskLease{Lease: p.LeaseName(l.ID), Generator: l.Gen, Step: l.Step, Request: l.Req,
 		Expires: p.Time(p.Leases().Deadline(l.ID)).UTC().Format(time.RFC3339Nano), Prompts: make([]api.TaskPrompt, len(l.Prompts))}
 	for i, q := range l.Prompts {
 		key, dataset := t.key(p, q)
@@ -216,6 +217,11 @@ func (a taskAPI) handleOpen(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gen := r.URL.Query().Get("generator")
+	if len(gen) > task.MaxGenName {
+		// No lease is of it; refused, as a lease ask naming it is.
+		writeError(r.Context(), w, fmt.Errorf("%w: generator=%s: a name of 1 to %d printable bytes", query.ErrBadRequest, quote.Input(gen), task.MaxGenName))
+		return
+	}
 	out := api.TaskLeases{Leases: []api.TaskLease{}}
 	now := s.Now()
 	s.View(func(p *task.Plan) {
@@ -363,7 +369,7 @@ func taskRows(ctx context.Context, s *task.Stream, t taskSets, id uint64, result
 		}
 		for i, x := range results {
 			if !found[i] {
-				return nil, fmt.Errorf("%w: no prompt with key %q in dataset %s", task.ErrBadAnswer, x.Key, t.sets[0].Name)
+				return nil, fmt.Errorf("%w: no prompt with key %s in dataset %s", task.ErrBadAnswer, quote.Input(x.Key), t.sets[0].Name)
 			}
 			ids[i] = uint32(locals[i])
 		}
@@ -386,25 +392,25 @@ func taskRows(ctx context.Context, s *task.Stream, t taskSets, id uint64, result
 		w := task.Row{Prompt: ids[i], Version: x.Version}
 		switch {
 		case x.Scores != nil && x.Passes != nil:
-			return nil, fmt.Errorf("%w: %q: scores or passes, not both", task.ErrBadAnswer, x.Key)
+			return nil, fmt.Errorf("%w: %s: scores or passes, not both", task.ErrBadAnswer, quote.Input(x.Key))
 		case x.Scores != nil:
 			if len(x.Scores) > task.MaxScores {
-				return nil, fmt.Errorf("%w: %q: %d scores, at most %d", task.ErrBadAnswer, x.Key, len(x.Scores), task.MaxScores)
+				return nil, fmt.Errorf("%w: %s: %d scores, at most %d", task.ErrBadAnswer, quote.Input(x.Key), len(x.Scores), task.MaxScores)
 			}
 			w.Scores = make([]float32, len(x.Scores))
 			for j, v := range x.Scores {
 				if !(v >= 0 && v <= 1) {
-					return nil, fmt.Errorf("%w: %q: score %v: each score is in [0, 1]", task.ErrBadAnswer, x.Key, v)
+					return nil, fmt.Errorf("%w: %s: score %v: each score is in [0, 1]", task.ErrBadAnswer, quote.Input(x.Key), v)
 				}
 				w.Scores[j] = float32(v)
 			}
 		case x.Passes != nil:
 			if *x.Passes < 0 || x.N < 1 || x.N > 65535 || *x.Passes > x.N {
-				return nil, fmt.Errorf("%w: %q: passes=%d of n=%d: 0 ≤ passes ≤ n, 1 ≤ n ≤ 65535", task.ErrBadAnswer, x.Key, *x.Passes, x.N)
+				return nil, fmt.Errorf("%w: %s: passes=%d of n=%d: 0 ≤ passes ≤ n, 1 ≤ n ≤ 65535", task.ErrBadAnswer, quote.Input(x.Key), *x.Passes, x.N)
 			}
 			w.Passes, w.N = uint16(*x.Passes), uint16(x.N)
 		default:
-			return nil, fmt.Errorf("%w: %q: give its group's scores, or passes of n", task.ErrBadAnswer, x.Key)
+			return nil, fmt.Errorf("%w: %s: give its group's scores, or passes of n", task.ErrBadAnswer, quote.Input(x.Key))
 		}
 		if x.Counts != nil {
 			w.Counts = 1

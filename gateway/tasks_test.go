@@ -203,6 +203,20 @@ func TestTaskEndpoints(t *testing.T) {
 		}
 	}
 
+	// A lease asked with a request ID names it, and so do its
+	// generator's open leases on either node: a generator whose ask got
+	// no answer finds the lease it made by it (the Go client's Lease).
+	var asked api.TaskLease
+	call(a.URL, "PUT", "/tasks/rq", spec, http.StatusCreated)
+	decode(call(a.URL, "POST", "/tasks/rq/leases", api.TaskLeaseRequest{Generator: "g3", Prompts: 1, Request: "ask-1"}, http.StatusCreated), &asked)
+	for _, srv := range []string{a.URL, b.URL} {
+		var open api.TaskLeases
+		decode(call(srv, "GET", "/tasks/rq/leases?generator=g3", nil, http.StatusOK), &open)
+		if asked.Request != "ask-1" || len(open.Leases) != 1 || open.Leases[0].Request != "ask-1" || open.Leases[0].Lease != asked.Lease {
+			t.Fatalf("a lease asked as ask-1: %+v; g3's open leases on %s: %+v; want both naming the request", asked, srv, open)
+		}
+	}
+
 	// One node gone: the other goes on, and a replay on either is what
 	// they served.
 	b.Close()

@@ -179,13 +179,13 @@ func (s *Stream) Exclude(ctx context.Context, ids []uint32) (Edited, error) {
 	if len(ids) == 0 || len(ids) > MaxExclude {
 		return Edited{}, fmt.Errorf("%w: %d prompts: an exclusion takes 1 to %d", ErrBadRequest, len(ids), MaxExclude)
 	}
-	return s.edit(ctx, Record{Kind: recExclude, IDs: ids}, func(p *Plan) error {
+	return s.edit(ctx, Record{Kind: recExclude, IDs: ids}, func(p *Plan) (*Edited, error) {
 		for _, q := range ids {
 			if int(q) >= len(p.prompts) {
-				return fmt.Errorf("%w: prompt %d: the job has %d", ErrBadRequest, q, len(p.prompts))
+				return nil, fmt.Errorf("%w: prompt %d: the job has %d", ErrBadRequest, q, len(p.prompts))
 			}
 		}
-		return nil
+		return nil, nil
 	})
 }
 
@@ -195,41 +195,59 @@ func (s *Stream) Append(ctx context.Context, dom int, index string, n int) (Edit
 	if n < 1 || n > MaxAppend || len(index) > 64 {
 		return Edited{}, fmt.Errorf("%w: an append of %d prompts: 1 to %d", ErrBadRequest, n, MaxAppend)
 	}
-	return s.edit(ctx, Record{Kind: recAppend, Domain: uint16(dom), Index: index, N: uint32(n)}, func(p *Plan) error {
+	return s.edit(ctx, Record{Kind: recAppend, Domain: uint16(dom), Index: index, N: uint32(n)}, func(p *Plan) (*Edited, error) {
 		if dom < 0 || dom >= len(p.doms) {
-			return fmt.Errorf("%w: domain %d of %d", ErrBadRequest, dom, len(p.doms))
+			return nil, fmt.Errorf("%w: domain %d of %d", ErrBadRequest, dom, len(p.doms))
 		}
-		return nil
+		return nil, nil
 	})
 }
 
 // EditRatios changes the domains' ratios (their weights) from step from
-// on, a step not yet full.
+// on, a step not yet full. The same edit made again while it is the
+// last (a retry whose first try's answer was lost, or refused when the
+// store could not take its second copy, though its segment stands) is
+// answered as made, writing nothing, though step from has filled since:
+// the ratios from it are those asked.
 func (s *Stream) EditRatios(ctx context.Context, from uint64, weights []uint64) (Edited, error) {
-	return s.edit(ctx, Record{Kind: recRatios, Step: from, Weights: weights}, func(p *Plan) error {
+	return s.edit(ctx, Record{Kind: recRatios, Step: from, Weights: weights}, func(p *Plan) (*Edited, error) {
+		if last := p.rule.phases[len(p.rule.phases)-1]; len(p.rule.phases) > 1 && last.Step == from && slices.Equal(last.Weights, weights) {
+			return &Edited{From: from}, nil
+		}
 		if err := p.checkRatios(from, weights); err != nil {
-			return err
+			return nil, err
 		}
 		_, err := p.rule.edited(from, weights)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrBadRequest, err)
+			return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 		}
-		return nil
+		return nil, nil
 	})
 }
 
 // edit writes edit r once check (of the plan, as of the log's last
 // segment in the store) takes it: an edit the plan would refuse is
-// never written.
-func (s *Stream) edit(ctx context.Context, r Record, check func(p *Plan) error) (Edited, error) {
+// never written, nor one it says is in force already (its answer).
+func (s *Stream) edit(ctx context.Context, r Record, check func(p *Plan) (*Edited, error)) (Edited, error) {
 	if err := s.refresh(ctx); err != nil {
 		return Edited{}, err
 	}
 	s.mu.Lock()
-	err := check(s.plan)
+	done, err := check(s.plan)
 	s.mu.Unlock()
 	if err != nil {
 		return Edited{}, err
+	}
+	if done != nil {
+		// Its segment may be the last, its second copy not written:
+		// answered once it has one.
+		s.wmu.Lock()
+		err := s.mend(ctx)
+		s.wmu.Unlock()
+		if err != nil {
+			return Edited{}, err
+		}
+		return *done, nil
 	}
 	out, err := s.submit(ctx, r)
 	if err == nil {

@@ -106,7 +106,7 @@ func (b *LeaseBook) Open(id uint64) (Lease, bool) {
 	if l == nil {
 		return Lease{}, false
 	}
-	out := Lease{ID: id, Gen: l.gen, Step: l.step, T: l.t}
+	out := Lease{ID: id, Gen: l.gen, Req: l.req, Step: l.step, T: l.t}
 	for i, q := range l.prompts {
 		if !l.done[i] {
 			out.Prompts = append(out.Prompts, q)

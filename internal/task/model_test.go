@@ -86,9 +86,26 @@ func runModel(t *testing.T, seed uint64) {
 	}
 	phases := []phase{{0, domainWeights(spec.Domains)}}
 	excluded := map[uint32]bool{}
-	st, err := s3backend.NewLocal(t.TempDir())
+	local, err := s3backend.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The store fills now and then (a second copy not written): the
+	// request is refused (ErrStore), and made again once there is room —
+	// a lease with the request ID it was asked with.
+	st := &fullStore{Local: local}
+	again := func(f func() error) error {
+		err := f()
+		if errors.Is(err, ErrStore) {
+			st.mu.Lock()
+			full := st.full
+			st.mu.Unlock()
+			if full {
+				st.setFull(false)
+				err = f()
+			}
+		}
+		return err
 	}
 	clock := time.UnixMilli(1.8e12)
 	now := func() time.Time { return clock }
@@ -135,6 +152,9 @@ func runModel(t *testing.T, seed uint64) {
 				t.Fatalf("op %d: the plan's counts %+v, a recount %+v", op, got, want)
 			}
 		})
+		if rng.IntN(40) == 0 {
+			st.setFull(true) // until a request finds it so
+		}
 		if rng.IntN(25) == 0 {
 			// An edit: an exclusion, an append, or (of domains) a ratio
 			// edit from a step not yet full.
@@ -147,7 +167,7 @@ func runModel(t *testing.T, seed uint64) {
 				for range 1 + rng.IntN(3) {
 					ids = append(ids, uint32(rng.IntN(n)))
 				}
-				if _, err := s.Exclude(ctx, ids); err != nil {
+				if err := again(func() error { _, err := s.Exclude(ctx, ids); return err }); err != nil {
 					t.Fatalf("op %d: excluding %v: %v", op, ids, err)
 				}
 				for _, q := range ids {
@@ -155,7 +175,8 @@ func runModel(t *testing.T, seed uint64) {
 				}
 			case e == 1:
 				d := rng.IntN(max(len(spec.Domains), 1))
-				if _, err := s.Append(ctx, d, fmt.Sprint("ix", op), 1+rng.IntN(8)); err != nil {
+				n := 1 + rng.IntN(8)
+				if err := again(func() error { _, err := s.Append(ctx, d, fmt.Sprint("ix", op), n); return err }); err != nil {
 					t.Fatalf("op %d: appending to domain %d: %v", op, d, err)
 				}
 			case len(spec.Domains) > 0:
@@ -166,7 +187,7 @@ func runModel(t *testing.T, seed uint64) {
 				for i := range w {
 					w[i] = uint64(1 + rng.IntN(5))
 				}
-				_, err := s.EditRatios(ctx, from, w)
+				err := again(func() error { _, err := s.EditRatios(ctx, from, w); return err })
 				var sf *StepFullError
 				switch {
 				case errors.As(err, &sf):
@@ -188,7 +209,9 @@ func runModel(t *testing.T, seed uint64) {
 		switch r := rng.IntN(100); {
 		case r < 40:
 			s := node()
-			l, err := s.Lease(ctx, fmt.Sprint("g", rng.IntN(4)), 1+rng.IntN(6))
+			gen, k, req := fmt.Sprint("g", rng.IntN(4)), 1+rng.IntN(6), fmt.Sprint("ask-", op)
+			var l Lease
+			err := again(func() (err error) { l, err = s.LeaseOnce(ctx, gen, k, req); return err })
 			if errors.Is(err, ErrWindow) || errors.Is(err, ErrDone) {
 				continue
 			}
@@ -235,7 +258,16 @@ func runModel(t *testing.T, seed uint64) {
 			if len(rows) == 0 {
 				continue
 			}
-			a, err := node().Answer(ctx, id, rows)
+			n := node()
+			a, err := n.Answer(ctx, id, rows)
+			retried := false
+			if errors.Is(err, ErrStore) {
+				// The store full: the answers may have been applied; sent
+				// again, they are repeats.
+				st.setFull(false)
+				a, err = n.Answer(ctx, id, rows)
+				retried = true
+			}
 			late := !clock.Before(ml.deadline)
 			unanswered, gone := false, 0
 			for _, w := range rows {
@@ -244,7 +276,7 @@ func runModel(t *testing.T, seed uint64) {
 					gone++
 				}
 			}
-			if err == nil && !late && a.Excluded != gone {
+			if err == nil && !late && !retried && a.Excluded != gone {
 				t.Fatalf("op %d: an answer to lease %d of %d prompts excluded since it was made: %+v", op, id, gone, a)
 			}
 			switch {
@@ -261,7 +293,7 @@ func runModel(t *testing.T, seed uint64) {
 			s := node()
 			var full uint64
 			s.View(func(p *Plan) { full = p.Steps().Full() })
-			if err := s.Train(ctx, full); err != nil {
+			if err := again(func() error { return s.Train(ctx, full) }); err != nil {
 				t.Fatal(err)
 			}
 		case r < 95:
@@ -271,7 +303,7 @@ func runModel(t *testing.T, seed uint64) {
 		case r < 98:
 			books[rng.IntN(len(books))] = newBook()
 		case r < 99:
-			damageSegment(t, ctx, st, rng)
+			damageSegment(t, ctx, local, rng)
 			books[rng.IntN(len(books))] = newBook()
 		default:
 			// A snapshot torn or damaged in the store: the next load
@@ -474,6 +506,20 @@ func damageSegment(t *testing.T, ctx context.Context, st *s3backend.Local, rng *
 		}
 		put(d)
 		return func() { put(b) }
+	}
+	if _, err := st.Stat(ctx, copyKey("job", seg)); err != nil {
+		// Its second copy is missing, its writer having found the store
+		// full (the next writer mends it): the first lost or damaged
+		// now is both copies lost, which no log survives.
+		return
+	}
+	if rng.IntN(3) == 0 {
+		// Its first copy lost whole (deleted): read from its second.
+		if err := st.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("segment %d of %d: its first copy deleted", seg, len(infos))
+		return
 	}
 	hurt(k)
 	if rng.IntN(4) > 0 {

@@ -184,8 +184,11 @@ type Outcome struct {
 // Lease is a lease made: its number, generator, step, time made (ms
 // since the job was made) and prompts, each with the pass it is for.
 type Lease struct {
-	ID      uint64
-	Gen     string
+	ID  uint64
+	Gen string
+	// Req is the request ID the lease was asked with ("" none): a
+	// generator whose ask got no answer finds its lease by it.
+	Req     string
 	Step    uint64
 	T       uint64
 	Prompts []uint32
@@ -327,7 +330,7 @@ func (p *Plan) lease(r Record) Outcome {
 		p.mix(uint64(q))
 	}
 	p.leases.add(l, p.clock)
-	return Outcome{Lease: &Lease{ID: id, Gen: l.gen, Step: l.step, T: l.t, Prompts: l.prompts, Passes: l.passes}}
+	return Outcome{Lease: &Lease{ID: id, Gen: l.gen, Req: l.req, Step: l.step, T: l.t, Prompts: l.prompts, Passes: l.passes}}
 }
 
 // firstOpenStep is the step of the earliest slot no counted or leased

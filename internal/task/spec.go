@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/internal/seeded"
 )
 
@@ -158,7 +159,7 @@ func (s Spec) Check() error {
 	case s.Step < 1 || s.Step > MaxStep:
 		return bad("step=%d: a step holds 1 to %d prompts (step is required)", s.Step, MaxStep)
 	case policies[s.Policy] == nil:
-		return bad("policy=%q: one of %s", s.Policy, policyNames())
+		return bad("policy=%s: one of %s", quote.Input(s.Policy), policyNames())
 	case s.Ahead < 1 || s.Ahead > MaxAhead:
 		return bad("ahead=%d: 1 to %d steps", s.Ahead, MaxAhead)
 	case int64(s.Ahead)*int64(s.Step) > MaxWindow:
@@ -170,7 +171,7 @@ func (s Spec) Check() error {
 	case !finite(*s.PassScore) || *s.PassScore < 0 || *s.PassScore > 1:
 		return bad("pass_score=%v: in [0, 1]", *s.PassScore)
 	case s.Flat != FlatScores && s.Flat != FlatPasses:
-		return bad("flat=%q: %q (a group whose scores are all equal does not count) or %q (one whose answers all pass or all fail by pass_score, DAPO's)", s.Flat, FlatScores, FlatPasses)
+		return bad("flat=%s: %q (a group whose scores are all equal does not count) or %q (one whose answers all pass or all fail by pass_score, DAPO's)", quote.Input(s.Flat), FlatScores, FlatPasses)
 	case s.History < 1 || s.History > MaxHistory:
 		return bad("history=%d: 1 to %d answers", s.History, MaxHistory)
 	case !finite(s.Band[0]) || !finite(s.Band[1]) || s.Band[0] < 0 || s.Band[1] > 1 || s.Band[0] > s.Band[1]:
@@ -188,7 +189,7 @@ func (s Spec) Check() error {
 	case s.Prompts < 0 || int64(s.Prompts) > MaxPrompts:
 		return bad("a task job's dataset holds %d prompts: at most %d", s.Prompts, int64(MaxPrompts))
 	case s.DomainPasses != PassesOwn && s.DomainPasses != PassesShared:
-		return bad("domain_passes=%q: %q (a domain that runs out starts its next pass on its own) or %q (the job's pass ends, every domain starts its next)", s.DomainPasses, PassesOwn, PassesShared)
+		return bad("domain_passes=%s: %q (a domain that runs out starts its next pass on its own) or %q (the job's pass ends, every domain starts its next)", quote.Input(s.DomainPasses), PassesOwn, PassesShared)
 	}
 	return checkDomains(s)
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/internal/job/editproto"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -116,6 +117,22 @@ type Stream struct {
 	qmu   sync.Mutex // guards queue and busy
 	queue []*pending
 	busy  bool
+
+	// tail is, guarded by wmu, the last segment applied: the log goes on
+	// past it only once it has its second copy (mend).
+	tail tailSegment
+}
+
+// tailSegment is the last segment a node applied: its number, its bytes
+// as stored, and whether its second copy is known to be in the store.
+// A segment's writer writes the copy before it answers; one that could
+// not (the store full) or died first left a segment of one copy, and
+// whichever node writes the next segment writes that copy from these
+// bytes first, so no segment but the last can ever lack one.
+type tailSegment struct {
+	i      uint64
+	body   []byte
+	copied bool
 }
 
 type pending struct {
@@ -162,28 +179,45 @@ func (s *Stream) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: listing task job %s's log: %w", ErrStore, s.job, err)
 	}
-	n := from
+	copies, err := s.st.List(ctx, fmt.Sprintf("%scopy/", Prefix(s.job)))
+	if err != nil {
+		return fmt.Errorf("%w: listing task job %s's log: %w", ErrStore, s.job, err)
+	}
+	n, last := from, from
 	for _, in := range infos {
 		i, err := strconv.ParseUint(strings.TrimPrefix(in.Key, Prefix(s.job)+"log/"), 10, 64)
 		if err != nil || i <= from {
 			continue
 		}
-		if i != n+1 {
-			break // a gap: read on one by one from it
+		last = max(last, i)
+		if i == n+1 {
+			n = i // a gap: read on one by one from it
 		}
-		n = i
+	}
+	for _, in := range copies {
+		if i, err := strconv.ParseUint(strings.TrimPrefix(in.Key, Prefix(s.job)+"copy/"), 10, 64); err == nil {
+			last = max(last, i)
+		}
 	}
 	if err := readSegments(ctx, s.st, s.job, from+1, n, s.applyLocked); err != nil {
 		return err
 	}
-	return s.catchUp(ctx)
+	if err := s.catchUp(ctx); err != nil {
+		return err
+	}
+	if s.segs < last {
+		// Neither copy of a segment is in the store, and later ones are:
+		// a gap is never the end of the log.
+		return &DamagedSegmentError{Job: s.job, Segment: s.segs + 1, Cause: fmt.Sprintf("neither of its copies is in the store, and segments up to %d are", last)}
+	}
+	return nil
 }
 
 // readSegments reads job's segments from to to (both included) from st,
 // eight at once, and hands each to f in order with its size and whether
 // it was read from its second copy; it stops at a segment it cannot read
 // whole, before handing it on.
-func readSegments(ctx context.Context, st Store, job string, from, to uint64, f func(seg segment, size int, repaired bool)) error {
+func readSegments(ctx context.Context, st Store, job string, from, to uint64, f func(seg segment, body []byte, repaired bool)) error {
 	for lo := from; lo <= to; lo += 256 {
 		hi := min(to, lo+255)
 		bodies := make([][]byte, hi-lo+1)
@@ -192,6 +226,9 @@ func readSegments(ctx context.Context, st Store, job string, from, to uint64, f 
 		for i := lo; i <= hi; i++ {
 			g.Go(func() (err error) {
 				bodies[i-lo], err = editproto.ReadObject(gctx, st, segmentKey(job, i), maxSegmentBytes)
+				if errors.Is(err, s3backend.ErrNotFound) {
+					return nil // its first copy lost: read from its second
+				}
 				return err
 			})
 		}
@@ -203,7 +240,7 @@ func readSegments(ctx context.Context, st Store, job string, from, to uint64, f 
 			if err != nil {
 				return err
 			}
-			f(seg, len(b), repaired)
+			f(seg, b, repaired)
 		}
 	}
 	return nil
@@ -215,31 +252,39 @@ func (s *Stream) catchUp(ctx context.Context) error {
 	for {
 		b, err := editproto.ReadObject(ctx, s.st, segmentKey(s.job, s.segs+1), maxSegmentBytes)
 		if errors.Is(err, s3backend.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
+			// The log's end, unless the segment's first copy alone was
+			// lost (deleted): then its second is read, as a damaged
+			// one's is.
+			if _, err := s.st.Stat(ctx, copyKey(s.job, s.segs+1)); errors.Is(err, s3backend.ErrNotFound) {
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
+			}
+			b = nil
+		} else if err != nil {
 			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
 		}
 		seg, repaired, err := readSegment(ctx, s.st, s.job, s.segs+1, b)
 		if err != nil {
 			return err
 		}
-		s.applyLocked(seg, len(b), repaired)
+		s.applyLocked(seg, b, repaired)
 	}
 }
 
 // applyLocked is applyStored under s.mu.
-func (s *Stream) applyLocked(seg segment, size int, repaired bool) {
+func (s *Stream) applyLocked(seg segment, body []byte, repaired bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.applyStored(seg, size, repaired)
+	s.applyStored(seg, body, repaired)
 }
 
-// applyStored applies a segment read whole from the store (from its
-// second copy if repaired).
-func (s *Stream) applyStored(seg segment, size int, repaired bool) {
+// applyStored applies a segment read whole from the store: body, its
+// first copy as read, or its second copy if repaired.
+func (s *Stream) applyStored(seg segment, body []byte, repaired bool) {
 	s.segs++
-	s.bytes += int64(size)
+	s.bytes += int64(len(body))
+	s.tail = tailSegment{i: s.segs, body: body, copied: repaired}
 	if repaired {
 		s.damaged++
 		s.metrics.damagedOne()
@@ -300,6 +345,10 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 	}
 	recs := make([]Record, len(batch))
 	for attempt := 0; ; attempt++ {
+		if err := s.mend(ctx); err != nil {
+			fail(err)
+			return
+		}
 		t := max(s.plan.Clock(), s.clockNow())
 		for i, pd := range batch {
 			recs[i] = pd.rec
@@ -307,7 +356,15 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 		}
 		body := encodeSegment(s.nonce, s.plan.Digest(), recs)
 		key := segmentKey(s.job, s.segs+1)
-		_, err := s.st.PutIfAbsent(ctx, key, bytes.NewReader(body), int64(len(body)))
+		// A segment whose first copy alone was lost is there still: its
+		// number is never written again.
+		_, err := s.st.Stat(ctx, copyKey(s.job, s.segs+1))
+		switch {
+		case err == nil:
+			err = s3backend.ErrExists
+		case errors.Is(err, s3backend.ErrNotFound):
+			_, err = s.st.PutIfAbsent(ctx, key, bytes.NewReader(body), int64(len(body)))
+		}
 		if errors.Is(err, s3backend.ErrExists) {
 			// A retry may have found its own segment.
 			if got, rerr := editproto.ReadObject(ctx, s.st, key, maxSegmentBytes); rerr == nil && bytes.Equal(got, body) {
@@ -317,19 +374,26 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 		if err == nil {
 			// The second copy, before any request in the segment is
 			// answered: an answer acknowledged survives a tear of either.
-			if err := s.writeCopy(ctx, s.segs+1, body); err != nil {
-				fail(err)
-				return
-			}
+			// A copy not written (the store full) fails the requests,
+			// though the segment stands: every node applies it, this one
+			// too (a lease asked again with its request ID is answered
+			// with the lease it made), and whoever writes the next
+			// segment writes the copy first (mend).
+			cerr := s.writeCopy(ctx, s.segs+1, body)
 			s.mu.Lock()
 			s.segs++
 			s.bytes += int64(len(body))
+			s.tail = tailSegment{i: s.segs, body: body, copied: cerr == nil}
 			s.metrics.wrote(len(body))
 			for i, pd := range batch {
 				pd.out = s.plan.Apply(recs[i])
 				s.metrics.outcome(pd.out)
 			}
 			s.mu.Unlock()
+			if cerr != nil {
+				fail(cerr)
+				return
+			}
 			for _, pd := range batch {
 				close(pd.done)
 			}
@@ -352,9 +416,30 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 	}
 }
 
+// mend writes the last segment's second copy where it may be missing
+// (tailSegment), before a segment after it is written; s.wmu is held.
+func (s *Stream) mend(ctx context.Context) error {
+	t := s.tail
+	if t.copied || t.i != s.segs || t.body == nil {
+		return nil
+	}
+	if _, err := s.st.Stat(ctx, copyKey(s.job, t.i)); err == nil {
+		s.tail.copied = true
+		return nil
+	} else if !errors.Is(err, s3backend.ErrNotFound) {
+		return fmt.Errorf("%w: reading task job %s's segment %d's second copy: %w", ErrStore, s.job, t.i, err)
+	}
+	if err := s.writeCopy(ctx, t.i, t.body); err != nil {
+		return err
+	}
+	s.tail.copied = true
+	return nil
+}
+
 // writeCopy writes body as segment i's second copy, once: a copy there
-// already is this node's own (only segment i's writer writes it), from a
-// try whose answer was lost.
+// already holds the same bytes (written by segment i's writer, perhaps
+// from a try whose answer was lost, or by the next segment's, from the
+// first copy: mend).
 func (s *Stream) writeCopy(ctx context.Context, i uint64, body []byte) error {
 	_, err := s.st.PutIfAbsent(ctx, copyKey(s.job, i), bytes.NewReader(body), int64(len(body)))
 	if err != nil && !errors.Is(err, s3backend.ErrExists) {
@@ -427,11 +512,11 @@ func (s *Stream) LeaseOnce(ctx context.Context, gen string, k int, req string) (
 	}
 	switch {
 	case gen == "" || len(gen) > MaxGenName || !printable(gen):
-		return Lease{}, fmt.Errorf("%w: generator=%q: a name of 1 to %d printable bytes", ErrBadRequest, gen, MaxGenName)
+		return Lease{}, fmt.Errorf("%w: generator=%s: a name of 1 to %d printable bytes", ErrBadRequest, quote.Input(gen), MaxGenName)
 	case k < 1 || k > s.plan.spec.MaxLease:
 		return Lease{}, fmt.Errorf("%w: prompts=%d: a lease takes 1 to %d (the job's max_lease)", ErrBadRequest, k, s.plan.spec.MaxLease)
 	case len(req) > MaxRequestID || !printable(req):
-		return Lease{}, fmt.Errorf("%w: request=%q: a request ID of up to %d printable bytes", ErrBadRequest, req, MaxRequestID)
+		return Lease{}, fmt.Errorf("%w: request=%s: a request ID of up to %d printable bytes", ErrBadRequest, quote.Input(req), MaxRequestID)
 	}
 	// Nothing is written for a lease that would get nothing: asked
 	// again of the store first, as another node may have moved the plan.
@@ -440,6 +525,14 @@ func (s *Stream) LeaseOnce(ctx context.Context, gen string, k int, req string) (
 		s.mu.Lock()
 		if l, ok := s.plan.leases.ByRequest(gen, req); ok && s.plan.leases.Deadline(l.ID) > s.clockNow() {
 			s.mu.Unlock()
+			// Its segment may be the last, its second copy not written
+			// (the ask refused for it): answered once it has one.
+			s.wmu.Lock()
+			err := s.mend(ctx)
+			s.wmu.Unlock()
+			if err != nil {
+				return Lease{}, err
+			}
 			return l, nil
 		}
 		ok := s.plan.Leasable(max(s.plan.Clock(), s.clockNow()))
@@ -477,10 +570,10 @@ func (s *Stream) LeaseID(name string) (uint64, error) {
 	tag, num, ok := strings.Cut(name, "-")
 	id, err := strconv.ParseUint(num, 10, 64)
 	if !ok || err != nil || id == 0 {
-		return 0, fmt.Errorf("%w: %q is not a lease ID (TAG-N)", ErrBadRequest, name)
+		return 0, fmt.Errorf("%w: %s is not a lease ID (TAG-N)", ErrBadRequest, quote.Input(name))
 	}
 	if tag != s.plan.spec.Tag {
-		return 0, fmt.Errorf("%w: lease %s is not of task job %s (its leases are %s-N)", ErrLease, name, s.job, s.plan.spec.Tag)
+		return 0, fmt.Errorf("%w: lease %s is not of task job %s (its leases are %s-N)", ErrLease, quote.Input(name), s.job, s.plan.spec.Tag)
 	}
 	return id, nil
 }
@@ -627,7 +720,7 @@ func (s *Stream) Replay(ctx context.Context, lease func(p *Plan, l Lease), step 
 	s.mu.Unlock()
 	s.wmu.Unlock()
 	p := NewPlan(s.plan.spec)
-	err = readSegments(ctx, s.st, s.job, 1, segs, func(seg segment, _ int, _ bool) {
+	err = readSegments(ctx, s.st, s.job, 1, segs, func(seg segment, _ []byte, _ bool) {
 		for _, r := range seg.recs {
 			full := p.Steps().Full()
 			out := p.Apply(r)

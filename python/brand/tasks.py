@@ -190,6 +190,9 @@ class Lease:
             after it is refused (:class:`LeaseExpired`).
         prompts: in the lease's order, which :meth:`Generator.samples`
             keeps.
+        request: the ID the lease was asked with (``""`` if none): a
+            generator whose ask got no answer finds the lease it made by
+            it among its open leases.
     """
 
     id: str
@@ -197,6 +200,7 @@ class Lease:
     step: int
     expires: str
     prompts: List[Prompt] = field(default_factory=list)
+    request: str = ""
 
     @property
     def keys(self) -> List[str]:
@@ -265,6 +269,7 @@ def _lease(doc: Mapping[str, Any]) -> Lease:
         expires=str(doc.get("expires", "")),
         prompts=[Prompt(str(p["key"]), int(p.get("id", -1)), int(p.get("pass", 0)), str(p.get("dataset") or ""))
                  for p in doc.get("prompts") or ()],
+        request=str(doc.get("request") or ""),
     )
 
 
@@ -647,7 +652,7 @@ class Generator:
                     if unanswered < LEASE_TRIES:
                         time.sleep(LEASE_PAUSE * 2 ** (unanswered - 1))
                         continue
-                    lost = self._lost()
+                    lost = self._lost(ask["request"])
                     if lost is not None:
                         return lost
                     raise
@@ -667,16 +672,21 @@ class Generator:
             time.sleep(min(_pause(waits, retry_after), left))
             waits += 1
 
-    def _lost(self) -> Optional[Lease]:
-        """After a lease that got no answer: the generator's open lease this
-        object has not handed out, which that request made, if it reached
-        the gateway."""
+    def _lost(self, request: str) -> Optional[Lease]:
+        """After a lease that got no answer: the open lease that ask made,
+        if it reached the gateway — the one naming its ``request`` ID (a
+        gateway that names none: the generator's open lease this object
+        has not handed out)."""
         try:
             open_ = self.open_leases()
         except BrandError:
             return None
         for got in open_:
-            if got.id not in self._seen and got.prompts:
+            if got.request:
+                if got.request == request and got.prompts:
+                    self._seen.add(got.id)
+                    return got
+            elif got.id not in self._seen and got.prompts:
                 self._seen.add(got.id)
                 return got
         return None

@@ -258,6 +258,25 @@ class TestLease(FakeCase):
         self.assertEqual(srv.paths("POST"), ["/tasks/rl/leases"] * tasks.LEASE_TRIES)
         self.assertEqual(len({r[4]["request"] for r in srv.requests if r[1] == "POST"}), 1)  # one ask, sent again
 
+    def test_lost_answer_found_by_its_request_id(self):
+        """The open leases name the asks that made them: the lease is the
+        one naming this ask's ID, not another open lease of the generator
+        (a second Generator object of the same name, say) this object has
+        not handed out."""
+        state = {"request": None}
+
+        def answer(method, path, q, body):
+            if method == "POST":
+                state["request"] = body["request"]
+                return None  # made, then the connection is lost
+            other = dict(lease_doc("L2", ["p/3"]), request="another ask")
+            mine = dict(lease_doc("L1", ["p/1", "p/2"]), request=state["request"])
+            return 200, {}, {"leases": [other, mine]}
+
+        srv, job = self.fake(answer)
+        got = job.generator("g").lease(2)
+        self.assertEqual((got.id, got.request), ("L1", state["request"]))
+
     def test_lost_lease_that_was_never_made(self):
         def answer(method, path, q, body):
             return None if method == "POST" else (200, {}, {"leases": []})
