@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -185,7 +186,7 @@ func (*Runs) Params() []string { return []string{ParamRun} }
 func (r *Runs) Set(name, v string) error {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 2 || n > MaxRun {
-		return fmt.Errorf("%s must be a run length of 2..%d records, got %q", name, MaxRun, v)
+		return fmt.Errorf("%s must be a run length of 2..%d records, got %s", name, MaxRun, quote.Input(v))
 	}
 	r.Len = n
 	return nil

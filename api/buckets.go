@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -79,7 +80,7 @@ func (b *Buckets) Set(name, v string) error {
 	positive := func(hi int64) (int64, error) {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > hi {
-			return 0, bad("an integer in [1, %d], got %q", hi, v)
+			return 0, bad("an integer in [1, %d], got %s", hi, quote.Input(v))
 		}
 		return n, nil
 	}
@@ -136,23 +137,23 @@ func (b *Buckets) Set(name, v string) error {
 	case ParamMaxUpscale:
 		f, perr := strconv.ParseFloat(v, 64)
 		if perr != nil || !(f >= 1 && f <= 64) {
-			return bad("a scale in [1, 64], got %q", v)
+			return bad("a scale in [1, 64], got %s", quote.Input(v))
 		}
 		b.MaxUpscale = f
 	case ParamSmall:
 		if v != SmallSkip && v != SmallFail {
-			return bad("skip or fail, got %q", v)
+			return bad("skip or fail, got %s", quote.Input(v))
 		}
 		b.Small = v
 	case ParamCrop:
 		if v != CropCenter && v != CropRandom {
-			return bad("center or random, got %q", v)
+			return bad("center or random, got %s", quote.Input(v))
 		}
 		b.Crop = v
 	case ParamFlip:
 		f, perr := strconv.ParseFloat(v, 64)
 		if perr != nil || !(f >= 0 && f <= 1) || math.IsNaN(f) {
-			return bad("a probability in [0, 1], got %q", v)
+			return bad("a probability in [0, 1], got %s", quote.Input(v))
 		}
 		b.Flip = f
 	case ParamResume:
@@ -173,7 +174,7 @@ func (b Buckets) Shaped() (shapes []bucket.Shape, budget bucket.Budget, sizes []
 		return nil, budget, nil, fmt.Errorf("%w: a staged bucket job's buckets are its stages' (Stages)", bucket.ErrSpec)
 	}
 	if PerSource(b.Shapes) {
-		return nil, budget, nil, fmt.Errorf("%w: buckets=%q names its sources' lists: a job of one dataset gives one list", bucket.ErrSpec, b.Shapes)
+		return nil, budget, nil, fmt.Errorf("%w: buckets=%s names its sources' lists: a job of one dataset gives one list", bucket.ErrSpec, quote.Input(b.Shapes))
 	}
 	if shapes, err = bucket.Parse(b.Shapes); err != nil {
 		return nil, budget, nil, err
@@ -278,14 +279,14 @@ func parseLists(v string) (map[string][]bucket.Shape, error) {
 	for _, p := range parts {
 		name, list, ok := strings.Cut(p, nameSep)
 		if !ok || name == "" {
-			return nil, fmt.Errorf("%w: buckets=%q: each source's list is NAME:LIST, parted by %q (a list: a preset or HxW[xT] sizes)", bucket.ErrSpec, v, sourceSep)
+			return nil, fmt.Errorf("%w: buckets=%s: each source's list is NAME:LIST, parted by %q (a list: a preset or HxW[xT] sizes)", bucket.ErrSpec, quote.Input(v), sourceSep)
 		}
 		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("%w: buckets= names source %s's list twice", bucket.ErrSpec, name)
+			return nil, fmt.Errorf("%w: buckets= names source %s's list twice", bucket.ErrSpec, quote.Input(name))
 		}
 		shapes, err := bucket.Parse(list)
 		if err != nil {
-			return nil, fmt.Errorf("source %s's list: %w", name, err)
+			return nil, fmt.Errorf("source %s's list: %w", quote.Input(name), err)
 		}
 		out[name] = shapes
 	}
@@ -323,7 +324,7 @@ func (b Buckets) For(name string) (Buckets, error) {
 			return b, nil
 		}
 	}
-	return b, fmt.Errorf("%w: buckets=%q names no list for source %s: name every source of the mixture (NAME:LIST, parted by %q)", bucket.ErrSpec, b.Shapes, name, sourceSep)
+	return b, fmt.Errorf("%w: buckets=%s names no list for source %s: name every source of the mixture (NAME:LIST, parted by %q)", bucket.ErrSpec, quote.Input(b.Shapes), name, sourceSep)
 }
 
 // Sources are the sources a buckets= value names lists for, in its
@@ -369,7 +370,7 @@ func staged(v string) bool { return strings.Contains(v, stageMark) }
 func budgetValue(v string) error {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 1 || n > 1<<40 {
-		return fmt.Errorf("an integer in [1, %d], got %q", int64(1<<40), v)
+		return fmt.Errorf("an integer in [1, %d], got %s", int64(1<<40), quote.Input(v))
 	}
 	return nil
 }
@@ -398,10 +399,10 @@ func parseStagedFrom(name, v string, first uint64, check func(string) error) ([]
 		step, value, ok := strings.Cut(p, stageMark)
 		n, err := strconv.ParseUint(step, 10, 64)
 		if !ok || err != nil || n > 1<<40 {
-			return nil, fmt.Errorf("%w: %s: stage %q is not STEP@VALUE (stages parted by %q, the first from step 0)", bucket.ErrSpec, name, p, stageSep)
+			return nil, fmt.Errorf("%w: %s: stage %s is not STEP@VALUE (stages parted by %q, the first from step 0)", bucket.ErrSpec, name, quote.Input(p), stageSep)
 		}
 		if i == 0 && n != first || i > 0 && n <= out[i-1].from {
-			return nil, fmt.Errorf("%w: %s: the stages' steps start at %d and ascend, got %q", bucket.ErrSpec, name, first, v)
+			return nil, fmt.Errorf("%w: %s: the stages' steps start at %d and ascend, got %s", bucket.ErrSpec, name, first, quote.Input(v))
 		}
 		if err := check(value); err != nil {
 			return nil, fmt.Errorf("%w: %s: stage from step %d: %w", bucket.ErrSpec, name, n, err)

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/quote"
 	"math"
 	"net/url"
 	"slices"
@@ -120,7 +121,7 @@ func (c *Clip) Set(name, v string) error {
 	integer := func(lo, hi int) (int, error) {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < lo || n > hi {
-			return 0, bad("an integer in [%d, %d], got %q", lo, hi, v)
+			return 0, bad("an integer in [%d, %d], got %s", lo, hi, quote.Input(v))
 		}
 		return n, nil
 	}
@@ -135,7 +136,7 @@ func (c *Clip) Set(name, v string) error {
 	case ParamFPS:
 		f, perr := strconv.ParseFloat(v, 64)
 		if perr != nil || !(f > 0 && f <= MaxClipFPS) {
-			return bad("a rate in frames a second in (0, %g], got %q", MaxClipFPS, v)
+			return bad("a rate in frames a second in (0, %g], got %s", MaxClipFPS, quote.Input(v))
 		}
 		c.FPS = f
 	case ParamClipStart:
@@ -145,14 +146,14 @@ func (c *Clip) Set(name, v string) error {
 		case "first":
 			c.First = true
 		default:
-			return bad("random or first, got %q", v)
+			return bad("random or first, got %s", quote.Input(v))
 		}
 	case ParamClipLayout:
 		switch v {
 		case ClipTHWC, ClipTCHW, ClipCTHW:
 			c.Layout = v
 		default:
-			return bad("%s, %s or %s, got %q", ClipTHWC, ClipTCHW, ClipCTHW, v)
+			return bad("%s, %s or %s, got %s", ClipTHWC, ClipTCHW, ClipCTHW, quote.Input(v))
 		}
 	case ParamGOPWindow:
 		c.GOPWindow, err = integer(1, MaxGOPWindow)
@@ -163,7 +164,7 @@ func (c *Clip) Set(name, v string) error {
 		}
 		for _, w := range ws {
 			if slices.ContainsFunc(c.Windows, func(o ClipWindow) bool { return o.Key == w.Key }) {
-				return bad("the window of %q given twice", w.Key)
+				return bad("the window of %s given twice", quote.Input(w.Key))
 			}
 		}
 		c.Windows = append(c.Windows, ws...)
@@ -171,7 +172,7 @@ func (c *Clip) Set(name, v string) error {
 			return bad("%d windows, at most %d", len(c.Windows), MaxWindows)
 		}
 	default:
-		return fmt.Errorf("%w: %q is not a clip parameter", ErrClip, name)
+		return fmt.Errorf("%w: %s is not a clip parameter", ErrClip, quote.Input(name))
 	}
 	return err
 }
@@ -190,9 +191,9 @@ func ParseWindows(v string, inFrames bool) ([]ClipWindow, error) {
 		}
 		switch {
 		case keyed && (key == "" || len(key) > 256 || strings.ContainsAny(key, ",;")):
-			return nil, fmt.Errorf("a window's key of %d bytes in %q (1 to 256, no ',' or ';')", len(key), part)
+			return nil, fmt.Errorf("a window's key of %d bytes in %s (1 to 256, no ',' or ';')", len(key), quote.Input(part))
 		case slices.ContainsFunc(out, func(w ClipWindow) bool { return w.Key == key }):
-			return nil, fmt.Errorf("the window of %q twice", key)
+			return nil, fmt.Errorf("the window of %s twice", quote.Input(key))
 		}
 		w := ClipWindow{Key: key, InFrames: inFrames}
 		for o := range strings.SplitSeq(offs, ",") {
@@ -200,20 +201,20 @@ func ParseWindows(v string, inFrames bool) ([]ClipWindow, error) {
 			if inFrames {
 				n, err := strconv.Atoi(strings.TrimSpace(o))
 				if err != nil || n < -MaxClipStep || n > MaxClipStep {
-					return nil, fmt.Errorf("an offset %q is not a whole number of frames", o)
+					return nil, fmt.Errorf("an offset %s is not a whole number of frames", quote.Input(o))
 				}
 				x = float64(n)
 			} else {
 				f, err := strconv.ParseFloat(strings.TrimSpace(o), 64)
 				if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e6 {
-					return nil, fmt.Errorf("an offset %q is not a number of seconds", o)
+					return nil, fmt.Errorf("an offset %s is not a number of seconds", quote.Input(o))
 				}
 				x = f
 			}
 			w.Offsets = append(w.Offsets, x)
 		}
 		if len(w.Offsets) > MaxClipFrames {
-			return nil, fmt.Errorf("the window of %q has %d offsets, at most %d", key, len(w.Offsets), MaxClipFrames)
+			return nil, fmt.Errorf("the window of %s has %d offsets, at most %d", quote.Input(key), len(w.Offsets), MaxClipFrames)
 		}
 		out = append(out, w)
 	}
@@ -300,7 +301,7 @@ func (c Clip) Key() string {
 func ParseClipKey(key string) (Clip, error) {
 	v, err := url.ParseQuery(key)
 	if err != nil {
-		return Clip{}, fmt.Errorf("%w: %q: %w", ErrClip, key, err)
+		return Clip{}, fmt.Errorf("%w: %s: %w", ErrClip, quote.Input(key), err)
 	}
 	var c Clip
 	for _, name := range ClipParams {
@@ -311,7 +312,7 @@ func ParseClipKey(key string) (Clip, error) {
 		}
 	}
 	if !c.On() {
-		return Clip{}, fmt.Errorf("%w: %q names no clip", ErrClip, key)
+		return Clip{}, fmt.Errorf("%w: %s names no clip", ErrClip, quote.Input(key))
 	}
 	return c, nil
 }

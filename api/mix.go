@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -42,6 +43,22 @@ type MixComponent struct {
 // components (docs/shuffle.md §11).
 type Mix []MixComponent
 
+// MaxDatasetName bounds a dataset's name, in bytes. A request naming a
+// longer one (dataset=, a mixture's or a schedule's component, a task
+// job's domain) is refused (400) before the name is looked up or carried
+// further, and a gateway refuses to serve a dataset of a longer name, so
+// that every name it knows can be given.
+const MaxDatasetName = 128
+
+// CheckDatasetName refuses a dataset's name longer than MaxDatasetName,
+// quoting a bounded prefix of it.
+func CheckDatasetName(name string) error {
+	if len(name) > MaxDatasetName {
+		return fmt.Errorf("a dataset name of %d bytes, %s: a dataset's name is at most %d", len(name), quote.Input(name), MaxDatasetName)
+	}
+	return nil
+}
+
 // ParseMix reads a mixture written as name:weight,name:weight,…: at least
 // one component, names distinct and non-empty, weights positive decimals
 // with at most MaxMixWeightDecimals digits after the point.
@@ -54,10 +71,13 @@ func ParseMix(s string) (Mix, error) {
 	for part := range strings.SplitSeq(s, ",") {
 		name, w, ok := strings.Cut(part, ":")
 		if !ok || name == "" || w == "" {
-			return nil, fmt.Errorf("%w: %q: each component is dataset:weight, such as web:0.7", ErrMix, part)
+			return nil, fmt.Errorf("%w: %s: each component is dataset:weight, such as web:0.7", ErrMix, quote.Input(part))
+		}
+		if err := CheckDatasetName(name); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMix, err)
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("%w: dataset %q is named twice", ErrMix, name)
+			return nil, fmt.Errorf("%w: dataset %s is named twice", ErrMix, quote.Input(name))
 		}
 		seen[name] = true
 		m = append(m, MixComponent{Dataset: name, Weight: w})
@@ -153,17 +173,17 @@ func (m Mix) intWeightsBig() ([]uint64, error) {
 	for i, c := range m {
 		w := c.Weight
 		if !plainDecimal(w) {
-			return nil, fmt.Errorf("%w: weight %q of %s: write a plain positive decimal, such as 0.7", ErrMix, w, c.Dataset)
+			return nil, fmt.Errorf("%w: weight %s of %s: write a plain positive decimal, such as 0.7", ErrMix, quote.Input(w), quote.Input(c.Dataset))
 		}
 		if _, frac, ok := strings.Cut(w, "."); ok {
 			if len(frac) > MaxMixWeightDecimals {
-				return nil, fmt.Errorf("%w: weight %q of %s has more than %d decimals", ErrMix, w, c.Dataset, MaxMixWeightDecimals)
+				return nil, fmt.Errorf("%w: weight %s of %s has more than %d decimals", ErrMix, quote.Input(w), quote.Input(c.Dataset), MaxMixWeightDecimals)
 			}
 			dec = max(dec, len(frac))
 		}
 		r, ok := new(big.Rat).SetString(w)
 		if !ok || r.Sign() <= 0 {
-			return nil, fmt.Errorf("%w: weight %q of %s must be a positive decimal", ErrMix, w, c.Dataset)
+			return nil, fmt.Errorf("%w: weight %s of %s must be a positive decimal", ErrMix, quote.Input(w), quote.Input(c.Dataset))
 		}
 		rats[i] = r
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -68,20 +69,20 @@ func parsePhases(s string) (Schedule, error) {
 	for part := range strings.SplitSeq(s, ";") {
 		steps, mix, ok := strings.Cut(part, ":")
 		if !ok {
-			return nil, fmt.Errorf("%w: schedule phase %q: write STEP:MIX or STEP~END:MIX, such as 4000:web:0.3,code:0.7", ErrMix, part)
+			return nil, fmt.Errorf("%w: schedule phase %s: write STEP:MIX or STEP~END:MIX, such as 4000:web:0.3,code:0.7", ErrMix, quote.Input(part))
 		}
 		var p SchedulePhase
 		from, to, ramp := strings.Cut(steps, "~")
 		var err error
 		if p.Step, err = parseStep(from); err != nil {
-			return nil, fmt.Errorf("%w: schedule phase %q: %w", ErrMix, part, err)
+			return nil, fmt.Errorf("%w: schedule phase %s: %w", ErrMix, quote.Input(part), err)
 		}
 		if ramp {
 			if p.End, err = parseStep(to); err != nil {
-				return nil, fmt.Errorf("%w: schedule phase %q: %w", ErrMix, part, err)
+				return nil, fmt.Errorf("%w: schedule phase %s: %w", ErrMix, quote.Input(part), err)
 			}
 			if p.End <= p.Step {
-				return nil, fmt.Errorf("%w: schedule phase %q ramps to step %d, not after its start %d", ErrMix, part, p.End, p.Step)
+				return nil, fmt.Errorf("%w: schedule phase %s ramps to step %d, not after its start %d", ErrMix, quote.Input(part), p.End, p.Step)
 			}
 		}
 		if p.Mix, err = parsePhaseMix(mix); err != nil {
@@ -139,12 +140,12 @@ func (s Schedule) Edit(from uint64, next string) (Schedule, error) {
 func parseStep(s string) (uint64, error) {
 	for i := range len(s) {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("step %q is not a whole number", s)
+			return 0, fmt.Errorf("step %s is not a whole number", quote.Input(s))
 		}
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || n >= shuffle.MaxScheduleStep {
-		return 0, fmt.Errorf("step %q: steps are whole numbers below 2^53", s)
+		return 0, fmt.Errorf("step %s: steps are whole numbers below 2^53", quote.Input(s))
 	}
 	return n, nil
 }
@@ -160,10 +161,13 @@ func parsePhaseMix(s string) (Mix, error) {
 	for part := range strings.SplitSeq(s, ",") {
 		name, w, ok := strings.Cut(part, ":")
 		if !ok || name == "" || w == "" {
-			return nil, fmt.Errorf("%w: %q: each component is dataset:weight, such as web:0.7", ErrMix, part)
+			return nil, fmt.Errorf("%w: %s: each component is dataset:weight, such as web:0.7", ErrMix, quote.Input(part))
+		}
+		if err := CheckDatasetName(name); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMix, err)
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("%w: dataset %q is named twice", ErrMix, name)
+			return nil, fmt.Errorf("%w: dataset %s is named twice", ErrMix, quote.Input(name))
 		}
 		seen[name] = true
 		m = append(m, MixComponent{Dataset: name, Weight: w})
@@ -235,7 +239,7 @@ func (s Schedule) check(first uint64) error {
 		}
 		for _, c := range p.Mix {
 			if !names[c.Dataset] {
-				return fmt.Errorf("%w: phase %d names %q, which the first phase does not: every phase names the same datasets (weight 0 for none)", ErrMix, n, c.Dataset)
+				return fmt.Errorf("%w: phase %d names %s, which the first phase does not: every phase names the same datasets (weight 0 for none)", ErrMix, n, quote.Input(c.Dataset))
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/bucket"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // NextStep is what from_step says for an edit from the first step the job
@@ -154,7 +155,7 @@ func (f *EditFrom) UnmarshalJSON(b []byte) error {
 	}
 	var n uint64
 	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("from_step is a step (a whole number) or %q, not %s", NextStep, b)
+		return fmt.Errorf("from_step is a step (a whole number) or %q, not %s", NextStep, quote.Input(string(b)))
 	}
 	*f = EditFrom{Step: n}
 	return nil
@@ -198,14 +199,14 @@ func ResolveNext(text string, from uint64) (string, error) {
 	for i, part := range phases {
 		steps, mix, ok := strings.Cut(part, ":")
 		if !ok {
-			return "", fmt.Errorf("%w: schedule phase %q: write STEP:MIX or STEP~END:MIX, such as next:web:0.3,code:0.7", ErrMix, part)
+			return "", fmt.Errorf("%w: schedule phase %s: write STEP:MIX or STEP~END:MIX, such as next:web:0.3,code:0.7", ErrMix, quote.Input(part))
 		}
 		start, end, ramp := strings.Cut(steps, "~")
 		switch {
 		case i == 0 && start != NextStep:
-			return "", fmt.Errorf("%w: an edit from the next step starts with a phase at %q (next:MIX or next~END:MIX), not %q: the gateway chooses the step", ErrMix, NextStep, start)
+			return "", fmt.Errorf("%w: an edit from the next step starts with a phase at %q (next:MIX or next~END:MIX), not %s: the gateway chooses the step", ErrMix, NextStep, quote.Input(start))
 		case i > 0 && start == NextStep:
-			return "", fmt.Errorf("%w: schedule phase %q: only the first phase starts at %q", ErrMix, part, NextStep)
+			return "", fmt.Errorf("%w: schedule phase %s: only the first phase starts at %q", ErrMix, quote.Input(part), NextStep)
 		}
 		resolved := func(s string) (string, error) {
 			switch {
@@ -214,7 +215,7 @@ func ResolveNext(text string, from uint64) (string, error) {
 			case strings.HasPrefix(s, "+"):
 				n, err := parseStep(s[1:])
 				if err != nil {
-					return "", fmt.Errorf("%w: schedule phase %q: %w", ErrMix, part, err)
+					return "", fmt.Errorf("%w: schedule phase %s: %w", ErrMix, quote.Input(part), err)
 				}
 				return strconv.FormatUint(from+n, 10), nil
 			}

@@ -1,12 +1,12 @@
 package bucket
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // ErrSpec marks a bucket list, budget or resume point that is not valid
@@ -166,23 +166,21 @@ func Parse(s string) ([]Shape, error) {
 func parseShape(p string) (Shape, error) {
 	parts := strings.Split(p, "x")
 	if len(parts) < 2 || len(parts) > 3 {
-		return Shape{}, fmt.Errorf("%w: bucket %q is not HxW or HxWxT (nor a preset: %s)", ErrSpec, p, strings.Join(Presets(), ", "))
+		return Shape{}, fmt.Errorf("%w: bucket %s is not HxW or HxWxT (nor a preset: %s)", ErrSpec, quote.Input(p), strings.Join(Presets(), ", "))
 	}
 	var n [3]int
-	var errs []error
 	for i, s := range parts {
 		var err error
-		n[i], err = strconv.Atoi(s)
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return Shape{}, fmt.Errorf("%w: bucket %q is not HxW or HxWxT: %v", ErrSpec, p, err)
+		if n[i], err = strconv.Atoi(s); err != nil {
+			// strconv's error would quote s whole.
+			return Shape{}, fmt.Errorf("%w: bucket %s is not HxW or HxWxT: %s is not a whole number", ErrSpec, quote.Input(p), quote.Input(s))
+		}
 	}
 	if n[0] < 1 || n[1] < 1 || n[0] > MaxSide || n[1] > MaxSide {
-		return Shape{}, fmt.Errorf("%w: bucket %q: sides are 1..%d", ErrSpec, p, MaxSide)
+		return Shape{}, fmt.Errorf("%w: bucket %s: sides are 1..%d", ErrSpec, quote.Input(p), MaxSide)
 	}
 	if len(parts) == 3 && (n[2] < 1 || n[2] > MaxFrames) {
-		return Shape{}, fmt.Errorf("%w: bucket %q: frames are 1..%d", ErrSpec, p, MaxFrames)
+		return Shape{}, fmt.Errorf("%w: bucket %s: frames are 1..%d", ErrSpec, quote.Input(p), MaxFrames)
 	}
 	return Shape{H: n[0], W: n[1], T: n[2]}, nil
 }

@@ -69,7 +69,7 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 		w.Header().Set(api.HeaderMembers, u.Current)
 	}
 	httperr.NoteReason(ctx, httperr.Reason(status, err))
-	msg := err.Error()
+	msg := httperr.Message(err.Error())
 	if public := publicMessage(status, err); public != "" {
 		noteError(ctx, err)
 		msg = fmt.Sprintf("%s (request %s; the gateway's log has the details)", public, middleware.GetReqID(ctx))

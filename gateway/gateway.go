@@ -730,6 +730,9 @@ func (cfg *Config) fill() ([]string, error) {
 		if d.Name == "" {
 			return nil, fmt.Errorf("gateway: dataset %q has no name", d.URL)
 		}
+		if err := api.CheckDatasetName(d.Name); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
 		if slices.Contains(names, d.Name) {
 			return nil, fmt.Errorf("gateway: dataset name %q given twice", d.Name)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/internal/server/reqbody"
 	"github.com/brandgw/brand/internal/server/scope"
 )
@@ -158,7 +159,7 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	if e.Base != "" && !jobsched.ValidVersion(e.Base) {
-		writeError(ctx, w, fmt.Errorf("%w: base %q is not a schedule version (16 hex digits)", query.ErrBadRequest, e.Base))
+		writeError(ctx, w, fmt.Errorf("%w: base %s is not a schedule version (16 hex digits)", query.ErrBadRequest, quote.Input(e.Base)))
 		return
 	}
 	if err := sa.jobs.CheckScheduleEdit(ctx, job); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/job/resolve"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // maxPrewarmSteps bounds the steps one prewarm reads.
@@ -48,13 +49,13 @@ func (a prewarmAPI) handle(w http.ResponseWriter, r *http.Request) {
 	if s := v.Get("epoch"); s != "" {
 		epoch, err = strconv.Atoi(s)
 		if err != nil || epoch < 0 {
-			err = fmt.Errorf("%w: epoch=%q: a whole number", query.ErrBadRequest, s)
+			err = fmt.Errorf("%w: epoch=%s: a whole number", query.ErrBadRequest, quote.Input(s))
 		}
 	}
 	if s := v.Get("steps"); err == nil && s != "" {
 		steps, err = strconv.Atoi(s)
 		if err != nil || steps < 1 || steps > maxPrewarmSteps {
-			err = fmt.Errorf("%w: steps=%q: 1 to %d", query.ErrBadRequest, s, maxPrewarmSteps)
+			err = fmt.Errorf("%w: steps=%s: 1 to %d", query.ErrBadRequest, quote.Input(s), maxPrewarmSteps)
 		}
 	}
 	v.Del("epoch")

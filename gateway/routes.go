@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/feedback"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
@@ -110,7 +111,7 @@ func (g *Gateway) newRouter() chi.Router {
 	r.Use(middleware.RequestID, g.logRequests, middleware.Recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		refuseBody(w, r)
-		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (see docs/http-api.md)", Status: http.StatusNotFound})
+		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + quote.Input(r.URL.Path) + " (see docs/http-api.md)", Status: http.StatusNotFound})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		refuseBody(w, r)

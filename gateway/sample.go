@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/respond"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // handleSample serves /samples/{key}: one sample, by key, as a tar of its
@@ -34,7 +35,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 	key := chi.URLParam(r, "*")
 	id, ok, err := ds.Index.Lookup(ctx, key)
 	if err == nil && !ok {
-		err = fmt.Errorf("%w: no sample with key %q in dataset %q", catalog.ErrUnknown, key, ds.Name)
+		err = fmt.Errorf("%w: no sample with key %s in dataset %q", catalog.ErrUnknown, quote.Input(key), ds.Name)
 	}
 	var smp layout.Samples
 	if err == nil {
@@ -59,7 +60,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 	res, err := g.reader.Read(ctx, reader.Request{Samples: smp})
 	if err == nil && len(res.MissingPos) > 0 {
 		res.Release()
-		err = fmt.Errorf("%w: sample %q is in a chunk damaged at rest", catalog.ErrCorrupt, key)
+		err = fmt.Errorf("%w: sample %s is in a chunk damaged at rest", catalog.ErrCorrupt, quote.Input(key))
 	}
 	if err != nil {
 		writeError(ctx, w, err)

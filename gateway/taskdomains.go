@@ -10,6 +10,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/internal/server/reqbody"
 	"github.com/brandgw/brand/internal/task"
 )
@@ -68,7 +69,7 @@ func (t taskSets) domain(name string) (int, error) {
 	if d := slices.Index(t.names, name); d >= 0 {
 		return d, nil
 	}
-	return 0, fmt.Errorf("%w: dataset=%q: the job's domains are %v", query.ErrBadRequest, name, t.names)
+	return 0, fmt.Errorf("%w: dataset=%s: the job's domains are %v", query.ErrBadRequest, quote.Input(name), t.names)
 }
 
 // makeDomains sets spec's domains' index versions and prompts, each
@@ -77,6 +78,9 @@ func (a taskAPI) makeDomains(spec *task.Spec) (int, error) {
 	n := 0
 	for i := range spec.Domains {
 		d := &spec.Domains[i]
+		if err := api.CheckDatasetName(d.Dataset); err != nil {
+			return 0, fmt.Errorf("%w: task job's domain %d: %w", task.ErrBadSpec, i, err)
+		}
 		ds, err := a.catalog.Get(d.Dataset)
 		if err != nil {
 			return 0, fmt.Errorf("task job's domain %d: %w", i, err)
@@ -132,7 +136,7 @@ func (t taskSets) prompts(r *http.Request, s *task.Stream, dataset string, keys 
 		for i, k := range keys {
 			q, ok := p.Prompt(d, locals[i])
 			if !found[i] || !ok {
-				err = fmt.Errorf("%w: no prompt with key %q in the job's dataset %s", task.ErrBadAnswer, k, t.sets[d].Name)
+				err = fmt.Errorf("%w: no prompt with key %s in the job's dataset %s", task.ErrBadAnswer, quote.Input(k), t.sets[d].Name)
 				return
 			}
 			out[i] = q
@@ -296,7 +300,7 @@ func (t taskSets) inLease(s *task.Stream, id uint64, results []api.TaskResult, o
 			if x.Dataset != "" {
 				q, ok := byName[named{x.Dataset, x.Key}]
 				if !ok {
-					err = fmt.Errorf("%w: no prompt %q of dataset %s in lease %s", task.ErrBadAnswer, x.Key, x.Dataset, p.LeaseName(id))
+					err = fmt.Errorf("%w: no prompt %s of dataset %s in lease %s", task.ErrBadAnswer, quote.Input(x.Key), quote.Input(x.Dataset), p.LeaseName(id))
 					return
 				}
 				out[i] = q
@@ -304,12 +308,12 @@ func (t taskSets) inLease(s *task.Stream, id uint64, results []api.TaskResult, o
 			}
 			switch qs := byKey[x.Key]; len(qs) {
 			case 0:
-				err = fmt.Errorf("%w: no prompt with key %q in lease %s", task.ErrBadAnswer, x.Key, p.LeaseName(id))
+				err = fmt.Errorf("%w: no prompt with key %s in lease %s", task.ErrBadAnswer, quote.Input(x.Key), p.LeaseName(id))
 				return
 			case 1:
 				out[i] = qs[0]
 			default:
-				err = fmt.Errorf("%w: key %q is of %d prompts of lease %s, of several domains: name its dataset", task.ErrBadAnswer, x.Key, len(qs), p.LeaseName(id))
+				err = fmt.Errorf("%w: key %s is of %d prompts of lease %s, of several domains: name its dataset", task.ErrBadAnswer, quote.Input(x.Key), len(qs), p.LeaseName(id))
 				return
 			}
 		}

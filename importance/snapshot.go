@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"math"
 	"slices"
+
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // Snapshot format identity (docs/importance.md, "Snapshot objects").
@@ -272,13 +274,13 @@ func (r *reader) uint64() uint64 {
 // wrapping ErrInvalid.
 func ValidJobName(job string) error {
 	if job == "" || len(job) > MaxJobNameLen || job == "." || job == ".." {
-		return fmt.Errorf("%w: job name %q: want 1 to %d characters, not \".\" or \"..\"", ErrInvalid, job, MaxJobNameLen)
+		return fmt.Errorf("%w: job name %s: want 1 to %d characters, not \".\" or \"..\"", ErrInvalid, quote.Input(job), MaxJobNameLen)
 	}
 	for i := 0; i < len(job); i++ {
 		switch c := job[i]; {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
 		default:
-			return fmt.Errorf("%w: job name %q: byte %d (%q) is not a letter, digit, '.', '_' or '-'", ErrInvalid, job, i, c)
+			return fmt.Errorf("%w: job name %s: byte %d (%q) is not a letter, digit, '.', '_' or '-'", ErrInvalid, quote.Input(job), i, c)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 var (
@@ -70,16 +71,16 @@ type Rule struct {
 func ParseRule(s string) (Rule, error) {
 	r := Rule{Merge: 1, Image: -1, Start: -1, End: -1}
 	bad := func(format string, a ...any) (Rule, error) {
-		return Rule{}, fmt.Errorf("%w: vision=%q: %s", ErrRule, s, fmt.Sprintf(format, a...))
+		return Rule{}, fmt.Errorf("%w: vision=%s: %s", ErrRule, quote.Input(s), fmt.Sprintf(format, a...))
 	}
 	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(part, ":")
 		if !ok || v == "" {
-			return bad("%q is not key:value", part)
+			return bad("%s is not key:value", quote.Input(part))
 		}
 		if seen[k] {
-			return bad("%s given twice", k)
+			return bad("%s given twice", k) // a key known here: an unknown one is refused the first time
 		}
 		seen[k] = true
 		if k == "size" {
@@ -87,14 +88,14 @@ func ParseRule(s string) (Rule, error) {
 			w, errW := strconv.Atoi(ws)
 			h, errH := strconv.Atoi(hs)
 			if !ok || errW != nil || errH != nil || w < 1 || h < 1 || w > maxSide || h > maxSide {
-				return bad("size %q: WxH, each side 1..%d", v, maxSide)
+				return bad("size %s: WxH, each side 1..%d", quote.Input(v), maxSide)
 			}
 			r.Width, r.Height = w, h
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return bad("%s %q: a non-negative integer", k, v)
+			return bad("%s %s: a non-negative integer", k, quote.Input(v))
 		}
 		switch k {
 		case "min", "max":
@@ -126,11 +127,11 @@ func ParseRule(s string) (Rule, error) {
 			}
 			r.MaxImages = int(n)
 		default:
-			return bad("unknown key %q (size, min, max, patch, merge, image, start, end, images)", k)
+			return bad("unknown key %s (size, min, max, patch, merge, image, start, end, images)", quote.Input(k))
 		}
 	}
 	if err := r.Validate(); err != nil {
-		return Rule{}, fmt.Errorf("%w (vision=%q)", err, s)
+		return Rule{}, fmt.Errorf("%w (vision=%s)", err, quote.Input(s))
 	}
 	return r, nil
 }

@@ -299,7 +299,7 @@ func s3Error(ctx context.Context, err error, op s3proto.Op) *s3proto.Error {
 		return &s3proto.Error{Code: code, Status: status, Message: msg}
 	}
 	status := httperr.Status(err)
-	msg := err.Error()
+	msg := httperr.Message(err.Error())
 	if public := httperr.Public(status, err); public != "" {
 		httperr.NoteError(ctx, err)
 		msg = public

@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
 
@@ -165,7 +166,7 @@ func (f *Face) readSamples(ctx context.Context, ds *catalog.Dataset, ids []int) 
 	if len(res.MissingPos) > 0 {
 		key := smp.Info[res.MissingPos[0]].Key
 		res.Release()
-		return nil, nil, fmt.Errorf("%w: sample %q of dataset %s is in a chunk damaged at rest", catalog.ErrCorrupt, key, ds.Name)
+		return nil, nil, fmt.Errorf("%w: sample %s of dataset %s is in a chunk damaged at rest", catalog.ErrCorrupt, quote.Input(key), ds.Name)
 	}
 	keys := make([]string, len(smp.Info))
 	for i, in := range smp.Info {

@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/respond"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/internal/s3face/s3proto"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -187,7 +188,7 @@ func (t *ReadThrough) Load(ctx context.Context, k chunkcache.Key, buf []byte) er
 	}
 	b := t.bucket(k.Dataset)
 	if b == nil {
-		return fmt.Errorf("%w: no S3 face bucket %q", catalog.ErrUnknown, k.Dataset)
+		return fmt.Errorf("%w: no S3 face bucket %s", catalog.ErrUnknown, quote.Input(k.Dataset))
 	}
 	if t.timeout > 0 {
 		var cancel context.CancelFunc

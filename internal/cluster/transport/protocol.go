@@ -40,6 +40,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/cluster/nodestate"
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // Paths of the internal endpoints.
@@ -732,7 +733,7 @@ func DecodeSteps(r *http.Request) (StepsQuestion, error) {
 		}
 	}
 	if q.From, err = strconv.ParseUint(v.Get(stepsFrom), 10, 64); err != nil {
-		return StepsQuestion{}, fmt.Errorf("%w: from=%q is not a step: %w", ErrBadRequest, v.Get(stepsFrom), err)
+		return StepsQuestion{}, fmt.Errorf("%w: from=%s is not a step (a whole number)", ErrBadRequest, quote.Input(v.Get(stepsFrom)))
 	}
 	switch n := len(v); {
 	case n == 1:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // Catalog holds the loaded datasets by name: for each, the version it
@@ -122,7 +123,7 @@ func (c *Catalog) lookup(name string) (versions, error) {
 	v, ok := c.byName[name]
 	c.mu.RUnlock()
 	if !ok {
-		return versions{}, fmt.Errorf("%w: unknown dataset %q (serving: %v)", ErrUnknown, name, c.names)
+		return versions{}, fmt.Errorf("%w: unknown dataset %s (serving: %v)", ErrUnknown, quote.Input(name), c.names)
 	}
 	return v, nil
 }

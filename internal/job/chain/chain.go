@@ -65,6 +65,7 @@ import (
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/editproto"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -430,7 +431,7 @@ func lookup(ctx context.Context, ds, keysIn *catalog.Dataset, keys []string) ([]
 		if !found[i] || all[i] >= n {
 			missing++
 			if len(unknown) < 5 {
-				unknown = append(unknown, fmt.Sprintf("%q", k))
+				unknown = append(unknown, quote.Input(k))
 			}
 			continue
 		}

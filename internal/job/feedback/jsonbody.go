@@ -10,6 +10,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
@@ -49,9 +50,9 @@ func (d decoder) json(r io.Reader, recs *records) error {
 		field := string(name)
 		switch {
 		case field != fieldKeys && field != fieldIDs && field != fieldLosses:
-			return fmt.Errorf("%w: unknown field %q: feedback has \"keys\" or \"ids\", and \"losses\"", ErrBadFeedback, field)
+			return fmt.Errorf("%w: unknown field %s: feedback has \"keys\" or \"ids\", and \"losses\"", ErrBadFeedback, quote.Input(field))
 		case seen[field]:
-			return fmt.Errorf("%w: field %q given twice", ErrBadFeedback, field)
+			return fmt.Errorf("%w: field %s given twice", ErrBadFeedback, quote.Input(field))
 		}
 		seen[field] = true
 		if err := sc.eat(':', "':'"); err != nil {
@@ -172,10 +173,10 @@ func (d decoder) key(sc *scanner) (uint32, error) {
 	// reads the key's chunk's table, unless a batch read it lately.
 	id, ok, err := d.ds.Index.Lookup(ctx, string(k))
 	if err != nil {
-		return 0, indexError{fmt.Errorf("looking up sample key %q in dataset %s: %w", k, d.ds.Name, err)}
+		return 0, indexError{fmt.Errorf("looking up sample key %s in dataset %s: %w", quote.Input(string(k)), d.ds.Name, err)}
 	}
 	if !ok {
-		return 0, fmt.Errorf("unknown sample key %q in dataset %s", k, d.ds.Name)
+		return 0, fmt.Errorf("unknown sample key %s in dataset %s", quote.Input(string(k)), d.ds.Name)
 	}
 	return uint32(id), nil
 }
@@ -305,15 +306,15 @@ func (sc *scanner) id() (uint32, error) {
 		return 0, err
 	}
 	if len(b) == 0 || len(b) > 1 && b[0] == '0' {
-		return 0, fmt.Errorf("%q is not a sample ID (an integer >= 0)", b)
+		return 0, fmt.Errorf("%s is not a sample ID (an integer >= 0)", quote.Input(string(b)))
 	}
 	var n uint64
 	for _, c := range b {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("%q is not a sample ID (an integer >= 0)", b)
+			return 0, fmt.Errorf("%s is not a sample ID (an integer >= 0)", quote.Input(string(b)))
 		}
 		if n = 10*n + uint64(c-'0'); n > math.MaxUint32 {
-			return 0, fmt.Errorf("%s is not a sample ID (below 2^32)", b)
+			return 0, fmt.Errorf("%s is not a sample ID (below 2^32)", quote.Input(string(b)))
 		}
 	}
 	return uint32(n), nil
@@ -328,11 +329,11 @@ func (sc *scanner) loss() (float32, error) {
 		return 0, err
 	}
 	if !isNumber(b) {
-		return 0, fmt.Errorf("%q is not a loss (a number)", b)
+		return 0, fmt.Errorf("%s is not a loss (a number)", quote.Input(string(b)))
 	}
 	f, err := strconv.ParseFloat(string(b), 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s is not a loss: %w", b, err)
+		return 0, fmt.Errorf("%s is not a loss: out of range", quote.Input(string(b)))
 	}
 	return float32(f), nil
 }

@@ -81,6 +81,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/editproto"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -799,7 +800,7 @@ func (b *Book) load(ctx context.Context, st Store, job, name string) (*Version, 
 		return v, nil
 	}
 	if !ValidVersion(name) {
-		return nil, fmt.Errorf("%w: job %s's schedule names version %q", ErrUnknown, job, name)
+		return nil, fmt.Errorf("%w: job %s's schedule names version %s", ErrUnknown, job, quote.Input(name))
 	}
 	body, err := readSmall(ctx, st, prefix(job)+name)
 	if errors.Is(err, s3backend.ErrNotFound) {

@@ -20,6 +20,7 @@ import (
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/features"
+	"github.com/brandgw/brand/internal/quote"
 	"github.com/brandgw/brand/transform"
 	"github.com/brandgw/brand/vision"
 )
@@ -157,11 +158,17 @@ type param func(q *Query, name, v string, l Limits) error
 // endpoint accepts a subset (see JobParams and the others); parsing goes
 // through here for all of them. It is never modified.
 var params = withUnits(map[string]param{
-	api.ParamDataset: func(q *Query, _, v string, _ Limits) error { q.Job.Dataset = v; return nil },
+	api.ParamDataset: func(q *Query, _, v string, _ Limits) error {
+		if err := api.CheckDatasetName(v); err != nil {
+			return fmt.Errorf("%w: dataset=: %w", ErrBadRequest, err)
+		}
+		q.Job.Dataset = v
+		return nil
+	},
 	api.ParamSeed: func(q *Query, _, v string, _ Limits) error {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%w: seed must be an unsigned 64-bit integer, got %q", ErrBadRequest, v)
+			return fmt.Errorf("%w: seed must be an unsigned 64-bit integer, got %s", ErrBadRequest, quote.Input(v))
 		}
 		q.Job.Seed = n
 		return nil
@@ -179,7 +186,7 @@ var params = withUnits(map[string]param{
 			q.Sampling = v
 			return nil
 		}
-		return fmt.Errorf("%w: sampling must be uniform or importance, got %q", ErrBadRequest, v)
+		return fmt.Errorf("%w: sampling must be uniform or importance, got %s", ErrBadRequest, quote.Input(v))
 	},
 	api.ParamJob: func(q *Query, _, v string, _ Limits) error {
 		if err := importance.ValidJobName(v); err != nil {
@@ -191,7 +198,7 @@ var params = withUnits(map[string]param{
 	api.ParamWeight: func(q *Query, name, v string, _ Limits) error {
 		w, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(w > 0 && w <= MaxWeight) {
-			return fmt.Errorf("%w: %s must be a number in (0, %d], got %q", ErrBadRequest, name, MaxWeight, v)
+			return fmt.Errorf("%w: %s must be a number in (0, %d], got %s", ErrBadRequest, name, MaxWeight, quote.Input(v))
 		}
 		q.Job.Weight = w
 		return nil
@@ -203,14 +210,14 @@ var params = withUnits(map[string]param{
 	api.ParamHot:        intParam(func(q *Query) *int { return &q.Job.Importance.Hot }, 0, nil, ""),
 	api.ParamIndex: func(q *Query, _, v string, _ Limits) error {
 		if !validIndexID(v) {
-			return fmt.Errorf("%w: index must be an index ID (16 hex digits, as /datasets and the Brand-Index header give it), got %q", ErrBadRequest, v)
+			return fmt.Errorf("%w: index must be an index ID (16 hex digits, as /datasets and the Brand-Index header give it), got %s", ErrBadRequest, quote.Input(v))
 		}
 		q.Job.Index = v
 		return nil
 	},
 	api.ParamMembers: func(q *Query, _, v string, _ Limits) error {
 		if !validIndexID(v) {
-			return fmt.Errorf("%w: members must be a membership version (16 hex digits, as the Brand-Members header gives it), got %q", ErrBadRequest, v)
+			return fmt.Errorf("%w: members must be a membership version (16 hex digits, as the Brand-Members header gives it), got %s", ErrBadRequest, quote.Input(v))
 		}
 		q.Job.Members = v
 		return nil
@@ -238,7 +245,7 @@ var params = withUnits(map[string]param{
 	},
 	api.ParamScheduleVersion: func(q *Query, _, v string, _ Limits) error {
 		if v != "latest" && !ValidVersion(v) {
-			return fmt.Errorf("%w: schedule must be latest or a schedule version (16 hex digits, as the Brand-Schedule-Version header gives it), got %q", ErrBadRequest, v)
+			return fmt.Errorf("%w: schedule must be latest or a schedule version (16 hex digits, as the Brand-Schedule-Version header gives it), got %s", ErrBadRequest, quote.Input(v))
 		}
 		q.Job.ScheduleVersion = v
 		return nil
@@ -253,7 +260,7 @@ var params = withUnits(map[string]param{
 	ParamPrev: versionParam(func(q *Query) *string { return &q.Prev }),
 	ParamSeal: func(q *Query, name, v string, _ Limits) error {
 		if !ValidVersion(v) {
-			return fmt.Errorf("%w: %s must be a seal's ID (16 hex digits), got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be a seal's ID (16 hex digits), got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		q.Seal = v
 		return nil
@@ -276,7 +283,7 @@ var params = withUnits(map[string]param{
 	ParamGiven:               boolParam(func(q *Query) *bool { return &q.Given }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
-			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		q.Job.Transform = v
 		return nil
@@ -292,7 +299,7 @@ var params = withUnits(map[string]param{
 	api.ParamSeq: intParam(func(q *Query) *int { return &q.Job.Seq }, 1, fixed(api.MaxSeq), "the packer's limit"),
 	api.ParamPack: func(q *Query, name, v string, _ Limits) error {
 		if v != api.PackBestFit && v != api.PackConcat {
-			return fmt.Errorf("%w: %s must be bestfit or concat, got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be bestfit or concat, got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		q.Job.Pack = v
 		return nil
@@ -312,7 +319,7 @@ var params = withUnits(map[string]param{
 	},
 	api.ParamBalance: func(q *Query, name, v string, _ Limits) error {
 		if !slices.Contains(api.BalanceKinds, v) {
-			return fmt.Errorf("%w: %s must be one of %s, got %q", ErrBadRequest, name, strings.Join(api.BalanceKinds, ", "), v)
+			return fmt.Errorf("%w: %s must be one of %s, got %s", ErrBadRequest, name, strings.Join(api.BalanceKinds, ", "), quote.Input(v))
 		}
 		q.Job.Balance = v
 		return nil
@@ -327,14 +334,14 @@ var params = withUnits(map[string]param{
 	},
 	ParamTransformFingerprint: func(q *Query, name, v string, _ Limits) error {
 		if len(v) != 16 || !lowerHex(v) {
-			return fmt.Errorf("%w: %s must be a pipeline's fingerprint (16 hex digits), got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be a pipeline's fingerprint (16 hex digits), got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		q.Job.TransformFingerprint = v
 		return nil
 	},
 	api.ParamFormat: func(q *Query, _, v string, _ Limits) error {
 		if v != "json" && v != "tar" {
-			return fmt.Errorf("%w: format must be tar or json, got %q", ErrBadRequest, v)
+			return fmt.Errorf("%w: format must be tar or json, got %s", ErrBadRequest, quote.Input(v))
 		}
 		q.Format = v
 		return nil
@@ -342,7 +349,7 @@ var params = withUnits(map[string]param{
 	api.ParamCacheSize: func(q *Query, _, v string, _ Limits) error {
 		n, err := humanize.ParseBytes(v)
 		if err != nil || n > 1<<62 {
-			return fmt.Errorf("%w: cache_size must be a size such as 2GiB, got %q", ErrBadRequest, v)
+			return fmt.Errorf("%w: cache_size must be a size such as 2GiB, got %s", ErrBadRequest, quote.Input(v))
 		}
 		q.Plan.CacheBytes = int64(n)
 		return nil
@@ -350,7 +357,7 @@ var params = withUnits(map[string]param{
 	api.ParamDiskCacheSize: func(q *Query, name, v string, _ Limits) error {
 		n, err := humanize.ParseBytes(v)
 		if err != nil || n > 1<<62 {
-			return fmt.Errorf("%w: %s must be a size of at least 0 such as 100GiB (0: no disk tier), got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be a size of at least 0 such as 100GiB (0: no disk tier), got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		q.Plan.DiskCacheBytes = int64(n)
 		return nil
@@ -366,7 +373,7 @@ var params = withUnits(map[string]param{
 	api.ParamImagesPerSec: func(q *Query, name, v string, _ Limits) error {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(r > 0 && r <= 1e9) {
-			return fmt.Errorf("%w: %s must be a rate of images a second in (0, 1e9], got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be a rate of images a second in (0, 1e9], got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		q.Plan.ImagesPerSec = r
 		return nil
@@ -466,7 +473,7 @@ func intParam(dst func(*Query) *int, lo int, hi func(Limits) int, hint string) p
 		n, err := strconv.Atoi(v)
 		switch {
 		case err != nil:
-			return fmt.Errorf("%w: %s must be an integer, got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be an integer, got %s", ErrBadRequest, name, quote.Input(v))
 		case hi != nil && (n < lo || n > hi(l)):
 			return fmt.Errorf("%w: %s must be between %d and %d (%s), got %d", ErrBadRequest, name, lo, hi(l), hint, n)
 		case n < lo:
@@ -483,7 +490,7 @@ func boolParam(dst func(*Query) *bool, negate bool) param {
 	return func(q *Query, name, v string, _ Limits) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return fmt.Errorf("%w: %s must be true or false, got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be true or false, got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		*dst(q) = b != negate
 		return nil
@@ -494,7 +501,7 @@ func boolParam(dst func(*Query) *bool, negate bool) param {
 func versionParam(dst func(*Query) *string) param {
 	return func(q *Query, name, v string, _ Limits) error {
 		if !ValidVersion(v) {
-			return fmt.Errorf("%w: %s must be a snapshot version (16 hex digits), got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be a snapshot version (16 hex digits), got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		*dst(q) = v
 		return nil
@@ -508,7 +515,7 @@ func rateParam(dst func(*Query) *float64) param {
 	return func(q *Query, name, v string, _ Limits) error {
 		n, err := humanize.ParseBytes(v)
 		if err != nil || n == 0 {
-			return fmt.Errorf("%w: %s must be a positive rate in bytes per second such as 500MiB, got %q", ErrBadRequest, name, v)
+			return fmt.Errorf("%w: %s must be a positive rate in bytes per second such as 500MiB, got %s", ErrBadRequest, name, quote.Input(v))
 		}
 		*dst(q) = float64(n)
 		return nil
@@ -530,17 +537,17 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	q := base
 	for k, vs := range values {
 		if why, ok := notServed[k]; ok {
-			return Query{}, fmt.Errorf("%w: query parameter %q: %s", ErrNotServed, k, why)
+			return Query{}, fmt.Errorf("%w: query parameter %s: %s", ErrNotServed, quote.Input(k), why)
 		}
 		if !slices.Contains(accepted, k) {
 			known := "none"
 			if len(accepted) > 0 {
 				known = strings.Join(accepted, ", ")
 			}
-			return Query{}, fmt.Errorf("%w: unknown query parameter %q (known here: %s)", ErrBadRequest, k, known)
+			return Query{}, fmt.Errorf("%w: unknown query parameter %s (known here: %s)", ErrBadRequest, quote.Input(k), known)
 		}
 		if len(vs) > 1 {
-			return Query{}, fmt.Errorf("%w: query parameter %q given %d times; give it once", ErrBadRequest, k, len(vs))
+			return Query{}, fmt.Errorf("%w: query parameter %s given %d times; give it once", ErrBadRequest, quote.Input(k), len(vs))
 		}
 	}
 	for _, name := range accepted {
@@ -607,7 +614,7 @@ func lowerHex(v string) bool {
 func ParseNumber(name, v string, maxValue uint64) (uint64, error) {
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s must be a non-negative integer, got %q", ErrBadRequest, name, v)
+		return 0, fmt.Errorf("%w: %s must be a non-negative integer, got %s", ErrBadRequest, name, quote.Input(v))
 	}
 	if n > maxValue {
 		return 0, fmt.Errorf("%w: %s %d out of range: valid %s numbers are 0..%d", ErrOutOfRange, name, n, name, maxValue)
@@ -629,9 +636,9 @@ func ParseColumns(v string) ([]string, error) {
 	for _, c := range cols {
 		switch {
 		case c == "" || len(c) > 256:
-			return nil, fmt.Errorf("a field name of %d bytes (1 to 256) in %q", len(c), v)
+			return nil, fmt.Errorf("a field name of %d bytes (1 to 256) in %s", len(c), quote.Input(v))
 		case seen[c]:
-			return nil, fmt.Errorf("field %q named twice", c)
+			return nil, fmt.Errorf("field %s named twice", quote.Input(c))
 		}
 		seen[c] = true
 	}

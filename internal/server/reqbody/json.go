@@ -12,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // ErrBadJSON marks a request body that is not the one JSON value its
@@ -38,12 +39,12 @@ func DecodeJSON(body io.Reader, v any) error {
 		return fmt.Errorf("%w: empty body: %w", ErrBadJSON, io.EOF)
 	}
 	if err := duplicateName(data); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadJSON, err)
+		return fmt.Errorf("%w: %w", ErrBadJSON, quote.Error(err)) // it names the member
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadJSON, err)
+		return fmt.Errorf("%w: %w", ErrBadJSON, quote.Error(err)) // an unknown field is named whole
 	}
 	return End(bytes.NewReader(data[dec.InputOffset():]))
 }
@@ -68,7 +69,7 @@ func DecodeLargeJSON(body io.Reader, v any) error {
 		case errors.Is(err, io.EOF):
 			return fmt.Errorf("%w: empty body: %w", ErrBadJSON, io.EOF)
 		}
-		return fmt.Errorf("%w: %w", ErrBadJSON, err)
+		return fmt.Errorf("%w: %w", ErrBadJSON, quote.Error(err)) // an unknown member is named whole
 	}
 	if err := End(bufio.NewReader(io.MultiReader(bytes.NewReader(dec.UnreadBuffer()), in))); err != nil {
 		if in.err != nil {

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/quote"
 )
 
 // Rights are what a credential may do, a set of these bits.
@@ -154,9 +155,9 @@ func (d *Denied) Error() string {
 	what := "the " + d.Need.String() + " right"
 	switch {
 	case d.Job != "":
-		what += fmt.Sprintf(" over job %q", d.Job)
+		what += " over job " + quote.Input(d.Job)
 	case d.Dataset != "":
-		what += fmt.Sprintf(" over dataset %q", d.Dataset)
+		what += " over dataset " + quote.Input(d.Dataset)
 	}
 	return fmt.Sprintf("forbidden: the credential %s lacks %s; it has %s", d.Grant.Name, what, d.Grant.Scope())
 }
