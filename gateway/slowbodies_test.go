@@ -23,6 +23,8 @@ import (
 // then answered at once: the slow bodies give their room way. Before,
 // each waited behind them for the share's wait (a minute; the bodies'
 // deadline was a minute too), and this test's client gave up after 10 s.
+// The slow client's own small edit is answered at once too (issue 98,
+// item 11: it waited its 2 s and was refused 503).
 func TestSlowBodiesStarveNoOne(t *testing.T) {
 	const mib = 1 << 20
 	f := newImageFixture(t, 1, 4, func(id int) (string, []byte) {
@@ -45,13 +47,13 @@ func TestSlowBodiesStarveNoOne(t *testing.T) {
 		sendSlowly(t, url, http.MethodPost, head, true)
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
-	ask := func(method, path, body string) (int, string, time.Duration) {
+	as := func(token, method, path, body string) (int, string, time.Duration) {
 		t.Helper()
 		req, err := http.NewRequest(method, url+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer other-client")
+		req.Header.Set("Authorization", "Bearer "+token)
 		began := time.Now()
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -60,6 +62,14 @@ func TestSlowBodiesStarveNoOne(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), time.Since(began)
+	}
+	ask := func(method, path, body string) (int, string, time.Duration) {
+		t.Helper()
+		return as("other-client", method, path, body)
+	}
+	var key string
+	for k := range f.ids {
+		key = k
 	}
 	// The slow bodies hold the whole part before the other client asks.
 	for held, until := int64(0), time.Now().Add(time.Minute); held < 15*mib; {
@@ -80,11 +90,14 @@ func TestSlowBodiesStarveNoOne(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var key string
-	for k := range f.ids {
-		key = k
+	// The slow client's own small edit (issue 98, item 11): a body of a
+	// few hundred bytes never waits on bodies still arriving, its own
+	// client's included (it waited its 2 s and was refused 503).
+	status, body, took := as("slow-client", http.MethodPost, "/jobs/own/exclude?"+job, `{"from_step": 1, "keys": ["`+key+`"]}`)
+	if status != http.StatusCreated || took > time.Second {
+		t.Errorf("the slow client's own small edit: %d %s after %s; want 201 at once", status, body, took.Round(time.Millisecond))
 	}
-	status, body, took := ask(http.MethodGet, "/epoch/0/batch/0?batch_size=2&transform=plain", "")
+	status, body, took = ask(http.MethodGet, "/epoch/0/batch/0?batch_size=2&transform=plain", "")
 	if status != http.StatusOK {
 		t.Errorf("a cold transformed batch: %d %.300s; want 200", status, body)
 	}

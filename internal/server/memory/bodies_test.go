@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -211,4 +212,61 @@ func TestBodyWaits(t *testing.T) {
 		more.done()
 		over[0].done()
 	})
+}
+
+// TestSmallBodyNeverWaitsOnBodiesArriving is issue 98's item 11 in the
+// memory manager: a body of at most SmallBody that finds the share held
+// by bodies still being read gets its room at once (no time passes in
+// the bubble), one of them — the largest — giving way, whether they are
+// of its own client (over its share) or of many clients each within
+// theirs. Before, the first waited its 2 s and was refused 503 (a
+// client over its share asks no one to give way), and so did the second
+// (no client was over its share). A body read whole gives no way.
+func TestSmallBodyNeverWaitsOnBodiesArriving(t *testing.T) {
+	tests := []struct {
+		name    string
+		clients int // the slow bodies' clients: 1, or one each
+	}{
+		{"its own client's", 1},
+		{"of clients within their share", 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := New(Config{Budget: Budget{Decodes: 64 * mib}, MaxWait: time.Minute, Busy: errBusy})
+				a := m.Decodes()
+				var slow []*body
+				for i := range 16 {
+					slow = append(slow, slowBodies(t, a, fmt.Sprint("c", i%tt.clients), 1, 4*mib)...)
+				}
+				defer func() {
+					for _, b := range slow {
+						b.done()
+					}
+				}()
+				slow[0].whole = true
+				small := holdOf(a, "c0")
+				defer small.done()
+				began := time.Now()
+				if err := small.grow(t.Context(), 1200, 2*time.Second); err != nil || time.Since(began) != 0 {
+					t.Fatalf("a body of 1,200 bytes beside bodies arriving: %v after %s; want its room at once", err, time.Since(began))
+				}
+				synctest.Wait()
+				asked := 0
+				for i, b := range slow {
+					select {
+					case <-b.gave:
+						if i == 0 {
+							t.Error("the body read whole was asked to give way")
+						}
+						asked++
+					default:
+					}
+				}
+				if asked != 1 {
+					t.Errorf("%d bodies gave way; want 1", asked)
+				}
+			})
+		})
+	}
 }
