@@ -350,9 +350,9 @@ func (c *slowClient) ended(bound time.Duration) (int, error) {
 
 // TestQueryRefusedBeforeTheBody: a request with a body whose query is
 // refused (an unknown parameter) is answered at once, its body unread
-// and its connection closed, on every route that takes a body and a
-// query (a schedule edit and POST /plan take their fields in the body
-// alone). The
+// and its connection closed, on every route that takes a body (a
+// schedule edit and POST /plan take no parameter, and refuse one as
+// every route does: TestUnknownParametersOfEveryRoute). The
 // reproduction: each answered its 400 only at the body's deadline (30 s
 // by default), the server reading the body the handler had not before
 // the answer went out. The deadline here is a minute, the wait for the
@@ -368,6 +368,7 @@ func TestQueryRefusedBeforeTheBody(t *testing.T) {
 		"PUT /tasks/j?dataset=test&", "POST /tasks/j/leases?dataset=test&",
 		"POST /tasks/j/leases/x-1/feedback?dataset=test&", "POST /tasks/j/trainer?dataset=test&",
 		"POST /tasks/j/exclude?dataset=test&", "POST /tasks/j/append?dataset=test&", "POST /tasks/j/ratios?dataset=test&",
+		"PUT /jobs/j/schedule?", "POST /jobs/j/schedule?", "POST /plan?",
 	} {
 		t.Run(route, func(t *testing.T) {
 			method, path, _ := strings.Cut(route, " ")

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -43,10 +44,11 @@ type prewarmAPI struct {
 // are prefetched and its first ones kept for it.
 func (a prewarmAPI) handle(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	v := r.URL.Query()
+	// Its own parameters beside the job's, each once, as query.Parse
+	// holds the job's.
+	v, err := query.Known(r.URL.RawQuery, append(slices.Clip(query.JobParams), "epoch", "steps"))
 	epoch, steps := 0, 0
-	var err error
-	if s := v.Get("epoch"); s != "" {
+	if s := v.Get("epoch"); err == nil && s != "" {
 		epoch, err = strconv.Atoi(s)
 		if err != nil || epoch < 0 {
 			err = fmt.Errorf("%w: epoch=%s: a whole number", query.ErrBadRequest, quote.Input(s))

@@ -31,10 +31,10 @@ const stallNotReady = 10 * time.Second
 func (g *Gateway) routes() http.Handler {
 	r := g.newRouter()
 	b := g.bodies
-	r.With(b.none).Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	r.With(b.none, params()).Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.With(b.none).Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	r.With(b.none, params()).Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := g.ready.notReady(); err != nil {
 			writeError(r.Context(), w, err)
 			return
@@ -45,7 +45,7 @@ func (g *Gateway) routes() http.Handler {
 		r.Use(g.authorizer().guard(endpointsOf(dataPort)))
 		r.Group(func(r chi.Router) {
 			r.Use(b.none)
-			r.Get("/datasets", listDatasets(g.catalog, !g.cfg.SeparateAdmin))
+			r.With(params()).Get("/datasets", listDatasets(g.catalog, !g.cfg.SeparateAdmin))
 			r.Get("/epoch/{epoch}", g.handleEpoch)
 			r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
 			r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
@@ -53,7 +53,7 @@ func (g *Gateway) routes() http.Handler {
 			r.Get("/cluster", getCluster(g.node, g.catalog, g.cfg.Limits))
 			r.Post("/importance/{job}/seal", g.importance.handleSeal)
 			r.Get("/importance/{job}/epochs/{epoch}", g.importance.handleSealed)
-			r.Get("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleGet)
+			r.With(params()).Get("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleGet)
 			r.Get("/jobs/{job}/exclude", editAPI{g.jobs.Edits(), g.catalog}.handleExcludeGet)
 			r.Get("/jobs/{job}/append", editAPI{g.jobs.Edits(), g.catalog}.handleAppendGet)
 			r.Get("/jobs/{job}/edits", editAPI{g.jobs.Edits(), g.catalog}.handleEditsGet)
@@ -72,8 +72,8 @@ func (g *Gateway) routes() http.Handler {
 		tb.Post("/tasks/{job}/exclude", g.tasks.handleExclude)
 		tb.Post("/tasks/{job}/append", g.tasks.handleAppend)
 		tb.Post("/tasks/{job}/ratios", g.tasks.handleRatios)
-		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout, perByteJSON)).Put("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleEdit)
-		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout, perByteJSON)).Post("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleEdit)
+		r.With(params(), b.upTo(fixed(maxScheduleBodyBytes), b.timeout, perByteJSON)).Put("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleEdit)
+		r.With(params(), b.upTo(fixed(maxScheduleBodyBytes), b.timeout, perByteJSON)).Post("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleEdit)
 		r.With(b.upTo(fixed(feedback.MaxBodyBytes), b.large, perByteBinary)).Post("/importance/{job}/feedback", g.importance.handleFeedback)
 		r.With(b.upTo(fixed(maxExcludeBodyBytes), b.large, perByteExclusion)).Post("/jobs/{job}/exclude", editAPI{g.jobs.Edits(), g.catalog}.handleExcludePost)
 		r.With(b.upTo(fixed(maxAppendBodyBytes), b.timeout, perByteJSON)).Post("/jobs/{job}/append", editAPI{g.jobs.Edits(), g.catalog}.handleAppendPost)
@@ -89,7 +89,7 @@ func (g *Gateway) routes() http.Handler {
 			r.Use(g.peers.authenticate)
 			r.Group(func(r chi.Router) {
 				r.Use(b.none)
-				r.Get(transport.StatePath, g.peers.handleState)
+				r.With(params()).Get(transport.StatePath, g.peers.handleState)
 				r.Get(transport.MembersPath, g.peers.handleMembers)
 				r.Get(transport.ChunkPath, g.peers.handleChunk)
 				r.Get(transport.FeedbackPath+"{job}", g.peers.handleFeedback)
@@ -152,10 +152,10 @@ func allowedMethods(path string) string {
 // which show more of the deployment than a training job needs.
 func (g *Gateway) adminRoutes(r chi.Router) {
 	b := g.bodies
-	r.With(b.none).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
-	r.With(b.none).Get("/stats", g.handleStats)
+	r.With(b.none, params()).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
+	r.With(b.none, params()).Get("/stats", g.handleStats)
 	r.With(b.none).Get("/plan", getPlan(g.plans))
-	r.With(b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout, perByteJSON)).Post("/plan", postPlan(g.plans, g.cfg.DefaultDataset))
+	r.With(params(), b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout, perByteJSON)).Post("/plan", postPlan(g.plans, g.cfg.DefaultDataset))
 }
 
 // AdminHandler serves the operators' endpoints — /metrics, /stats, /plan,
@@ -170,13 +170,15 @@ func (g *Gateway) AdminHandler() http.Handler {
 		r.Use(g.authorizer().guard(endpointsOf(adminPort)))
 		g.adminRoutes(r)
 		r = r.With(g.bodies.none)
-		r.Get("/datasets", listDatasets(g.catalog, true))
-		r.HandleFunc("/debug/pprof/", pprof.Index)
-		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.With(params()).Get("/datasets", listDatasets(g.catalog, true))
+		r.With(params()).HandleFunc("/debug/pprof/", pprof.Index)
+		r.With(params()).HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.With(params(secondsParam...)).HandleFunc("/debug/pprof/profile", pprof.Profile)
+		// Its query is not parameters but addresses, 0x…+0x…, each of
+		// which it looks up.
 		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		r.Handle("/debug/pprof/{profile}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.With(params(secondsParam...)).HandleFunc("/debug/pprof/trace", pprof.Trace)
+		r.With(params(profileParams...)).Handle("/debug/pprof/{profile}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			pprof.Handler(chi.URLParam(r, "profile")).ServeHTTP(w, r)
 		}))
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -42,9 +43,13 @@ const maxTaskBodyBytes = 64 << 20
 // gateway serves by default), as it is now.
 func (a taskAPI) dataset(r *http.Request) (string, *catalog.Dataset, error) {
 	raw := r.URL.RawQuery
-	if r.URL.Query().Has("generator") && chi.RouteContext(r.Context()).RoutePattern() == "/tasks/{job}/leases" {
-		// GET …/leases?generator=G names the generator beside the dataset.
-		v := r.URL.Query()
+	if r.Method != http.MethodPost && chi.RouteContext(r.Context()).RoutePattern() == "/tasks/{job}/leases" {
+		// GET …/leases?generator=G names the generator beside the
+		// dataset, once.
+		v, err := query.Known(raw, append(slices.Clip(query.SampleParams), "generator"))
+		if err != nil {
+			return "", nil, err
+		}
 		v.Del("generator")
 		raw = v.Encode()
 	}

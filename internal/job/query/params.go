@@ -522,6 +522,34 @@ func rateParam(dst func(*Query) *float64) param {
 	}
 }
 
+// Known is raw's parameters, if each is one of accepted and given once,
+// and raw reads whole: Parse's refusals, for an endpoint whose parameters
+// are not a job's (a pprof profile's seconds=) or that takes none (a
+// schedule edit, POST /plan: their fields are in the body), so that every
+// endpoint refuses what it does not know alike.
+func Known(raw string, accepted []string) (url.Values, error) {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query string: %w", ErrBadRequest, quote.Error(err))
+	}
+	for k, vs := range values {
+		if why, ok := notServed[k]; ok {
+			return nil, fmt.Errorf("%w: query parameter %s: %s", ErrNotServed, quote.Input(k), why)
+		}
+		if !slices.Contains(accepted, k) {
+			known := "none"
+			if len(accepted) > 0 {
+				known = strings.Join(accepted, ", ")
+			}
+			return nil, fmt.Errorf("%w: unknown query parameter %s (known here: %s)", ErrBadRequest, quote.Input(k), known)
+		}
+		if len(vs) > 1 {
+			return nil, fmt.Errorf("%w: query parameter %s given %d times; give it once", ErrBadRequest, quote.Input(k), len(vs))
+		}
+	}
+	return values, nil
+}
+
 // Parse reads the parameters an endpoint accepts from a raw query string
 // onto base (the gateway's defaults). Unknown parameters are rejected so
 // that a typo such as "batchsize" does not silently fall back to a
@@ -530,26 +558,11 @@ func rateParam(dst func(*Query) *float64) param {
 // limit of 10,000 parameters (GODEBUG urlmaxqueryparams) it returns none,
 // and r.URL.Query() would hide that behind the defaults.
 func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
-	values, err := url.ParseQuery(raw)
+	values, err := Known(raw, accepted)
 	if err != nil {
-		return Query{}, fmt.Errorf("%w: query string: %w", ErrBadRequest, err)
+		return Query{}, err
 	}
 	q := base
-	for k, vs := range values {
-		if why, ok := notServed[k]; ok {
-			return Query{}, fmt.Errorf("%w: query parameter %s: %s", ErrNotServed, quote.Input(k), why)
-		}
-		if !slices.Contains(accepted, k) {
-			known := "none"
-			if len(accepted) > 0 {
-				known = strings.Join(accepted, ", ")
-			}
-			return Query{}, fmt.Errorf("%w: unknown query parameter %s (known here: %s)", ErrBadRequest, quote.Input(k), known)
-		}
-		if len(vs) > 1 {
-			return Query{}, fmt.Errorf("%w: query parameter %s given %d times; give it once", ErrBadRequest, quote.Input(k), len(vs))
-		}
-	}
 	for _, name := range accepted {
 		// An empty value means the default, as if the parameter were absent.
 		if v := values.Get(name); v != "" {
