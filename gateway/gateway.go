@@ -230,6 +230,11 @@ type Config struct {
 	// Limits.MaxBatchBytes. It is a part of the memory budget
 	// (MemoryLimit), which may give it less.
 	CopyBytes int64
+	// TaskPlanBytes bounds the memory task jobs' plans hold at once
+	// (task.PlanBytes each: 56 bytes a prompt at the default history),
+	// part of the budget's base; default task.DefaultPlanBytes, half the
+	// base. A larger bound grows the base by what it adds.
+	TaskPlanBytes int64
 	// MemoryLimit is the node's memory budget (`brand serve
 	// --memory-limit`): the cache, the rest of the process
 	// (memory.DefaultBase), and what copies and decodes share
@@ -708,7 +713,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
-	g.tasks = taskAPI{book: task.NewBookCounted(0, nil, task.NewMetrics(g.registry)), catalog: g.catalog, jobs: g.jobs, reader: g.reader, out: g.out}
+	g.tasks = taskAPI{book: task.NewBookBounded(0, cfg.TaskPlanBytes, nil, task.NewMetrics(g.registry)), catalog: g.catalog, jobs: g.jobs, reader: g.reader, out: g.out}
 	g.nodes = rt.Nodes
 	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers, cmp.Or(cfg.TransformCalibration, DefaultTransformCalibration)), g.feedback)
 	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout, mem: g.mem.Decodes()}
@@ -812,8 +817,8 @@ func (cfg *Config) fill() ([]string, error) {
 		cfg.LargeBodyTimeout = DefaultLargeBodyTimeout
 	}
 	if cfg.MaxWaiting < 0 || cfg.MaxWait < 0 || cfg.WriteTimeout < 0 || cfg.MinWriteRate < 0 || cfg.CopyBytes < 0 ||
-		cfg.BodyTimeout < 0 || cfg.LargeBodyTimeout < 0 || cfg.MemoryLimit < 0 {
-		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout, MinWriteRate, CopyBytes, BodyTimeout, LargeBodyTimeout or MemoryLimit")
+		cfg.BodyTimeout < 0 || cfg.LargeBodyTimeout < 0 || cfg.MemoryLimit < 0 || cfg.TaskPlanBytes < 0 {
+		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout, MinWriteRate, CopyBytes, BodyTimeout, LargeBodyTimeout, MemoryLimit or TaskPlanBytes")
 	}
 	if cfg.FetchTimeout < 0 {
 		return nil, fmt.Errorf("gateway: negative fetch timeout %s", cfg.FetchTimeout)
@@ -892,6 +897,9 @@ func (cfg *Config) fill() ([]string, error) {
 	if cfg.TransformAheadBytes == 0 {
 		cfg.TransformAheadBytes = cfg.CopyBytes / 4
 	}
+	if cfg.TaskPlanBytes == 0 {
+		cfg.TaskPlanBytes = task.DefaultPlanBytes
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -937,7 +945,9 @@ const TransformWorkerBytes = 16 << 20
 // decode the pixel bound allows, and at least TransformWorkerBytes a
 // worker; fitted to MemoryLimit.
 func (cfg *Config) memoryBudget(pipelines *transform.Set) (memory.Budget, error) {
-	want := memory.Budget{Cache: cfg.CacheSize, Base: memory.DefaultBase, Copies: cfg.CopyBytes,
+	// Task plans are part of the base, up to task.DefaultPlanBytes of it.
+	base := memory.DefaultBase + max(cfg.TaskPlanBytes-task.DefaultPlanBytes, 0)
+	want := memory.Budget{Cache: cfg.CacheSize, Base: base, Copies: cfg.CopyBytes,
 		Decodes: max(pipelines.MaxWork(), int64(cfg.TransformWorkers)*TransformWorkerBytes)}
 	parts, err := memory.Fit(cfg.MemoryLimit, want)
 	if err != nil {

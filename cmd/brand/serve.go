@@ -24,6 +24,7 @@ import (
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/server/logbuffer"
+	"github.com/brandgw/brand/internal/task"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/transform"
@@ -46,6 +47,7 @@ type serveFlags struct {
 	maxBatchSize    int
 	maxBatchBytes   cli.ByteSize
 	copyBytes       cli.ByteSize
+	taskPlanBytes   cli.ByteSize
 	prefetchWorkers int
 	prefetchWindows int
 	maxTurnWait     time.Duration
@@ -96,6 +98,8 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.IntVar(&f.maxBatchSize, "max-batch-size", query.DefaultMaxBatchSize, "largest batch_size a request may ask for")
 	f.maxBatchBytes = query.DefaultMaxBatchBytes
 	fs.Var(&f.maxBatchBytes, "max-batch-bytes", "largest response carrying samples (a batch, a peer's request); a larger batch is refused with 400")
+	f.taskPlanBytes = task.DefaultPlanBytes
+	fs.Var(&f.taskPlanBytes, "task-plan-bytes", "memory task jobs' plans hold at once (about 56 bytes a prompt), part of --memory-limit: the job asked for least recently is let go (and read again when asked) to make room, and a job whose plan alone is larger is refused; above the default it grows the rest of the process's part by what it adds")
 	fs.Var(&f.copyBytes, "copy-bytes", "memory for responses copied out of the cache at once (batches larger than the cache, or copied out under pressure) (default twice --max-batch-bytes)")
 	fs.IntVar(&f.prefetchWorkers, "prefetch-concurrency", gateway.DefaultPrefetchConcurrency, "concurrent background chunk reads; 0 disables prefetch")
 	fs.IntVar(&f.prefetchWindows, "prefetch-windows", gateway.DefaultPrefetchWindows, "windows to prefetch beyond the current one")
@@ -309,6 +313,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		Defaults:            gateway.Defaults{Seed: f.seed, BatchSize: f.batchSize, Window: f.window, DropLast: f.dropLast},
 		Limits:              gateway.Limits{MaxBatchSize: f.maxBatchSize, MaxBatchBytes: int64(f.maxBatchBytes)},
 		CopyBytes:           f.copyLimit(),
+		TaskPlanBytes:       int64(f.taskPlanBytes),
 		PrefetchConcurrency: workers,
 		PrefetchWindows:     f.prefetchWindows,
 		MaxTurnWait:         orNegative(f.maxTurnWait),

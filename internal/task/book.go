@@ -20,16 +20,23 @@ import (
 const MaxJobs = 256
 
 // Book is a node's task jobs, each read from its dataset's store when
-// first asked for. It is safe for concurrent use.
+// first asked for, their plans within a bound of memory (PlanBytes each,
+// counted from the spec before the log is read): a job not asked for
+// longest is let go to make room, and a job that finds none — every
+// other plan being read — is refused (ErrTooManyJobs, 503), as is one
+// whose plan alone is larger than the bound (ErrBadSpec, before its spec
+// is stored). It is safe for concurrent use.
 type Book struct {
-	now     func() time.Time
-	max     int
-	metrics *Metrics
+	now      func() time.Time
+	max      int
+	maxBytes int64
+	metrics  *Metrics
 	// snapEvery is SnapshotEvery, or a test's.
 	snapEvery uint64
 
 	mu   sync.Mutex
 	jobs map[bookKey]*entry
+	held int64 // the plans' bytes, of jobs read and being read
 }
 
 type bookKey struct{ dataset, job string }
@@ -39,6 +46,7 @@ type entry struct {
 	s     *Stream
 	err   error
 	used  time.Time
+	bytes int64 // its plan's (PlanBytes)
 }
 
 // NewBook is a book of at most max jobs (MaxJobs if 0), telling time by
@@ -47,13 +55,30 @@ func NewBook(max int, now func() time.Time) *Book { return NewBookCounted(max, n
 
 // NewBookCounted is NewBook counting in m.
 func NewBookCounted(max int, now func() time.Time, m *Metrics) *Book {
+	return NewBookBounded(max, 0, now, m)
+}
+
+// NewBookBounded is NewBookCounted whose plans hold at most maxBytes
+// (DefaultPlanBytes if 0).
+func NewBookBounded(max int, maxBytes int64, now func() time.Time, m *Metrics) *Book {
 	if max == 0 {
 		max = MaxJobs
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultPlanBytes
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Book{now: now, max: max, metrics: m, jobs: map[bookKey]*entry{}}
+	return &Book{now: now, max: max, maxBytes: maxBytes, metrics: m, jobs: map[bookKey]*entry{}}
+}
+
+// PlanBytes is the memory the plans of the jobs held and being read take
+// (PlanBytes each), and the most they may.
+func (b *Book) PlanBytes() (held, most int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held, b.maxBytes
 }
 
 // Make makes task job job over the dataset of st whose index is index
@@ -67,6 +92,9 @@ func (b *Book) Make(ctx context.Context, st Store, dataset, job, index string, p
 	spec.Tag = TagOf(job, index, spec.Made)
 	if err := spec.Check(); err != nil {
 		return nil, false, err
+	}
+	if need := PlanBytes(spec); need > b.maxBytes {
+		return nil, false, tooLarge(job, spec, need, b.maxBytes)
 	}
 	body, err := json.Marshal(spec)
 	if err != nil {
@@ -92,26 +120,45 @@ func (b *Book) Make(ctx context.Context, st Store, dataset, job, index string, p
 
 // Open is task job job of dataset, read from st when this node does not
 // hold it.
+//
+// A job not held has its spec read first, so that its plan's memory is
+// made room for (PlanBytes) before its log is read into it.
 func (b *Book) Open(ctx context.Context, st Store, dataset, job string) (*Stream, error) {
 	k := bookKey{dataset, job}
 	b.mu.Lock()
 	e := b.jobs[k]
 	if e == nil {
-		if len(b.jobs) >= b.max && !b.evict() {
-			b.mu.Unlock()
-			return nil, fmt.Errorf("%w: %d are held and being read", ErrTooManyJobs, len(b.jobs))
-		}
-		e = &entry{ready: make(chan struct{})}
-		b.jobs[k] = e
 		b.mu.Unlock()
-		e.s, e.err = openStream(ctx, st, job, b.now, b.metrics, b.snapEvery)
-		if e.err != nil {
-			b.mu.Lock()
-			delete(b.jobs, k)
-			b.mu.Unlock()
+		spec, err := readSpec(ctx, st, job)
+		if err != nil {
+			return nil, err
 		}
-		close(e.ready)
+		need := PlanBytes(spec)
+		if need > b.maxBytes {
+			return nil, tooLarge(job, spec, need, b.maxBytes)
+		}
 		b.mu.Lock()
+		if e = b.jobs[k]; e == nil { // not read by another meanwhile
+			if err := b.room(need); err != nil {
+				b.mu.Unlock()
+				return nil, err
+			}
+			e = &entry{ready: make(chan struct{}), bytes: need}
+			b.jobs[k] = e
+			b.held += need
+			b.mu.Unlock()
+			e.s, e.err = openStream(ctx, st, job, b.now, b.metrics, b.snapEvery)
+			if e.err != nil {
+				b.mu.Lock()
+				if b.jobs[k] == e {
+					delete(b.jobs, k)
+					b.held -= e.bytes
+				}
+				b.mu.Unlock()
+			}
+			close(e.ready)
+			b.mu.Lock()
+		}
 	}
 	e.used = b.now()
 	b.mu.Unlock()
@@ -121,6 +168,19 @@ func (b *Book) Open(ctx context.Context, st Store, dataset, job string) (*Stream
 		return nil, ctx.Err()
 	}
 	return e.s, e.err
+}
+
+// room lets go of the jobs not asked for longest, of those read, until
+// one more job of need bytes fits in the book's count and bytes; with
+// none left to let go, ErrTooManyJobs. Called with b.mu held.
+func (b *Book) room(need int64) error {
+	for len(b.jobs) >= b.max || b.held+need > b.maxBytes {
+		if !b.evict() {
+			return fmt.Errorf("%w: %d are held and being read, their plans taking %d MiB of the %d MiB this node holds task plans in: no room for a plan of %d MiB more until one is read (brand serve --task-plan-bytes)",
+				ErrTooManyJobs, len(b.jobs), b.held>>20, b.maxBytes>>20, need>>20)
+		}
+	}
+	return nil
 }
 
 // evict lets go of the job not asked for longest, of those read: its
@@ -140,6 +200,7 @@ func (b *Book) evict() bool {
 		}
 	}
 	if found {
+		b.held -= b.jobs[oldest].bytes
 		delete(b.jobs, oldest)
 	}
 	return found

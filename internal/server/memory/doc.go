@@ -25,6 +25,7 @@
 //	         and reuses a buffer only for chunks that fit it); the manager
 //	         is told of them (Watch) and counts their capacity
 //	base     DefaultBase: the rest of the process — the runtime, indexes,
+//	         task plans (the task book's bound, task.DefaultPlanBytes),
 //	         connections, workers' kept scratch, pooled buffers not in use
 //	copies   --copy-bytes: copies out of the cache (batches assembled in
 //	         pieces, copied out under pressure), transformed batches
@@ -71,7 +72,9 @@
 // share while nobody else wants it, but one whose body waits while it
 // holds less than a ClientShare-th of the share has the bodies of
 // clients holding more give it way, and no body of theirs takes room
-// meanwhile. A wait for room is bounded by the caller (the body's wait,
+// meanwhile. A small body (at most SmallBody) that finds no room has any
+// body still being read give it way: it never waits on bodies arriving.
+// A wait for room is bounded by the caller (the body's wait,
 // within its deadline). A body read whole is being applied: it gives no
 // way, and holds its room until its handler returns.
 //
