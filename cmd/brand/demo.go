@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/server/idleconns"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -116,7 +117,7 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 		return fmt.Errorf("%w (another brand demo running? try --listen 127.0.0.1:0)", err)
 	}
 	base := "http://" + ln.Addr().String()
-	return serve(ctx, log, cfg, ln, stopping{drain: f.shutdownTimeout}, nil, func(*gateway.Gateway) {
+	return serve(ctx, log, cfg, ln, idleconns.DefaultMax, stopping{drain: f.shutdownTimeout}, nil, func(*gateway.Gateway) {
 		fmt.Fprint(env.Stdout, demoCommands(samples, base))
 	})
 }

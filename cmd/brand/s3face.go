@@ -75,8 +75,8 @@ func (f *s3FaceFlags) config() (gateway.S3Config, error) {
 
 // serveS3 serves the S3 face on ln until ctx ends; before the datasets
 // are loaded it answers ServiceUnavailable, which S3 clients retry.
-func serveS3(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, ln net.Listener) {
-	srv := newServer(g.S3Handler())
+func serveS3(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, ln net.Listener, maxIdle int) {
+	srv := newServer(g.S3Handler(), maxIdle)
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -130,8 +130,8 @@ func (f *securityFlags) warnIfOpen(addr net.Addr, authenticated bool, log zerolo
 }
 
 // serveAdmin serves g's admin handler on ln until ctx ends.
-func serveAdmin(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, ln net.Listener) {
-	srv := newServer(g.AdminHandler())
+func serveAdmin(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, ln net.Listener, maxIdle int) {
+	srv := newServer(g.AdminHandler(), maxIdle)
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

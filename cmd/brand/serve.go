@@ -23,6 +23,7 @@ import (
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/server/idleconns"
 	"github.com/brandgw/brand/internal/server/logbuffer"
 	"github.com/brandgw/brand/internal/task"
 	"github.com/brandgw/brand/planner"
@@ -66,6 +67,7 @@ type serveFlags struct {
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
+	maxIdleConns    int
 	pprofAddr       string
 	cpuProfile      string
 	s3              cli.S3Flags
@@ -121,6 +123,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal); JSON lines below warn are written together, at most 100 ms after they are logged")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
+	fs.IntVar(&f.maxIdleConns, "max-idle-conns", idleconns.DefaultMax, "idle keep-alive connections each listener keeps (data, --admin-listen, --s3-face-listen, --pprof): past it the one idle longest is closed, which a client sends its next request again on a new one for; 0: no cap")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; keep it off public interfaces")
 	f.s3face.register(fs)
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown; samples carry dataset and epoch labels (go tool pprof -tagfocus epoch=0)")
@@ -370,7 +373,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	if f.pprofAddr != "" {
-		if err := startPprof(ctx, log, f.pprofAddr); err != nil {
+		if err := startPprof(ctx, log, f.pprofAddr, f.maxIdleConns); err != nil {
 			return err
 		}
 	}
@@ -400,7 +403,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		if admin, err = f.security.wrap(admin, log); err != nil {
 			return err
 		}
-		ready = func(g *gateway.Gateway) { serveAdmin(ctx, log, g, admin) }
+		ready = func(g *gateway.Gateway) { serveAdmin(ctx, log, g, admin, f.maxIdleConns) }
 	}
 	var starts []func(*gateway.Gateway)
 	if f.s3face.listen != "" {
@@ -411,7 +414,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		if s3ln, err = f.security.wrap(s3ln, log); err != nil {
 			return err
 		}
-		starts = append(starts, func(g *gateway.Gateway) { serveS3(ctx, log, g, s3ln) })
+		starts = append(starts, func(g *gateway.Gateway) { serveS3(ctx, log, g, s3ln, f.maxIdleConns) })
 	}
 	if f.security.tokenFile != "" {
 		starts = append(starts, func(g *gateway.Gateway) { go f.security.watchTokens(ctx, log, g, tokenPoll) })
@@ -421,18 +424,21 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 			s(g)
 		}
 	}
-	return serve(ctx, log, cfg, ln, stopping{leave: f.cluster.leave, drain: f.shutdownTimeout}, started, ready)
+	return serve(ctx, log, cfg, ln, f.maxIdleConns, stopping{leave: f.cluster.leave, drain: f.shutdownTimeout}, started, ready)
 }
 
 // newServer is an HTTP server of h with the bounds every listener of
 // `brand serve` shares (docs/http-api.md "Bounds and timeouts"): a
 // request's headers read within 10 s, an idle keep-alive connection closed
-// after 2 minutes. Request bodies are bounded per route by the handlers
+// after 2 minutes, and at most maxIdle kept idle (internal/server/idleconns;
+// 0: no cap). Request bodies are bounded per route by the handlers
 // (gateway.Config.BodyTimeout), and responses that carry samples by their
 // writer's deadlines (gateway.Config.WriteTimeout): a server-wide
 // ReadTimeout or WriteTimeout would be one bound for every route.
-func newServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+func newServer(h http.Handler, maxIdle int) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	idleconns.New(maxIdle).Serve(srv)
+	return srv
 }
 
 // stopping bounds a gateway's stop: a cluster node's hand-over of its
@@ -445,7 +451,7 @@ type stopping struct{ leave, drain time.Duration }
 // gateway drains in-flight responses for up to stop.drain. started, if
 // set, is called once the gateway is built, ready once the indexes are
 // loaded.
-func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.Listener, stop stopping, started, ready func(*gateway.Gateway)) error {
+func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.Listener, maxIdle int, stop stopping, started, ready func(*gateway.Gateway)) error {
 	g, err := gateway.New(cfg)
 	if err != nil {
 		return err
@@ -454,7 +460,7 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 	if started != nil {
 		started(g)
 	}
-	srv := newServer(g)
+	srv := newServer(g, maxIdle)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Int64("cache_bytes", cfg.CacheSize).Str("cache_policy", cfg.CachePolicy).
@@ -523,7 +529,7 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 
 // startPprof serves the runtime profiles on their own listener, so that
 // profiling is opt-in and never exposed on the data port.
-func startPprof(ctx context.Context, log zerolog.Logger, addr string) error {
+func startPprof(ctx context.Context, log zerolog.Logger, addr string, maxIdle int) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -534,7 +540,7 @@ func startPprof(ctx context.Context, log zerolog.Logger, addr string) error {
 	if err != nil {
 		return fmt.Errorf("--pprof: %w", err)
 	}
-	srv := newServer(mux)
+	srv := newServer(mux, maxIdle)
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	go func() { _ = srv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving profiles at /debug/pprof/")
