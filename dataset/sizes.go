@@ -20,18 +20,18 @@ import (
 )
 
 // WriteSizes reads every sample's image size of ix (a dataset of tar
-// chunks in st) — its first JPEG or PNG member's header, EXIF applied
-// (imagesize.ReadTar) — and stores them at stored.SizesKey. maxPixels
-// bounds an image's stored pixels as its header claims them (0:
-// transform's default); parallel chunks are read at once. A sample
-// without an image, or whose image's header does not read, is no error:
-// its reason is in the file. A store's error fails the call.
+// chunks in st) — its first JPEG or PNG member's header, EXIF applied —
+// and decodes the image whole (imagesize.DecodedTar), and stores them at
+// stored.SizesKey. maxPixels bounds an image's stored pixels as its
+// header claims them (0: transform's default); parallel chunks are read
+// at once. A sample without an image, whose image's header does not
+// read, or whose data does not decode, is no error: its reason is in the
+// file, so that a job batching by shape knows it before its step.
+// A store's error fails the call.
 //
-// Each sample is read from its start only as far as its image's header:
-// 64 KiB, then twice as much while the header runs past what was read.
-// A sample whose members before the image are large costs those bytes;
-// no pixel is decoded, and no more than one sample's bytes are held a
-// chunk read at once.
+// Each sample is read whole, one at a time a chunk read at once, and
+// its image decoded: an image that would fail at its step (cut short
+// after its header, damaged) is found here, for one decode of each.
 func WriteSizes(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, maxPixels int64, parallel int) (*imagesize.File, error) {
 	if ix.Deferred() {
 		return nil, fmt.Errorf("dataset: index %s is of a dataset served in place: its image sizes are read through its format's decoder (WriteSizesInPlace)", ix.ID())
@@ -88,13 +88,8 @@ func AppendSizes(ctx context.Context, st, data s3backend.Store, ix *chunkindex.I
 // its sample ID: its size, or why it has none.
 type chunkSizes func(ctx context.Context, c int, each func(id int, s imagesize.Size, bad string)) error
 
-// firstRead is how much of a tar sample is read for its image's header
-// at first: a small sample whole, a photo's header and the members
-// before it.
-const firstRead = 64 << 10
-
-// tarSizes reads a tar chunk's samples by their ranges, each from its
-// start as far as its first image's header.
+// tarSizes reads a tar chunk's samples by their ranges, each whole, and
+// decodes each one's image.
 func tarSizes(st s3backend.Store, ix *chunkindex.Index, maxPixels int64) chunkSizes {
 	return func(ctx context.Context, c int, each func(int, imagesize.Size, string)) error {
 		ch := ix.Chunk(c)
@@ -102,20 +97,12 @@ func tarSizes(st s3backend.Store, ix *chunkindex.Index, maxPixels int64) chunkSi
 		var buf []byte
 		for id := first; id < first+n; id++ {
 			s := ix.Sample(id)
-			buf = buf[:0]
-			for want := min(s.Length, firstRead); ; want = min(2*want, s.Length) {
-				if have := int64(len(buf)); want > have {
-					buf = slices.Grow(buf, int(want-have))[:want]
-					if err := st.ReadRange(ctx, ch.Key, ch.ETag, s.Offset+have, buf[have:]); err != nil {
-						return fmt.Errorf("dataset: reading sample %s of %s: %w", s.Key, ch.Key, err)
-					}
-				}
-				size, bad, short := imagesize.ReadTar(buf, maxPixels)
-				if bad == "" || !short || want == s.Length {
-					each(id, size, bad)
-					break
-				}
+			buf = slices.Grow(buf[:0], int(s.Length))[:s.Length]
+			if err := st.ReadRange(ctx, ch.Key, ch.ETag, s.Offset, buf); err != nil {
+				return fmt.Errorf("dataset: reading sample %s of %s: %w", s.Key, ch.Key, err)
 			}
+			size, bad := imagesize.DecodedTar(buf, maxPixels)
+			each(id, size, bad)
 		}
 		return nil
 	}
@@ -146,7 +133,7 @@ func inPlaceSizes(data s3backend.Store, ix *chunkindex.Index, dec format.Decoder
 	read := decodedSamples(data, ix, dec, sel)
 	return func(ctx context.Context, c int, each func(int, imagesize.Size, string)) error {
 		return read(ctx, c, func(id int, _ string, sample []byte, _ *vision.Facts) error {
-			size, bad, _ := imagesize.ReadTar(sample, maxPixels)
+			size, bad := imagesize.DecodedTar(sample, maxPixels)
 			each(id, size, bad)
 			return nil
 		})

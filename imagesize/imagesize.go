@@ -28,6 +28,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/jpeg" // Decoded's decoders
+	_ "image/png"
 	"io"
 	"iter"
 	"strings"
@@ -67,17 +70,43 @@ func IsImage(member string) bool {
 // transform.DefaultMaxPixels). The members after the first image are
 // not asked for. Read is a pure function of the members and the bound.
 func Read(members iter.Seq2[string, []byte], maxPixels int64) (Size, string) {
+	return read(members, maxPixels, false)
+}
+
+// Decoded is Read with the image's data decoded whole, not its header
+// alone: an image whose header reads but whose data does not decode (cut
+// short, damaged) has a size by Read and would fail only at its step;
+// here it has why ("jpg: the data does not decode: …"). It costs each
+// image's decode, once (brand index --sizes); its decoders are the
+// standard library's, which the gateway's match (transform).
+func Decoded(members iter.Seq2[string, []byte], maxPixels int64) (Size, string) {
+	return read(members, maxPixels, true)
+}
+
+func read(members iter.Seq2[string, []byte], maxPixels int64, decode bool) (Size, string) {
 	for name, data := range members {
 		if !IsImage(name) {
 			continue
 		}
+		ext := name[strings.LastIndexByte(name, '.')+1:]
 		w, h, err := transform.DisplayedDims(data, maxPixels)
 		if err != nil {
-			return Size{}, fmt.Sprintf("%s: %v", name[strings.LastIndexByte(name, '.')+1:], err)
+			return Size{}, fmt.Sprintf("%s: %v", ext, err)
+		}
+		if decode {
+			// The header read, and bounded the pixels the decode holds.
+			if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+				return Size{}, fmt.Sprintf("%s: the data does not decode: %v", ext, err)
+			}
 		}
 		return Size{W: uint32(w), H: uint32(h)}, ""
 	}
 	return Size{}, NoImage
+}
+
+// DecodedTar is Decoded of a sample given whole as a tar of its members.
+func DecodedTar(sample []byte, maxPixels int64) (Size, string) {
+	return read(tarMembers(sample, nil), maxPixels, true)
 }
 
 // Of is Read under transform's default pixel bound.
@@ -91,14 +120,29 @@ func Of(members iter.Seq2[string, []byte]) (Size, string) { return Read(members,
 // again (a caller holding the whole sample has its answer). A tar that
 // does not parse ends its members there.
 func ReadTar(sample []byte, maxPixels int64) (s Size, bad string, short bool) {
-	r := bytes.NewReader(sample)
-	tr := tar.NewReader(r)
-	cut := false // the last member handed out is shorter than its header says
-	members := func(yield func(string, []byte) bool) {
+	var cut bool
+	s, bad = Read(tarMembers(sample, func(s, c bool) { short, cut = s, c }), maxPixels)
+	if bad == "" {
+		return s, "", false
+	}
+	return s, bad, short || cut
+}
+
+// tarMembers are a tar's regular members, their bytes not copied; ended
+// is told, if not nil, whether the tar ended before its end of archive
+// (short) and whether the last member handed out is shorter than its
+// header says (cut). A tar that does not parse ends its members there.
+func tarMembers(sample []byte, ended func(short, cut bool)) iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		r := bytes.NewReader(sample)
+		tr := tar.NewReader(r)
+		cut := false
 		for {
 			h, err := tr.Next()
 			if err != nil {
-				short = errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+				if ended != nil {
+					ended(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF), cut)
+				}
 				return
 			}
 			if h.Typeflag != tar.TypeReg {
@@ -107,14 +151,12 @@ func ReadTar(sample []byte, maxPixels int64) (s Size, bad string, short bool) {
 			at := r.Size() - int64(r.Len())
 			n := min(h.Size, int64(r.Len()))
 			cut = n < h.Size
+			if ended != nil {
+				ended(false, cut)
+			}
 			if !yield(h.Name, sample[at:at+n]) {
 				return
 			}
 		}
 	}
-	s, bad = Read(members, maxPixels)
-	if bad == "" {
-		return s, "", false
-	}
-	return s, bad, short || cut
 }

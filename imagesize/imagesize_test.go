@@ -165,3 +165,44 @@ func TestReadTarPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoded: Decoded is Read, and an image whose header reads but
+// whose data does not decode has why, where Read gives its size (issue
+// 98, item 14).
+func TestDecoded(t *testing.T) {
+	photo, png := fixture(t, "photo.jpg"), fixture(t, "photo.png")
+	for _, tc := range []struct {
+		name    string
+		members []member
+		want    Size
+		bad     string // a part of Decoded's reason; "" for none
+	}{
+		{"JPEG", []member{{"k.jpg", photo}}, Size{48, 32}, ""},
+		{"PNG", []member{{"k.png", png}}, Size{48, 32}, ""},
+		{"no image", []member{{"k.txt", []byte("a cat")}}, Size{}, NoImage},
+		{"a JPEG cut after its header", []member{{"k.jpg", photo[:len(photo)/2]}}, Size{}, "jpg: the data does not decode"},
+		{"a PNG cut after its header", []member{{"k.png", png[:len(png)-24]}}, Size{}, "png: the data does not decode"},
+		{"a PNG's data damaged", []member{{"k.png", damaged(png)}}, Size{}, "png: the data does not decode"},
+		{"a header that does not read", []member{{"k.png", png[:20]}}, Size{}, "png: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, bad := Decoded(seq(tc.members), 0)
+			if got != tc.want || (tc.bad == "") != (bad == "") || !strings.Contains(bad, tc.bad) {
+				t.Errorf("Decoded = %v, %q; want %v, %q", got, bad, tc.want, tc.bad)
+			}
+			if tc.bad != "" && strings.Contains(tc.bad, "does not decode") {
+				if s, why := Read(seq(tc.members), 0); why != "" || s == (Size{}) {
+					t.Errorf("Read = %v, %q: its header should read, or the case tests nothing", s, why)
+				}
+			}
+		})
+	}
+}
+
+// damaged is png with a byte of its last chunk's data flipped: its
+// header reads, its data fails its checksum.
+func damaged(png []byte) []byte {
+	b := bytes.Clone(png)
+	b[len(b)-20] ^= 0xff
+	return b
+}

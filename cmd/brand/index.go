@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
@@ -125,7 +127,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("indexed, but no image sizes written: %w", err)
 		}
-		printSizes(env, f)
+		printSizes(env, f, ix)
 	}
 	if model == nil {
 		return nil
@@ -250,7 +252,7 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		if err != nil {
 			return fmt.Errorf("indexed, but no image sizes written: %w", err)
 		}
-		printSizes(env, f)
+		printSizes(env, f, ix)
 	}
 	if model == nil || opt.Text != "" {
 		return nil
@@ -279,20 +281,36 @@ func printFacts(env *cli.Env, f *vision.FactsFile) {
 		humanize.Comma(int64(len(f.Samples))), humanize.Comma(int64(faults)), stored.VisionFactsKey)
 }
 
+// maxNamedBad is how many unreadable images printSizes names.
+const maxNamedBad = 20
+
 // sizesUsage is --sizes of `brand index` and `brand pack`.
-const sizesUsage = "read each sample's image size — its first .jpg, .jpeg or .png member's width and height from its header, EXIF orientation applied, no pixel decoded — and store them beside the index at " +
-	"_brand/image-sizes, for jobs that batch images by shape (docs/format.md §6.13): tar shards read as far as each image's header, Parquet and MDS served in place read with their image columns alone; " +
-	"a sample without a readable image is recorded with why, not refused. A video's clips have their size, frame rate and length in its index already"
+const sizesUsage = "read each sample's image size — its first .jpg, .jpeg or .png member's width and height from its header, EXIF orientation applied — and decode the image whole, and store them beside the index at " +
+	"_brand/image-sizes, for jobs that batch images by shape (docs/format.md §6.13): tar shards read sample by sample, Parquet and MDS served in place read with their image columns alone; " +
+	"a sample without a readable image (no header, or data that does not decode) is recorded with why, not refused, and named on stderr with its file. A video's clips have their size, frame rate and length in its index already"
 
 // printSizes says what --sizes wrote: the samples, those with an image
-// size, and those without (no image member, or a header that does not
-// read).
-func printSizes(env *cli.Env, f *imagesize.File) {
+// size, and those without (no image member, or an image that does not
+// read: its header, or its data). Each unreadable image is named on
+// stderr, its sample's key, file and why, the first maxNamedBad of them
+// (in sample order): found here, not at the step of a job that reads it.
+func printSizes(env *cli.Env, f *imagesize.File, ix *chunkindex.Index) {
 	none := 0
-	for _, why := range f.Bad {
+	var unreadable []int
+	for id, why := range f.Bad {
 		if why == imagesize.NoImage {
 			none++
+		} else {
+			unreadable = append(unreadable, id)
 		}
+	}
+	slices.Sort(unreadable)
+	for i, id := range unreadable {
+		if i == maxNamedBad {
+			fmt.Fprintf(env.Stderr, "brand index: warning: %s more unreadable images (each sample's reason is in %s)\n", humanize.Comma(int64(len(unreadable)-i)), stored.SizesKey)
+			break
+		}
+		fmt.Fprintf(env.Stderr, "brand index: warning: sample %q of %s: its image does not read: %s\n", ix.SampleKey(id), ix.Chunk(ix.ChunkOf(id)).Key, f.Bad[id])
 	}
 	fmt.Fprintf(env.Stdout, "wrote the image sizes of %s samples (%s images, %s bad: %s without an image, %s unreadable) at %s\n",
 		humanize.Comma(int64(len(f.Sizes))), humanize.Comma(int64(len(f.Sizes)-len(f.Bad))), humanize.Comma(int64(len(f.Bad))),
@@ -351,7 +369,7 @@ func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, d
 		return fmt.Errorf("appended, but no image sizes written: %w", err)
 	}
 	if sz != nil {
-		printSizes(env, sz)
+		printSizes(env, sz, ix)
 	}
 	if model == nil {
 		return nil

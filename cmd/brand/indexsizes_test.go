@@ -47,7 +47,10 @@ func storedSizes(t *testing.T, dir string) map[string]imagesize.Size {
 
 // `brand pack --sizes` and `brand index --sizes` of tar shards store each
 // sample's image size, EXIF applied, and say how many samples have one
-// and how many do not, and why.
+// and how many do not, and why, naming each unreadable image's sample
+// and file. An image whose header reads but whose data does not decode
+// (a JPEG and a PNG cut short after their headers) is unreadable: found
+// here, not at its step (issue 98, item 14: it had its size).
 func TestPackAndIndexSizes(t *testing.T) {
 	tree := t.TempDir()
 	pic := func(name string) []byte {
@@ -62,6 +65,8 @@ func TestPackAndIndexSizes(t *testing.T) {
 		"a/1.jpg": pic("exif-6.jpg"),
 		"b/2.txt": []byte("no image"),
 		"b/3.png": pic("photo.png")[:20],
+		"b/4.jpg": pic("photo.jpg")[:len(pic("photo.jpg"))/2],
+		"b/5.png": pic("photo.png")[:len(pic("photo.png"))-24],
 	}
 	for name, b := range files {
 		if err := os.MkdirAll(filepath.Join(tree, filepath.Dir(name)), 0o755); err != nil {
@@ -71,13 +76,27 @@ func TestPackAndIndexSizes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := map[string]imagesize.Size{"a/0": {W: 48, H: 32}, "a/1": {W: 32, H: 48}, "b/2": {}, "b/3": {}}
-	const line = "wrote the image sizes of 4 samples (2 images, 2 bad: 1 without an image, 1 unreadable) at _brand/image-sizes\n"
+	want := map[string]imagesize.Size{"a/0": {W: 48, H: 32}, "a/1": {W: 32, H: 48}, "b/2": {}, "b/3": {}, "b/4": {}, "b/5": {}}
+	const line = "wrote the image sizes of 6 samples (2 images, 4 bad: 1 without an image, 3 unreadable) at _brand/image-sizes\n"
+	named := func(t *testing.T, errOut string) {
+		t.Helper()
+		for _, key := range []string{`"b/3"`, `"b/4"`, `"b/5"`} {
+			if !strings.Contains(errOut, "sample "+key+" of ") || !strings.Contains(errOut, ".tar: its image does not read: ") {
+				t.Errorf("stderr does not name sample %s and its file:\n%s", key, errOut)
+			}
+		}
+		for _, why := range []string{"jpg: the data does not decode: ", "png: the data does not decode: "} {
+			if !strings.Contains(errOut, why) {
+				t.Errorf("stderr does not say %q:\n%s", why, errOut)
+			}
+		}
+	}
 	dst := t.TempDir()
 	code, out, errOut := brand(t, "pack", "--src", tree, "--dst", dst, "--sizes")
 	if code != 0 || !strings.HasSuffix(out, line) {
 		t.Fatalf("pack --sizes: exit %d\n%s%s", code, out, errOut)
 	}
+	named(t, errOut)
 	if got := storedSizes(t, dst); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("packed sizes %v; want %v", got, want)
 	}
@@ -85,6 +104,7 @@ func TestPackAndIndexSizes(t *testing.T) {
 	if code != 0 || !strings.HasSuffix(out, line) {
 		t.Fatalf("index --sizes: exit %d\n%s%s", code, out, errOut)
 	}
+	named(t, errOut)
 	if got := storedSizes(t, dst); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("indexed sizes %v; want %v", got, want)
 	}

@@ -98,7 +98,7 @@ func runPack(ctx context.Context, env *cli.Env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("packed, but no image sizes written: %w", err)
 		}
-		printSizes(env, f)
+		printSizes(env, f, ix)
 	}
 	return nil
 }
