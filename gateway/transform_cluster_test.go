@@ -68,6 +68,12 @@ func TestClusterTransformsWhereTheChunkIs(t *testing.T) {
 		// Nor does a late answer: a hedge asks the next node, which reads
 		// the chunk again (TestS3FaceOnCluster).
 		c.Cluster.Hedge = hedge.Config{Rate: -1}
+		// Nor a fetch past its timeout: on a starved machine (CI at a
+		// load of 12–15, the race detector on) an owner reading and
+		// transforming a chunk for an asker took past the 2 s of the
+		// test clusters, and the asker read the chunk itself (18 chunk
+		// reads, 135 images). Timeouts' rule is transport's TestTimeoutIsThePeersFailureGivingUpIsNot.
+		c.Cluster.PeerTimeout = time.Minute
 	})
 	probed(t, cl)
 	seen := map[string]int{}
