@@ -242,7 +242,7 @@ func (s *Stream) edit(ctx context.Context, r Record, check func(p *Plan) (*Edite
 		// Its segment may be the last, its second copy not written:
 		// answered once it has one.
 		s.wmu.Lock()
-		err := s.mend(ctx)
+		err := s.tail.mend(ctx, s.st, s.job, s.segs)
 		s.wmu.Unlock()
 		if err != nil {
 			return Edited{}, err

@@ -345,11 +345,11 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 	}
 	recs := make([]Record, len(batch))
 	for attempt := 0; ; attempt++ {
-		if err := s.mend(ctx); err != nil {
+		if err := s.tail.mend(ctx, s.st, s.job, s.segs); err != nil {
 			fail(err)
 			return
 		}
-		t := max(s.plan.Clock(), s.clockNow())
+		t := max(s.plan.Clock(), s.Now())
 		for i, pd := range batch {
 			recs[i] = pd.rec
 			recs[i].T = t
@@ -379,7 +379,7 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 			// too (a lease asked again with its request ID is answered
 			// with the lease it made), and whoever writes the next
 			// segment writes the copy first (mend).
-			cerr := s.writeCopy(ctx, s.segs+1, body)
+			cerr := writeCopy(ctx, s.st, s.job, s.segs+1, body)
 			s.mu.Lock()
 			s.segs++
 			s.bytes += int64(len(body))
@@ -416,44 +416,41 @@ func (s *Stream) commit(ctx context.Context, batch []*pending) {
 	}
 }
 
-// mend writes the last segment's second copy where it may be missing
-// (tailSegment), before a segment after it is written; s.wmu is held.
-func (s *Stream) mend(ctx context.Context) error {
-	t := s.tail
-	if t.copied || t.i != s.segs || t.body == nil {
+// mend writes the last segment's second copy where it may be missing,
+// before a segment after it is written (segs: the segments applied; the
+// stream's wmu is held).
+func (t *tailSegment) mend(ctx context.Context, st Store, job string, segs uint64) error {
+	if t.copied || t.i != segs || t.body == nil {
 		return nil
 	}
-	if _, err := s.st.Stat(ctx, copyKey(s.job, t.i)); err == nil {
-		s.tail.copied = true
+	if _, err := st.Stat(ctx, copyKey(job, t.i)); err == nil {
+		t.copied = true
 		return nil
 	} else if !errors.Is(err, s3backend.ErrNotFound) {
-		return fmt.Errorf("%w: reading task job %s's segment %d's second copy: %w", ErrStore, s.job, t.i, err)
+		return fmt.Errorf("%w: reading task job %s's segment %d's second copy: %w", ErrStore, job, t.i, err)
 	}
-	if err := s.writeCopy(ctx, t.i, t.body); err != nil {
+	if err := writeCopy(ctx, st, job, t.i, t.body); err != nil {
 		return err
 	}
-	s.tail.copied = true
+	t.copied = true
 	return nil
 }
 
-// writeCopy writes body as segment i's second copy, once: a copy there
-// already holds the same bytes (written by segment i's writer, perhaps
-// from a try whose answer was lost, or by the next segment's, from the
-// first copy: mend).
-func (s *Stream) writeCopy(ctx context.Context, i uint64, body []byte) error {
-	_, err := s.st.PutIfAbsent(ctx, copyKey(s.job, i), bytes.NewReader(body), int64(len(body)))
+// writeCopy writes body as job's segment i's second copy, once: a copy
+// there already holds the same bytes (written by segment i's writer,
+// perhaps from a try whose answer was lost, or by the next segment's,
+// from the first copy: mend).
+func writeCopy(ctx context.Context, st Store, job string, i uint64, body []byte) error {
+	_, err := st.PutIfAbsent(ctx, copyKey(job, i), bytes.NewReader(body), int64(len(body)))
 	if err != nil && !errors.Is(err, s3backend.ErrExists) {
-		return fmt.Errorf("%w: writing task job %s's segment %d's second copy: %w", ErrStore, s.job, i, err)
+		return fmt.Errorf("%w: writing task job %s's segment %d's second copy: %w", ErrStore, job, i, err)
 	}
 	return nil
 }
 
 // Now is now in the plan's time (ms since the job was made): what a view
 // of the plan asks of its leases' deadlines.
-func (s *Stream) Now() uint64 { return s.clockNow() }
-
-// clockNow is now in the plan's time: ms since the job was made.
-func (s *Stream) clockNow() uint64 {
+func (s *Stream) Now() uint64 {
 	return uint64(max(0, s.now().UnixMilli()-s.plan.spec.Made))
 }
 
@@ -523,19 +520,19 @@ func (s *Stream) LeaseOnce(ctx context.Context, gen string, k int, req string) (
 	// A request this node knows made an open lease is answered with it.
 	for try := 0; ; try++ {
 		s.mu.Lock()
-		if l, ok := s.plan.leases.ByRequest(gen, req); ok && s.plan.leases.Deadline(l.ID) > s.clockNow() {
+		if l, ok := s.plan.leases.ByRequest(gen, req); ok && s.plan.leases.Deadline(l.ID) > s.Now() {
 			s.mu.Unlock()
 			// Its segment may be the last, its second copy not written
 			// (the ask refused for it): answered once it has one.
 			s.wmu.Lock()
-			err := s.mend(ctx)
+			err := s.tail.mend(ctx, s.st, s.job, s.segs)
 			s.wmu.Unlock()
 			if err != nil {
 				return Lease{}, err
 			}
 			return l, nil
 		}
-		ok := s.plan.Leasable(max(s.plan.Clock(), s.clockNow()))
+		ok := s.plan.Leasable(max(s.plan.Clock(), s.Now()))
 		var err error
 		if !ok && try == 1 {
 			err = s.plan.nothingToLease()
