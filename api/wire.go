@@ -51,6 +51,16 @@ const (
 	// rank order (docs/shuffle.md §13).
 	HeaderBalance   = "Brand-Balance"
 	HeaderRankCosts = "Brand-Rank-Costs"
+	// HeaderUnanswered, on a client's request to a node of a cluster,
+	// names the node (its URL as the peer list spells it) whose answer
+	// to the same request the client stopped waiting for — a hedge, or
+	// a failover after its probe went unanswered — and
+	// HeaderUnansweredFor how long it had waited, in whole milliseconds.
+	// A node that has heard nothing from the named one for as long
+	// reads that node's chunks elsewhere for the request, without
+	// waiting on it first (docs/scale-out.md, "Hedged reads").
+	HeaderUnanswered    = "Brand-Unanswered"
+	HeaderUnansweredFor = "Brand-Unanswered-For"
 )
 
 // EpochInfo is the body of GET /epoch/{epoch}: the epoch's extent under a

@@ -55,7 +55,7 @@ func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
 // handleBatch serves GET and HEAD /epoch/{epoch}/batch/{batch}: the batch
 // as a tar stream, or its manifest with format=json.
 func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx := unansweredContext(r)
 	b, q, err := batchOf(g.jobs, r)
 	if err != nil {
 		conflictHeader(w, err)

@@ -44,6 +44,8 @@ type scripted struct {
 	// answeredAt is when each node last answered this one, by slot;
 	// now for those it does not name.
 	answeredAt map[int]time.Time
+	// silent: the nodes that answer no probe (Answers), by slot.
+	silent map[int]bool
 }
 
 func newScripted(ds *catalog.Dataset, answer ...peerFunc) *scripted {
@@ -60,6 +62,16 @@ func (s *scripted) Answered(k int) time.Time {
 func (s *scripted) State(int) *nodestate.State {
 	id := s.ds.ID()
 	return &nodestate.State{Ready: true, Datasets: []nodestate.DatasetState{{Name: s.ds.Name, Current: id, Held: []string{id}}}}
+}
+
+// Answers: a node answers its probe unless it is silent (silent, by
+// slot).
+func (s *scripted) Answers(ctx context.Context, k int) bool {
+	if s.silent[k] {
+		<-ctx.Done()
+		return false
+	}
+	return true
 }
 
 func (s *scripted) Hedged(k int, _ time.Time, lost bool) {

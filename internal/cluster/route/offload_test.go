@@ -16,11 +16,12 @@ import (
 // states are peers known by their last states alone, every one up.
 type states map[int]*nodestate.State
 
-func (s states) Up(int) bool                    { return true }
-func (s states) State(k int) *nodestate.State   { return s[k] }
-func (s states) Answered(int) time.Time         { return time.Now() }
-func (s states) Holds(int, string, string) bool { return true }
-func (s states) Hedged(int, time.Time, bool)    {}
+func (s states) Up(int) bool                       { return true }
+func (s states) State(k int) *nodestate.State      { return s[k] }
+func (s states) Answered(int) time.Time            { return time.Now() }
+func (s states) Holds(int, string, string) bool    { return true }
+func (s states) Answers(context.Context, int) bool { return true }
+func (s states) Hedged(int, time.Time, bool)       {}
 func (s states) Fetch(context.Context, int, transport.Request) (transport.Reply, error) {
 	return transport.Reply{}, errors.New("no fetch in this test")
 }

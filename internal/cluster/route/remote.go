@@ -17,7 +17,8 @@ import (
 // the next node of their chunks' rankings, ending with this node, which
 // reads the store: a peer's loss costs time, never the read. Samples
 // fetched before the read (fetched, by position; see TakeNext) are used
-// first.
+// first. A node the request's client found silent (WithUnanswered) and
+// that has not answered this node since is skipped from the start.
 //
 // A node that has not answered within the hedge deadline (Config.Hedge:
 // learnt from the answers observed) is hedged, if the budget allows: its
@@ -29,6 +30,11 @@ import (
 // the reader's, after the route's.
 func (r *Router) ReadRemote(ctx context.Context, smp layout.Samples, origin *transport.Origin, fetched [][]byte, data [][]byte) (local, missing []int, err error) {
 	skip := map[int]bool{}
+	if k, since := r.unansweredSlot(ctx); k >= 0 && !r.answers(ctx, k) {
+		// Its client found it silent, and so has this node since.
+		skip[k] = true
+		r.suspects.late(k, since)
+	}
 	// since is when the first fetch hedged was sent (zero: none yet). A
 	// peer that has answered nothing since is not asked in a hedge's
 	// stead: a node cut off from its peers would find each one out by a
@@ -94,7 +100,8 @@ func (r *Router) ReadRemote(ctx context.Context, smp layout.Samples, origin *tra
 }
 
 // grace gives the fetches hedged and still under way a little longer
-// (half the hedge deadline) when what they would fill is left to this
+// (half the hedge deadline, a quarter where each is of a suspect peer:
+// suspect.go) when what they would fill is left to this
 // node and its cache lacks a chunk of it: that hedge is a store read of
 // the whole chunk, the dearest there is, and a peer that was only late (a
 // loaded machine, a peer just taken back up) answers meanwhile. A peer
@@ -102,16 +109,24 @@ func (r *Router) ReadRemote(ctx context.Context, smp layout.Samples, origin *tra
 func (r *Router) grace(ctx context.Context, rc *race, smp layout.Samples, src []int) {
 	rc.mu.Lock()
 	var wait []*try
+	suspect := true // every fetch waited for is of a suspect peer
 	for _, t := range rc.stragglers {
 		if !rc.coveredLocked(t) && r.readsStore(smp, src, t.pos) {
 			wait = append(wait, t)
+			suspect = suspect && t.suspect
 		}
 	}
 	rc.mu.Unlock()
 	if len(wait) == 0 {
 		return
 	}
-	timer := time.NewTimer(r.hedge.Deadline() / 2)
+	grace := r.hedge.Deadline() / 2
+	if suspect {
+		// Late lately (suspect.go): a peer only late was given its
+		// chance in its last fetch.
+		grace /= 2
+	}
+	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	for _, t := range wait {
 		select {
@@ -161,6 +176,9 @@ type try struct {
 	cancel context.CancelFunc
 	done   chan error // its Fetch's error, once it ends
 	filled int        // positions it filled first; under race.mu
+	// suspect: its node was suspect as it was sent (suspect.go), and
+	// waited for a quarter of the hedge deadline.
+	suspect bool
 }
 
 // fill writes t's reply into the positions still empty, and cancels the
@@ -284,7 +302,9 @@ type fetch struct {
 }
 
 // fetchOne asks node k for f's samples and reports whether its positions
-// are filled. A fetch not answered within the hedge deadline is, with
+// are filled. A fetch not answered within the hedge deadline (a quarter
+// of it from a peer late lately and silent since: suspect.go; a fetch
+// late makes its peer suspect in turn) is, with
 // hedging and a hedge from the budget, left running (a straggler, which
 // may still answer first) and reported unfilled, for the read to ask the
 // next nodes too; without hedging (a next batch's fetch, whose samples
@@ -292,7 +312,7 @@ type fetch struct {
 // spent it is waited for, up to the peer's timeout, as before hedges.
 func (r *Router) fetchOne(ctx context.Context, rc *race, k int, f *fetch, hedging bool) bool {
 	tctx, cancel := context.WithCancel(ctx)
-	t := &try{k: k, sent: time.Now(), pos: f.pos, cancel: cancel, done: make(chan error, 1)}
+	t := &try{k: k, sent: time.Now(), pos: f.pos, cancel: cancel, done: make(chan error, 1), suspect: r.suspects.suspect(k, r.peers.Answered(k))}
 	rc.mu.Lock()
 	if rc.closed {
 		rc.mu.Unlock()
@@ -309,12 +329,17 @@ func (r *Router) fetchOne(ctx context.Context, rc *race, k int, f *fetch, hedgin
 		}
 		t.done <- err
 	})
-	timer := time.NewTimer(r.hedge.Deadline())
+	wait := r.hedge.Deadline()
+	if t.suspect {
+		wait /= 4
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var err error
 	select {
 	case err = <-t.done:
 	case <-timer.C:
+		r.suspects.late(k, t.sent)
 		switch {
 		case !hedging:
 			// Nothing waits on it but the read, which fetches what is

@@ -50,7 +50,8 @@ type fakeNodes struct {
 
 func (f *fakeNodes) Up(k int) bool { return f.how[k] != down }
 
-func (f *fakeNodes) Hedged(int, time.Time, bool) {}
+func (f *fakeNodes) Answers(context.Context, int) bool { return true }
+func (f *fakeNodes) Hedged(int, time.Time, bool)       {}
 
 func (f *fakeNodes) Answered(k int) time.Time {
 	if f.how[k] == quiet {

@@ -51,6 +51,8 @@ type Peers interface {
 	// Answered is when node k last answered this node (zero if never);
 	// what it asked this node does not count (a one-way cut).
 	Answered(k int) time.Time
+	// Answers reports whether node k answers a probe before ctx ends.
+	Answers(ctx context.Context, k int) bool
 	// Hedged tells how a fetch from node k, sent at sent, ended: lost (a
 	// hedge answered first), else it answered. A node that keeps losing
 	// is held down as after a timeout.
@@ -124,6 +126,7 @@ type Router struct {
 	view      atomic.Pointer[routing]
 	next      *premade.Store[[][][]byte] // next batches' samples, per part
 	hedge     *hedge.Policy
+	suspects  *suspicion // peers late lately (suspect.go)
 	part      *stopper.Group
 
 	// Figures: sample bytes of batches served by where they came from,
@@ -144,7 +147,7 @@ func New(c Config) *Router {
 		budget = premade.NewBytes(c.NextBytes)
 	}
 	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, fresh: cmp.Or(c.Fresh, 2*time.Second), load: c.Load, slack: c.Slack, log: c.Log,
-		storeDown: c.StoreDown, holds: c.Holds, hedge: hedge.New(c.Hedge),
+		storeDown: c.StoreDown, holds: c.Holds, hedge: hedge.New(c.Hedge), suspects: newSuspicion(c.Hedge.Now),
 		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: budget}),
 		part: stopper.Own(c.Group, "route: next batches' samples")}
 	r.part.OnStop(r.next.Close)

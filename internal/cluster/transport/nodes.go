@@ -373,6 +373,22 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	return rep, err
 }
 
+// Answers reports whether node k answers a state probe before ctx ends,
+// an answer counting as one (Answered): a read's check of a client's
+// word that k is silent (route.WithUnanswered), a node busy serving
+// answering its state at once.
+func (n *Nodes) Answers(ctx context.Context, k int) bool {
+	if k == n.self.slot {
+		return true
+	}
+	nd := n.at(k)
+	if _, _, err := nd.client.State(ctx); err != nil {
+		return false
+	}
+	nd.answered.Store(time.Now().UnixNano())
+	return true
+}
+
 // lateHold is how many fetches in a row a node may lose to hedges before
 // it is held down as after a timeout: one late answer is the tail of a
 // healthy node's latencies; several in a row, a node that does not
