@@ -66,24 +66,23 @@ var errBodyStopped = errors.New("the body stopped, and a health probe got no ans
 // any answer means the node is alive and the batch slow (a cold batch
 // read from the store) or its connection stalled (a link that flaps
 // drops the request's resends in step with its outages): the attempt
-// goes on waiting, and alive is closed, so that doWatched hedges it. A
-// probe that gets none means a stopped, wedged or unreachable node, and
-// the attempt is abandoned through abandon with errNoAnswer, so that the
-// request fails over at once rather than after the transport's
-// ResponseHeaderTimeout.
-//
-// stop ends the watch, waiting for a probe in flight, and reports whether
-// the attempt was abandoned; call it as soon as the headers arrive (or the
-// attempt failed). A probe cut short by stop or by ctx abandons nothing.
-func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, health string) (stop func() bool, alive <-chan struct{}) {
+// goes on waiting (doWatched has hedged it meanwhile). A probe that gets
+// none means a stopped, wedged or unreachable node, and the attempt is
+// abandoned through abandon with errNoAnswer, so that the request fails
+// over at once rather than after the transport's ResponseHeaderTimeout.
+// A probe cut short by stop or by ctx abandons nothing.
+func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, health string) *watcher {
 	ctx, cancel := context.WithCancel(ctx)
-	abandoned := false
-	exited := make(chan struct{})
-	answered := make(chan struct{})
-	first := true
+	w := &watcher{cancel: cancel, exited: make(chan struct{}), first: make(chan struct{})}
 	after, wait := t.firstProbe()
 	go func() {
-		defer close(exited)
+		defer close(w.exited)
+		first := w.first
+		defer func() {
+			if first != nil {
+				close(first)
+			}
+		}()
 		timer := time.NewTimer(after)
 		defer timer.Stop()
 		for {
@@ -93,24 +92,45 @@ func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, 
 			case <-timer.C:
 			}
 			if t.probe(ctx, health, wait) || ctx.Err() != nil {
-				if first && ctx.Err() == nil {
-					close(answered)
+				if first != nil && ctx.Err() == nil {
+					w.answered.Store(true)
+					close(first)
+					first = nil
 				}
-				first = false
 				wait = probeTimeout
 				timer.Reset(t.opts.ProbeAfter)
 				continue
 			}
-			abandoned = true
+			w.abandoned.Store(true)
 			abandon(errNoAnswer)
 			return
 		}
 	}()
-	return func() bool {
-		cancel()
-		<-exited
-		return abandoned
-	}, answered
+	return w
+}
+
+// watcher is a watch under way (transport.watch).
+type watcher struct {
+	cancel              context.CancelFunc
+	exited              chan struct{}
+	first               chan struct{} // closed once the first probe has an outcome, or the watch ended
+	answered, abandoned atomic.Bool   // a probe answered; the attempt was abandoned
+}
+
+// stop ends the watch, waiting for a probe in flight, and reports whether
+// the attempt was abandoned; call it as soon as the headers arrive (or
+// the attempt failed).
+func (w *watcher) stop() bool {
+	w.cancel()
+	<-w.exited
+	return w.abandoned.Load()
+}
+
+// settle waits for the first probe's outcome, then stops the watch, and
+// reports whether the attempt was abandoned (its node did not answer).
+func (w *watcher) settle() bool {
+	<-w.first
+	return w.stop()
 }
 
 // doWatched sends req, whose context abandon cancels, under a watch of its
@@ -118,17 +138,29 @@ func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, 
 // to headers of an attempt answered is learnt (t.lag).
 //
 // With hedge (a node of the cluster after req's: see router.next), an
-// attempt whose node answered its probe and then sent no headers for
-// the learnt deadline once more is hedged: hedge's request is sent too,
-// within the budget (t.lag.Allow), and the first to send headers wins;
-// the other is cancelled through its context. The node that answered
-// its probe is alive, so neither is passed over: a cold batch still
-// comes from the home if it is the first, and a request stalled in a
-// connection whose resends a flapping link drops comes from the next
-// node instead. won is true when hedge's request answered.
-func (t *transport) doWatched(req *http.Request, abandon context.CancelCauseFunc, health string, hedge *http.Request, cancelHedge context.CancelCauseFunc) (resp *http.Response, won bool, err error) {
+// attempt that has sent no headers for the learnt deadline is hedged as
+// its node is first probed: hedge's request is sent too, within the
+// budget (t.lag.Allow), telling its node that req's (name) has not
+// answered for the deadline (api.HeaderUnanswered), and the first to
+// send headers wins; the other is cancelled through its context. won is
+// true when hedge's request answered. A hedge that wins before req's
+// node has answered a probe passes that node over at once (passOver, as
+// a failed node is), and the probe, left to finish, takes it back
+// (passOver's undo) if it answers: a node that answers its probe is
+// alive — a cold batch read from the store, or a request stalled in a
+// connection whose resends a flapping link drops — and a cold batch
+// still comes from the home if it is the first.
+//
+// The hedge used to wait for the probe's answer and the deadline once
+// more: a node gone silent cost a step the deadline and the probe's
+// wait (up to a second) before its request went elsewhere, which with
+// batches of MiBs (a deadline of 0.4 s and more) was most of a step's
+// second (issue 98, item 12).
+func (t *transport) doWatched(req *http.Request, abandon context.CancelCauseFunc, health string, hedge *http.Request, cancelHedge context.CancelCauseFunc, name string, passOver func() (undo func())) (resp *http.Response, won bool, err error) {
 	after, _ := t.firstProbe()
-	stop, alive := t.watch(req.Context(), abandon, health)
+	// The watch ends when stopped (every path below stops it), not with
+	// req: a probe left to finish after a hedge won outlives the attempt.
+	w := t.watch(context.WithoutCancel(req.Context()), abandon, health)
 	type answer struct {
 		resp  *http.Response
 		err   error
@@ -146,21 +178,20 @@ func (t *transport) doWatched(req *http.Request, abandon context.CancelCauseFunc
 	go send(req, false)
 	inFlight := 1
 	var hedgeAt <-chan time.Time
-	if hedge == nil {
-		alive = nil
+	if hedge != nil {
+		timer := time.NewTimer(after)
+		defer timer.Stop()
+		hedgeAt = timer.C
 	}
 	var a answer
 	for {
 		select {
-		case <-alive:
-			alive = nil
-			timer := time.NewTimer(after)
-			defer timer.Stop()
-			hedgeAt = timer.C
-			continue
 		case <-hedgeAt:
 			hedgeAt = nil
 			if t.lag.Allow() {
+				// The hedge's node is told which node it stands in for,
+				// and how long that one was waited for.
+				(&unanswered{name: name, waited: after}).tell(hedge)
 				inFlight++
 				go send(hedge, true)
 			}
@@ -173,25 +204,42 @@ func (t *transport) doWatched(req *http.Request, abandon context.CancelCauseFunc
 		}
 		break
 	}
-	abandoned := stop()
 	if inFlight > 0 {
-		// The loser: cancelled, and its answer, if it comes, closed.
-		if a.hedge {
-			abandon(errLostToHedge)
-		} else {
-			cancelHedge(errLostToHedge)
-		}
+		// The loser's answer, if it comes, closed.
 		go func() {
 			if l := <-answers; l.err == nil {
 				drainClose(l.resp.Body)
 			}
 		}()
 	}
-	if a.hedge {
-		if a.err == nil {
-			t.lag.Won()
+	if a.hedge && a.err == nil {
+		t.lag.Won()
+		if !w.answered.Load() {
+			// req's node has answered neither req nor a probe yet:
+			// passed over now, taken back if its probe answers.
+			undo := passOver()
+			go func() {
+				if !w.settle() {
+					undo()
+				}
+				abandon(errLostToHedge)
+			}()
+			return a.resp, true, nil
 		}
-		return a.resp, true, a.err
+		w.stop()
+		abandon(errLostToHedge)
+		return a.resp, true, nil
+	}
+	abandoned := w.stop()
+	if inFlight > 0 {
+		cancelHedge(errLostToHedge) // req answered first
+	}
+	if a.hedge {
+		// Both failed, the hedge last.
+		if abandoned {
+			passOver()
+		}
+		return nil, true, a.err
 	}
 	if !abandoned {
 		return a.resp, false, a.err

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,9 +83,10 @@ func (t *transport) sendVia(ctx context.Context, r *router, path string, q url.V
 	tried := make([]bool, len(r.nodes))
 	waits := 0 // backoff grows with the waits, not with failovers
 	k := r.pick()
+	var silent *unanswered // the node the last attempt found silent
 	for attempt := 0; ; attempt++ {
 		tried[k] = true
-		at := target{u: r.endpoint(k, path, q)}
+		at := target{k: k, u: r.endpoint(k, path, q), name: r.nodes[k].name, after: silent}
 		var hedge *target // a single gateway is not probed, nor hedged: there is nowhere else to go
 		h := -1
 		if len(r.nodes) > 1 {
@@ -93,7 +95,15 @@ func (t *transport) sendVia(ctx context.Context, r *router, path string, q url.V
 				hedge = &target{u: r.endpoint(h, path, q), health: r.endpoint(h, "/healthz", nil)}
 			}
 		}
-		retry, won, err := t.attempt(ctx, at, hedge, accept, b, read)
+		began := time.Now()
+		retry, won, err := t.attempt(ctx, at, hedge, accept, b, read, func() func() {
+			mark := r.fail(at.k)
+			return func() { r.unfail(at.k, mark) }
+		})
+		silent = nil
+		if errors.Is(err, errNoAnswer) {
+			silent = &unanswered{name: at.name, waited: time.Since(began)}
+		}
 		if won {
 			// The hedge's node answered: what follows is of its answer.
 			k = h
@@ -152,17 +162,44 @@ func (t *transport) sendVia(ctx context.Context, r *router, path string, q url.V
 	}
 }
 
-// target is where an attempt is sent: the request's URL on a node, and
-// the node's health URL ("" for a single gateway, which is not probed).
-type target struct{ u, health string }
+// target is where an attempt is sent: the request's URL on node k
+// (name, as the peer list spells it), the node's health URL ("" for a
+// single gateway, which is not probed), and the node the attempt before
+// found silent, if any.
+type target struct {
+	k               int
+	u, health, name string
+	after           *unanswered
+}
+
+// unanswered is a node that did not answer a request (the node named,
+// for waited), told to the node the request goes to next
+// (api.HeaderUnanswered): that node has not seen the silence yet, and
+// reads the silent node's chunks elsewhere at once rather than wait on
+// it first (internal/cluster/route.WithUnanswered).
+type unanswered struct {
+	name   string
+	waited time.Duration
+}
+
+// tell sets u's headers on req (none for nil).
+func (u *unanswered) tell(req *http.Request) {
+	if u == nil {
+		return
+	}
+	req.Header.Set(api.HeaderUnanswered, u.name)
+	req.Header.Set(api.HeaderUnansweredFor, strconv.FormatInt(max(1, u.waited.Milliseconds()), 10))
+}
 
 // attempt makes one request and reports whether its error may be retried.
 // With a health URL (a node of a cluster), the node is probed while the
 // request waits for headers, and the attempt abandoned, as a retryable
 // failure, if the probe gets no answer; with hedge too, a node that
-// answers its probe but not the request is hedged there (see watch and
-// doWatched), and won reports that hedge's node answered.
-func (t *transport) attempt(ctx context.Context, at target, hedge *target, accept string, b *body, read readFunc) (retry, won bool, err error) {
+// does not answer within the learnt deadline is hedged there (see watch
+// and doWatched), won reports that hedge's node answered, and passOver
+// passes at's node over when the hedge answered before it answered the
+// request or a probe (its undo takes it back if the probe answers).
+func (t *transport) attempt(ctx context.Context, at target, hedge *target, accept string, b *body, read readFunc, passOver func() (undo func())) (retry, won bool, err error) {
 	newRequest := func(ctx context.Context, u string) (*http.Request, error) {
 		method, data := http.MethodGet, io.Reader(nil)
 		if b != nil {
@@ -186,6 +223,7 @@ func (t *transport) attempt(ctx context.Context, at target, hedge *target, accep
 	if err != nil {
 		return false, false, err
 	}
+	at.after.tell(req)
 	var resp *http.Response
 	var actx context.Context
 	if at.health != "" {
@@ -205,7 +243,7 @@ func (t *transport) attempt(ctx context.Context, at target, hedge *target, accep
 				return false, false, err
 			}
 		}
-		resp, won, err = t.doWatched(req.WithContext(actx), abandon, at.health, hreq, habandon)
+		resp, won, err = t.doWatched(req.WithContext(actx), abandon, at.health, hreq, habandon, at.name, passOver)
 		health := at.health
 		if won {
 			req, actx, abandon, health = hreq, hctx, habandon, hedge.health

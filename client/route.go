@@ -112,15 +112,31 @@ func (r *router) next(k int) int {
 	return -1
 }
 
-// fail passes node k over for the router's retry period.
-func (r *router) fail(k int) {
+// fail passes node k over for the router's retry period, and returns
+// the mark (for unfail).
+func (r *router) fail(k int) uint64 {
+	if len(r.nodes) == 1 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.downUntil[k] = r.now().Add(r.retry)
+	r.marks++
+	r.marked[k] = r.marks
+	return r.marks
+}
+
+// unfail takes node k back if mark is still its last (fail): a node
+// passed over when a hedge answered before it did, which then answered
+// its probe, is alive, and a failure marked since is another's.
+func (r *router) unfail(k int, mark uint64) {
 	if len(r.nodes) == 1 {
 		return
 	}
 	r.mu.Lock()
-	r.downUntil[k] = r.now().Add(r.retry)
-	r.marks++
-	r.marked[k] = r.marks
+	if r.marked[k] == mark {
+		r.downUntil[k] = time.Time{}
+	}
 	r.mu.Unlock()
 }
 
