@@ -363,6 +363,25 @@ class _Unresponsive(TimeoutError):
     """A node that answered neither the request nor a liveness probe."""
 
 
+class _Silent(_Unresponsive):
+    """A node that sent no answer's headers and did not answer a liveness
+    probe either (not one whose answer stopped midway): the node the
+    request goes to next is told (:func:`_unanswered`)."""
+
+
+def _unanswered(headers: Mapping[str, str], node: Node, waited: float) -> "dict[str, str]":
+    """``headers`` telling the node a request goes to that ``node`` did not
+    answer it for ``waited`` seconds (``Brand-Unanswered``): a hedge, or a
+    failover from a silent node. That node has not seen the silence yet
+    (it hears from its peers once a probe interval), and reads the silent
+    node's chunks elsewhere at once rather than wait on it first, up to
+    its hedge deadline and more (docs/scale-out.md, "Hedged reads")."""
+    out = dict(headers)
+    out["Brand-Unanswered"] = node.url
+    out["Brand-Unanswered-For"] = str(max(1, int(waited * 1000)))
+    return out
+
+
 class _Background:
     """A call that may block (a hedge's connect and send) run on a thread
     of its own, its end signalled on a socket a selector waits on beside
@@ -448,7 +467,7 @@ class _Watch:
             if now < self.probe_at:
                 return min(self.deadline, self.probe_at) - now
             if not self.alive(self.wait):
-                raise _Unresponsive(
+                raise _Silent(
                     f"no answer in {self.first:.3g} s or more, nor to GET /healthz in {self.wait:.3g} s"
                 )
             now = time.monotonic()
@@ -717,6 +736,7 @@ class Session:
         waits = 0  # the backoff grows with the waits, not with failovers
         k = router.pick()
         attempt = 0
+        silent: "Optional[tuple[Node, float]]" = None  # the node the last attempt found silent, and for how long
         while True:
             tried.add(k)
             node = router.nodes[k]
@@ -724,8 +744,11 @@ class Session:
             h = router.next(k) if probe is not None else -1
             hedge = (router.nodes[h], router.nodes[h].base + path + query) if h >= 0 else None
             wait_for = None
+            began = time.monotonic()
+            told = _unanswered(headers, *silent) if silent is not None else headers
+            silent = None
             try:
-                status, got, data, won = self._attempt(node, method, target, body, headers, probe, into, hedge)
+                status, got, data, won = self._attempt(node, method, target, body, told, probe, into, hedge)
                 if won:
                     # The hedge's node answered: what follows is of its answer.
                     k, node, target = h, router.nodes[h], hedge[1]  # type: ignore[index]
@@ -735,6 +758,8 @@ class Session:
                     f"brand: {method} {node.origin}{target}: {type(e).__name__}: {e}"
                 )
                 err.__cause__ = e
+                if isinstance(e, _Silent):
+                    silent = (node, time.monotonic() - began)
             else:
                 if 200 <= status < 300:
                     return Answer(node.url, got, data)
@@ -805,7 +830,9 @@ class Session:
                     # On a thread of its own (_Watch.first_of).
                     if hedge is None or not self._lag.allow():
                         return None
-                    got = self._hedge(hedge[0], method, hedge[1], body, headers)
+                    # Its node is told which node it stands in for.
+                    got = self._hedge(hedge[0], method, hedge[1], body,
+                                      _unanswered(headers, node, time.monotonic() - sent))
                     hedge_sent[0] = time.monotonic()
                     return got
 

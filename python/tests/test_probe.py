@@ -217,6 +217,42 @@ class TestSilentHome(ProbeTest):
         self.assertGreaterEqual(took, 1.5)
         self.assertEqual(got, self.reference(2, r)[0])
 
+    def test_next_node_told(self):
+        # The node a request fails over to from a silent one is told which
+        # node that was and how long it was waited for (Brand-Unanswered):
+        # it has not seen the silence yet, and reads that node's chunks
+        # elsewhere at once rather than wait its own hedge deadline on it
+        # (issue 98, item 12).
+        fc = Cluster(self.gw.url, 2)
+        self.addCleanup(fc.close)
+        told = []
+
+        def silent(h):
+            fc.release.wait(10)  # neither the batch nor the probe
+            h.close_connection = True
+            return True
+
+        def record(h):
+            if h.path.startswith("/epoch/"):
+                told.append((h.headers.get("Brand-Unanswered"), h.headers.get("Brand-Unanswered-For")))
+            return False  # forwarded
+
+        fc.fail(0, silent)
+        fc.fail(1, record)
+        c = self.client(peers=fc.urls, world=2, rank=0, probe_after=1)
+        got, took = self.timed(lambda: c.batch(0, 1))
+        self.assertLess(took, FAILOVER_BOUND)
+        self.assertEqual(got, self.reference(2, 0)[1])
+        self.assertEqual(len(told), 1, told)
+        node, waited = told[0]
+        self.assertEqual(node, fc.urls[0])
+        self.assertGreaterEqual(int(waited), 1)
+        self.assertLessEqual(int(waited) / 1000, took)
+        # The next request goes straight to node 1, the silent node passed
+        # over: nothing to tell.
+        c.batch(0, 2)
+        self.assertEqual(told[1], (None, None))
+
     def test_bad_probe_after(self):
         for v in (0, -1, float("nan"), float("inf")):
             with self.subTest(probe_after=v), self.assertRaises(ValueError):
