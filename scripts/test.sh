@@ -74,6 +74,7 @@ fi
 #   lane three, plain pkgs    20m  the longest package, brand-bench's harness, 169 s: 7x
 #   lane three, brand-chart    5m  23 s: 13x
 #   lane three, memory        10m  26 s, 15 s, 13 s: 23x
+#   lane three, read paths    15m  160–290 s here on 2 shared cores: 3.1x
 #   lane three, libjpeg-turbo 10m  123 s for its four calls and the image's build: 4.9x
 #   lane three, fuzzing        5m  a target's 6 s and its build: 397 s for eleven, 36 s each: 8x
 # (scripts/test-python.sh runs the Python suite under `timeout 20m`:
@@ -322,10 +323,17 @@ lane_three() {
 	# node's stages keep per job, mixture and schedule clients name, held
 	# flat over 40,000 batches; what feedback bodies take while they are
 	# decoded; what a batch allocates over 2, 20 and 100 sources (under
-	# the race detector sync.Pool drops at random, and the figure is noise).
+	# the race detector sync.Pool drops at random, and the figure is
+	# noise); and every read path's peak under --memory-limit.
 	timed "lane three: memory" go test -count=1 -timeout 10m -run '^TestDistinctMixturesHoldNoMemory$' ./internal/batch/visit/
 	timed "lane three: memory (feedback)" go test -count=1 -timeout 10m -run '^TestFeedbackMemory$' ./internal/job/feedback/
 	timed "lane three: memory (many sources)" go test -count=1 -timeout 10m -run '^TestManySourcesGarbagePerBatch$' ./gateway/
+	# Every read path and the task plans under --memory-limit, a brand
+	# serve process's peak (VmHWM) each: 32 requests at once for samples
+	# over a 64th of the limit from chunks larger than the cache, and 100
+	# task jobs (issue 98). Here, not in lane two, so that it runs alone
+	# in its lane: it writes 900 MB and its figures are a process's peak.
+	timed "lane three: memory (read paths)" env BRAND_MEMORY_LANE=1 go test -count=1 -timeout 15m -run '^TestReadPathsWithinTheMemoryLimit$' ./integration/
 
 	# Package transform again with its optional libjpeg-turbo decoder
 	# (installs Debian's libjpeg62-turbo-dev when run as root), and the

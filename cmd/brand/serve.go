@@ -228,8 +228,20 @@ func (f *serveFlags) copyLimit() int64 {
 	return 2 * int64(f.maxBatchBytes)
 }
 
+// outsideGo is what a node holds resident beyond the memory Go's limit
+// governs: the binary's pages, and what the kernel maps for it. With Go's
+// limit at the budget itself, a node whose live heap was 400 MB of 1 GiB
+// let its heap grow to the limit between collections (the garbage of
+// chunks read through), and peaked at 1,031 MiB resident (issue 98,
+// item 8); 947–965 MiB with the limit this much lower.
+const outsideGo = 64 << 20
+
+// goMemoryLimit is Go's memory limit for a budget of total bytes: the
+// budget less what the process holds outside Go's memory.
+func goMemoryLimit(total int64) int64 { return max(total-outsideGo, total/2) }
+
 // applyMemoryLimit sets cfg's memory budget from --memory-limit and the
-// Go runtime's memory limit to it (auto: unless GOMEMLIMIT is set; off:
+// Go runtime's memory limit to it, less outsideGo (auto: unless GOMEMLIMIT is set; off:
 // not at all), and logs its parts. A limit too small for the cache and
 // the rest of the process fails here, at start.
 func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) string, cfg *gateway.Config) error {
@@ -249,7 +261,7 @@ func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) st
 	case f.memoryLimit == "off":
 	case f.memoryLimit == "auto" && getenv("GOMEMLIMIT") != "":
 	default:
-		debug.SetMemoryLimit(parts.Total())
+		debug.SetMemoryLimit(goMemoryLimit(parts.Total()))
 	}
 	log.Info().Int64("limit", parts.Total()).Int64("cache", parts.Cache).Int64("base", parts.Base).Int64("copies", parts.Copies).
 		Int64("decodes", parts.Decodes).Str("go_limit", f.memoryLimit).Msg("memory budget")

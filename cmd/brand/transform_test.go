@@ -86,8 +86,9 @@ func TestServeTransformFlags(t *testing.T) {
 }
 
 // --memory-limit is the node's budget: auto the parts' total, with room
-// for the largest decode the pixel bound allows, set as Go's limit unless
-// GOMEMLIMIT is; a size the budget the parts are fitted to; off the
+// for the largest decode the pixel bound allows, set as Go's limit (less
+// outsideGo, what the process holds beyond Go's memory) unless GOMEMLIMIT
+// is; a size the budget the parts are fitted to; off the
 // parts as auto, Go's limit untouched; a size that leaves nothing beside
 // the cache, or no size at all, fails at start.
 func TestMemoryLimitFlag(t *testing.T) {
@@ -118,10 +119,10 @@ func TestMemoryLimitFlag(t *testing.T) {
 		decodes  int64
 		errorHas string
 	}{
-		{"auto", nil, "", 0, 1<<30 + 256<<20 + 512<<20 + maxWork(transform.DefaultMaxPixels), maxWork(transform.DefaultMaxPixels), ""},
-		{"auto, a small pixel bound: the workers' floor", []string{"--max-image-pixels", "100000"}, "", 0, 1<<30 + 256<<20 + 512<<20 + 2*transformWorkerBytes, 2 * transformWorkerBytes, ""},
+		{"auto", nil, "", 0, 1<<30 + 256<<20 + 512<<20 + maxWork(transform.DefaultMaxPixels) - outsideGo, maxWork(transform.DefaultMaxPixels), ""},
+		{"auto, a small pixel bound: the workers' floor", []string{"--max-image-pixels", "100000"}, "", 0, 1<<30 + 256<<20 + 512<<20 + 2*transformWorkerBytes - outsideGo, 2 * transformWorkerBytes, ""},
 		{"auto under GOMEMLIMIT", nil, "2GiB", 0, 0, maxWork(transform.DefaultMaxPixels), ""},
-		{"a size: copies and decodes halve what is left", []string{"--memory-limit", "2GiB"}, "", 2 << 30, 2 << 30, 384 << 20, ""},
+		{"a size: copies and decodes halve what is left", []string{"--memory-limit", "2GiB"}, "", 2 << 30, 2<<30 - outsideGo, 384 << 20, ""},
 		{"off", []string{"--memory-limit", "off"}, "", 0, 0, maxWork(transform.DefaultMaxPixels), ""},
 		{"too small", []string{"--memory-limit", "1200MiB"}, "", 0, 0, 0, "leaves 0 B beside the cache"},
 		{"not a size", []string{"--memory-limit", "lots"}, "", 0, 0, 0, "want auto, off or a size"},

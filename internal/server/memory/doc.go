@@ -44,7 +44,8 @@
 // With `--memory-limit auto` the limit is the shares' total at their
 // defaults — the decodes share at least the largest decode the pixel
 // bound allows (transform.Set.MaxWork) — and the Go runtime's memory
-// limit is set to it. With a size, the cache and the base come first,
+// limit is set to it, less what the process holds outside Go's memory
+// (brand serve's outsideGo). With a size, the cache and the base come first,
 // and copies and decodes share the rest (Fit).
 //
 // # Waits and refusals
@@ -87,6 +88,10 @@
 // (within Copies) and gives its pins back.
 //
 // # Pools
+//
+// A buffer of a share (Account.Buffer) takes its capacity from it: its
+// size class, or its size where the class would be over a quarter of
+// the share (made then, and not pooled).
 //
 // Get and Put keep buffers by size class, a power of two from 64 KiB up,
 // for every user alike: a fresh buffer costs more than its copy (its

@@ -294,3 +294,53 @@ func TestWithin(t *testing.T) {
 		t.Errorf("taken: %v %v, part holds %d", v, ok, m.Copies().Held())
 	}
 }
+
+// TestBufferTakesItsCapacity is issue 98's item 8 in the manager: a
+// buffer of a share takes its capacity from it, not the bytes asked for
+// — a pooled buffer is of its size class, and the runtime zeroes a
+// buffer it reuses whole, so all of it is resident. One whose class
+// would be over a quarter of the share is made to its size, and not
+// pooled. Before, a copy of a 17 MiB sample reserved 17 MiB and held a
+// buffer of 32, and a chunk of 272 MiB read through reserved 272 and
+// held 512.
+func TestBufferTakesItsCapacity(t *testing.T) {
+	const share = 8 * mib
+	tests := []struct {
+		name string
+		n    int64
+		cap  int64 // the buffer's, and what the share holds
+	}{
+		{"pooled: its class", mib + mib/10, 2 * mib},
+		{"a class of a quarter of the share", 2 * mib, 2 * mib},
+		{"over a quarter: its size", 3 * mib, 3 * mib},
+		{"the least class", 1000, 64 << 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New(Config{Budget: Budget{Copies: share}, MaxWait: time.Second, Busy: errBusy})
+			a := m.Copies()
+			for _, try := range []bool{false, true} {
+				var buf []byte
+				var release func()
+				if try {
+					var ok bool
+					if buf, release, ok = a.TryBuffer(tt.n); !ok {
+						t.Fatal("TryBuffer: no room in an empty share")
+					}
+				} else {
+					var err error
+					if buf, release, err = a.Buffer(t.Context(), tt.n); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if int64(cap(buf)) != tt.cap || a.Held() != tt.cap {
+					t.Errorf("a buffer of %d bytes (TryBuffer %v): capacity %d, the share holds %d; want %d both", tt.n, try, cap(buf), a.Held(), tt.cap)
+				}
+				release()
+				if a.Held() != 0 {
+					t.Errorf("the share holds %d after release", a.Held())
+				}
+			}
+		})
+	}
+}

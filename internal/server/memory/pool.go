@@ -87,6 +87,27 @@ func (p *pool) get(n int64) []byte {
 	return make([]byte, 0, max(n, int64(1)<<(c+minClassShift)))
 }
 
+// take returns an empty buffer of capacity in [n, most]: a pooled one of
+// n's class, else a new one of most. Unlike get it takes no buffer of a
+// class above, nor one of n's class larger than most, so that the room
+// reserved for it is its capacity (Account.Buffer).
+func (p *pool) take(n, most int64) []byte {
+	c := class(n)
+	if b := p.kept[c].pop(); b != nil {
+		if int64(cap(b)) >= n && int64(cap(b)) <= most {
+			return b[:0]
+		}
+		p.put(b)
+	}
+	if b, ok := p.classes[c].Get().(*[]byte); ok {
+		if int64(cap(*b)) >= n && int64(cap(*b)) <= most {
+			return (*b)[:0]
+		}
+		p.classes[c].Put(b)
+	}
+	return make([]byte, 0, most)
+}
+
 // fill puts k new buffers of n bytes' class into the pool, every page
 // written, and has the class keep k more.
 func (p *pool) fill(n int64, k int) {
