@@ -103,12 +103,30 @@ func (r *Reader) readThrough(ctx context.Context, sub layout.Samples, s int, dro
 // loadThrough reads the chunk req names into a buffer of the Through
 // budget, reserved before a byte is read; on success release gives it
 // back, on error nothing is held.
+//
+// A load that takes memory of the same budget beside the buffer (a chunk
+// served in place, decoded as it is read: workingLoader) has it reserved
+// here with the buffer, at once, and is told so: asked by the load while
+// the buffer's room was held, the two waited on each other.
 func (r *Reader) loadThrough(ctx context.Context, req chunkcache.Request) (buf []byte, release func(), below bool, err error) {
-	buf, release, err = r.through.Buffer(ctx, req.Size)
-	if err != nil {
-		return nil, nil, false, err
+	var extra int64
+	if wl, ok := r.loader.(workingLoader); ok {
+		extra = wl.Working(req.Key)
 	}
-	buf = buf[:req.Size]
+	if extra > 0 {
+		release, err = r.through.Reserve(ctx, req.Size+extra)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		buf = make([]byte, req.Size)
+		ctx = catalog.WithWorkingHeld(ctx)
+	} else {
+		buf, release, err = r.through.Buffer(ctx, req.Size)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		buf = buf[:req.Size]
+	}
 	if tl, ok := r.loader.(chunkcache.TieredLoader); ok {
 		below, err = tl.LoadTiered(ctx, req.Key, buf)
 	} else {
@@ -127,6 +145,8 @@ type unbounded struct{}
 func (unbounded) Buffer(_ context.Context, n int64) ([]byte, func(), error) {
 	return make([]byte, 0, n), func() {}, nil
 }
+
+func (unbounded) Reserve(context.Context, int64) (func(), error) { return func() {}, nil }
 
 // copier returns what copies the samples of sub's chunk slot s out of its
 // bytes into the copy budget, pointing data at them. Samples whose sizes

@@ -94,6 +94,15 @@ type Working interface {
 	// gives it back, waiting for room within the budget's bound (an error
 	// wrapping chunkcache.ErrBusy otherwise).
 	Buffer(ctx context.Context, n int64) ([]byte, func(), error)
+	// Reserve reserves n bytes, waiting as Buffer does.
+	Reserve(ctx context.Context, n int64) (func(), error)
+}
+
+// workingLoader is a loader whose loads take memory of the Through
+// budget beside their buffer (catalog.Loader: a chunk served in place,
+// decoded as it is read).
+type workingLoader interface {
+	Working(k chunkcache.Key) int64
 }
 
 // Config configures a Reader.

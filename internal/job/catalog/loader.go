@@ -222,6 +222,44 @@ func NewLoader(c *Catalog, timeout time.Duration, rereads int) Loader {
 	return Loader{catalog: c, timeout: timeout, rereads: rereads, pools: unbounded{}, decodes: unbounded{}, log: c.log}
 }
 
+// working is the memory decoding chunk c of ds takes beside its buffer.
+func (l Loader) working(ds *Dataset, c int) int64 {
+	need := ds.InPlace.working(c)
+	if w, long := ds.InPlace.longTexts(c, l.texts); long {
+		need = w
+	}
+	return need
+}
+
+// Working is the memory loading chunk k takes beside the buffer it is
+// read into, from the decodes budget (0 for a chunk read as stored): a
+// caller that reserves its buffer from the same budget reserves the two
+// at once, and tells the load so (WithWorkingHeld): two reservations of
+// one budget, the second asked while the first is held, waited on each
+// other (a chunk larger than the cache served in place, read through,
+// was refused 503 after a minute with the budget taken by its own
+// buffer and others').
+func (l Loader) Working(k chunkcache.Key) int64 {
+	ds, c, err := l.catalog.Chunk(k)
+	if err != nil || ds.InPlace == nil {
+		return 0
+	}
+	return l.working(ds, c)
+}
+
+// workingHeldKey marks a load whose working memory its caller holds.
+type workingHeldKey struct{}
+
+// WithWorkingHeld is ctx of a load whose working memory (Working) the
+// caller has reserved with its buffer: the load reserves none.
+func WithWorkingHeld(ctx context.Context) context.Context {
+	return context.WithValue(ctx, workingHeldKey{}, true)
+}
+
+// WorkingHeld reports whether ctx is of a load whose working memory its
+// caller holds (WithWorkingHeld).
+func WorkingHeld(ctx context.Context) bool { return ctx.Value(workingHeldKey{}) != nil }
+
 // Load implements chunkcache.Loader.
 func (l Loader) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
 	_, err := l.LoadTiered(ctx, k, buf)
@@ -262,15 +300,13 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 		return f, 0, err
 	}
 	if ds.InPlace != nil {
-		need := ds.InPlace.working(c)
-		if w, long := ds.InPlace.longTexts(c, l.texts); long {
-			need = w
+		if !WorkingHeld(ctx) {
+			release, err := l.decodes.Reserve(ctx, l.working(ds, c))
+			if err != nil {
+				return fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+			}
+			defer release()
 		}
-		release, err := l.decodes.Reserve(ctx, need)
-		if err != nil {
-			return fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
-		}
-		defer release()
 		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, int, error) {
 			return readDecoded(ctx, ds, c, k, buf, l.pools, l.rereads, l.texts)
 		}
