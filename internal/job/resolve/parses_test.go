@@ -76,7 +76,9 @@ func TestParses(t *testing.T) {
 			t.Fatalf("%d bytes of query strings kept (counted %d), over %d", total, p.bytes, maxParsesBytes)
 		}
 	}
-	long := "dataset=" + strings.Repeat("d", maxParsedBytes)
+	// (A dataset name is at most 128 bytes now: a window of leading
+	// zeros makes the long query string.)
+	long := "seed=1&window=" + strings.Repeat("0", maxParsedBytes) + "1"
 	if _, _, err := p.parse(long, defaults, limits); err != nil {
 		t.Fatal(err)
 	}
