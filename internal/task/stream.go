@@ -260,7 +260,17 @@ func (s *Stream) catchUp(ctx context.Context) error {
 			} else if err != nil {
 				return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
 			}
-			b = nil
+			// A writer writes the first copy before the second: one
+			// written between the read above and the look at its copy
+			// is there now, and is read as any other (it was counted
+			// damaged, read from its copy: integration
+			// TestTaskStreamKills, "1 damaged" in a run with none).
+			b, err = editproto.ReadObject(ctx, s.st, segmentKey(s.job, s.segs+1), maxSegmentBytes)
+			if errors.Is(err, s3backend.ErrNotFound) {
+				b = nil
+			} else if err != nil {
+				return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
+			}
 		} else if err != nil {
 			return fmt.Errorf("%w: reading task job %s's log: %w", ErrStore, s.job, err)
 		}
