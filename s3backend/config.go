@@ -87,9 +87,7 @@ type Config struct {
 	// byte it stopped at. A stall that made progress is resumed without a
 	// backoff sleep, as a body cut short is, and counts against MaxRetries.
 	// It is what ends a stalled body long before the gateway's whole-chunk
-	// fetch timeout. Its clock stands while a request waits in a Pacer to
-	// be sent: the store has not been asked yet. Default 30 s; negative
-	// disables it.
+	// fetch timeout. Default 30 s; negative disables it.
 	IdleTimeout time.Duration
 
 	// Transport carries the HTTP requests; tests inject faults here.

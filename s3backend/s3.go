@@ -292,13 +292,12 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 			}
 		}
 		// The attempt has its own context so that a stall can abandon it
-		// without ending the read; it carries the watch so that a wait in
-		// the Pacer (not sent yet) is not taken for a stall.
+		// without ending the read.
 		actx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		idle := watchIdle(s.idle, cancel)
 		defer idle.stop()
-		body, info, header, err := s.core.GetObject(idle.within(actx), s.bucket, obj, opts)
+		body, info, header, err := s.core.GetObject(actx, s.bucket, obj, opts)
 		if err != nil {
 			return false, idle.explain(err)
 		}

@@ -310,7 +310,6 @@ func TestS3(t *testing.T) {
 	t.Run("Multipart", e.testMultipart)
 	t.Run("ResumeCutBody", e.testResumeCutBody)
 	t.Run("IdleTimeout", e.testIdleTimeout)
-	t.Run("PacerWaitIsNotIdle", e.testPacerWaitIsNotIdle)
 	t.Run("PresignGet", e.testPresignGet)
 	t.Run("ReadObject", e.testReadObject)
 	t.Run("ProgressPieces", e.testProgressPieces)
