@@ -360,20 +360,34 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 			served[c.Horizon] = append(served[c.Horizon], c.Pos)
 		}
 	}
+	// Decided as the batch's tasks are queued, under the queue's lock, so
+	// that the workers take batches' tasks in the order their GOPs were
+	// decided, and each kept fill's task is known taken (Lease.Start)
+	// before any later batch's task runs: a later batch waits for that
+	// fill rather than decode the GOP again (Lease.Wait).
 	leases := map[gopcache.Key]*gopcache.Lease{}
-	for i, l := range s.frames.Decide(wants, served) {
-		leases[wants[i].Key] = l
-	}
 	defer func() {
 		for _, l := range leases {
 			l.Close()
 		}
 	}()
+	decide := func() {
+		for i, l := range s.frames.Decide(wants, served) {
+			leases[wants[i].Key] = l
+		}
+	}
+	taken := func(i int) {
+		for _, e := range entries[tasks[i].video] {
+			if l := leases[e.Key]; l != nil {
+				l.Start()
+			}
+		}
+	}
 	errs := make([]error, len(tasks))
 	figs := make([]taskFigures, len(tasks))
-	err = s.pool.run(ctx, req.Place, len(tasks), func(i int, _ *transform.Scratch) {
+	err = s.pool.runCalls(ctx, calls{place: req.Place, n: len(tasks), queued: decide, taken: taken, f: func(i int, _ *transform.Scratch) {
 		figs[i], errs[i] = s.decodeVideo(ctx, req, d, gops, tasks[i], entries[tasks[i].video], leases, buf, req.NoWait)
-	})
+	}})
 	failed := map[*clipMember]error{} // the frames' members of the videos that did not decode
 	if err == nil && req.Skip {
 		for i, e := range errs {
@@ -461,9 +475,18 @@ func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Data
 		return f, fmt.Errorf("%s: %w", vid.Key, err)
 	}
 	if work := cl.Work(); work > 0 {
-		release, err := s.reserve(noWait)(ctx, work)
-		if err != nil {
-			return f, err
+		release, ok := s.decodes.TryReserve(work)
+		if !ok {
+			// Batches decided after this one wait for the GOPs it keeps
+			// (Lease.Start): not while it waits for memory.
+			for _, e := range entries {
+				if l := leases[e.Key]; l != nil {
+					l.Forgo()
+				}
+			}
+			if release, err = s.reserve(noWait)(ctx, work); err != nil {
+				return f, err
+			}
 		}
 		defer release()
 	}

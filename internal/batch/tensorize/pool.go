@@ -56,6 +56,7 @@ type task struct {
 	place Place
 	run   func(*transform.Scratch)
 	done  func(ran bool)
+	taken func() // nil, or called as a worker takes it, under the queue's lock
 }
 
 func newPool(workers int, part *stopper.Group) *pool {
@@ -110,13 +111,20 @@ func (p *pool) take() *task {
 	t := p.queue[0]
 	p.queue[0] = nil
 	p.queue = p.queue[1:]
+	if t.taken != nil {
+		t.taken()
+	}
 	return t
 }
 
 // put queues ts (one call's, of one place) at their place, in their
-// order, and wakes the workers.
-func (p *pool) put(ts []*task) {
+// order, and wakes the workers; queued, if not nil, runs first under the
+// queue's lock.
+func (p *pool) put(ts []*task, queued func()) {
 	p.mu.Lock()
+	if queued != nil {
+		queued()
+	}
 	at := len(p.queue)
 	if pl := ts[0].place; pl.Job != nil {
 		for i, q := range p.queue {
@@ -165,12 +173,36 @@ func (p *pool) withdraw(ts []*task) []*task {
 // ran, ctx's error if ctx ended first (its calls not yet taken by a
 // worker are withdrawn).
 func (p *pool) run(ctx context.Context, place Place, n int, f func(i int, sc *transform.Scratch)) error {
+	return p.runCalls(ctx, calls{place: place, n: n, f: f})
+}
+
+// calls are one call's work for runCalls: f(i, scratch) for i in [0, n),
+// queued at place. queued, if not nil, runs under the queue's lock just
+// before the tasks are queued, so calls are queued in the order their
+// hooks ran; taken(i), if not nil, as a worker takes task i, under the
+// same lock, so in the queue's order.
+type calls struct {
+	place  Place
+	n      int
+	f      func(i int, sc *transform.Scratch)
+	queued func()
+	taken  func(i int)
+}
+
+// runCalls is run of c, with its hooks.
+func (p *pool) runCalls(ctx context.Context, c calls) error {
+	place, n, f := c.place, c.n, c.f
 	select {
 	case <-p.quit:
 		return ErrClosed
 	default:
 	}
 	if n == 0 {
+		if c.queued != nil {
+			p.mu.Lock()
+			c.queued()
+			p.mu.Unlock()
+		}
 		return nil
 	}
 	all := make(chan struct{})
@@ -188,9 +220,12 @@ func (p *pool) run(ctx context.Context, place Place, n int, f func(i int, sc *tr
 	ts := make([]*task, n)
 	for i := range ts {
 		ts[i] = &task{ctx: ctx, place: place, run: func(sc *transform.Scratch) { f(i, sc) }, done: done}
+		if c.taken != nil {
+			ts[i].taken = func() { c.taken(i) }
+		}
 	}
 	p.queued.Add(int64(n))
-	p.put(ts)
+	p.put(ts, c.queued)
 	select {
 	case <-all:
 	case <-ctx.Done():

@@ -77,3 +77,46 @@ func TestPoolPlaces(t *testing.T) {
 		t.Errorf("%d queued after every call returned", q)
 	}
 }
+
+// TestPoolHooks: calls made at once from many goroutines are taken in
+// the order their queued hooks ran (a batch's GOPs decided as its tasks
+// are queued), and each task's taken hook runs as a worker takes it,
+// before any task queued behind it runs: what lets a later batch wait
+// for an earlier one's fill (gopcache.Lease.Start).
+func TestPoolHooks(t *testing.T) {
+	s := newStage(t, &budget{size: 1 << 30}, 2, 1<<30)
+	p := s.pool
+	var mu sync.Mutex
+	var hooked, taken []string
+	var wg sync.WaitGroup
+	for c := range 40 {
+		wg.Go(func() {
+			err := p.runCalls(context.Background(), calls{n: 3,
+				queued: func() { hooked = append(hooked, fmt.Sprint(c)) }, // under the queue's lock
+				taken:  func(i int) { taken = append(taken, fmt.Sprint(c, ".", i)) },
+				f: func(i int, _ *transform.Scratch) {
+					mu.Lock()
+					defer mu.Unlock()
+					name := fmt.Sprint(c, ".", i)
+					p.mu.Lock()
+					if !slices.Contains(taken, name) {
+						t.Errorf("%s runs before it was taken", name)
+					}
+					p.mu.Unlock()
+				}})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	var want []string
+	for _, c := range hooked {
+		for i := range 3 {
+			want = append(want, fmt.Sprint(c, ".", i))
+		}
+	}
+	if !slices.Equal(taken, want) {
+		t.Errorf("taken %v, want the calls in the order their hooks ran: %v", taken, want)
+	}
+}

@@ -58,6 +58,7 @@ type frames struct {
 	done    chan struct{} // closed when filled or failed
 	failed  bool          // set before done is closed
 	claimed bool          // its batch's task is running, and fills it before it waits on anything (Claim)
+	started bool          // its batch's task was taken by a worker: it claims it next, or forgoes it (Start)
 	refs    int
 	gone    bool
 }
@@ -200,14 +201,61 @@ func (l *Lease) Claim() bool {
 	return true
 }
 
+// Start says that the task holding a kept fill's lease was taken by a
+// worker: it claims the fill next (Claim), waiting on nothing before but
+// its memory, and forgoes the fill rather than wait for that (Forgo). A
+// worker's queue that is taken in the order the batches were decided
+// (Decide) then lets a later batch wait for an earlier one's fill
+// (Wait). A no-op on a lease that does not keep.
+func (l *Lease) Start() {
+	if !l.Keeps() {
+		return
+	}
+	l.c.mu.Lock()
+	l.f.started = true
+	l.c.mu.Unlock()
+}
+
+// Forgo gives a kept fill up before its task claims it (its task cannot
+// have its memory now, and will not make the batches that want the GOP
+// wait for that): the fill fails — those batches decode their own — and
+// the lease decodes its batch's own frames alone. A no-op on a lease that
+// does not keep, or whose fill another batch claimed first (the lease is
+// then a hit on it: Claim).
+func (l *Lease) Forgo() {
+	if !l.Keeps() {
+		return
+	}
+	c, f := l.c, l.f
+	c.mu.Lock()
+	if f.claimed {
+		c.mu.Unlock()
+		return
+	}
+	f.failed = true
+	if c.held[l.key] == f {
+		c.book.Abort(l.key)
+		c.gone([]Key{l.key}, nil)
+	}
+	c.unref(f)
+	c.kept.Add(-1)
+	c.alone.Add(1)
+	c.mu.Unlock()
+	close(f.done)
+	l.f, l.Decode = nil, l.own
+}
+
 // Wait waits for a hit's frames, decoded by another batch's task, and
-// reports whether they are held. A fill no running task has claimed yet
-// (Claim) is not waited for: the lease claims it and becomes that fill
-// (Keeps: Put its frames, then Done) if can decodes every frame of it,
-// else decodes the batch's own frames alone; so a task waits only on a
-// fill under way, which waits on nothing, and the workers never all wait
-// on fills queued behind them. A fill that failed: the batch's own frames
-// alone too. can is what the batch can decode (nil: everything).
+// reports whether they are held. A fill no task has claimed yet (Claim)
+// is not waited for unless its task was taken (Start): the lease claims
+// it and becomes that fill (Keeps: Put its frames, then Done) if can
+// decodes every frame of it; else, if its task was taken, waits for it,
+// and if not, decodes the batch's own frames alone. So a task waits only
+// on a fill under way or about to be, which waits on nothing but its
+// task's memory (and forgoes the fill rather than wait for that), and
+// the workers never all wait on fills queued behind them. A fill that
+// failed: the batch's own frames alone too. can is what the batch can
+// decode (nil: everything).
 func (l *Lease) Wait(ctx context.Context, can func(pts int64) bool) (bool, error) {
 	if !l.Hit {
 		return false, nil
@@ -229,7 +277,7 @@ func (l *Lease) Wait(ctx context.Context, can func(pts int64) bool) (bool, error
 			return false, nil
 		}
 	}
-	wait := f.claimed && !f.failed
+	wait := (f.claimed || f.started) && !f.failed
 	c.mu.Unlock()
 	if wait {
 		select {

@@ -261,3 +261,67 @@ func TestCacheUnclaimedFillNotWaitedFor(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// TestCacheStartedFillWaitedFor: a batch that cannot decode every frame
+// of a fill it finds unclaimed, but whose task was taken by a worker
+// (Start: the workers take tasks in the order their batches were
+// decided), waits for that fill rather than decode the GOP a second time;
+// and when that task forgoes its fill (no memory for it now), the batch
+// that wanted it decodes its own, and so does the task.
+func TestCacheStartedFillWaitedFor(t *testing.T) {
+	p := newPlan("h", 0, []int{1, 1, 1, 1}, 1)
+	c := New(Config{Limit: 1 << 10})
+	k := Key{"h", 0, 1}
+	want := func(pos int) Want { return Want{Horizon: &p.h, Key: k, Own: []Use{p.own[pos][1]}, FrameBytes: 8} }
+	cannot := func(int64) bool { return false }
+	first := c.Decide([]Want{want(0)}, map[*Horizon][]int{&p.h: {0}})[0]
+	second := c.Decide([]Want{want(1)}, map[*Horizon][]int{&p.h: {1}})[0]
+	first.Start()
+	// It waits: a context already ended says so.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if held, err := second.Wait(ctx, cannot); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a started fill: held %v, %v; want it waited for", held, err)
+	}
+	second.Close()
+	third := c.Decide([]Want{want(2)}, map[*Horizon][]int{&p.h: {2}})[0]
+	if !first.Claim() {
+		t.Fatal("the first batch's task could not claim its own started fill")
+	}
+	for _, pts := range first.Decode {
+		_ = first.Put(pts, pixels(pts))
+	}
+	first.Done(nil)
+	if held, err := third.Wait(context.Background(), cannot); !held || err != nil {
+		t.Fatalf("after the started fill: held %v, %v", held, err)
+	}
+	for _, u := range p.own[2][1].Frames {
+		if !bytes.Equal(third.Frame(u), pixels(u)) {
+			t.Fatalf("frame %d: %v", u, third.Frame(u))
+		}
+	}
+	third.Release()
+	if st := c.Stats(); st.Kept != 1 || st.Alone != 0 || st.Hits != 2 {
+		t.Fatalf("%+v: want one fill and two hits", st)
+	}
+
+	// Forgone: the batch that wanted it and the task decode their own.
+	q := newPlan("q", 0, []int{1, 1, 1}, 1)
+	k = Key{"q", 0, 1}
+	fill := c.Decide([]Want{{Horizon: &q.h, Key: k, Own: []Use{q.own[0][1]}, FrameBytes: 8}}, map[*Horizon][]int{&q.h: {0}})[0]
+	hit := c.Decide([]Want{{Horizon: &q.h, Key: k, Own: []Use{q.own[1][1]}, FrameBytes: 8}}, map[*Horizon][]int{&q.h: {1}})[0]
+	fill.Start()
+	fill.Forgo()
+	if held, err := hit.Wait(context.Background(), cannot); held || err != nil || fmt.Sprint(hit.Decode) != fmt.Sprint(q.own[1][1].Frames) {
+		t.Fatalf("a forgone fill: held %v, %v, decode %v; want the batch's own frames", held, err, hit.Decode)
+	}
+	if fill.Keeps() || fill.Claim() || fmt.Sprint(fill.Decode) != fmt.Sprint(q.own[0][1].Frames) {
+		t.Fatalf("the task that forwent its fill: keeps %v, decode %v; want its own frames alone", fill.Keeps(), fill.Decode)
+	}
+	hit.Done(nil)
+	fill.Done(nil)
+	c.Decide(nil, map[*Horizon][]int{&p.h: {3}, &q.h: {2}})
+	if st := c.Stats(); st.Entries != 0 || st.Held != 0 || st.Kept != 1 || st.Alone != 2 {
+		t.Fatalf("%+v: want the first horizon's fill kept, the second's two decodes alone", st)
+	}
+}
