@@ -124,10 +124,9 @@ type Options struct {
 	// timeout. A node that answers, with any status, is alive and maybe
 	// reading a cold batch from the store: the attempt goes on waiting,
 	// and the node is probed again every ProbeAfter. The body is watched
-	// the same way once the headers have come: ProbeAfter without a byte
-	// read probes the node, and no answer abandons the attempt (a node
-	// stopped while it wrote a batch). A single gateway is never probed,
-	// since there is nowhere else to go. 0 means DefaultProbeAfter (3 s).
+	// once the headers have come (below). A single gateway is never
+	// probed, since there is nowhere else to go. 0 means
+	// DefaultProbeAfter (3 s).
 	//
 	// ProbeAfter is a ceiling: the first probe of an attempt comes sooner,
 	// after a deadline learnt from the client's answers (three times the
@@ -139,9 +138,11 @@ type Options struct {
 	// deadline has passed again (slow on a cold batch, or its connection
 	// stalled by a flapping link) has the request hedged: it is also sent
 	// to the next node, within 20 hedges a second, and the first headers
-	// win; neither node is passed over. A body that stops while its node
-	// answers its probe (a node sends headers only once it holds the whole
-	// batch) fails over once the deadline has passed again without a byte.
+	// win. A body that sends no byte for the deadline (at least 250 ms)
+	// has its attempt abandoned and the request sent to the next node at
+	// once, without a probe: a node sends headers only once it holds the
+	// whole batch, so its body stops only when the node or its connection
+	// has (a node stopped while it wrote a batch, a link that flaps).
 	ProbeAfter time.Duration
 }
 

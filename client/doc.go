@@ -101,9 +101,13 @@
 // its GET /healthz, and abandons the attempt if that gets no answer
 // within as long (250 ms to 1 s); a node that answers is only slow, and
 // is waited for, probed again every ProbeAfter. A body that stops
-// arriving is watched the same way (the deadline without a byte read),
-// so a node stopped while it wrote a batch fails over too, and the
-// caller gets the batch once, from the node that answered it whole.
+// arriving (the deadline, at least 250 ms, without a byte read) fails
+// over at once, unprobed: a node sends a batch's headers only once it
+// holds it whole, so a node stopped or cut off while it wrote a batch
+// fails over too, and the caller gets the batch once, from the node
+// that answered it whole. The node a request goes to after a node that
+// answered nothing, or whose body stopped, is told which node that was
+// (Brand-Unanswered), for it to read that node's chunks elsewhere.
 // Failing over spends the same bounded retry budget (MaxRetries); the
 // client waits between attempts only once a call has tried every node.
 // Batch.Node says which node served a batch.

@@ -41,9 +41,9 @@ func newLag(ceiling time.Duration) *hedge.Policy {
 	return hedge.New(hedge.Config{Floor: min(lagFloor, ceiling), Ceiling: ceiling, Cold: min(coldDeadline, ceiling)})
 }
 
-// firstProbe is how long an attempt waits for headers, or a body for its
-// next byte, before the node is first probed, and how long that probe
-// waits for an answer (see Options.ProbeAfter).
+// firstProbe is how long an attempt waits for headers before the node is
+// first probed, and how long that probe waits for an answer (see
+// Options.ProbeAfter).
 func (t *transport) firstProbe() (after, wait time.Duration) {
 	after = t.lag.Deadline()
 	return after, min(max(after, minProbeAfter), probeTimeout)
@@ -53,10 +53,9 @@ func (t *transport) firstProbe() (after, wait time.Duration) {
 // no response headers and did not answer a health probe either.
 var errNoAnswer = errors.New("no response headers, and no answer to a health probe")
 
-// errBodyStopped is the cause of an attempt abandoned because its node
-// stopped sending the body and did not answer a health probe either, or
-// answered it and sent nothing more (see watchBody).
-var errBodyStopped = errors.New("the body stopped, and a health probe got no answer or no byte followed its answer")
+// errBodyStopped is what a *bodyStopped wraps: an attempt abandoned
+// because its node stopped sending the body (see watchBody).
+var errBodyStopped = errors.New("the body stopped")
 
 // watch guards an attempt on a node of a cluster while it waits for
 // response headers. After the learnt deadline (firstProbe), then every
@@ -274,66 +273,84 @@ func (t *transport) probe(ctx context.Context, health string, wait time.Duration
 }
 
 // watchBody guards the reading of an attempt's body as watch guards the
-// wait for its headers: a node stopped while it wrote a batch leaves the
-// read waiting for bytes, which the transport's timeouts do not bound.
-// After the learnt deadline without a byte read the node is probed; a
-// probe that gets no answer abandons the attempt with errBodyStopped,
-// which ends the read. A node answers a batch's headers only once the
-// batch is read whole (internal/batch/reader), so a body that stops while
-// its node answers probes is a stalled connection (a link that flaps,
-// dropping the resends in step with its outages), not a node at work:
-// the learnt deadline once more without a byte abandons the attempt too,
-// and the request goes on at the next node. Closing the returned body
+// wait for its headers: a node stopped or cut off while it wrote a batch
+// leaves the read waiting for bytes, which the transport's timeouts do not
+// bound. A node answers a batch's headers only once the batch is read
+// whole (internal/batch/reader), so a body that sends no byte for the
+// learnt deadline (at least minProbeAfter: stallAfter) is not a node at
+// work but a node gone silent or a stalled connection (a link that flaps,
+// dropping the resends in step with its outages): the attempt is abandoned
+// at once with a *bodyStopped, which ends the read, and the request goes
+// to the next node, told which node stopped and for how long
+// (api.HeaderUnanswered), as a request without headers is hedged there at
+// the deadline. The node is not probed first: whether it answers a probe
+// or not, its body has stopped. (It was: the deadline, then a probe's
+// wait unanswered or the deadline again, before the request went on; in
+// the partition suite a body stalled in a flapping link's down phase cost
+// a step over a second, issue 98, item 12.) Closing the returned body
 // ends the watch.
-func (t *transport) watchBody(ctx context.Context, abandon context.CancelCauseFunc, health string, body io.ReadCloser) io.ReadCloser {
+func (t *transport) watchBody(ctx context.Context, abandon context.CancelCauseFunc, body io.ReadCloser) io.ReadCloser {
 	ctx, cancel := context.WithCancel(ctx)
 	wb := &watchedBody{ReadCloser: body, stop: cancel, exited: make(chan struct{})}
-	after, wait := t.firstProbe()
+	after := t.stallAfter()
+	wb.last.Store(time.Now().UnixNano())
 	go func() {
 		defer close(wb.exited)
 		timer := time.NewTimer(after)
 		defer timer.Stop()
-		var seen int64
-		alive := false // a probe answered since the last byte
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-timer.C:
 			}
-			if n := wb.read.Load(); n != seen {
-				// Bytes came since: wait the learnt deadline again.
-				seen, alive = n, false
-				timer.Reset(after)
+			quiet := time.Since(time.Unix(0, wb.last.Load()))
+			if quiet < after {
+				// A byte came since: the deadline from that byte.
+				timer.Reset(after - quiet)
 				continue
 			}
-			if alive {
-				abandon(errBodyStopped)
-				return
-			}
-			if t.probe(ctx, health, wait) || ctx.Err() != nil {
-				alive = true
-				timer.Reset(after)
-				continue
-			}
-			abandon(errBodyStopped)
+			abandon(&bodyStopped{after: after, stopped: quiet})
 			return
 		}
 	}()
 	return wb
 }
 
-// watchedBody is a body under watchBody: it counts the bytes read.
+// stallAfter is how long a body may send no byte before its attempt is
+// abandoned (watchBody): the learnt deadline, at least minProbeAfter — a
+// loaded machine pauses a reader for tens of milliseconds, and a single
+// resend after a lost packet takes 200 ms.
+func (t *transport) stallAfter() time.Duration {
+	return max(t.lag.Deadline(), minProbeAfter)
+}
+
+// bodyStopped is the cause of an attempt abandoned because its body sent
+// no byte for after (watchBody); stopped is how long it had sent none.
+type bodyStopped struct {
+	after, stopped time.Duration
+}
+
+func (e *bodyStopped) Error() string {
+	return fmt.Sprintf("%v (no byte for %v, the deadline learnt from its answers)", errBodyStopped, e.stopped.Round(time.Millisecond))
+}
+
+func (e *bodyStopped) Unwrap() error { return errBodyStopped }
+
+// watchedBody is a body under watchBody: it notes when a byte was last
+// read.
 type watchedBody struct {
 	io.ReadCloser
-	read   atomic.Int64
+	last   atomic.Int64 // Unix nanoseconds
 	stop   context.CancelFunc
 	exited chan struct{}
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
 	n, err := w.ReadCloser.Read(p)
-	w.read.Add(int64(n))
+	if n > 0 {
+		w.last.Store(time.Now().UnixNano())
+	}
 	return n, err
 }
 

@@ -92,7 +92,7 @@ func (t *transport) sendVia(ctx context.Context, r *router, path string, q url.V
 		if len(r.nodes) > 1 {
 			at.health = r.endpoint(k, "/healthz", nil)
 			if h = r.next(k); h >= 0 {
-				hedge = &target{u: r.endpoint(h, path, q), health: r.endpoint(h, "/healthz", nil)}
+				hedge = &target{u: r.endpoint(h, path, q)}
 			}
 		}
 		began := time.Now()
@@ -100,14 +100,19 @@ func (t *transport) sendVia(ctx context.Context, r *router, path string, q url.V
 			mark := r.fail(at.k)
 			return func() { r.unfail(at.k, mark) }
 		})
-		silent = nil
-		if errors.Is(err, errNoAnswer) {
-			silent = &unanswered{name: at.name, waited: time.Since(began)}
-		}
 		if won {
 			// The hedge's node answered: what follows is of its answer.
 			k = h
 			tried[k] = true
+		}
+		silent = nil
+		var stopped *bodyStopped
+		switch {
+		case errors.Is(err, errNoAnswer):
+			silent = &unanswered{name: at.name, waited: time.Since(began)}
+		case errors.As(err, &stopped):
+			// Its body stopped: silent since its last byte.
+			silent = &unanswered{name: r.nodes[k].name, waited: stopped.stopped}
 		}
 		if err == nil {
 			return r.nodes[k].name, nil
@@ -199,6 +204,8 @@ func (u *unanswered) tell(req *http.Request) {
 // and doWatched), won reports that hedge's node answered, and passOver
 // passes at's node over when the hedge answered before it answered the
 // request or a probe (its undo takes it back if the probe answers).
+// The body that follows is watched too: one that stops is abandoned, as
+// a retryable failure (watchBody).
 func (t *transport) attempt(ctx context.Context, at target, hedge *target, accept string, b *body, read readFunc, passOver func() (undo func())) (retry, won bool, err error) {
 	newRequest := func(ctx context.Context, u string) (*http.Request, error) {
 		method, data := http.MethodGet, io.Reader(nil)
@@ -244,12 +251,11 @@ func (t *transport) attempt(ctx context.Context, at target, hedge *target, accep
 			}
 		}
 		resp, won, err = t.doWatched(req.WithContext(actx), abandon, at.health, hreq, habandon, at.name, passOver)
-		health := at.health
 		if won {
-			req, actx, abandon, health = hreq, hctx, habandon, hedge.health
+			req, actx, abandon = hreq, hctx, habandon
 		}
 		if err == nil {
-			resp.Body = t.watchBody(actx, abandon, health, resp.Body)
+			resp.Body = t.watchBody(actx, abandon, resp.Body)
 		}
 	} else {
 		resp, err = t.hc.Do(req)
@@ -268,9 +274,9 @@ func (t *transport) attempt(ctx context.Context, at target, hedge *target, accep
 		return false, won, err
 	}
 	if err := read(resp); err != nil {
-		if actx != nil && errors.Is(context.Cause(actx), errBodyStopped) {
-			return true, won, fmt.Errorf("%s %q: %w (probed after the deadline learnt from its answers, at most %v, without a byte): %w",
-				req.Method, req.URL, errBodyStopped, t.opts.ProbeAfter, err)
+		var stopped *bodyStopped
+		if actx != nil && errors.As(context.Cause(actx), &stopped) {
+			return true, won, fmt.Errorf("%s %q: %w: %w", req.Method, req.URL, stopped, err)
 		}
 		var r *retryableError
 		return errors.As(err, &r), won, err
