@@ -25,13 +25,15 @@ step with its outages); the attempt goes on waiting, probing again every
 ``probe_after`` seconds (each probe waiting a second), up to the timeout,
 and once the learnt deadline has passed again without an answer it is
 hedged: the request is also sent to the next node (within a budget of 20
-hedges a second), and the first to answer is read, the other dropped. An
-answer's body that stops is watched the same way, but without a hedge: a
-node sends a batch's first byte only once it holds the whole batch, so a
-body that stops while its node answers its probe is a stalled connection,
-and the learnt deadline once more without a byte fails the attempt over
-to the next node. A single node is never probed: there is nowhere else to
-go.
+hedges a second), and the first to answer is read, the other dropped. A
+node sends a batch's first byte only once it holds the whole batch, so an
+answer's body that stops is a node gone silent or a stalled connection,
+never a node at work: the learnt deadline (at least 0.25 s) without a
+byte fails the attempt over to the next node at once, unprobed. The node
+a request goes to after a node that answered nothing, or whose body
+stopped, and a hedge's, is told which node that was and for how long
+(``Brand-Unanswered``). A single node is never probed: there is nowhere
+else to go.
 
 Concurrency: a Session is used by many threads at once; each thread has
 its own connection to each node.
@@ -365,8 +367,18 @@ class _Unresponsive(TimeoutError):
 
 class _Silent(_Unresponsive):
     """A node that sent no answer's headers and did not answer a liveness
-    probe either (not one whose answer stopped midway): the node the
-    request goes to next is told (:func:`_unanswered`)."""
+    probe either, or whose answer stopped midway (:class:`_Stalled`): the
+    node the request goes to next is told (:func:`_unanswered`)."""
+
+
+class _Stalled(_Silent):
+    """A node (the attempt's, or its hedge's) whose answer sent no byte for
+    ``waited`` seconds, the learnt deadline or more (:class:`_Stalls`)."""
+
+    def __init__(self, node: Node, waited: float) -> None:
+        super().__init__(f"{node.origin}'s answer sent no byte for {waited:.3g} s, the deadline learnt from its answers")
+        self.node = node
+        self.waited = waited
 
 
 def _unanswered(headers: Mapping[str, str], node: Node, waited: float) -> "dict[str, str]":
@@ -565,38 +577,37 @@ class _Watch:
 
 
 class _Reading:
-    """One answer being read under a :class:`_Stalls` watch."""
+    """One answer being read under a :class:`_Stalls` watch, which gives
+    it up once it has read nothing for ``stall`` seconds."""
 
-    def __init__(self, sock: socket.socket, first: "tuple[float, float]", probe_after: float,
-                 alive: Callable[[float], bool]) -> None:
+    def __init__(self, sock: socket.socket, stall: float) -> None:
         self.sock = sock
-        self.first, self.wait = first
-        self.probe_after = probe_after
-        self.alive = alive
-        self.progress = 0  # chunks read; the reader's alone to change
-        self.seen = 0  # progress at the last look
-        self.look_at = time.monotonic() + self.first
-        self.tripped = False
-        self.answered = False  # a probe answered since the last progress
+        self.stall = stall
+        self.last = time.monotonic()  # when the reader last read; the reader's alone to change
+        self.look_at = self.last + stall
+        self.tripped: Optional[float] = None  # once given up: seconds without a byte
 
     def step(self) -> None:
-        self.progress += 1
+        self.last = time.monotonic()
 
 
 class _Stalls:
     """Watches the answers a Session's threads are reading, after their
-    first byte (which :class:`_Watch` waits for): an answer that makes no
-    progress for the learnt deadline has its node probed, and when the
-    probe gets no answer, or no byte follows its answer within the deadline
-    once more, its socket is shut down, so that the read blocked on it ends
-    at once (the reader then raises :class:`_Unresponsive`). A node sends
-    a batch's first byte only once the batch is read whole, so a body that
-    stops while its node answers probes is a stalled connection (a link that
-    flaps, dropping the resends in step with its outages), not a node at
-    work.
-    A node stopped while it wrote a batch would otherwise hold the reader
-    for the whole timeout. One thread for all, started at the first watch
-    in each process (a forked DataLoader worker starts its own).
+    first byte (which :class:`_Watch` waits for): an answer that reads
+    nothing for the learnt deadline (at least ``_Lag.MIN_PROBE``) has its
+    socket shut down, so that the read blocked on it ends at once (the
+    reader then raises :class:`_Stalled`, and the request goes to the
+    next node, told which node stopped: :func:`_unanswered`). A node
+    sends a batch's first byte only once the batch is read whole, so a
+    body that stops is a node gone silent or a stalled connection (a link
+    that flaps, dropping the resends in step with its outages), never a
+    node at work: it is not probed first. (It was: the deadline, then a
+    probe's wait unanswered or the deadline again, counted from when the
+    watch noticed a byte rather than from the byte; the partition suite's
+    flapping link saw a step of 1.09 s, issue 98, item 12.) A node
+    stopped while it wrote a batch would otherwise hold the reader for
+    the whole timeout. One thread for all, started at the first watch in
+    each process (a forked DataLoader worker starts its own).
     """
 
     def __init__(self) -> None:
@@ -604,9 +615,8 @@ class _Stalls:
         self._reading: "set[_Reading]" = set()
         self._pid = 0  # the process whose thread runs
 
-    def watch(self, sock: socket.socket, first: "tuple[float, float]", probe_after: float,
-              alive: Callable[[float], bool]) -> _Reading:
-        rd = _Reading(sock, first, probe_after, alive)
+    def watch(self, sock: socket.socket, stall: float) -> _Reading:
+        rd = _Reading(sock, stall)
         with self._cv:
             self._reading.add(rd)
             if self._pid != os.getpid():
@@ -628,31 +638,18 @@ class _Stalls:
                     nxt = min((rd.look_at for rd in self._reading), default=now + 60.0)
                     self._cv.wait(nxt - now)
                     continue
-            for rd in due:
-                if rd.progress != rd.seen:
-                    # Bytes came since: the learnt deadline again.
-                    rd.seen = rd.progress
-                    rd.answered = False
-                    rd.look_at = time.monotonic() + rd.first
-                    continue
-                if self._watched(rd) and (rd.answered or not rd.alive(rd.wait)):
-                    with self._cv:
-                        if rd not in self._reading:
-                            continue  # read to its end while probed
-                        rd.tripped = True
-                        self._reading.discard(rd)
+                for rd in due:
+                    quiet = now - rd.last
+                    if quiet < rd.stall:
+                        # A byte came since: the deadline from that byte.
+                        rd.look_at = rd.last + rd.stall
+                        continue
+                    rd.tripped = quiet
+                    self._reading.discard(rd)
                     try:
                         rd.sock.shutdown(socket.SHUT_RDWR)
                     except OSError:
                         pass
-                    continue
-                rd.answered = True
-                rd.wait = PROBE_TIMEOUT
-                rd.look_at = time.monotonic() + rd.first
-
-    def _watched(self, rd: _Reading) -> bool:
-        with self._cv:
-            return rd in self._reading
 
 
 class _Conns(threading.local):
@@ -758,7 +755,9 @@ class Session:
                     f"brand: {method} {node.origin}{target}: {type(e).__name__}: {e}"
                 )
                 err.__cause__ = e
-                if isinstance(e, _Silent):
+                if isinstance(e, _Stalled):
+                    silent = (e.node, e.waited)  # silent since its last byte
+                elif isinstance(e, _Silent):
                     silent = (node, time.monotonic() - began)
             else:
                 if 200 <= status < 300:
@@ -847,7 +846,7 @@ class Session:
                     c, node, hc = hc, hedge[0], None
             rd = None
             if probe_after is not None:
-                rd = self._stalls.watch(c.sock, first, probe_after, lambda wait: self._alive(node, wait))
+                rd = self._stalls.watch(c.sock, max(first[0], _Lag.MIN_PROBE))
                 sock, c.sock = c.sock, _Counted(c.sock, rd)  # type: ignore[assignment]
             try:
                 r = c.getresponse()
@@ -856,12 +855,8 @@ class Session:
                 else:
                     data = r.read()  # raises IncompleteRead on a short body
             except TRANSPORT_ERRORS as e:
-                if rd is not None and rd.tripped:
-                    raise _Unresponsive(
-                        f"its answer stopped for {rd.first:.3g} s or more, and GET /healthz got none in {rd.wait:.3g} s"
-                        if not rd.answered else
-                        f"its answer stopped for {2 * rd.first:.3g} s or more, though its node answered GET /healthz"
-                    ) from e
+                if rd is not None and rd.tripped is not None:
+                    raise _Stalled(node, rd.tripped) from e
                 raise
             finally:
                 if rd is not None:

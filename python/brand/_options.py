@@ -740,9 +740,7 @@ class Connection:
             answers is busy and waited for, probed again every
             ``probe_after`` seconds, up to ``timeout``; one that does not (a
             stopped process, a dead host) fails the attempt, which goes on at
-            once to the next node, as a refused connection would. The same
-            holds while a body is read: ``probe_after`` seconds without a
-            byte probe the node (one stopped mid-answer fails over).
+            once to the next node, as a refused connection would.
             ``probe_after`` is a ceiling: the first probe comes after a
             deadline learnt from the client's answers (three times the 95th
             percentile of its recent attempts' time to a first byte, at
@@ -750,8 +748,11 @@ class Connection:
             (0.25 to 1 s), so a node that stops mid-request costs a job's
             step a fraction of a second. A node that answers its probe but
             not the request within the deadline once more has the request
-            hedged on the next node (the first answer is read); a body that
-            stops while its node answers fails over. ``None``:
+            hedged on the next node (the first answer is read). A body
+            that sends no byte for the deadline (at least 0.25 s) fails
+            over at once, unprobed: a node answers a batch only once it
+            holds it whole, so its body stops only when the node or its
+            connection has. ``None``:
             wait ``timeout`` without probing. A single gateway is never
             probed.
     """

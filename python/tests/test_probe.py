@@ -431,6 +431,59 @@ class TestLearntDeadline(ProbeTest):
                 self.assertEqual(got, self.reference(2, r)[1])
                 self.assertEqual(c.served, {home: self.WARM, fc.urls[1]: 1})
 
+    def test_stalled_body_fails_over_at_the_deadline(self):
+        """A home whose answers taught the session a deadline of about half
+        a second (each batch's first byte after 0.15 s) and that then sends
+        a batch's headers and part of its body and nothing more, its probe
+        unanswered too (a link cut mid-transfer): the batch comes from the
+        next node about that deadline after the last byte, and that node is
+        told which node stopped and for how long (Brand-Unanswered), as
+        after a request without an answer. Before, the stall was probed
+        first, the probe waited its time unanswered, the deadline counted
+        from when the watch noticed a byte, and the next node was told
+        nothing (issue 98, item 12: the partition suite's 1.09-s step)."""
+        answer_in = 0.15
+        fc = Cluster(self.gw.url, 2)
+        self.addCleanup(fc.close)
+        self.addCleanup(fc.release.set)
+        home = fc.urls[0]
+        r = rank_at(fc.urls, home)
+        told = []
+
+        def slow(h):
+            if not h.path.startswith("/healthz"):
+                time.sleep(answer_in)
+            return False  # forwarded
+
+        def record(h):
+            if h.path.startswith("/epoch/"):
+                told.append((h.headers.get("Brand-Unanswered"), h.headers.get("Brand-Unanswered-For")))
+            return False
+
+        fc.fail(0, slow)
+        fc.fail(1, record)
+        c = self.client(peers=fc.urls, world=2, rank=r, probe_after=self.PROBE_AFTER)
+        # Its answers, learnt: all but the last batch of epochs 1..6, that
+        # one asked once the home stalls (its epoch known: one request).
+        for m in range(self.WARM - 1):
+            c.batch(1 + m // 4, m % 4)
+        self.assertEqual(c.served, {home: self.WARM - 1})
+        fc.faults[0] = lambda h: self.stall(h, fc.release)
+        last = self.WARM - 1
+        got, took = self.timed(lambda: c.batch(1 + last // 4, last % 4))
+        self.assertEqual(got, self.reference(2, r, 1 + last // 4)[last % 4])
+        self.assertEqual(c.served, {home: self.WARM - 1, fc.urls[1]: 1})
+        # The deadline is 3 x the p95 of the answers (about 0.45 s),
+        # counted from the last byte, which came with the headers; the
+        # probe waited as long again before. The bound: the deadline, the
+        # next node's answer and a loaded machine's slack.
+        self.assertLess(took, 6 * answer_in, "the stalled body was not failed over at the learnt deadline")
+        self.assertEqual(len(told), 1, told)
+        node, waited = told[0]
+        self.assertEqual(node, home, "the next node was not told which node stopped")
+        self.assertGreaterEqual(int(waited), 250)
+        self.assertLessEqual(int(waited) / 1000, took)
+
     @staticmethod
     def stall(h, release):
         """Headers and part of a body, then nothing (its /healthz too)."""
