@@ -19,13 +19,14 @@ deadline learnt from the session's answers (:class:`_Lag`: three times the
 s, at most ``probe_after``; 0.25 s until 16 answers are seen) asks the
 node's ``GET /healthz`` on a connection of its own, waiting as long (0.25
 to 1 s). No answer: the attempt is abandoned as failed and the next node is
-tried at once. An answer: the node is alive, and either busy (a cold batch)
+tried at once, unless its hedge (below) is out. An answer: the node is alive, and either busy (a cold batch)
 or its connection stalled (a link that flaps drops the request's resends in
 step with its outages); the attempt goes on waiting, probing again every
-``probe_after`` seconds (each probe waiting a second), up to the timeout,
-and once the learnt deadline has passed again without an answer it is
-hedged: the request is also sent to the next node (within a budget of 20
-hedges a second), and the first to answer is read, the other dropped. A
+``probe_after`` seconds (each probe waiting a second), up to the timeout.
+As the node is first probed the attempt is hedged: the request is also
+sent to the next node (within a budget of 20 hedges a second), and the
+first to answer is read, the other dropped; a node whose probe then gets
+no answer is passed over, the hedge standing in for its attempt. A
 node sends a batch's first byte only once it holds the whole batch, so an
 answer's body that stops is a node gone silent or a stalled connection,
 never a node at work: the learnt deadline (at least 0.25 s) without a
@@ -394,20 +395,28 @@ def _unanswered(headers: Mapping[str, str], node: Node, waited: float) -> "dict[
     return out
 
 
-class _Background:
-    """A call that may block (a hedge's connect and send) run on a thread
-    of its own, its end signalled on a socket a selector waits on beside
-    others (``fileno``). Its result is taken once (``take``, after the
-    signal) or abandoned (``abandon``: closed when the call ends)."""
+def _passed_over(router: Router, k: int) -> Callable[[], None]:
+    """Passes node ``k`` over in ``router``; returns the undo."""
+    mark = router.fail(k)
+    return lambda: router.unfail(k, mark)
 
-    def __init__(self, call: "Callable[[], Optional[http.client.HTTPConnection]]") -> None:
+
+class _Background:
+    """A call that may block (a hedge's connect and send, a probe) run on a
+    thread of its own, its end signalled on a socket a selector waits on
+    beside others (``fileno``). Its result is taken once (``take``, after
+    the signal) or abandoned (``abandon``: closed when the call ends, if
+    ``closed``). A call that raises returns ``None``."""
+
+    def __init__(self, call: "Callable[[], Any]", closed: bool = True) -> None:
         self._r, self._w = socket.socketpair()
         self._lock = threading.Lock()
         self._done = self._abandoned = False
-        self._value: Optional[http.client.HTTPConnection] = None
+        self._closed = closed
+        self._value: Any = None
         threading.Thread(target=self._run, args=(call,), name="brand-hedge", daemon=True).start()
 
-    def _run(self, call: "Callable[[], Optional[http.client.HTTPConnection]]") -> None:
+    def _run(self, call: "Callable[[], Any]") -> None:
         try:
             value = call()
         except BaseException:  # noqa: BLE001 - a hedge that failed is a hedge not sent
@@ -415,7 +424,7 @@ class _Background:
         with self._lock:
             self._done = True
             if self._abandoned:
-                if value is not None:
+                if value is not None and self._closed:
                     value.close()
             else:
                 self._value = value
@@ -429,7 +438,7 @@ class _Background:
     def fileno(self) -> int:
         return self._r.fileno()
 
-    def take(self) -> Optional[http.client.HTTPConnection]:
+    def take(self) -> Any:
         """The call's result, once its end was signalled."""
         with self._lock:
             value, self._value, self._abandoned = self._value, None, True
@@ -442,7 +451,7 @@ class _Background:
         with self._lock:
             self._abandoned = True
             value, self._value = self._value, None
-        if value is not None:
+        if value is not None and self._closed:
             value.close()
         self._r.close()
 
@@ -451,14 +460,19 @@ class _Watch:
     """The waits of one attempt on a node that may have stopped: up to
     ``timeout`` in all, probing the node (``alive(wait)`` returns whether
     it answered within ``wait``) after ``first`` (:meth:`_Lag.first`),
-    then every ``probe_after`` seconds without progress. The first probe
-    without an answer ends the attempt (:class:`_Unresponsive`); once one
-    is answered, the attempt may be hedged ``first`` seconds later
-    (:meth:`first_of`).
+    then every ``probe_after`` seconds without progress. A probe without
+    an answer ends the attempt (:class:`_Silent`), unless a hedge is out
+    (:meth:`first_of`), which then answers for the node. A hedge that
+    wins before the node answered its first probe passes the node over
+    (``pass_over()``, which returns its undo), and the probe, left to
+    finish, takes it back if it answers: a node that answers is alive (a
+    cold batch, a stalled connection), and a cold batch still comes from
+    its home first.
     """
 
     def __init__(self, timeout: float, first: "tuple[float, float]", probe_after: float,
-                 alive: Callable[[float], bool]) -> None:
+                 alive: Callable[[float], bool],
+                 pass_over: "Callable[[], Callable[[], None]]" = lambda: lambda: None) -> None:
         now = time.monotonic()
         self.deadline = now + timeout
         self.first = first[0]
@@ -466,7 +480,32 @@ class _Watch:
         self.probe_after = probe_after
         self.probe_at = now + first[0]
         self.alive = alive
-        self.hedge_at: Optional[float] = None  # set by the first probe answered
+        self.pass_over = pass_over
+        self._lock = threading.Lock()
+        self._probed: Optional[bool] = None  # the first probe's outcome, beside a hedge
+        self._undo: "Optional[Callable[[], None]]" = None  # a pass-over the probe takes back if answered
+
+    def _first_probe(self, wait: float) -> bool:
+        """The first probe, beside a hedge (on a thread of its own)."""
+        ok = self.alive(wait)
+        with self._lock:
+            self._probed = ok
+            undo = self._undo
+        if ok and undo is not None:
+            undo()
+        return ok
+
+    def _hedge_won(self) -> None:
+        """Passes the node over once the hedge won, unless its first probe
+        answered; if that probe is still out, it takes the node back if it
+        answers."""
+        with self._lock:
+            if self._probed is None:
+                self._undo = self.pass_over()
+                return
+            probed = self._probed
+        if not probed:
+            self.pass_over()
 
     def _until(self) -> float:
         """Seconds to wait until the next probe or the deadline, probing
@@ -479,60 +518,84 @@ class _Watch:
             if now < self.probe_at:
                 return min(self.deadline, self.probe_at) - now
             if not self.alive(self.wait):
-                raise _Silent(
-                    f"no answer in {self.first:.3g} s or more, nor to GET /healthz in {self.wait:.3g} s"
-                )
-            now = time.monotonic()
-            if self.hedge_at is None:
-                self.hedge_at = now + self.first
-            self.probe_at = now + self.probe_after
+                raise self._unanswered(self.wait)
+            self.probe_at = time.monotonic() + self.probe_after
             self.wait = PROBE_TIMEOUT
+
+    def _unanswered(self, wait: float) -> _Silent:
+        return _Silent(f"no answer in {self.first:.3g} s or more, nor to GET /healthz in {wait:.3g} s")
 
     def first_of(
         self, sock: socket.socket, hedge: "Optional[Callable[[], Optional[http.client.HTTPConnection]]]",
     ) -> "tuple[int, Optional[http.client.HTTPConnection]]":
-        """Returns once ``sock`` can be read (0) or, after a probe found its
-        node alive and the learnt deadline passed once more, once the
-        socket of the request ``hedge()`` sent to another node can (1);
-        with the hedge's connection once it was sent (the caller closes
-        it). ``hedge()`` runs on a thread of its own (its connect and send
-        may wait on a silent node for a probe's timeout, while the first
-        node answers) and returns ``None`` when it sent nothing (no budget,
-        the other node unreachable): the attempt goes on alone. Once
-        hedged, the first node is not probed again: the hedge answers for
-        it."""
+        """Returns once ``sock`` can be read (0) or once the socket of the
+        request ``hedge()`` sent to another node can (1); with the hedge's
+        connection once it was sent (the caller closes it). At the learnt
+        deadline without an answer the attempt is hedged as its node is
+        first probed, each on a thread of its own (a hedge's connect and
+        send may wait on a silent node for a probe's timeout, while the
+        first node answers); ``hedge()`` returns ``None`` when it sent
+        nothing (no budget, the other node unreachable), and the attempt
+        goes on alone, probed as ever. A first probe without an answer
+        ends the attempt only if no hedge is out; once hedged, the first
+        node is not probed again: the hedge answers for it.
+
+        It used to hedge only once the first probe had answered and the
+        deadline had passed again, and to fail over only once the probe
+        had waited its time unanswered: a node gone silent cost the
+        deadline and the probe's wait, most of a step's second with
+        batches of MiBs (issue 98, item 12), as the Go client's did before
+        it hedged at the deadline."""
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return 0, None
-        pending: Optional[_Background] = None
+        pending: Optional[_Background] = None  # the hedge being sent
+        probing: Optional[_Background] = None  # the first probe, sent beside it
         conn: Optional[http.client.HTTPConnection] = None
         try:
             with selectors.DefaultSelector() as sel:
                 sel.register(sock, selectors.EVENT_READ, 0)
-                hedged = False
+                hedged = silent = False
                 while True:
-                    if hedged:
-                        wait = self.deadline - time.monotonic()
+                    now = time.monotonic()
+                    if hedge is not None and now >= self.probe_at:
+                        # The deadline: hedged as the node is first probed.
+                        pending = _Background(hedge)
+                        hedge = None
+                        sel.register(pending, selectors.EVENT_READ, 2)
+                        probing = _Background(lambda w=self.wait: self._first_probe(w), closed=False)
+                        sel.register(probing, selectors.EVENT_READ, 3)
+                        continue
+                    if hedged or pending is not None or probing is not None:
+                        wait = self.deadline - now
                         if wait <= 0:
                             raise TimeoutError("timed out")
                     else:
                         wait = self._until()
-                        if hedge is not None and self.hedge_at is not None:
-                            now = time.monotonic()
-                            if now >= self.hedge_at:
-                                pending = _Background(hedge)
-                                hedge = None
-                                sel.register(pending, selectors.EVENT_READ, 2)
-                                continue
-                            wait = min(wait, self.hedge_at - now)
                     for key, _ in sel.select(wait):
-                        if key.data != 2:
-                            return int(key.data), conn
-                        assert pending is not None
-                        sel.unregister(pending)
-                        conn, pending = pending.take(), None
-                        if conn is not None and conn.sock is not None:
-                            sel.register(conn.sock, selectors.EVENT_READ, 1)
-                            hedged = True
+                        if key.data == 0:
+                            return 0, conn
+                        if key.data == 1:
+                            self._hedge_won()
+                            return 1, conn
+                        if key.data == 2:
+                            assert pending is not None
+                            sel.unregister(pending)
+                            conn, pending = pending.take(), None
+                            if conn is not None and conn.sock is not None:
+                                sel.register(conn.sock, selectors.EVENT_READ, 1)
+                                hedged = True
+                            elif silent:
+                                raise self._unanswered(self.wait)
+                        else:
+                            assert probing is not None
+                            sel.unregister(probing)
+                            alive, probing = probing.take(), None
+                            if not alive:
+                                silent = True
+                                if not hedged and pending is None:
+                                    raise self._unanswered(self.wait)
+                            self.probe_at = time.monotonic() + self.probe_after
+                            self.wait = PROBE_TIMEOUT
                         break
         except BaseException:
             if conn is not None:
@@ -541,6 +604,8 @@ class _Watch:
         finally:
             if pending is not None:
                 pending.abandon()
+            if probing is not None:
+                probing.abandon()
 
     def ready(self, sock: socket.socket, write: bool = False) -> None:
         """Returns once ``sock`` can be read (written, with ``write``)."""
@@ -745,7 +810,8 @@ class Session:
             told = _unanswered(headers, *silent) if silent is not None else headers
             silent = None
             try:
-                status, got, data, won = self._attempt(node, method, target, body, told, probe, into, hedge)
+                status, got, data, won = self._attempt(node, method, target, body, told, probe, into, hedge,
+                                                       lambda k=k: _passed_over(router, k))
                 if won:
                     # The hedge's node answered: what follows is of its answer.
                     k, node, target = h, router.nodes[h], hedge[1]  # type: ignore[index]
@@ -805,10 +871,13 @@ class Session:
         self, node: Node, method: str, target: str, body: Optional[bytes], headers: Mapping[str, str],
         probe_after: Optional[float], into: Optional[Callable[[int], Any]] = None,
         hedge: "Optional[tuple[Node, str]]" = None,
+        pass_over: "Callable[[], Callable[[], None]]" = lambda: lambda: None,
     ) -> "tuple[int, Mapping[str, str], Any, bool]":
         """One request to ``node`` (hedged on ``hedge``, a node and the
         request's target there: :meth:`_Watch.first_of`); its status,
-        headers and body, and whether the hedge's node answered them."""
+        headers and body, and whether the hedge's node answered them.
+        ``pass_over()`` passes ``node`` over in its router and returns its
+        undo (:class:`_Watch`)."""
         c = self._connection(node)
         hc: Optional[http.client.HTTPConnection] = None  # the hedge's connection, once sent
         won = False
@@ -817,7 +886,7 @@ class Session:
             if probe_after is None:
                 c.request(method, target, body=body, headers=headers)
             else:
-                watch = _Watch(self.timeout, first, probe_after, lambda wait: self._alive(node, wait))
+                watch = _Watch(self.timeout, first, probe_after, lambda wait: self._alive(node, wait), pass_over)
                 sent = time.monotonic()
                 if c.sock is None:
                     c.sock = self._open(node, c.host, c.port, watch)

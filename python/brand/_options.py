@@ -746,9 +746,10 @@ class Connection:
             percentile of its recent attempts' time to a first byte, at
             least 0.1 s; 0.25 s until it has seen 16) and waits as long
             (0.25 to 1 s), so a node that stops mid-request costs a job's
-            step a fraction of a second. A node that answers its probe but
-            not the request within the deadline once more has the request
-            hedged on the next node (the first answer is read). A body
+            step a fraction of a second. As the node is first probed the
+            request is hedged on the next node (the first answer is
+            read, and a node whose probe then gets no answer is passed
+            over). A body
             that sends no byte for the deadline (at least 0.25 s) fails
             over at once, unprobed: a node answers a batch only once it
             holds it whole, so its body stops only when the node or its

@@ -155,14 +155,24 @@ class Router:
         n = len(self.nodes)
         return [(self.home + i) % n for i in range(n)]
 
-    def fail(self, k: int) -> None:
-        """Passes node ``k`` over for ``retry`` seconds."""
+    def fail(self, k: int) -> int:
+        """Passes node ``k`` over for ``retry`` seconds; returns the mark,
+        for :meth:`unfail`."""
         if len(self.nodes) == 1:
-            return
+            return 0
         with self._lock:
             self._down_until[k] = self.clock() + self.retry
             self._marks += 1
             self._marked[k] = self._marks
+            return self._marks
+
+    def unfail(self, k: int, mark: int) -> None:
+        """Takes node ``k`` back if ``mark`` (:meth:`fail`'s) is still its
+        last: a node passed over on a guess (a hedge that won before the
+        node answered its probe) that its probe then found alive."""
+        with self._lock:
+            if mark and self._marked[k] == mark:
+                self._down_until[k] = float("-inf")
 
     def __getstate__(self) -> dict:
         # Marks are liveness, which does not travel to another process.

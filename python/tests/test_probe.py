@@ -484,6 +484,50 @@ class TestLearntDeadline(ProbeTest):
         self.assertGreaterEqual(int(waited), 250)
         self.assertLessEqual(int(waited) / 1000, took)
 
+    def test_silent_home_is_hedged_at_the_deadline(self):
+        """A home whose answers taught the session a deadline of about 0.6 s
+        (each batch's first byte after 0.2 s) and that then answers
+        nothing, neither the batch nor its probe (a blip): the batch costs
+        about that deadline, the request hedged on the next node as the
+        home is first probed, and the home, its probe unanswered, is passed
+        over, its next batch asked of the next node at once. Before, the
+        hedge waited for the probe's answer, and a probe unanswered for its
+        wait (the deadline again) failed the request over only then (issue
+        98, item 12), as the Go client's did before fcf1c405."""
+        answer_in = 0.2
+        fc = Cluster(self.gw.url, 2)
+        self.addCleanup(fc.close)
+        self.addCleanup(fc.release.set)
+        home = fc.urls[0]
+        r = rank_at(fc.urls, home)
+
+        def slow(h):
+            if not h.path.startswith("/healthz"):
+                time.sleep(answer_in)
+            return False  # forwarded
+
+        fc.fail(0, slow)
+        c = self.client(peers=fc.urls, world=2, rank=r, probe_after=self.PROBE_AFTER)
+        for m in range(self.WARM - 2):  # its answers, learnt; the last two asked once silent
+            c.batch(1 + m // 4, m % 4)
+        self.assertEqual(c.served, {home: self.WARM - 2})
+        fc.faults[0] = "hang"
+        m = self.WARM - 2
+        got, took = self.timed(lambda: c.batch(1 + m // 4, m % 4))
+        self.assertEqual(got, self.reference(2, r, 1 + m // 4)[m % 4])
+        self.assertEqual(c.served, {home: self.WARM - 2, fc.urls[1]: 1})
+        # The deadline is 3 x the p95 of the answers (about 0.6 s); the
+        # probe waited as long again before. The bound: the deadline, the
+        # next node's answer and a loaded machine's slack.
+        self.assertLess(took, 4.5 * answer_in, "the silent home's request was not hedged at the learnt deadline")
+        # Its probe unanswered, the home is passed over: the next batch is
+        # not asked of it.
+        time.sleep(1.0)  # the probe's wait has passed
+        asked = fc.hits()
+        m += 1
+        self.assertEqual(c.batch(1 + m // 4, m % 4), self.reference(2, r, 1 + m // 4)[m % 4])
+        self.assertNotIn(0, fc.hits()[len(asked):], "the next batch asked the silent home again")
+
     @staticmethod
     def stall(h, release):
         """Headers and part of a body, then nothing (its /healthz too)."""
