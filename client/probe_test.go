@@ -570,3 +570,34 @@ func TestClusterFailsOverAStalledBodyAtTheDeadline(t *testing.T) {
 			api.HeaderUnanswered, told.node, api.HeaderUnansweredFor, told.waited, home.URL)
 	}
 }
+
+// TestClusterSampleTellsTheNextNode: a sample asked of a home that
+// answers nothing (a blip) comes from the next node, which is told which
+// node it stands in for (Brand-Unanswered), as a batch's is: the gateway
+// reads the silent node's chunks elsewhere for /samples too.
+func TestClusterSampleTellsTheNextNode(t *testing.T) {
+	live := newFakeGateway(t)
+	var told atomic.Value // the header's value on the live node's /samples request
+	live.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.HasPrefix(r.URL.Path, "/samples/") {
+			told.Store(r.Header.Get(api.HeaderUnanswered))
+		}
+		return false
+	})
+	home := newStoppedNode(t)
+	peers := []string{home.url, live.URL}
+	slices.Sort(peers)
+	job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: slices.Index(peers, home.url)}}
+	c, err := client.New("", client.Options{Peers: peers, Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := live.datasets["toy"].samples[0].key
+	s, err := c.Sample(t.Context(), key)
+	if err != nil || s.Key != key {
+		t.Fatalf("sample %q: %v, %v", key, s, err)
+	}
+	if got, _ := told.Load().(string); got != home.url {
+		t.Errorf("the live node was told %s=%q; want the silent home %s", api.HeaderUnanswered, got, home.url)
+	}
+}

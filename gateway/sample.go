@@ -22,7 +22,7 @@ import (
 // is the read's: a sample of a dataset served in place has none in its
 // index (it is sized when its chunk is decoded), so its HEAD claims none.
 func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx := unansweredContext(r)
 	q, err := query.Parse(r.URL.RawQuery, query.SampleParams, g.jobs.Defaults(), g.jobs.Limits())
 	var ds *catalog.Dataset
 	if err == nil {
