@@ -94,20 +94,9 @@ func TestBodiesWithinTheMemoryLimit(t *testing.T) {
 		t.Fatalf("brand pack: %v\n%s", err, out)
 	}
 	var limit int64 = 1 << 30
-	port := freePorts(t, 1)[0]
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	proc := &clusterProc{url: url, logPath: filepath.Join(dir, "gateway.log"),
-		args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--dataset", "d=" + store,
-			"--cache-size", "64MiB", "--copy-bytes", "64MiB", "--memory-limit", strconv.FormatInt(limit, 10),
-			"--log-format", "json", "--index-poll", "0"}}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") {
-			env = append(env, kv)
-		}
-	}
-	proc.start(t, bin, env)
-	t.Cleanup(func() { proc.stop(t) })
+	proc := startLimited(t, bin, filepath.Join(dir, "gateway.log"), "--dataset", "d="+store,
+		"--cache-size", "64MiB", "--copy-bytes", "64MiB", "--memory-limit", strconv.FormatInt(limit, 10), "--index-poll", "0")
+	url := proc.url
 
 	const lists, keys = 4, 2_500_000
 	var wg sync.WaitGroup

@@ -3,41 +3,18 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
-
-// procKB reads a field of /proc/PID/status, in bytes.
-func procKB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
-}
 
 // Memory the Go runtime's limit does not govern, which a gateway's
 // peak resident set may hold beyond --memory-limit: the binary's own
@@ -97,51 +74,14 @@ func TestDecodesWithinTheMemoryLimit(t *testing.T) {
 		t.Fatalf("brand pack: %v\n%s", err, out)
 	}
 	var limit int64 = 1088 << 20
-	port := freePorts(t, 1)[0]
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	proc := &clusterProc{url: url, logPath: filepath.Join(dir, "gateway.log"),
-		args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--dataset", "d=" + store,
-			"--cache-size", "64MiB", "--copy-bytes", "64MiB", "--memory-limit", strconv.FormatInt(limit, 10),
-			"--transform-workers", "8", "--log-format", "json", "--index-poll", "0"}}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") {
-			env = append(env, kv)
-		}
-	}
-	proc.start(t, bin, env)
-	t.Cleanup(func() { proc.stop(t) })
-
-	var wg sync.WaitGroup
-	statuses := make([]int, samples)
-	retry := make([]string, samples)
-	errs := make([]error, samples)
-	hc := &http.Client{Timeout: 4 * time.Minute}
+	proc := startLimited(t, bin, filepath.Join(dir, "gateway.log"), "--dataset", "d="+store,
+		"--cache-size", "64MiB", "--copy-bytes", "64MiB", "--memory-limit", strconv.FormatInt(limit, 10),
+		"--transform-workers", "8", "--index-poll", "0")
+	var urls []string
 	for m := range samples {
-		wg.Go(func() {
-			resp, err := hc.Get(fmt.Sprintf("%s/epoch/0/batch/%d?batch_size=1&transform=imagenet-eval", url, m))
-			if err != nil {
-				errs[m] = err
-				return
-			}
-			defer resp.Body.Close()
-			_, errs[m] = io.Copy(io.Discard, resp.Body)
-			statuses[m], retry[m] = resp.StatusCode, resp.Header.Get("Retry-After")
-		})
+		urls = append(urls, fmt.Sprintf("%s/epoch/0/batch/%d?batch_size=1&transform=imagenet-eval", proc.url, m))
 	}
-	wg.Wait()
-	served := 0
-	for m := range samples {
-		switch {
-		case errs[m] != nil:
-			t.Errorf("batch %d: %v", m, errs[m])
-		case statuses[m] == http.StatusOK:
-			served++
-		case statuses[m] == http.StatusServiceUnavailable && retry[m] != "":
-		default:
-			t.Errorf("batch %d: status %d (Retry-After %q), want 200, or 503 with Retry-After", m, statuses[m], retry[m])
-		}
-	}
+	served, _ := getAtOnce(t, &http.Client{Timeout: 4 * time.Minute}, urls, 0)
 	peak := procKB(t, proc.cmd.Process.Pid, "VmHWM")
 	bound := int64(float64(limit)*(1+limitSlackRatio)) + limitSlackBytes
 	t.Logf("%d of %d batches served; peak resident %.0f MiB, %.2f × the limit (%d MiB; bound %.0f MiB)",

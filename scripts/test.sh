@@ -330,8 +330,9 @@ lane_three() {
 	timed "lane three: memory (many sources)" go test -count=1 -timeout 10m -run '^TestManySourcesGarbagePerBatch$' ./gateway/
 	# Every read path and the task plans under --memory-limit, a brand
 	# serve process's peak (VmHWM) each: 32 requests at once for samples
-	# over a 64th of the limit from chunks larger than the cache, and 100
-	# task jobs (issue 98). Here, not in lane two, so that it runs alone
+	# over a 64th of the limit from chunks larger than the cache, for
+	# bucket batches and tensors over a 64th of it, and 100 task jobs
+	# (issue 98). Here, not in lane two, so that it runs alone
 	# in its lane: it writes 900 MB and its figures are a process's peak.
 	timed "lane three: memory (read paths)" env BRAND_MEMORY_LANE=1 go test -count=1 -timeout 15m -run '^TestReadPathsWithinTheMemoryLimit$' ./integration/
 
