@@ -75,7 +75,8 @@ type Config struct {
 	// StoreBudget paces the GETs and bytes every dataset's store reads
 	// through Backend's one pool of connections (s3backend.Pacer): the
 	// store's budget, split among a cluster's agreed members. Zero: no
-	// bound.
+	// budget; the node's own bound is then learned from the store's
+	// throttling (s3backend.Pacer).
 	StoreBudget s3backend.Budget
 	// StorePrices bill a plan's store reads (GET /plan's bill); zero
 	// bills nothing.
@@ -517,19 +518,21 @@ func New(cfg Config) (*Gateway, error) {
 	// connections: goroutines do not grow with the sources.
 	var closeIdle func()
 	cfg.Backend, closeIdle = cfg.Backend.SharedTransport()
-	var pacer *s3backend.Pacer
-	if cfg.StoreBudget != (s3backend.Budget{}) {
-		pacer = s3backend.NewPacer(cfg.StoreBudget, cfg.Backend.Transport)
-		cfg.Backend.Transport = pacer
+	// Every store read goes through the pacer: under the budget's share
+	// when one is set, and with none, once the store throttles, at the
+	// rate it throttled at (s3backend.Pacer).
+	pacer := s3backend.NewPacer(cfg.StoreBudget, cfg.Backend.Transport)
+	cfg.Backend.Transport = pacer
+	splitPacer := pacer // split among the members: only a budget is
+	if cfg.StoreBudget == (s3backend.Budget{}) {
+		splitPacer = nil
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
 		life: stopper.New(), closeIdle: closeIdle}
 	tokens := newTokenSet(cfg.AuthTokens, cfg.Tokens)
 	g.tokens.Store(&tokens)
 	reg := cfg.Registry
-	if pacer != nil {
-		registerPacer(reg, pacer)
-	}
+	registerPacer(reg, pacer)
 	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -687,7 +690,7 @@ func New(cfg Config) (*Gateway, error) {
 			Sources: sources, Datasets: g.catalog.All, PrefetchWindows: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
-			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: follow(routing, pacer, c.Advertise, paceHold(c)), FlipTimeout: c.FlipTimeout,
+			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: follow(routing, splitPacer, c.Advertise, paceHold(c)), FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Group: g.life.Group("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker

@@ -28,8 +28,10 @@ type budgetRun struct {
 func (r budgetRun) rate() float64 { return float64(r.gets-r.throttled) / r.seconds }
 
 // readThrough reads epochs of a 4-rank job through a gateway over front,
-// every rank at once, counting the errors any rank met.
-func readThrough(t *testing.T, p *packed, front *throttlefront.Front, budget s3backend.Budget, epochs int) budgetRun {
+// every rank at once, counting the errors any rank met; plain ranks send
+// each request once, as a plain HTTP client does (the Go client with its
+// retries off).
+func readThrough(t *testing.T, p *packed, front *throttlefront.Front, budget s3backend.Budget, epochs int, plain bool) budgetRun {
 	t.Helper()
 	backend := p.server.Config()
 	backend.Endpoint = front.URL
@@ -50,7 +52,11 @@ func readThrough(t *testing.T, p *packed, front *throttlefront.Front, budget s3b
 	var wg sync.WaitGroup
 	for rank := range 4 {
 		wg.Go(func() {
-			c, err := client.New(url, client.Options{Job: api.Job{Params: shuffle.Params{Seed: 5, World: 4, Rank: rank}}, Ahead: 2})
+			opts := client.Options{Job: api.Job{Params: shuffle.Params{Seed: 5, World: 4, Rank: rank}}, Ahead: 2}
+			if plain {
+				opts.MaxRetries = -1
+			}
+			c, err := client.New(url, opts)
 			if err != nil {
 				t.Error(err)
 				return
@@ -80,9 +86,10 @@ func readThrough(t *testing.T, p *packed, front *throttlefront.Front, budget s3b
 // TestStoreBudget is the store's budget against a store that throttles
 // (internal/testsupport/throttlefront over MinIO): a job reads at an
 // unpaced GET rate first, then against a front that refuses GETs past
-// half that rate, once paced under that budget and once with per-request
-// retries alone (no budget). Paced, no rank meets an error over three
-// epochs, the store throttles at most 1 % of the GETs and no second sees
+// half that rate, once paced under that budget and once with no budget
+// (the pacer learns the store's limit from its 503s), read by ranks that
+// send each request once. In both, no rank meets an error over three
+// epochs; paced, the store throttles at most 1 % of the GETs and no second sees
 // more than 5 % over the budget; the share of the budget the job reads,
 // and the unpaced run's figures, are logged beside.
 func TestStoreBudget(t *testing.T) {
@@ -92,7 +99,7 @@ func TestStoreBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(open.Close)
-	free := readThrough(t, p, open, s3backend.Budget{}, 1)
+	free := readThrough(t, p, open, s3backend.Budget{}, 1, false)
 	if free.errs != 0 {
 		t.Fatalf("unthrottled: %d errors", free.errs)
 	}
@@ -102,25 +109,30 @@ func TestStoreBudget(t *testing.T) {
 		t.Fatalf("the job reads %.0f GETs a second unpaced: too few to halve", free.rate())
 	}
 
-	run := func(budget s3backend.Budget) budgetRun {
+	run := func(budget s3backend.Budget, plain bool) budgetRun {
 		front, err := throttlefront.Start(p.server.URL(), throttlefront.Config{Rate: limit})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer front.Close()
-		return readThrough(t, p, front, budget, 3)
+		return readThrough(t, p, front, budget, 3, plain)
 	}
-	retries := run(s3backend.Budget{})
-	paced := run(s3backend.Budget{GETs: float64(limit)})
+	// No budget: the gateway learns the store's limit from its throttling
+	// (s3backend.Pacer); ranks that send each request once see none of it.
+	learned := run(s3backend.Budget{}, true)
+	paced := run(s3backend.Budget{GETs: float64(limit)}, false)
 	for _, r := range []struct {
 		name string
 		r    budgetRun
-	}{{"retries only", retries}, {"paced", paced}} {
+	}{{"no budget, plain ranks", learned}, {"paced", paced}} {
 		t.Logf("%s: %d GETs, %d throttled (%.2f %%), %.0f answered a second (%.2f of the budget), %d errors reached ranks",
 			r.name, r.r.gets, r.r.throttled, 100*float64(r.r.throttled)/float64(r.r.gets), r.r.rate(), r.r.rate()/float64(limit), r.r.errs)
 	}
 	if paced.errs != 0 {
 		t.Errorf("paced: %d errors reached ranks", paced.errs)
+	}
+	if learned.errs != 0 {
+		t.Errorf("no budget: %d errors reached plain ranks (the store's throttling passed on)", learned.errs)
 	}
 	if share := float64(paced.throttled) / float64(paced.gets); share > 0.01 {
 		t.Errorf("paced: the store throttled %.2f %% of the GETs, want at most 1 %%", 100*share)

@@ -162,6 +162,12 @@ func TestFaultSuite(t *testing.T) {
 		proxy.gets.Load(), total, b.String(), refused, restartable)
 	t.Logf("fault suite: %d batches whole and correct, %.0f chunk re-reads, %d client retries (%d failed answers), wall %s",
 		batches.Load(), rereads, clientRetries, ct.failed.Load(), wall.Round(10*time.Millisecond))
+	// The pacer (no budget: it learns a bound from the store's refusals)
+	// is a figure: a bound learned in MinIO's restart holds the reads at
+	// its floor at worst, and its waits are not idle time.
+	t.Logf("fault suite: the store throttled %.0f GETs, %.0f waited for the pacer (%.1f s), its bound now %.0f GETs a second (0: none)",
+		gatheredValue(t, g, "brand_store_throttled_total"), gatheredValue(t, g, "brand_store_paced_waits_total"),
+		gatheredValue(t, g, "brand_store_paced_wait_seconds_total"), gatheredValue(t, g, "brand_store_rate_gets"))
 	for k := faultSlowDown; k < numFaultKinds; k++ {
 		if injected[k.String()] == 0 {
 			t.Errorf("no %s fault was injected: the run is too short to test it", k)
@@ -218,15 +224,26 @@ func keptLog(t *testing.T) *lockedBuffer {
 // gatheredCounter reads an unlabelled counter from the gateway's registry.
 func gatheredCounter(t *testing.T, g *gateway.Gateway, name string) float64 {
 	t.Helper()
+	return gatheredValue(t, g, name)
+}
+
+// gatheredValue reads an unlabelled counter or gauge from the gateway's
+// registry.
+func gatheredValue(t *testing.T, g *gateway.Gateway, name string) float64 {
+	t.Helper()
 	mfs, err := g.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+			m := mf.GetMetric()[0]
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
-	t.Fatalf("no counter %s", name)
+	t.Fatalf("no counter or gauge %s", name)
 	return 0
 }

@@ -15,7 +15,9 @@ const (
 	DefaultPartSize   = 16 << 20
 	DefaultParallel   = 4
 	DefaultMaxRetries = 5
-	DefaultRetryBase  = 100 * time.Millisecond
+	// DefaultThrottlePatience is Config.ThrottlePatience's default.
+	DefaultThrottlePatience = 30 * time.Second
+	DefaultRetryBase        = 100 * time.Millisecond
 	// DefaultIdleTimeout abandons a part GET that has delivered no byte
 	// for this long.
 	DefaultIdleTimeout = 30 * time.Second
@@ -82,12 +84,25 @@ type Config struct {
 	// longer than this.
 	RetryBase time.Duration
 
+	// ThrottlePatience is how long a request the store throttles (429, or
+	// 503 SlowDown and its kin) is retried, counted from its first
+	// refusal, however many retries MaxRetries allows: a store that
+	// refuses past its rate is up, and a rank should see a slower batch,
+	// not the store's 503. Retries past MaxRetries are only ever of
+	// throttled answers; a store that throttles every request this long
+	// fails the read as any other failure does. Default 30 s; negative
+	// disables it (throttled answers spend MaxRetries as other failures),
+	// as do retries turned off.
+	ThrottlePatience time.Duration
+
 	// IdleTimeout abandons one GET of a read (a part) that has delivered
 	// no byte for this long, headers included, and retries it from the
 	// byte it stopped at. A stall that made progress is resumed without a
 	// backoff sleep, as a body cut short is, and counts against MaxRetries.
 	// It is what ends a stalled body long before the gateway's whole-chunk
-	// fetch timeout. Default 30 s; negative disables it.
+	// fetch timeout. Its clock stands while a request waits in a Pacer to
+	// be sent: the store has not been asked yet. Default 30 s; negative
+	// disables it.
 	IdleTimeout time.Duration
 
 	// Transport carries the HTTP requests; tests inject faults here.
@@ -148,6 +163,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.RetryBase <= 0 {
 		cfg.RetryBase = DefaultRetryBase
+	}
+	switch {
+	case cfg.MaxRetries == 0 || cfg.ThrottlePatience < 0:
+		cfg.ThrottlePatience = 0
+	case cfg.ThrottlePatience == 0:
+		cfg.ThrottlePatience = DefaultThrottlePatience
 	}
 	switch {
 	case cfg.IdleTimeout == 0:

@@ -1,6 +1,7 @@
 package s3backend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -30,6 +31,40 @@ func watchIdle(d time.Duration, cancel func()) *idleWatch {
 		cancel()
 	})
 	return w
+}
+
+// idleKey carries a GET's idleWatch in its request's context, to the
+// Pacer: the time a request waits there for the budget is not time the
+// store kept it idle, since the store has not been asked yet.
+type idleKey struct{}
+
+// within returns ctx carrying w, for the request it watches.
+func (w *idleWatch) within(ctx context.Context) context.Context {
+	if w == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, idleKey{}, w)
+}
+
+// idleOf is the idleWatch ctx carries, or nil.
+func idleOf(ctx context.Context) *idleWatch {
+	w, _ := ctx.Value(idleKey{}).(*idleWatch)
+	return w
+}
+
+// pause stops the clock while the request waits to be sent; resume
+// starts it afresh once it is sent. A watch that already fired stays
+// fired: its request is cancelled.
+func (w *idleWatch) pause() {
+	if w != nil {
+		w.t.Stop()
+	}
+}
+
+func (w *idleWatch) resume() {
+	if w != nil && !w.fired.Load() {
+		w.t.Reset(w.d)
+	}
 }
 
 // touch says bytes arrived: the clock starts again.

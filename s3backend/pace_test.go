@@ -279,3 +279,144 @@ func TestPacerRiseKeepsItsBacklog(t *testing.T) {
 		})
 	}
 }
+
+// TestPacerLearnsTheStoresLimit: with no budget, GETs go unpaced until
+// the store refuses a tenth of them; then the rate they were answered at
+// stands for the budget (cut at once, grown back a tenth a second to 0.9 of it), and a
+// minute there without a throttled answer the bound is lifted. The
+// reproduction (issue 91, item 12; issue 98, item 13): with no budget
+// set, a store that throttled sent 503s on to plain HTTP ranks once the
+// store client's retries ran out (4–5 errors in three epochs), its rate
+// never lowered.
+func TestPacerLearnsTheStoresLimit(t *testing.T) {
+	a := &answering{}
+	a.status.Store(200)
+	p := NewPacer(Budget{}, a)
+	clock := time.Unix(1e9, 0)
+	p.now = func() time.Time { return clock }
+	for range 400 { // 400 GETs a second, unpaced
+		get(t, p, "")
+		clock = clock.Add(2500 * time.Microsecond)
+	}
+	if s := p.Stats(); s.GETs != 0 || s.Waits != 0 {
+		t.Fatalf("no budget, no throttling: %+v, want no bound and no waits", s)
+	}
+	a.status.Store(503)
+	for range 44 { // under a tenth of the second's GETs: passing refusals
+		get(t, p, "")
+	}
+	if s := p.Stats(); s.Throttled != 44 || s.GETs != 0 {
+		t.Fatalf("44 refused after 400 answered: %+v, want no bound", s)
+	}
+	for range 3 { // the 45th a tenth: one burst of throttled answers, one cut
+		get(t, p, "")
+	}
+	if s := p.Stats(); s.Throttled != 47 || s.Cuts != 1 || math.Abs(s.GETs-400*cutTo) > 1e-9 {
+		t.Fatalf("throttled at 400 GETs a second: %+v, want paced at %v, one cut", s, 400*cutTo)
+	}
+	a.status.Store(200)
+	var wait time.Duration
+	burst := p.Stats().BurstGETs
+	for range burst + 28 { // at one instant: paced at 280 a second
+		wait, _, _ = p.reserve(true, 0)
+	}
+	// The bound starts with one GET in hand; the two throttled GETs after
+	// the cut took their places in it.
+	if want := time.Duration(float64(2+burst+28-1) / (400 * cutTo) * float64(time.Second)); wait < want-time.Millisecond || wait > want+time.Millisecond {
+		t.Fatalf("the %d-th GET at once waits %v, want %v", burst+28, wait, want)
+	}
+	clock = clock.Add(time.Second)
+	if s := p.Stats(); math.Abs(s.GETs-400*(cutTo+growStep)) > 1e-9 {
+		t.Fatalf("a quiet second later: %v a second, want %v", s.GETs, 400*(cutTo+growStep))
+	}
+	clock = clock.Add(2 * time.Second)
+	if s := p.Stats(); s.GETs != 400*learnedTop {
+		t.Fatalf("grown back: %v a second, want %v of the rate the store throttled at", s.GETs, learnedTop)
+	}
+	clock = clock.Add(liftAfter - time.Second)
+	if s := p.Stats(); s.GETs != 400*learnedTop {
+		t.Fatalf("%v at its top: %v a second, want %v", liftAfter-time.Second, s.GETs, 400*learnedTop)
+	}
+	clock = clock.Add(time.Second)
+	if s := p.Stats(); s.GETs != 0 {
+		t.Fatalf("%v at its top: %v a second, want the bound lifted", liftAfter, s.GETs)
+	}
+}
+
+// TestPacerLearnedFloor: a rate learned from the store's throttling never
+// holds a node under MinLearnedGETs or a quarter of the most GETs the
+// store answered in a second lately, however long every GET is refused,
+// and grows back from there once the store answers again (a bound at its
+// floor, an outage's lesson, is lifted); a refusal now and then teaches
+// nothing. The reproduction (issue 98, item 13): the
+// fault suite's MinIO restart answered every GET 503, the rate answered
+// over the last second (a GET or less) became the bound and its cuts took
+// it to 1/64 of that; 7 s after the store came back it paced at 0.7 GETs
+// a second (the outage rows fail so before the floor).
+func TestPacerLearnedFloor(t *testing.T) {
+	tests := []struct {
+		name      string
+		answered  int           // GETs the store answered in the second before
+		lull      time.Duration // then nothing asked for this long
+		refused   time.Duration // then a GET each 10 ms for this long (0: one),
+		every     int           // every one of this many refused (negative: the others failed, 502)
+		wantLeast float64       // the least rate in force while refused (0: never bound)
+		wantAfter float64       // 7 s after, the store answering (0: lifted)
+	}{
+		{"a limit met at 400 a second", 400, 0, 500 * time.Millisecond, 1, 400 * cutTo, 400 * learnedTop},
+		{"an outage after 400 a second", 400, 0, 5 * time.Second, 1, 400 * floorOfPeak, 400 * learnedTop},
+		{"an outage after 400 a second and a lull", 400, 3 * time.Second, 5 * time.Second, 1, 400 * floorOfPeak, 0},
+		{"an outage from the start", 0, 0, 5 * time.Second, 1, MinLearnedGETs, 0},
+		{"an outage after 20 a second", 20, 0, 5 * time.Second, 1, MinLearnedGETs, 20 * learnedTop},
+		{"one in 18 refused at 100 a second", 100, 0, 5 * time.Second, 18, 0, 0},
+		{"one refused after a lull", 400, 3 * time.Second, 0, 1, 0, 0},
+		{"down after 400 a second, one in 18 refused", 400, 0, 5 * time.Second, -18, 400 * floorOfPeak, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPacer(Budget{}, nil)
+			clock := time.Unix(1e9, 0)
+			p.now = func() time.Time { return clock }
+			for i := range tc.answered {
+				clock = time.Unix(1e9, 0).Add(time.Duration(i) * time.Second / time.Duration(tc.answered))
+				p.answer(http.StatusOK)
+			}
+			clock = time.Unix(1e9+1, 0).Add(tc.lull)
+			least := math.Inf(1)
+			for i, end := 1, clock.Add(tc.refused); ; i, clock = i+1, clock.Add(10*time.Millisecond) {
+				switch {
+				case i%tc.every == 0:
+					p.answer(http.StatusServiceUnavailable)
+				case tc.every < 0:
+					p.answer(http.StatusBadGateway)
+				default:
+					p.answer(http.StatusOK)
+				}
+				if r := p.Stats().GETs; r > 0 {
+					least = min(least, r)
+				}
+				if !clock.Before(end) {
+					break
+				}
+			}
+			if math.IsInf(least, 1) {
+				least = 0
+			}
+			if math.Abs(least-tc.wantLeast) > 1e-9 {
+				t.Errorf("the least rate in force while refused: %v GETs a second, want %v", least, tc.wantLeast)
+			}
+			for range 7 {
+				clock = clock.Add(time.Second)
+				for range 5 {
+					p.answer(http.StatusOK)
+				}
+				if s := p.Stats(); s.GETs != 0 && s.GETs < least-1e-9 { // 0: no bound
+					t.Fatalf("the store answering again: %v GETs a second, under the %v in force while refused", s.GETs, least)
+				}
+			}
+			if s := p.Stats(); math.Abs(s.GETs-tc.wantAfter) > 1e-9 {
+				t.Errorf("7 s after: %v GETs a second, want %v", s.GETs, tc.wantAfter)
+			}
+		})
+	}
+}

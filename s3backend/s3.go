@@ -103,7 +103,7 @@ func NewS3(cfg Config, bucket, prefix string) (*S3, error) {
 		uploader: uploader,
 		partSize: cfg.PartSize,
 		parallel: cfg.Parallel,
-		retry:    retrier{maxRetries: cfg.MaxRetries, base: cfg.RetryBase},
+		retry:    retrier{maxRetries: cfg.MaxRetries, base: cfg.RetryBase, patience: cfg.ThrottlePatience},
 		idle:     cfg.IdleTimeout,
 	}, nil
 }
@@ -292,12 +292,13 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 			}
 		}
 		// The attempt has its own context so that a stall can abandon it
-		// without ending the read.
+		// without ending the read; it carries the watch so that a wait in
+		// the Pacer (not sent yet) is not taken for a stall.
 		actx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		idle := watchIdle(s.idle, cancel)
 		defer idle.stop()
-		body, info, header, err := s.core.GetObject(actx, s.bucket, obj, opts)
+		body, info, header, err := s.core.GetObject(idle.within(actx), s.bucket, obj, opts)
 		if err != nil {
 			return false, idle.explain(err)
 		}

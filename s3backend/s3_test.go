@@ -310,6 +310,7 @@ func TestS3(t *testing.T) {
 	t.Run("Multipart", e.testMultipart)
 	t.Run("ResumeCutBody", e.testResumeCutBody)
 	t.Run("IdleTimeout", e.testIdleTimeout)
+	t.Run("PacerWaitIsNotIdle", e.testPacerWaitIsNotIdle)
 	t.Run("PresignGet", e.testPresignGet)
 	t.Run("ReadObject", e.testReadObject)
 	t.Run("ProgressPieces", e.testProgressPieces)
@@ -317,6 +318,7 @@ func TestS3(t *testing.T) {
 	t.Run("EmptyAnswer", e.testEmptyAnswer)
 	t.Run("RetrySlowDown", e.testRetrySlowDown)
 	t.Run("Unavailable", e.testUnavailable)
+	t.Run("ThrottlePatience", e.testThrottlePatience)
 	t.Run("Changed", e.testChanged)
 	t.Run("ETagMismatchInResponse", e.testETagMismatchInResponse)
 	t.Run("ChangedDuringUnpinnedRead", e.testChangedDuringUnpinnedRead)
@@ -729,10 +731,46 @@ func (e *env) testRetrySlowDown(t *testing.T) {
 	}
 }
 
+// testThrottlePatience: a store that throttles a read more times than
+// MaxRetries allows is retried while it has throttled it for less than
+// ThrottlePatience, and the read returns its bytes; one that throttles
+// every request for longer fails the read, ErrUnavailable.
+func (e *env) testThrottlePatience(t *testing.T) {
+	f := &faults{}
+	obs := &observer{}
+	s, _ := e.store(t, f, obs, func(c *s3backend.Config) {
+		c.MaxRetries, c.RetryBase, c.ThrottlePatience = 2, time.Millisecond, 2*time.Second
+	})
+	data := randomBytes(100, 11)
+	info := mustPut(t, s, "obj", data)
+	ctx := context.Background()
+	f.mu.Lock()
+	f.slowDowns = 6
+	f.mu.Unlock()
+	obs.reset()
+	got := make([]byte, len(data))
+	if err := s.ReadRange(ctx, "obj", info.ETag, 0, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("ReadRange after 6 SlowDowns with 2 retries: %v", err)
+	}
+	if n, _ := obs.count(s3backend.OpGet); n != 7 {
+		t.Errorf("%d GETs, want 7", n)
+	}
+	f.mu.Lock()
+	f.slowDowns = -1
+	f.mu.Unlock()
+	start := time.Now()
+	if err := s.ReadRange(ctx, "obj", info.ETag, 0, got); !errors.Is(err, s3backend.ErrUnavailable) {
+		t.Fatalf("ReadRange of a store that throttles every GET: %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("gave up after %v, within the patience of 2 s", took)
+	}
+}
+
 func (e *env) testUnavailable(t *testing.T) {
 	f := &faults{}
 	obs := &observer{}
-	s, _ := e.store(t, f, obs, func(c *s3backend.Config) { c.MaxRetries = 2 })
+	s, _ := e.store(t, f, obs, func(c *s3backend.Config) { c.MaxRetries, c.ThrottlePatience = 2, -1 })
 	data := randomBytes(4*testPartSize, 10)
 	info := mustPut(t, s, "obj", data)
 	ctx := context.Background()

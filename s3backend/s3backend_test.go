@@ -214,6 +214,42 @@ func TestRetrierDo(t *testing.T) {
 		})
 	}
 
+	// A store that throttles is retried past the budget while it has
+	// throttled the request for less than the patience; other failures
+	// spend the budget as before, and once the patience is spent so do
+	// throttled answers.
+	busy := minio.ErrorResponse{Code: "ServiceUnavailable", StatusCode: 503}
+	tooMany := minio.ErrorResponse{StatusCode: 429}
+	for _, tt := range []struct {
+		name      string
+		errs      []error
+		patience  time.Duration
+		wantCalls int
+		wantErr   bool
+	}{
+		{"throttled past the budget", []error{slowDown, slowDown, slowDown, slowDown, tooMany, slowDown}, time.Hour, 7, false},
+		{"a store down spends the budget", []error{busy, busy, busy, busy}, time.Hour, 4, true},
+		{"throttled and down", []error{slowDown, busy, slowDown, busy, busy, slowDown}, time.Hour, 7, false},
+		{"down past the budget", []error{slowDown, busy, busy, busy, busy}, time.Hour, 5, true},
+		{"no patience", []error{slowDown, slowDown, slowDown, slowDown}, 0, 4, true},
+		{"patience spent", []error{slowDown, slowDown, slowDown, slowDown, slowDown}, time.Nanosecond, 4, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := retrier{maxRetries: 3, base: time.Microsecond, patience: tt.patience}
+			calls := 0
+			_, err := r.do(context.Background(), func() (bool, error) {
+				calls++
+				if calls <= len(tt.errs) {
+					return false, tt.errs[calls-1]
+				}
+				return false, nil
+			})
+			if calls != tt.wantCalls || (err != nil) != tt.wantErr {
+				t.Errorf("do: %d calls, err %v; want %d calls, an error %v", calls, err, tt.wantCalls, tt.wantErr)
+			}
+		})
+	}
+
 	t.Run("cancelled during backoff", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		r := retrier{maxRetries: 3, base: time.Hour}

@@ -123,7 +123,7 @@ func (r *rangeStream) get() error {
 	}
 	actx, cancel := context.WithCancel(r.ctx)
 	idle := watchIdle(r.s.idle, cancel)
-	body, info, header, err := r.s.core.GetObject(actx, r.s.bucket, r.s.root+r.key, opts)
+	body, info, header, err := r.s.core.GetObject(idle.within(actx), r.s.bucket, r.s.root+r.key, opts)
 	if err != nil {
 		err = idle.explain(err)
 		idle.stop()
