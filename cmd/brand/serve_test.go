@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -344,5 +345,64 @@ func TestServeRefusesBudgetsAndPrices(t *testing.T) {
 		if _, err := f.gatewayConfig(zerolog.Nop()); err != nil {
 			t.Fatalf("%v: %v", ok, err)
 		}
+	}
+}
+
+// TestServeMaxIdleConns: --max-idle-conns reaches the data listener: of
+// five keep-alive connections left idle under a cap of two, three are
+// closed (the ones idle longest) and two kept. The cap itself is
+// internal/server/idleconns' test; this is its wiring, untested before.
+func TestServeMaxIdleConns(t *testing.T) {
+	storeDir := packLocal(t, t.TempDir(), synth.Spec{Samples: 40, MeanBytes: 1 << 10, Seed: 3}, dataset.PackOptions{ChunkSize: 64 << 10})
+	var stderr syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &cli.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }},
+			[]string{"serve", "--listen", "127.0.0.1:0", "--dataset", "d=" + storeDir, "--log-format", "json", "--memory-limit", "off", "--max-idle-conns", "2"})
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	base := waitReady(t, &stderr, done)
+	var conns []net.Conn
+	for i := range 5 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: brand\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(c)
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if r.Buffered() != 0 {
+			t.Fatalf("connection %d: %d bytes past the answer", i, r.Buffered())
+		}
+		conns = append(conns, c)
+	}
+	closed := 0
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		var b [1]byte
+		_, err := c.Read(b[:])
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+		case err != nil:
+			closed++
+		default:
+			t.Errorf("connection %d: a byte from the server unasked", i)
+		}
+	}
+	if closed != 3 {
+		t.Errorf("%d of 5 idle connections closed under --max-idle-conns 2, want 3", closed)
 	}
 }
