@@ -1,0 +1,598 @@
+package lance
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/brandgw/brand/format"
+)
+
+// What decodes, exactly as Lance's reader reads it (every other layout
+// or compression is refused, naming it):
+//
+//   - mini-block pages without repetition or dictionary: definition
+//     levels flat of 16 bits; values flat of 8 to 64 bits a value (8,
+//     16, 32 or 64) or of 1 (bools), or variable with flat offsets of
+//     32 or 64 bits, uncompressed;
+//   - full-zip pages without repetition: control words of definition
+//     levels (1, 2 or 4 bytes), variable values with 32- or 64-bit sizes
+//     found through the repetition index of 1-, 2-, 4- or 8-byte
+//     offsets, uncompressed or zstd per value (a u64 decoded length
+//     first), and fixed-width values of whole bytes;
+//   - all-null pages without repetition.
+
+// Values are the values of a range of rows, each as bytes: a fixed-width
+// value as its little-endian bytes, a bool as one byte (0 or 1), a
+// variable-width value as itself. Value i is Data[Offsets[i]:Offsets[i+1]];
+// Null[i] says it is null (Null is nil where none is).
+type Values struct {
+	Data    []byte
+	Offsets []int
+	Null    []bool
+}
+
+// Len is the number of values.
+func (v *Values) Len() int { return len(v.Offsets) - 1 }
+
+// Value is value i and whether it is valid (not null).
+func (v *Values) Value(i int) ([]byte, bool) {
+	if v.Null != nil && v.Null[i] {
+		return nil, false
+	}
+	return v.Data[v.Offsets[i]:v.Offsets[i+1]], true
+}
+
+func newValues(n int) *Values { return &Values{Offsets: make([]int, 1, n+1)} }
+
+func (v *Values) add(b []byte, valid bool) {
+	if !valid {
+		b = nil
+		if v.Null == nil {
+			v.Null = make([]bool, v.Len(), cap(v.Offsets))
+		}
+	}
+	if v.Null != nil {
+		v.Null = append(v.Null, !valid)
+	}
+	v.Data = append(v.Data, b...)
+	v.Offsets = append(v.Offsets, len(v.Data))
+}
+
+// A RangeReader reads n bytes at off of a data file.
+type RangeReader func(off, n uint64) ([]byte, error)
+
+// ReadRows reads rows [lo, hi) of column col of f: for each page the
+// rows overlap, the page's small table (a mini-block page's chunk
+// table, a full-zip page's repetition index) and then only the bytes of
+// the rows asked. limit bounds the bytes the values decode to; a value
+// declaring more is refused before it is decoded.
+func (f *File) ReadRows(col int, lo, hi uint64, read RangeReader, limit int64) (*Values, error) {
+	if col < 0 || col >= len(f.Columns) {
+		return nil, fmt.Errorf("%w: lance file %s: no column %d (of %d)", format.ErrInvalid, f.Name, col, len(f.Columns))
+	}
+	if lo > hi || hi > f.Rows {
+		return nil, fmt.Errorf("%w: lance file %s: rows %d to %d of %d", format.ErrInvalid, f.Name, lo, hi, f.Rows)
+	}
+	d := &decoder{name: f.Name, col: col, read: read, left: limit}
+	defer d.close()
+	out := newValues(int(min(hi-lo, 1<<16)))
+	var at uint64 // the first row of page pi
+	for pi := range f.Columns[col].Pages {
+		p := &f.Columns[col].Pages[pi]
+		if p.Rows > f.Rows-at {
+			return nil, d.bad(pi, p, "pages of more rows than the file's %d", f.Rows)
+		}
+		end := at + p.Rows
+		if end > lo && at < hi {
+			d.page, d.p = pi, p
+			if err := d.decodePage(max(lo, at)-at, min(hi, end)-at, out); err != nil {
+				return nil, err
+			}
+		}
+		at = end
+	}
+	if at != f.Rows {
+		return nil, fmt.Errorf("%w: lance file %s, column %d: pages of %d rows, the file's %d", format.ErrInvalid, f.Name, col, at, f.Rows)
+	}
+	return out, nil
+}
+
+// A decoder decodes one column's pages.
+type decoder struct {
+	name string
+	col  int
+	read RangeReader
+	left int64 // bytes the values may still decode to
+	page int
+	p    *Page
+	zstd *zstd.Decoder
+}
+
+func (d *decoder) close() {
+	if d.zstd != nil {
+		d.zstd.Close()
+	}
+}
+
+func (d *decoder) bad(pi int, p *Page, format_ string, a ...any) error {
+	return fmt.Errorf("%w: lance file %s, column %d, page %d (%v): %s", format.ErrInvalid, d.name, d.col, pi, p.Layout, fmt.Sprintf(format_, a...))
+}
+
+func (d *decoder) corrupt(format_ string, a ...any) error { return d.bad(d.page, d.p, format_, a...) }
+
+func (d *decoder) refuse(what string) error {
+	return fmt.Errorf("%w: lance file %s, column %d, page %d: %s (%v)", format.ErrUnsupported, d.name, d.col, d.page, what, d.p.Layout)
+}
+
+// buffer reads n bytes at off of page buffer i.
+func (d *decoder) buffer(i int, off, n uint64) ([]byte, error) {
+	if i >= len(d.p.Buffers) {
+		return nil, d.corrupt("no buffer %d (of %d)", i, len(d.p.Buffers))
+	}
+	b := d.p.Buffers[i]
+	if off > b.Len || n > b.Len-off {
+		return nil, d.corrupt("%d bytes at %d of buffer %d, which has %d", n, off, i, b.Len)
+	}
+	if int64(n) > d.left+maxTableBytes {
+		return nil, d.corrupt("%d bytes of buffer %d, over the memory limit", n, i)
+	}
+	got, err := d.read(b.Off+off, n)
+	if err != nil {
+		return nil, fmt.Errorf("lance file %s, column %d, page %d: %w", d.name, d.col, d.page, err)
+	}
+	if uint64(len(got)) != n {
+		return nil, d.corrupt("read %d bytes of %d", len(got), n)
+	}
+	return got, nil
+}
+
+// maxTableBytes is the slack a page's tables may take beyond the values'
+// limit: a chunk table or a repetition index is a few bytes a row.
+const maxTableBytes = 16 << 20
+
+// spend takes n decoded bytes from the limit.
+func (d *decoder) spend(n uint64) error {
+	if n > uint64(d.left) {
+		return d.corrupt("values of %d bytes, over the memory limit (%d left)", n, d.left)
+	}
+	d.left -= int64(n)
+	return nil
+}
+
+func (d *decoder) decodePage(lo, hi uint64, out *Values) error {
+	l := d.p.Layout
+	switch {
+	case l.MiniBlock != nil:
+		return d.miniBlock(l.MiniBlock, lo, hi, out)
+	case l.FullZip != nil:
+		return d.fullZip(l.FullZip, lo, hi, out)
+	case l.AllNull != nil:
+		if err := plainLayers(l.AllNull.Layers); err != nil {
+			return d.refuse(err.Error())
+		}
+		for range hi - lo {
+			out.add(nil, false)
+		}
+		return nil
+	case l.Blob != nil:
+		return d.refuse("a blob layout")
+	}
+	return d.corrupt("no layout")
+}
+
+// plainLayers accepts the repetition/definition layers of a column
+// without lists: one layer, of items all valid or nullable.
+func plainLayers(ls []int) error {
+	if len(ls) > 1 || (len(ls) == 1 && ls[0] != LayerAllValidItem && ls[0] != LayerNullableItem) {
+		return fmt.Errorf("repetition/definition layers %v (lists and structs are not read)", ls)
+	}
+	return nil
+}
+
+// A chunk is one mini-block of a page: its bytes in buffer 1 and the
+// items it holds.
+type chunk struct {
+	off, size uint64
+	first     uint64 // the page's index of its first item
+	items     uint64
+}
+
+const miniBlockAlign = 8
+
+func (d *decoder) miniBlock(m *MiniBlockLayout, lo, hi uint64, out *Values) error {
+	switch {
+	case m.Rep != nil || m.RepIndexDepth != 0:
+		return d.refuse("a mini-block page with repetition")
+	case m.Dictionary != nil:
+		return d.refuse("a mini-block page with a dictionary")
+	}
+	if err := plainLayers(m.Layers); err != nil {
+		return d.refuse(err.Error())
+	}
+	if m.Def != nil && (m.Def.Kind != "flat" || m.Def.Bits != 16 || m.Def.Buffer != nil) {
+		return d.refuse("definition levels compressed as " + m.Def.String())
+	}
+	if m.Items != d.p.Rows {
+		return d.corrupt("%d items in %d rows of a page without lists", m.Items, d.p.Rows)
+	}
+	var width uint64 // bytes a value, or 0: variable
+	var offsetBytes uint64
+	v := m.Values
+	switch {
+	case v.Kind == "flat" && v.Buffer == nil && (v.Bits == 1 || v.Bits == 8 || v.Bits == 16 || v.Bits == 32 || v.Bits == 64):
+		width = v.Bits / 8
+	case v.Kind == "variable" && v.Buffer == nil && v.Offsets != nil && v.Offsets.Kind == "flat" && v.Offsets.Buffer == nil && (v.Offsets.Bits == 32 || v.Offsets.Bits == 64):
+		offsetBytes = v.Offsets.Bits / 8
+	default:
+		return d.refuse("mini-block values compressed as " + v.String())
+	}
+	if m.Buffers != 1 {
+		return d.refuse(fmt.Sprintf("mini-blocks of %d value buffers", m.Buffers))
+	}
+	// The chunk table: a u16 a chunk, its size in 8-byte words less one
+	// (12 bits) and the log2 of its items (4 bits; the last chunk's items
+	// are what is left).
+	if len(d.p.Buffers) < 2 {
+		return d.corrupt("%d buffers", len(d.p.Buffers))
+	}
+	tb := d.p.Buffers[0]
+	if tb.Len%2 != 0 || tb.Len == 0 {
+		return d.corrupt("a chunk table of %d bytes", tb.Len)
+	}
+	table, err := d.buffer(0, 0, tb.Len)
+	if err != nil {
+		return err
+	}
+	n := len(table) / 2
+	chunks := make([]chunk, 0, n)
+	var off, items uint64
+	for i := range n {
+		w := binary.LittleEndian.Uint16(table[2*i:])
+		c := chunk{off: off, size: (uint64(w>>4) + 1) * miniBlockAlign, first: items}
+		if i < n-1 {
+			if w&0xf == 0 {
+				return d.corrupt("chunk %d of no items", i)
+			}
+			c.items = 1 << (w & 0xf)
+		} else {
+			if items >= m.Items {
+				return d.corrupt("chunks of %d items before the last, in a page of %d", items, m.Items)
+			}
+			c.items = m.Items - items
+		}
+		if items+c.items > m.Items {
+			return d.corrupt("chunks of more items than the page's %d", m.Items)
+		}
+		items += c.items
+		off += c.size
+		chunks = append(chunks, c)
+	}
+	if off > d.p.Buffers[1].Len {
+		return d.corrupt("chunks of %d bytes in a buffer of %d", off, d.p.Buffers[1].Len)
+	}
+	for _, c := range chunks {
+		if c.first+c.items <= lo || c.first >= hi {
+			continue
+		}
+		b, err := d.buffer(1, c.off, c.size)
+		if err != nil {
+			return err
+		}
+		if err := d.chunk(m, c, b, width, offsetBytes, max(lo, c.first)-c.first, min(hi, c.first+c.items)-c.first, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunk decodes items [lo, hi) of the mini-block b.
+func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, width, offsetBytes, lo, hi uint64, out *Values) error {
+	// The header: the number of levels, the definition levels' size if
+	// any, each value buffer's size (u16 each), padded to 8 bytes.
+	hdr := 2 + 2*m.Buffers
+	if m.Def != nil {
+		hdr += 2
+	}
+	if uint64(len(b)) < hdr {
+		return d.corrupt("a chunk of %d bytes", len(b))
+	}
+	levels := uint64(binary.LittleEndian.Uint16(b))
+	at := uint64(2)
+	var defSize uint64
+	if m.Def != nil {
+		defSize = uint64(binary.LittleEndian.Uint16(b[at:]))
+		at += 2
+	}
+	valSize := uint64(binary.LittleEndian.Uint16(b[at:]))
+	at = pad(hdr)
+	var def []byte
+	if m.Def != nil {
+		if levels != c.items || defSize != 2*levels {
+			return d.corrupt("a chunk of %d items with %d levels in %d bytes", c.items, levels, defSize)
+		}
+		if at+defSize > uint64(len(b)) {
+			return d.corrupt("definition levels past the chunk's end")
+		}
+		def = b[at : at+defSize]
+		at = pad(at + defSize)
+	}
+	if at+valSize > uint64(len(b)) {
+		return d.corrupt("values of %d bytes past the chunk's end", valSize)
+	}
+	vals := b[at : at+valSize]
+	valid := func(i uint64) (bool, error) {
+		if def == nil {
+			return true, nil
+		}
+		switch binary.LittleEndian.Uint16(def[2*i:]) {
+		case 0:
+			return true, nil
+		case 1:
+			if m.Layers[0] == LayerNullableItem {
+				return false, nil
+			}
+		}
+		return false, d.corrupt("definition level %d of item %d", binary.LittleEndian.Uint16(def[2*i:]), c.first+i)
+	}
+	if m.Def != nil && len(m.Layers) == 0 {
+		return d.corrupt("definition levels without their layer")
+	}
+	switch {
+	case width == 0 && m.Values.Bits == 1 && m.Values.Kind == "flat":
+		if uint64(len(vals))*8 < c.items {
+			return d.corrupt("%d bools in %d bytes", c.items, len(vals))
+		}
+		if err := d.spend(hi - lo); err != nil {
+			return err
+		}
+		for i := lo; i < hi; i++ {
+			ok, err := valid(i)
+			if err != nil {
+				return err
+			}
+			out.add([]byte{vals[i/8] >> (i % 8) & 1}, ok)
+		}
+	case width != 0:
+		if uint64(len(vals)) < c.items*width {
+			return d.corrupt("%d values of %d bytes in %d bytes", c.items, width, len(vals))
+		}
+		if err := d.spend((hi - lo) * width); err != nil {
+			return err
+		}
+		for i := lo; i < hi; i++ {
+			ok, err := valid(i)
+			if err != nil {
+				return err
+			}
+			out.add(vals[i*width:(i+1)*width], ok)
+		}
+	default:
+		// Variable: items+1 offsets into the buffer itself, the first
+		// the values' start (after the offsets).
+		if uint64(len(vals))/offsetBytes < c.items+1 {
+			return d.corrupt("%d offsets in %d bytes", c.items+1, len(vals))
+		}
+		offset := func(i uint64) uint64 {
+			if offsetBytes == 4 {
+				return uint64(binary.LittleEndian.Uint32(vals[i*4:]))
+			}
+			return binary.LittleEndian.Uint64(vals[i*8:])
+		}
+		for i := lo; i < hi; i++ {
+			s, e := offset(i), offset(i+1)
+			if s < (c.items+1)*offsetBytes || s > e || e > uint64(len(vals)) {
+				return d.corrupt("value %d at %d to %d of a buffer of %d", c.first+i, s, e, len(vals))
+			}
+			ok, err := valid(i)
+			if err != nil {
+				return err
+			}
+			if err := d.spend(e - s); err != nil {
+				return err
+			}
+			out.add(vals[s:e], ok)
+		}
+	}
+	return nil
+}
+
+func pad(n uint64) uint64 { return (n + miniBlockAlign - 1) &^ (miniBlockAlign - 1) }
+
+func (d *decoder) fullZip(z *FullZipLayout, lo, hi uint64, out *Values) error {
+	if z.BitsRep != 0 {
+		return d.refuse("a full-zip page with repetition")
+	}
+	if err := plainLayers(z.Layers); err != nil {
+		return d.refuse(err.Error())
+	}
+	var cw uint64 // control word bytes
+	switch {
+	case z.BitsDef == 0:
+	case z.BitsDef <= 8:
+		cw = 1
+	case z.BitsDef <= 16:
+		cw = 2
+	case z.BitsDef <= 32:
+		cw = 4
+	default:
+		return d.corrupt("control words of %d bits", z.BitsDef)
+	}
+	if z.BitsDef != 0 && (len(z.Layers) != 1 || z.Layers[0] != LayerNullableItem) {
+		return d.corrupt("definition bits without a nullable layer")
+	}
+	valid := func(w []byte) (bool, error) {
+		var def uint32
+		for i := range w {
+			def |= uint32(w[i]) << (8 * i)
+		}
+		switch def & (1<<z.BitsDef - 1) {
+		case 0:
+			return true, nil
+		case 1:
+			return false, nil
+		}
+		return false, d.corrupt("definition level %d", def)
+	}
+	v := z.Values
+	if z.BitsPerValue != 0 {
+		if z.BitsPerOffset != 0 {
+			return d.corrupt("bits per value and per offset both")
+		}
+		if v.Kind != "flat" || v.Buffer != nil || v.Bits != uint64(z.BitsPerValue) || z.BitsPerValue%8 != 0 {
+			return d.refuse("full-zip fixed-width values compressed as " + v.String())
+		}
+		width := uint64(z.BitsPerValue / 8)
+		row := cw + width
+		if d.p.Rows > d.p.Buffers[0].Len/max(row, 1) {
+			return d.corrupt("%d rows of %d bytes in %d", d.p.Rows, row, d.p.Buffers[0].Len)
+		}
+		if err := d.spend((hi - lo) * width); err != nil {
+			return err
+		}
+		b, err := d.buffer(0, lo*row, (hi-lo)*row)
+		if err != nil {
+			return err
+		}
+		for i := range hi - lo {
+			r := b[i*row : (i+1)*row]
+			ok, err := valid(r[:cw])
+			if err != nil {
+				return err
+			}
+			out.add(r[cw:], ok)
+		}
+		return nil
+	}
+	zstdValues := false
+	if v.Kind == "general" && v.Buffer != nil && v.Values != nil {
+		if v.Buffer.Scheme != 2 {
+			return d.refuse("full-zip values compressed with " + v.Buffer.String())
+		}
+		zstdValues = true
+		v = v.Values
+	}
+	if v.Kind != "variable" || v.Buffer != nil || v.Offsets == nil || v.Offsets.Kind != "flat" || v.Offsets.Buffer != nil || v.Offsets.Bits != uint64(z.BitsPerOffset) {
+		return d.refuse("full-zip values compressed as " + z.Values.String())
+	}
+	var lb uint64 // bytes of a value's size
+	switch z.BitsPerOffset {
+	case 32, 64:
+		lb = uint64(z.BitsPerOffset / 8)
+	default:
+		return d.corrupt("%d bits per offset", z.BitsPerOffset)
+	}
+	// The repetition index: rows+1 offsets into buffer 0, each of the
+	// width that divides the buffer.
+	if len(d.p.Buffers) < 2 {
+		return d.corrupt("a variable-width full-zip page without its repetition index")
+	}
+	ri := d.p.Buffers[1]
+	w := ri.Len / (d.p.Rows + 1)
+	if ri.Len%(d.p.Rows+1) != 0 || (w != 1 && w != 2 && w != 4 && w != 8) {
+		return d.corrupt("a repetition index of %d bytes for %d rows", ri.Len, d.p.Rows)
+	}
+	idx, err := d.buffer(1, lo*w, (hi-lo+1)*w)
+	if err != nil {
+		return err
+	}
+	entry := func(i uint64) uint64 {
+		b := idx[i*w : (i+1)*w]
+		var v uint64
+		for j := range b {
+			v |= uint64(b[j]) << (8 * j)
+		}
+		return v
+	}
+	start, end := entry(0), entry(hi-lo)
+	if start > end || end > d.p.Buffers[0].Len {
+		return d.corrupt("rows %d to %d at %d to %d of a buffer of %d", lo, hi, start, end, d.p.Buffers[0].Len)
+	}
+	if !zstdValues {
+		// The values are no more than the bytes that hold them.
+		if err := d.spend(end - start); err != nil {
+			return err
+		}
+	}
+	data, err := d.buffer(0, start, end-start)
+	if err != nil {
+		return err
+	}
+	for i := range hi - lo {
+		s, e := entry(i)-start, entry(i+1)-start
+		if s > e || e > uint64(len(data)) {
+			return d.corrupt("row %d at %d to %d", lo+i, s, e)
+		}
+		r := data[s:e]
+		if uint64(len(r)) < cw {
+			return d.corrupt("row %d of %d bytes", lo+i, len(r))
+		}
+		ok, err := valid(r[:cw])
+		if err != nil {
+			return err
+		}
+		r = r[cw:]
+		if !ok {
+			if len(r) != 0 {
+				return d.corrupt("null row %d of %d bytes", lo+i, len(r))
+			}
+			out.add(nil, false)
+			continue
+		}
+		if uint64(len(r)) < lb {
+			return d.corrupt("row %d of %d bytes", lo+i, len(r))
+		}
+		var n uint64
+		if lb == 4 {
+			n = uint64(binary.LittleEndian.Uint32(r))
+		} else {
+			n = binary.LittleEndian.Uint64(r)
+		}
+		r = r[lb:]
+		if n != uint64(len(r)) {
+			return d.corrupt("row %d: a value of %d bytes in %d", lo+i, n, len(r))
+		}
+		if zstdValues {
+			if r, err = d.unzstd(r); err != nil {
+				return fmt.Errorf("row %d: %w", lo+i, err)
+			}
+		}
+		out.add(r, true)
+	}
+	return nil
+}
+
+// unzstd decodes a value compressed with zstd by Lance: its decoded
+// length (u64), then a zstd frame. The length is taken from the limit
+// before anything is decoded, and the frame must decode to exactly it.
+func (d *decoder) unzstd(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if len(b) < 8 {
+		return nil, d.corrupt("a zstd value of %d bytes", len(b))
+	}
+	if binary.LittleEndian.Uint32(b) == 0xFD2FB528 && b[4]&0x10 == 0 {
+		return nil, d.refuse("a zstd value without its decoded length (the raw stream form of older writers)")
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if err := d.spend(n); err != nil {
+		return nil, err
+	}
+	if d.zstd == nil {
+		z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(d.left)+n+1))
+		if err != nil {
+			return nil, err
+		}
+		d.zstd = z
+	}
+	out, err := d.zstd.DecodeAll(b[8:], make([]byte, 0, n))
+	if err != nil {
+		return nil, d.corrupt("zstd: %v", err)
+	}
+	if uint64(len(out)) != n {
+		return nil, d.corrupt("a zstd value of %d bytes declared %d", len(out), n)
+	}
+	return out, nil
+}
