@@ -254,7 +254,7 @@ func (x *Edits) epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return epochOrder(ord, nil, len(s.DS.Counts)), nil
+	return epochOrder(ord, nil, s.DS.Counts), nil
 }
 
 // EditedOrder is the order of an epoch of a job whose chain of edits ends
@@ -268,16 +268,33 @@ func EditedOrder(counts []int, e *Edit, seed, epoch uint64, window int) (Order, 
 	return o, nil
 }
 
-// epochOrder is an order with its chunks' windows (and, for an importance
-// epoch, the chunks' weights).
-func epochOrder(o Order, weight []float32, chunks int) *EpochOrder {
-	eo := &EpochOrder{Order: o, ChunkWindow: make([]int32, chunks), Weight: weight}
+// epochOrder is an order with its chunks' windows and first samples'
+// positions (and, for an importance epoch, the chunks' weights), over
+// chunks of counts samples: O(samples × log chunks), once per epoch
+// memoised.
+func epochOrder(o Order, weight []float32, counts []int) *EpochOrder {
+	chunks := len(counts)
+	eo := &EpochOrder{Order: o, ChunkWindow: make([]int32, chunks), Weight: weight, FirstUse: make([]int32, chunks)}
 	for c := range eo.ChunkWindow {
-		eo.ChunkWindow[c] = -1
+		eo.ChunkWindow[c], eo.FirstUse[c] = -1, -1
+	}
+	// ends[c]: the samples up to chunk c's end; a sample's chunk is the
+	// first end past it.
+	ends := make([]int, chunks)
+	n := 0
+	for c, k := range counts {
+		n += k
+		ends[c] = n
 	}
 	for w := range o.NumWindows() {
 		for _, c := range o.WindowChunks(w) {
 			eo.ChunkWindow[c] = int32(w)
+		}
+		start := o.WindowStart(w)
+		for i, id := range o.Window(w) {
+			if c, _ := slices.BinarySearch(ends, id+1); c < chunks && eo.FirstUse[c] < 0 {
+				eo.FirstUse[c] = int32(start + i)
+			}
 		}
 	}
 	return eo

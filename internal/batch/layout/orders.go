@@ -222,7 +222,7 @@ func (m *epochs) epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	if ie, ok := e.(*importance.Epoch); ok {
 		weight = chunkWeights(ie, len(s.DS.Counts))
 	}
-	eo := epochOrder(e, weight, len(s.DS.Counts))
+	eo := epochOrder(e, weight, s.DS.Counts)
 	memo.Add(k, eo)
 	return eo, nil
 }

@@ -51,10 +51,21 @@
 //     the next epoch's order. The base is the build time for a stream
 //     being served (plus twice its lateness if it is late) and, for a
 //     stream waiting for a turn, when the first holder is expected to leave
-//     its window (Snapshot.crossing), plus its place in line.
+//     its window (Snapshot.crossing), plus its place in line. Its place
+//     is two: its window's start, by which prefetch counts whole windows
+//     (Prefetchable, Keeps, Displaces), and its first sample's
+//     (jobstream.EpochOrder.Start), by which the cache evicts
+//     (Snapshot.evictKey), so that the chunks of one window go in the
+//     order of their next uses rather than tie.
 //
-// With one job, keys order chunks exactly as its positions do: the policy
-// is Belady's rule on its order, which is what the planner simulates.
+// With one job, eviction keys order chunks exactly as their next uses
+// do: the policy is Belady's rule on its order, which is what the planner
+// simulates. (Tied by their window's start, as they once were, the
+// chunks of one window went in the order of their last touch — the order
+// concurrent loads ended in — and a cluster's nodes loaded a chunk more
+// or fewer than /plan's bill, run to run. A clip job's order knows its
+// chunks' windows only: they tie still, and the planner simulates that
+// rule, NextUse.)
 // An importance stream's next epoch is drawn from a snapshot not sealed
 // yet, so it is not projected; of the chunks no stream needs, the lightest
 // go first (evict.FarKey, the planner's rule), still after every chunk some
@@ -103,8 +114,11 @@
 //   - Snapshot.Distance and DistanceAt: a map lookup and, for a hot chunk,
 //     one clock read per stream in that window; Prefetchable, Displaces and
 //     Hot: O(1). The policy's costs are in policy.go.
-//   - Memory: 8 bytes per chunk of each dataset version a followed stream
-//     reads (4 more with importance streams), per table.
+//   - Memory: 16 bytes per chunk of each dataset version a followed
+//     stream reads (4 more with importance streams), per table, and 4 per
+//     chunk of each epoch order memoised (its first samples).
+//   - Orders: an epoch's first samples cost O(samples × log chunks) to
+//     find, once per epoch memoised.
 //
 // # Stability
 //

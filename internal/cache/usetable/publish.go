@@ -309,7 +309,9 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 			}
 			du.standIn[c] = true
 		}
-		var d int
+		// d is the chunk's window's start, use its first sample's
+		// (Snapshot.evictKey).
+		var d, use int
 		switch {
 		case cw >= first && cw <= last:
 			if served {
@@ -317,22 +319,23 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 				t.clocks[k] = append(t.clocks[k], st.clock)
 				continue
 			}
-			d = 0
+			d, use = 0, 0
 		case cw > last:
 			if standIn && cw > last+1 {
 				continue
 			}
-			d = e.WindowStart(int(cw)) - edge
+			d, use = e.WindowStart(int(cw))-edge, e.Start(c)-edge
 		case standIn:
 			continue
 		case next != nil && next.ChunkWindow[c] >= 0:
 			// Read earlier in this epoch, or not at all: next needed in
 			// the next epoch, if that reads it.
-			d = rest + next.WindowStart(int(next.ChunkWindow[c]))
+			d, use = rest+next.WindowStart(int(next.ChunkWindow[c])), rest+next.Start(c)
 		default:
 			continue
 		}
 		du.dist[c] = min(du.dist[c], at(d))
+		du.first[c] = min(du.first[c], at(use))
 	}
 }
 
@@ -344,9 +347,9 @@ func (t *Snapshot) usesOf(ds *catalog.Dataset) *datasetUses {
 			return &t.datasets[ds.Name][i]
 		}
 	}
-	du := datasetUses{ds: ds, dist: make([]int64, len(ds.Counts))}
+	du := datasetUses{ds: ds, dist: make([]int64, len(ds.Counts)), first: make([]int64, len(ds.Counts))}
 	for c := range du.dist {
-		du.dist[c] = Never
+		du.dist[c], du.first[c] = Never, Never
 	}
 	t.datasets[ds.Name] = append(list, du)
 	return &t.datasets[ds.Name][len(list)]

@@ -62,7 +62,11 @@ type hotChunk struct {
 
 type datasetUses struct {
 	ds   *catalog.Dataset
-	dist []int64 // chunk ID → key of its next use past the current windows
+	dist []int64 // chunk ID → key of its next use past the current windows, by its window's start
+	// first is, per chunk, the key of its next use by its first sample
+	// there (jobstream.EpochOrder.Start): what the cache evicts by
+	// (evictKey); nil: dist.
+	first []int64
 	// weight is, per chunk, the largest importance weight (over the mean)
 	// an importance stream gives it; nil without importance streams.
 	weight []float32
@@ -89,8 +93,27 @@ func (t *Snapshot) Now() int64 {
 }
 
 // DistanceAt is k's next-use key in t at now (in the use table's frame): a
-// policy re-keying many chunks reads the clock once.
+// policy re-keying many chunks reads the clock once. A chunk of a later
+// window is keyed by that window's start, as the prefetch's answers
+// (Prefetchable, Keeps, Displaces) count whole windows.
 func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
+	return t.keyAt(k, now, false)
+}
+
+// evictKey is k's next-use key in t at now by its first sample, not its
+// window's start: what the policy evicts by (victimKey). Keyed by their
+// window's start, the chunks of a window tied, and the cache chose among
+// them by their last touch — the order concurrent loads happened to end
+// in — where the planner's Belady evicts the one used last: a cluster's
+// nodes loaded a chunk more or fewer than /plan's bill, run to run
+// (gateway/clustertest TestClusterBill). It orders chunks as DistanceAt
+// does, and those of one window by their first samples.
+func (t *Snapshot) evictKey(k chunkcache.Key, now int64) int64 {
+	return t.keyAt(k, now, true)
+}
+
+// keyAt is DistanceAt, or evictKey if byFirst.
+func (t *Snapshot) keyAt(k chunkcache.Key, now int64, byFirst bool) int64 {
 	if t == nil {
 		return Never
 	}
@@ -107,6 +130,9 @@ func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
 			continue
 		}
 		d := du.dist[c]
+		if byFirst && du.first != nil {
+			d = du.first[c]
+		}
 		for _, ck := range t.clocks[hotChunk{du.ds, int32(c)}] {
 			d = min(d, ck.key(now))
 		}
@@ -146,7 +172,7 @@ func (t *Snapshot) StandIn(k chunkcache.Key) bool {
 const standInBand = 1 << 61
 
 // victimKey is k's key in the policy's eviction order at now: its next
-// use's (DistanceAt), except that a stand-in some stream needs ranks
+// use's (evictKey), except that a stand-in some stream needs ranks
 // after every chunk this node owns, in the order of its uses, and before
 // every chunk no stream needs. Belady's rule alone evicted an own chunk
 // needed in the next epoch for a stand-in needed in this window, when
@@ -157,7 +183,7 @@ const standInBand = 1 << 61
 // one read again during the fault costs no more than an own chunk read
 // again after it, and the fault's reads are the store's anyway.
 func (t *Snapshot) victimKey(k chunkcache.Key, now int64) int64 {
-	d := t.DistanceAt(k, now)
+	d := t.evictKey(k, now)
 	if !Needed(d) || !t.StandIn(k) {
 		return d
 	}

@@ -12,6 +12,21 @@ type EpochOrder struct {
 	// the cache keeps when no stream needs a chunk. nil for a
 	// uniform epoch.
 	Weight []float32
+	// FirstUse maps chunk ID → the epoch position of its first sample;
+	// -1 if the epoch does not read it. The use table keys a chunk of a
+	// later window by it (Start), as the planner's Belady does, so that
+	// the chunks of one window do not tie. nil where the order knows its
+	// chunks' windows only (a clip job's).
+	FirstUse []int32
+}
+
+// Start is the epoch position at which chunk c, which the epoch reads,
+// is first read: FirstUse's, else its window's start.
+func (e *EpochOrder) Start(c int) int {
+	if e.FirstUse != nil && e.FirstUse[c] >= 0 {
+		return int(e.FirstUse[c])
+	}
+	return e.WindowStart(int(e.ChunkWindow[c]))
 }
 
 // Order is what is read of an epoch's order: *shuffle.Epoch, or
