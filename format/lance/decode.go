@@ -75,7 +75,12 @@ func (f *File) ReadRows(col int, lo, hi uint64, read RangeReader, limit int64) (
 	if lo > hi || hi > f.Rows {
 		return nil, fmt.Errorf("%w: lance file %s: rows %d to %d of %d", format.ErrInvalid, f.Name, lo, hi, f.Rows)
 	}
-	d := &decoder{name: f.Name, col: col, read: read, left: limit}
+	// Each value costs an offset and a null flag beside its bytes: a
+	// range of rows is bounded before anything is allocated for it.
+	if hi-lo > uint64(max(limit, 0))/valueOverhead {
+		return nil, fmt.Errorf("%w: lance file %s, column %d: rows %d to %d, over the memory limit of %d bytes", format.ErrInvalid, f.Name, col, lo, hi, limit)
+	}
+	d := &decoder{name: f.Name, col: col, read: read, left: limit - int64((hi-lo)*valueOverhead)}
 	defer d.close()
 	out := newValues(int(min(hi-lo, 1<<16)))
 	var at uint64 // the first row of page pi
@@ -98,6 +103,10 @@ func (f *File) ReadRows(col int, lo, hi uint64, read RangeReader, limit int64) (
 	}
 	return out, nil
 }
+
+// valueOverhead is what a value costs beside its bytes: its offset and
+// its null flag.
+const valueOverhead = 9
 
 // A decoder decodes one column's pages.
 type decoder struct {
@@ -135,7 +144,7 @@ func (d *decoder) buffer(i int, off, n uint64) ([]byte, error) {
 	if off > b.Len || n > b.Len-off {
 		return nil, d.corrupt("%d bytes at %d of buffer %d, which has %d", n, off, i, b.Len)
 	}
-	if int64(n) > d.left+maxTableBytes {
+	if n > uint64(max(d.left, 0))+maxTableBytes {
 		return nil, d.corrupt("%d bytes of buffer %d, over the memory limit", n, i)
 	}
 	got, err := d.read(b.Off+off, n)
@@ -341,7 +350,7 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, width, offsetByte
 	}
 	switch {
 	case width == 0 && m.Values.Bits == 1 && m.Values.Kind == "flat":
-		if uint64(len(vals))*8 < c.items {
+		if c.items > uint64(len(vals))*8 {
 			return d.corrupt("%d bools in %d bytes", c.items, len(vals))
 		}
 		if err := d.spend(hi - lo); err != nil {
@@ -355,7 +364,7 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, width, offsetByte
 			out.add([]byte{vals[i/8] >> (i % 8) & 1}, ok)
 		}
 	case width != 0:
-		if uint64(len(vals)) < c.items*width {
+		if c.items > uint64(len(vals))/width {
 			return d.corrupt("%d values of %d bytes in %d bytes", c.items, width, len(vals))
 		}
 		if err := d.spend((hi - lo) * width); err != nil {
@@ -371,7 +380,7 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, width, offsetByte
 	default:
 		// Variable: items+1 offsets into the buffer itself, the first
 		// the values' start (after the offsets).
-		if uint64(len(vals))/offsetBytes < c.items+1 {
+		if c.items >= uint64(len(vals))/offsetBytes {
 			return d.corrupt("%d offsets in %d bytes", c.items+1, len(vals))
 		}
 		offset := func(i uint64) uint64 {
@@ -489,6 +498,9 @@ func (d *decoder) fullZip(z *FullZipLayout, lo, hi uint64, out *Values) error {
 		return d.corrupt("a variable-width full-zip page without its repetition index")
 	}
 	ri := d.p.Buffers[1]
+	if d.p.Rows >= ri.Len {
+		return d.corrupt("a repetition index of %d bytes for %d rows", ri.Len, d.p.Rows)
+	}
 	w := ri.Len / (d.p.Rows + 1)
 	if ri.Len%(d.p.Rows+1) != 0 || (w != 1 && w != 2 && w != 4 && w != 8) {
 		return d.corrupt("a repetition index of %d bytes for %d rows", ri.Len, d.p.Rows)
@@ -554,8 +566,8 @@ func (d *decoder) fullZip(z *FullZipLayout, lo, hi uint64, out *Values) error {
 			return d.corrupt("row %d: a value of %d bytes in %d", lo+i, n, len(r))
 		}
 		if zstdValues {
-			if r, err = d.unzstd(r); err != nil {
-				return fmt.Errorf("row %d: %w", lo+i, err)
+			if r, err = d.unzstd(lo+i, r); err != nil {
+				return err
 			}
 		}
 		out.add(r, true)
@@ -566,20 +578,21 @@ func (d *decoder) fullZip(z *FullZipLayout, lo, hi uint64, out *Values) error {
 // unzstd decodes a value compressed with zstd by Lance: its decoded
 // length (u64), then a zstd frame. The length is taken from the limit
 // before anything is decoded, and the frame must decode to exactly it.
-func (d *decoder) unzstd(b []byte) ([]byte, error) {
+func (d *decoder) unzstd(row uint64, b []byte) ([]byte, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
 	if len(b) < 8 {
-		return nil, d.corrupt("a zstd value of %d bytes", len(b))
+		return nil, d.corrupt("row %d: a zstd value of %d bytes", row, len(b))
 	}
 	if binary.LittleEndian.Uint32(b) == 0xFD2FB528 && b[4]&0x10 == 0 {
-		return nil, d.refuse("a zstd value without its decoded length (the raw stream form of older writers)")
+		return nil, d.refuse(fmt.Sprintf("row %d: a zstd value without its decoded length (the raw stream form of older writers)", row))
 	}
 	n := binary.LittleEndian.Uint64(b)
-	if err := d.spend(n); err != nil {
-		return nil, err
+	if n > uint64(d.left) {
+		return nil, d.corrupt("row %d: a zstd value declaring %d bytes, over the memory limit (%d left)", row, n, d.left)
 	}
+	d.left -= int64(n)
 	if d.zstd == nil {
 		z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(d.left)+n+1))
 		if err != nil {
@@ -589,10 +602,10 @@ func (d *decoder) unzstd(b []byte) ([]byte, error) {
 	}
 	out, err := d.zstd.DecodeAll(b[8:], make([]byte, 0, n))
 	if err != nil {
-		return nil, d.corrupt("zstd: %v", err)
+		return nil, d.corrupt("row %d: zstd: %v", row, err)
 	}
 	if uint64(len(out)) != n {
-		return nil, d.corrupt("a zstd value of %d bytes declared %d", len(out), n)
+		return nil, d.corrupt("row %d: a zstd value of %d bytes declared %d", row, len(out), n)
 	}
 	return out, nil
 }

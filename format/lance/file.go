@@ -135,6 +135,9 @@ func ParseFile(name string, size int64, tail []byte) (*File, int64, error) {
 	// The global buffers' table first: buffer 0, the schema, lies before
 	// the column metadata, and the tail needed starts at whichever is first.
 	at := func(off uint64) []byte { return tail[uint64(len(tail))-(uint64(size)-off):] }
+	if uint64(size)-gboStart > MaxMetadataBytes {
+		return nil, 0, bad("global buffers' table %d bytes from the end, over the %d of metadata read", uint64(size)-gboStart, MaxMetadataBytes)
+	}
 	if uint64(size)-gboStart > uint64(len(tail)) {
 		return nil, int64(uint64(size) - gboStart), nil
 	}
