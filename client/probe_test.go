@@ -558,9 +558,10 @@ func TestClusterFailsOverAStalledBodyAtTheDeadline(t *testing.T) {
 	}
 	// The deadline is 3 × the p95 of the answers (about 0.45 s), counted
 	// from the headers, which came after 150 ms; the probe waited as long
-	// again before. The bound: the headers, the deadline, the live
-	// node's answer and a loaded machine's slack.
-	if limit := 6 * answerIn; took > limit {
+	// again before (1.56 s in all). The bound: the headers, the deadline,
+	// the live node's answer and a loaded machine's slack (0.94 s under
+	// the race detector beside other tests).
+	if limit := 7 * answerIn; took > limit {
 		t.Errorf("the batch took %s, over %s: its stalled body was not failed over at the learnt deadline", took, limit)
 	}
 	told.Lock()

@@ -477,7 +477,7 @@ class TestLearntDeadline(ProbeTest):
         # counted from the last byte, which came with the headers; the
         # probe waited as long again before. The bound: the deadline, the
         # next node's answer and a loaded machine's slack.
-        self.assertLess(took, 6 * answer_in, "the stalled body was not failed over at the learnt deadline")
+        self.assertLess(took, 7 * answer_in, "the stalled body was not failed over at the learnt deadline")
         self.assertEqual(len(told), 1, told)
         node, waited = told[0]
         self.assertEqual(node, home, "the next node was not told which node stopped")
@@ -518,8 +518,8 @@ class TestLearntDeadline(ProbeTest):
         self.assertEqual(c.served, {home: self.WARM - 2, fc.urls[1]: 1})
         # The deadline is 3 x the p95 of the answers (about 0.6 s); the
         # probe waited as long again before. The bound: the deadline, the
-        # next node's answer and a loaded machine's slack.
-        self.assertLess(took, 4.5 * answer_in, "the silent home's request was not hedged at the learnt deadline")
+        # next node's answer and a loaded machine's slack (1.45 s before).
+        self.assertLess(took, 5.5 * answer_in, "the silent home's request was not hedged at the learnt deadline")
         # Its probe unanswered, the home is passed over: the next batch is
         # not asked of it.
         time.sleep(1.0)  # the probe's wait has passed
