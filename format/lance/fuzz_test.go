@@ -69,3 +69,14 @@ func FuzzFooter(f *testing.F) {
 		}
 	})
 }
+
+// arrowRowOffsets never panics, and never reads more offsets than asked.
+func FuzzDeletion(f *testing.F) {
+	seedFiles(f, "_deletions/*.arrow")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		offs, err := arrowRowOffsets(b, 1000)
+		if err == nil && len(offs) > 1000 {
+			t.Fatalf("%d offsets of at most 1000", len(offs))
+		}
+	})
+}

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/brandgw/brand/format"
@@ -253,4 +257,115 @@ func TestVersions(t *testing.T) {
 	if _, err := ReadManifest(context.Background(), st, v); err == nil || !strings.Contains(err.Error(), "named 9") {
 		t.Fatalf("a manifest of version 1 named 9: %v", err)
 	}
+}
+
+// Hostile deletion files are refused naming the file.
+func TestHostileDeletions(t *testing.T) {
+	st, objs, ms := fixture(t, "basic")
+	fr := ms[len(ms)-1].Fragments[0]
+	key := fr.Deletion.Path(fr.ID)
+	size := sizeOf(t, objs, key)
+	orig, err := os.ReadFile(filepath.Join(st.root, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		mangle func(fr *Fragment, size *int64, b []byte) []byte
+		want   string
+	}{
+		{"fewer than the manifest says", func(fr *Fragment, _ *int64, b []byte) []byte {
+			d := *fr.Deletion
+			d.NumDeleted++
+			fr.Deletion = &d
+			return b
+		}, "the manifest says"},
+		{"more deleted than rows", func(fr *Fragment, _ *int64, b []byte) []byte {
+			fr.PhysicalRows = 3
+			return b
+		}, "deleted of 3"},
+		{"a file larger than its rows need", func(_ *Fragment, size *int64, b []byte) []byte {
+			*size = 1 << 30
+			return b
+		}, "bytes for"},
+		{"garbage", func(_ *Fragment, _ *int64, b []byte) []byte {
+			for i := 8; i < len(b)-8; i++ {
+				b[i] ^= 0x5a
+			}
+			return b
+		}, "arrow"},
+		{"a zstd body declaring a gigabyte", func(fr *Fragment, size *int64, _ []byte) []byte {
+			b := zstdDeletions(t, 0, 2, 5)
+			// The body's one buffer: its u64 decoded length, then the frame.
+			i := bytes.Index(b, []byte{0x28, 0xb5, 0x2f, 0xfd})
+			if i < 8 {
+				t.Fatal("no zstd body")
+			}
+			binary.LittleEndian.PutUint64(b[i-8:], 1<<30)
+			d := *fr.Deletion
+			d.NumDeleted = 3
+			fr.Deletion = &d
+			*size = int64(len(b))
+			return b
+		}, "declaring 1073741824 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fr := fr
+			sz := size
+			b := tt.mangle(&fr, &sz, bytes.Clone(orig))
+			mem := &memStore{key: key, b: b}
+			_, err := ReadDeletions(context.Background(), mem, &fr, key, "", sz)
+			if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("%v: does not name %s and say %q", err, key, tt.want)
+			}
+		})
+	}
+}
+
+// zstdDeletions is an Arrow IPC file of the offsets offs, its body
+// compressed with zstd, as Lance writes larger deletion files.
+func zstdDeletions(t *testing.T, offs ...uint32) []byte {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "row_id", Type: arrow.PrimitiveTypes.Uint32}}, nil)
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithZstd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bld := array.NewUint32Builder(memory.NewGoAllocator())
+	bld.AppendValues(offs, nil)
+	col := bld.NewArray()
+	rec := array.NewRecord(schema, []arrow.Array{col}, int64(len(offs)))
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A deletion file with a zstd body reads (arrow-go's reader decompresses it).
+func TestZstdDeletions(t *testing.T) {
+	b := zstdDeletions(t, 7, 0, 2)
+	fr := &Fragment{ID: 1, PhysicalRows: 10, Deletion: &DeletionFile{NumDeleted: 3}}
+	got, err := ReadDeletions(context.Background(), &memStore{key: "d", b: b}, fr, "d", "", int64(len(b)))
+	if err != nil || len(got) != 3 || got[0] != 0 || got[1] != 2 || got[2] != 7 {
+		t.Fatalf("%v %v", got, err)
+	}
+}
+
+// memStore is a format.Store of one object held in memory.
+type memStore struct {
+	key string
+	b   []byte
+}
+
+func (m *memStore) ReadRange(_ context.Context, key, _ string, off int64, p []byte) error {
+	if key != m.key || off < 0 || off+int64(len(p)) > int64(len(m.b)) {
+		return errors.New("no such range")
+	}
+	copy(p, m.b[off:])
+	return nil
 }

@@ -108,3 +108,40 @@ func TestManifestsAgainstLance(t *testing.T) {
 		})
 	}
 }
+
+// Each deletion file names exactly the rows of its fragment Lance's
+// reader left out.
+func TestDeletionsAgainstLance(t *testing.T) {
+	for _, name := range fixtures {
+		st, objs, ms := fixture(t, name)
+		ref := loadCanonical(t, name)
+		for vi, m := range ms {
+			live := map[uint64]bool{}
+			for _, row := range ref.Versions[vi].Rows {
+				live[rowAddr(t, row["_rowaddr"])] = true
+			}
+			for i := range m.Fragments {
+				fr := &m.Fragments[i]
+				var key string
+				var size int64
+				if fr.Deletion != nil {
+					key = fr.Deletion.Path(fr.ID)
+					size = sizeOf(t, objs, key)
+				}
+				dels, err := ReadDeletions(context.Background(), st, fr, key, "", size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				deleted := map[uint64]bool{}
+				for _, o := range dels {
+					deleted[uint64(o)] = true
+				}
+				for o := range fr.PhysicalRows {
+					if live[fr.ID<<32|o] == deleted[o] {
+						t.Fatalf("%s version %d, row %d:%d: live %v, deleted %v", name, m.Version, fr.ID, o, live[fr.ID<<32|o], deleted[o])
+					}
+				}
+			}
+		}
+	}
+}
