@@ -6,10 +6,14 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/format"
 )
 
 // render is a value in the canonical JSON's form (testdata/gen/lance.cjs)
@@ -35,6 +39,8 @@ func render(typ string, b []byte, valid bool) (string, error) {
 		v = map[string]any{"len": len(b), "sha256": hex.EncodeToString(sum[:])}
 	case "bool":
 		v = b[0] == 1
+	case "timestamp:us:-":
+		v = strconv.FormatInt(int64(binary.LittleEndian.Uint64(b)), 10)
 	default:
 		return "", fmt.Errorf("no canonical form for %s", typ)
 	}
@@ -42,16 +48,48 @@ func render(typ string, b []byte, valid bool) (string, error) {
 	return string(out), err
 }
 
+// notYetRead are the fixtures' columns whose encodings are not read yet,
+// each with what its refusal must name: the test fails when one reads
+// (take it off the list) or is refused otherwise.
+var notYetRead = map[string]string{
+	"kinds/seq":  "inline-bitpacking",
+	"kinds/rnd":  "bitpacking",
+	"kinds/runs": "rle",
+	"kinds/cat":  "dictionary",
+	"kinds/text": "fsst",
+	"kinds/ts":   "inline-bitpacking",
+	"kinds/emb8": "fixed-size-list",
+	// A double column of eighths: bit-packed in the first fragment.
+	"kinds/score": "inline-bitpacking",
+}
+
 // Every value of every column of every version of every fixture reads
-// as Lance's own reader read it, each row found by its row address.
+// as Lance's own reader read it, each row found by its row address, or
+// is refused as notYetRead says.
 func TestValuesAgainstLance(t *testing.T) {
 	for _, name := range fixtures {
 		t.Run(name, func(t *testing.T) {
 			st, objs, ms := fixture(t, name)
 			ref := loadCanonical(t, name)
-			for vi, m := range ms {
+			refused := map[string]bool{}
+			defer func() {
+				for k, want := range notYetRead {
+					if col, ok := strings.CutPrefix(k, name+"/"); ok && !refused[col] {
+						t.Errorf("%s reads now (or is not refused for %q): take it off notYetRead", k, want)
+					}
+				}
+			}()
+			for _, m := range ms {
+				rows := ref.versionOf(m.Version)
+				if rows == nil {
+					continue
+				}
 				// got[column name][row address] = the rendered value
 				got := map[string]map[uint64]string{}
+				wantCols := map[string]bool{}
+				for _, fd := range m.Fields {
+					wantCols[fd.Name] = true
+				}
 				for _, fr := range m.Fragments {
 					for _, df := range fr.Files {
 						key := "data/" + df.Path
@@ -62,6 +100,12 @@ func TestValuesAgainstLance(t *testing.T) {
 						for i, id := range df.Fields {
 							fd := fieldByID(t, m, id)
 							vals, err := f.ReadRows(int(df.ColumnIndices[i]), 0, f.Rows, fileReader(st, key), 1<<30)
+							want, refuse := notYetRead[name+"/"+fd.Name]
+							if refuse && errors.Is(err, format.ErrUnsupported) && strings.Contains(err.Error(), want) {
+								refused[fd.Name] = true
+								delete(wantCols, fd.Name)
+								continue
+							}
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -82,10 +126,10 @@ func TestValuesAgainstLance(t *testing.T) {
 						}
 					}
 				}
-				for _, row := range ref.Versions[vi].Rows {
+				for _, row := range rows {
 					a := rowAddr(t, row["_rowaddr"])
 					for col, want := range row {
-						if col == "_rowaddr" {
+						if col == "_rowaddr" || !wantCols[col] {
 							continue
 						}
 						var w any
@@ -136,6 +180,9 @@ func TestRowRanges(t *testing.T) {
 			}
 			for c := range f.Columns {
 				all, err := f.ReadRows(c, 0, f.Rows, fileReader(st, key), 1<<30)
+				if errors.Is(err, format.ErrUnsupported) {
+					continue // TestValuesAgainstLance holds the refusals to notYetRead
+				}
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -5,6 +5,7 @@
 // Go reader is held to.
 //
 //   node lance.cjs write OUTDIR   write the datasets and OUTDIR/NAME.json
+//                                 (NAME.json.gz for the large ones)
 //   node lance.cjs read DATASET   print DATASET's canonical JSON
 //
 // Canonical form, one object a row, in Lance's scan order (fragments in
@@ -15,12 +16,15 @@
 //   strings    the JSON string
 //   binary     {"len": n, "sha256": hex}
 //   bools      true/false
+//   timestamps the stored integer, decimal
+//   fixed-size lists  the items' forms without "0x", joined by commas
 //   null       null
 // Run with NODE_PATH pointing at the node_modules ensure-lancedb.sh made.
 "use strict";
 const fs = require("fs");
 const path = require("path");
 const crypto = require("crypto");
+const zlib = require("zlib");
 const lancedb = require("@lancedb/lancedb");
 const arrow = require("apache-arrow");
 
@@ -95,6 +99,44 @@ function imagesBatch(lo, hi, seed) {
   });
 }
 
+// The kinds table's rows [lo, hi): what Lance's default writer compresses
+// beyond flat and variable in pages of thousands of rows: sequential,
+// random and run-length integers, low-cardinality and long text,
+// timestamps, an 8-float embedding, an all-null column.
+function kindsBatch(lo, hi, seed) {
+  const r = rng(seed);
+  const cols = { seq: [], rnd: [], runs: [], cat: [], text: [], ts: [], emb8: [], allnull: [], score: [] };
+  const cats = ["cat", "dog", "bird", "fish", "horse"];
+  const words = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit"];
+  for (let i = lo; i < hi; i++) {
+    cols.seq.push(BigInt(1000000 + i));
+    cols.rnd.push(i % 50 === 7 ? null : Math.floor(r() * 4096));
+    cols.runs.push(Math.floor(i / 200) * 3);
+    cols.cat.push(i % 31 === 0 ? null : cats[Math.floor(r() * cats.length)]);
+    let t = "";
+    for (let w = 0; w < 4 + (i % 9); w++) t += words[Math.floor(r() * words.length)] + " ";
+    cols.text.push(t + i);
+    cols.ts.push(1700000000000000n + BigInt(i) * 1000003n);
+    const e = [];
+    for (let k = 0; k < 8; k++) e.push(Math.fround(Math.floor(r() * 64) / 16));
+    cols.emb8.push(e);
+    cols.allnull.push(null);
+    cols.score.push(Math.floor(r() * 1000) / 8);
+  }
+  return new arrow.Table({
+    seq: arrow.vectorFromArray(cols.seq, new arrow.Int64()),
+    rnd: arrow.vectorFromArray(cols.rnd, new arrow.Int32()),
+    runs: arrow.vectorFromArray(cols.runs, new arrow.Int32()),
+    cat: arrow.vectorFromArray(cols.cat, new arrow.Utf8()),
+    text: arrow.vectorFromArray(cols.text, new arrow.Utf8()),
+    // The builder takes milliseconds as numbers; the microseconds are set exactly.
+    ts: arrow.makeVector(arrow.makeData({ type: new arrow.TimestampMicrosecond(), length: cols.ts.length, data: BigInt64Array.from(cols.ts) })),
+    emb8: arrow.vectorFromArray(cols.emb8, new arrow.FixedSizeList(8, new arrow.Field("item", new arrow.Float32(), true))),
+    allnull: arrow.vectorFromArray(cols.allnull, new arrow.Int32()),
+    score: arrow.vectorFromArray(cols.score, new arrow.Float64()),
+  });
+}
+
 function canonicalValue(type, v) {
   if (v === null || v === undefined) return null;
   switch (type.typeId) {
@@ -119,17 +161,41 @@ function canonicalValue(type, v) {
     }
     case arrow.Type.Bool:
       return v;
+    case arrow.Type.Timestamp:
+      return v.toString(); // the raw int64 (rawValue), not the builder's milliseconds
+    case arrow.Type.FixedSizeList: {
+      // The items' canonical forms, their "0x" dropped, joined by commas.
+      const out = [];
+      for (let k = 0; k < v.length; k++) out.push(String(canonicalValue(type.children[0].type, v.get(k))).replace(/^0x/, ""));
+      return out.join(",");
+    }
     default:
       throw new Error("no canonical form for " + type);
   }
 }
 
+// rawValue is row i of a column of 64-bit values as stored (a BigInt),
+// null where it is null: arrow's get() of a timestamp is a lossy number
+// of milliseconds.
+function rawValue(col, i) {
+  for (const d of col.data) {
+    if (i < d.length) {
+      if (d.nullCount > 0 && d.nullBitmap && !((d.nullBitmap[(d.offset + i) >> 3] >> ((d.offset + i) & 7)) & 1)) return null;
+      return d.values[d.offset + i];
+    }
+    i -= d.length;
+  }
+  throw new Error("row past the column");
+}
+
 // canonical reads every version of the table at dir with Lance's reader.
-async function canonical(dir) {
+async function canonical(dir, latestOnly) {
   const db = await lancedb.connect(path.dirname(dir));
   const tbl = await db.openTable(path.basename(dir).replace(/\.lance$/, ""));
   const versions = [];
-  for (const v of await tbl.listVersions()) {
+  let vs = await tbl.listVersions();
+  if (latestOnly) vs = vs.slice(-1);
+  for (const v of vs) {
     await tbl.checkout(v.version);
     const t = await tbl.query().withRowId().toArrow();
     const rows = [];
@@ -138,7 +204,7 @@ async function canonical(dir) {
       for (const f of t.schema.fields) {
         const col = t.getChild(f.name);
         const name = f.name === "_rowid" ? "_rowaddr" : f.name;
-        row[name] = canonicalValue(f.type, col.get(i));
+        row[name] = canonicalValue(f.type, f.type.typeId === arrow.Type.Timestamp ? rawValue(col, i) : col.get(i));
       }
       rows.push(row);
     }
@@ -172,9 +238,20 @@ async function write(out) {
     const t = await db.createTable("images", imagesBatch(0, 5, 6), { mode: "overwrite" });
     await t.add(imagesBatch(5, 8, 7));
   }
-  for (const name of ["basic", "v1names", "images"]) {
-    const c = await canonical(path.join(out, name + ".lance"));
-    fs.writeFileSync(path.join(out, name + ".json"), JSON.stringify(c).replace(/\},\{/g, "},\n{") + "\n");
+  // kinds: 2,048 rows written as 8 batches of 256 in one call, then an
+  // append of 300 rows; its canonical JSON is of the latest version only
+  // (the first is its first fragment), gzipped.
+  {
+    const batches = [];
+    for (let b = 0; b < 8; b++) batches.push(...kindsBatch(256 * b, 256 * (b + 1), 10 + b).batches);
+    const t = await db.createTable("kinds", new arrow.Table(batches), { mode: "overwrite" });
+    await t.add(kindsBatch(2048, 2348, 20));
+  }
+  for (const [name, latestOnly] of [["basic"], ["v1names"], ["images"], ["kinds", true]]) {
+    const c = await canonical(path.join(out, name + ".lance"), latestOnly);
+    const text = JSON.stringify(c).replace(/\},\{/g, "},\n{") + "\n";
+    if (latestOnly) fs.writeFileSync(path.join(out, name + ".json.gz"), zlib.gzipSync(text, { level: 9 }));
+    else fs.writeFileSync(path.join(out, name + ".json"), text);
   }
   // The connection's namespace manifest is no part of any dataset.
   fs.rmSync(path.join(out, "__manifest"), { recursive: true, force: true });

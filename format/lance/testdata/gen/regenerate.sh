@@ -15,9 +15,9 @@ NODE_PATH=$mods node "$here/lance.cjs" write "$tmp" 2> >(grep -v 'No existing da
 cd "$here/.."
 for d in "$tmp"/*.lance; do
 	name=$(basename "$d" .lance)
-	rm -rf -- "$name.lance" "$name.json"
+	rm -rf -- "$name.lance" "$name.json" "$name.json.gz"
 	# Transaction files are Lance's commit log, no part of a read.
 	rm -rf -- "$d/_transactions"
-	mv -- "$d" "$tmp/$name.json" .
+	mv -- "$d" "$tmp/$name".json* .
 done
-du -sh -- *.lance *.json
+du -sh -- *.lance *.json*
