@@ -13,9 +13,10 @@ import (
 // or compression is refused, naming it):
 //
 //   - mini-block pages without repetition or dictionary: definition
-//     levels flat of 16 bits; values flat of 8 to 64 bits a value (8,
-//     16, 32 or 64) or of 1 (bools), or variable with flat offsets of
-//     32 or 64 bits, uncompressed;
+//     levels flat of 16 bits; values flat of 8, 16, 32 or 64 bits a
+//     value or of 1 (bools), variable with flat offsets of 32 or 64
+//     bits, fixed-size lists of such flat values without validity, or
+//     RLE (flat values, u8 run lengths), none with general compression;
 //   - full-zip pages without repetition: control words of definition
 //     levels (1, 2 or 4 bytes), variable values with 32- or 64-bit sizes
 //     found through the repetition index of 1-, 2-, 4- or 8-byte
@@ -223,22 +224,14 @@ func (d *decoder) miniBlock(m *MiniBlockLayout, lo, hi uint64, out *Values) erro
 	if m.Def != nil && (m.Def.Kind != "flat" || m.Def.Bits != 16 || m.Def.Buffer != nil) {
 		return d.refuse("definition levels compressed as " + m.Def.String())
 	}
+	if m.Def != nil && len(m.Layers) == 0 {
+		return d.corrupt("definition levels without their layer")
+	}
 	if m.Items != d.p.Rows {
 		return d.corrupt("%d items in %d rows of a page without lists", m.Items, d.p.Rows)
 	}
-	var width uint64 // bytes a value, or 0: variable
-	var offsetBytes uint64
-	v := m.Values
-	switch {
-	case v.Kind == "flat" && v.Buffer == nil && (v.Bits == 1 || v.Bits == 8 || v.Bits == 16 || v.Bits == 32 || v.Bits == 64):
-		width = v.Bits / 8
-	case v.Kind == "variable" && v.Buffer == nil && v.Offsets != nil && v.Offsets.Kind == "flat" && v.Offsets.Buffer == nil && (v.Offsets.Bits == 32 || v.Offsets.Bits == 64):
-		offsetBytes = v.Offsets.Bits / 8
-	default:
-		return d.refuse("mini-block values compressed as " + v.String())
-	}
-	if m.Buffers != 1 {
-		return d.refuse(fmt.Sprintf("mini-blocks of %d value buffers", m.Buffers))
+	if err := d.checkMiniBlockValues(m.Values, m.Buffers); err != nil {
+		return err
 	}
 	// The chunk table: a u16 a chunk, its size in 8-byte words less one
 	// (12 bits) and the log2 of its items (4 bits; the last chunk's items
@@ -271,7 +264,7 @@ func (d *decoder) miniBlock(m *MiniBlockLayout, lo, hi uint64, out *Values) erro
 			}
 			c.items = m.Items - items
 		}
-		if items+c.items > m.Items {
+		if c.items > m.Items-items {
 			return d.corrupt("chunks of more items than the page's %d", m.Items)
 		}
 		items += c.items
@@ -289,15 +282,56 @@ func (d *decoder) miniBlock(m *MiniBlockLayout, lo, hi uint64, out *Values) erro
 		if err != nil {
 			return err
 		}
-		if err := d.chunk(m, c, b, width, offsetBytes, max(lo, c.first)-c.first, min(hi, c.first+c.items)-c.first, out); err != nil {
+		if err := d.chunk(m, c, b, max(lo, c.first)-c.first, min(hi, c.first+c.items)-c.first, out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// flatWidth is the bytes a value of c, a flat compression of whole bytes
+// (1 to 8) without general compression, or 0.
+func flatWidth(c *Compression) uint64 {
+	if c == nil || c.Kind != "flat" || c.Buffer != nil {
+		return 0
+	}
+	switch c.Bits {
+	case 8, 16, 32, 64:
+		return c.Bits / 8
+	}
+	return 0
+}
+
+// checkMiniBlockValues refuses the value compressions of a mini-block
+// that are not read, and a chunk's buffers other than they make.
+func (d *decoder) checkMiniBlockValues(v *Compression, buffers uint64) error {
+	want := uint64(1)
+	switch {
+	case v.Kind == "flat" && v.Buffer == nil && (v.Bits == 1 || flatWidth(v) != 0):
+	case v.Kind == "variable" && v.Buffer == nil && (flatWidth(v.Offsets) == 4 || flatWidth(v.Offsets) == 8):
+	case v.Kind == "fixed-size-list" && !v.HasValidity && v.Bits != 0 && flatWidth(v.Values) != 0:
+	case v.Kind == "rle" && flatWidth(v.Values) != 0 && flatWidth(v.RunLengths) == 1:
+		want = 2
+	default:
+		return d.refuse("mini-block values compressed as " + v.String())
+	}
+	if buffers != want {
+		return d.refuse(fmt.Sprintf("mini-blocks of %d value buffers (%v makes %d)", buffers, v, want))
+	}
+	return nil
+}
+
+// A chunkValues is a chunk's values decoded: fixed-width values of width
+// bytes each in data, or (width 0) variable ones, value i at offs[i] to
+// offs[i+1] of data.
+type chunkValues struct {
+	data  []byte
+	width uint64
+	offs  func(i uint64) (uint64, uint64)
+}
+
 // chunk decodes items [lo, hi) of the mini-block b.
-func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, width, offsetBytes, lo, hi uint64, out *Values) error {
+func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, lo, hi uint64, out *Values) error {
 	// The header: the number of levels, the definition levels' size if
 	// any, each value buffer's size (u16 each), padded to 8 bytes.
 	hdr := 2 + 2*m.Buffers
@@ -314,7 +348,11 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, width, offsetByte
 		defSize = uint64(binary.LittleEndian.Uint16(b[at:]))
 		at += 2
 	}
-	valSize := uint64(binary.LittleEndian.Uint16(b[at:]))
+	sizes := make([]uint64, m.Buffers)
+	for i := range sizes {
+		sizes[i] = uint64(binary.LittleEndian.Uint16(b[at:]))
+		at += 2
+	}
 	at = pad(hdr)
 	var def []byte
 	if m.Def != nil {
@@ -327,84 +365,127 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, width, offsetByte
 		def = b[at : at+defSize]
 		at = pad(at + defSize)
 	}
-	if at+valSize > uint64(len(b)) {
-		return d.corrupt("values of %d bytes past the chunk's end", valSize)
-	}
-	vals := b[at : at+valSize]
-	valid := func(i uint64) (bool, error) {
-		if def == nil {
-			return true, nil
+	bufs := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		if at+n > uint64(len(b)) {
+			return d.corrupt("value buffer %d of %d bytes past the chunk's end", i, n)
 		}
-		switch binary.LittleEndian.Uint16(def[2*i:]) {
-		case 0:
-			return true, nil
-		case 1:
-			if m.Layers[0] == LayerNullableItem {
-				return false, nil
+		bufs[i] = b[at : at+n]
+		at = pad(at + n)
+	}
+	vals, err := d.chunkValues(m.Values, bufs, c)
+	if err != nil {
+		return err
+	}
+	for i := lo; i < hi; i++ {
+		valid := true
+		if def != nil {
+			switch l := binary.LittleEndian.Uint16(def[2*i:]); {
+			case l == 1 && m.Layers[0] == LayerNullableItem:
+				valid = false
+			case l != 0:
+				return d.corrupt("definition level %d of item %d", l, c.first+i)
 			}
 		}
-		return false, d.corrupt("definition level %d of item %d", binary.LittleEndian.Uint16(def[2*i:]), c.first+i)
-	}
-	if m.Def != nil && len(m.Layers) == 0 {
-		return d.corrupt("definition levels without their layer")
-	}
-	switch {
-	case width == 0 && m.Values.Bits == 1 && m.Values.Kind == "flat":
-		if c.items > uint64(len(vals))*8 {
-			return d.corrupt("%d bools in %d bytes", c.items, len(vals))
+		var v []byte
+		if vals.width != 0 {
+			v = vals.data[i*vals.width : (i+1)*vals.width]
+		} else {
+			s, e := vals.offs(i)
+			v = vals.data[s:e]
 		}
-		if err := d.spend(hi - lo); err != nil {
-			return err
-		}
-		for i := lo; i < hi; i++ {
-			ok, err := valid(i)
-			if err != nil {
+		if valid {
+			if err := d.spend(uint64(len(v))); err != nil {
 				return err
 			}
-			out.add([]byte{vals[i/8] >> (i % 8) & 1}, ok)
 		}
-	case width != 0:
-		if c.items > uint64(len(vals))/width {
-			return d.corrupt("%d values of %d bytes in %d bytes", c.items, width, len(vals))
-		}
-		if err := d.spend((hi - lo) * width); err != nil {
-			return err
-		}
-		for i := lo; i < hi; i++ {
-			ok, err := valid(i)
-			if err != nil {
-				return err
+		out.add(v, valid)
+	}
+	return nil
+}
+
+// chunkValues decodes the values of the chunk c from its buffers, as v
+// (checked by checkMiniBlockValues) says.
+func (d *decoder) chunkValues(v *Compression, bufs [][]byte, c chunk) (chunkValues, error) {
+	switch v.Kind {
+	case "flat":
+		if v.Bits == 1 {
+			if c.items > uint64(len(bufs[0]))*8 {
+				return chunkValues{}, d.corrupt("%d bools in %d bytes", c.items, len(bufs[0]))
 			}
-			out.add(vals[i*width:(i+1)*width], ok)
+			// A chunk's items are at most 2^15 but for the last, which is
+			// no more than its bytes' bits: one byte each.
+			out := make([]byte, c.items)
+			for i := range out {
+				out[i] = bufs[0][i/8] >> (i % 8) & 1
+			}
+			return chunkValues{data: out, width: 1}, nil
 		}
-	default:
-		// Variable: items+1 offsets into the buffer itself, the first
-		// the values' start (after the offsets).
-		if c.items >= uint64(len(vals))/offsetBytes {
-			return d.corrupt("%d offsets in %d bytes", c.items+1, len(vals))
+		w := flatWidth(v)
+		if c.items > uint64(len(bufs[0]))/w {
+			return chunkValues{}, d.corrupt("%d values of %d bytes in %d bytes", c.items, w, len(bufs[0]))
+		}
+		return chunkValues{data: bufs[0], width: w}, nil
+	case "fixed-size-list":
+		w := flatWidth(v.Values)
+		if v.Bits > uint64(len(bufs[0]))/w {
+			return chunkValues{}, d.corrupt("lists of %d values of %d bytes in %d bytes", v.Bits, w, len(bufs[0]))
+		}
+		w *= v.Bits
+		if c.items > uint64(len(bufs[0]))/w {
+			return chunkValues{}, d.corrupt("%d lists of %d bytes in %d bytes", c.items, w, len(bufs[0]))
+		}
+		return chunkValues{data: bufs[0], width: w}, nil
+	case "rle":
+		w := flatWidth(v.Values)
+		runs := bufs[1]
+		if uint64(len(runs)) > uint64(len(bufs[0]))/w {
+			return chunkValues{}, d.corrupt("%d runs of %d values", len(runs), uint64(len(bufs[0]))/w)
+		}
+		// Every run is at most 255 items: the items are bounded by the
+		// runs' bytes before they are expanded.
+		if c.items > 255*uint64(len(runs)) {
+			return chunkValues{}, d.corrupt("%d items in %d runs", c.items, len(runs))
+		}
+		if c.items*w > uint64(d.left) {
+			return chunkValues{}, d.corrupt("runs of %d bytes, over the memory limit (%d left)", c.items*w, d.left)
+		}
+		out := make([]byte, 0, c.items*w)
+		for r, n := range runs {
+			if uint64(len(out))+uint64(n)*w > c.items*w {
+				return chunkValues{}, d.corrupt("runs of more than the chunk's %d items", c.items)
+			}
+			for range n {
+				out = append(out, bufs[0][uint64(r)*w:uint64(r+1)*w]...)
+			}
+		}
+		if uint64(len(out)) != c.items*w {
+			return chunkValues{}, d.corrupt("runs of %d items, the chunk's %d", uint64(len(out))/w, c.items)
+		}
+		return chunkValues{data: out, width: w}, nil
+	case "variable":
+		// items+1 offsets into the buffer itself, the first the values'
+		// start (after the offsets).
+		ob := flatWidth(v.Offsets)
+		vals := bufs[0]
+		if c.items >= uint64(len(vals))/ob {
+			return chunkValues{}, d.corrupt("%d offsets in %d bytes", c.items+1, len(vals))
 		}
 		offset := func(i uint64) uint64 {
-			if offsetBytes == 4 {
+			if ob == 4 {
 				return uint64(binary.LittleEndian.Uint32(vals[i*4:]))
 			}
 			return binary.LittleEndian.Uint64(vals[i*8:])
 		}
-		for i := lo; i < hi; i++ {
-			s, e := offset(i), offset(i+1)
-			if s < (c.items+1)*offsetBytes || s > e || e > uint64(len(vals)) {
-				return d.corrupt("value %d at %d to %d of a buffer of %d", c.first+i, s, e, len(vals))
+		for i := range c.items + 1 {
+			o := offset(i)
+			if o < (c.items+1)*ob || o > uint64(len(vals)) || (i > 0 && o < offset(i-1)) {
+				return chunkValues{}, d.corrupt("value %d's offset %d in a buffer of %d", c.first+i, o, len(vals))
 			}
-			ok, err := valid(i)
-			if err != nil {
-				return err
-			}
-			if err := d.spend(e - s); err != nil {
-				return err
-			}
-			out.add(vals[s:e], ok)
 		}
+		return chunkValues{data: vals, offs: func(i uint64) (uint64, uint64) { return offset(i), offset(i + 1) }}, nil
 	}
-	return nil
+	return chunkValues{}, d.refuse("mini-block values compressed as " + v.String())
 }
 
 func pad(n uint64) uint64 { return (n + miniBlockAlign - 1) &^ (miniBlockAlign - 1) }

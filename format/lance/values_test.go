@@ -39,6 +39,12 @@ func render(typ string, b []byte, valid bool) (string, error) {
 		v = map[string]any{"len": len(b), "sha256": hex.EncodeToString(sum[:])}
 	case "bool":
 		v = b[0] == 1
+	case "fixed_size_list:float:8":
+		var parts []string
+		for i := 0; i < len(b); i += 4 {
+			parts = append(parts, fmt.Sprintf("%08x", binary.LittleEndian.Uint32(b[i:])))
+		}
+		v = strings.Join(parts, ",")
 	case "timestamp:us:-":
 		v = strconv.FormatInt(int64(binary.LittleEndian.Uint64(b)), 10)
 	default:
@@ -54,11 +60,9 @@ func render(typ string, b []byte, valid bool) (string, error) {
 var notYetRead = map[string]string{
 	"kinds/seq":  "inline-bitpacking",
 	"kinds/rnd":  "bitpacking",
-	"kinds/runs": "rle",
 	"kinds/cat":  "dictionary",
 	"kinds/text": "fsst",
 	"kinds/ts":   "inline-bitpacking",
-	"kinds/emb8": "fixed-size-list",
 	// A double column of eighths: bit-packed in the first fragment.
 	"kinds/score": "inline-bitpacking",
 }
