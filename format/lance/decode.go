@@ -13,10 +13,12 @@ import (
 // or compression is refused, naming it):
 //
 //   - mini-block pages without repetition or dictionary: definition
-//     levels flat of 16 bits; values flat of 8, 16, 32 or 64 bits a
-//     value or of 1 (bools), variable with flat offsets of 32 or 64
-//     bits, fixed-size lists of such flat values without validity, or
-//     RLE (flat values, u8 run lengths), none with general compression;
+//     levels flat of 16 bits or bit-packed (inline, or out of line to a
+//     flat width); values flat of 8, 16, 32 or 64 bits a value or of 1
+//     (bools), bit-packed inline (FastLanes, 1024 values a chunk, the
+//     width first), variable with flat offsets of 32 or 64 bits,
+//     fixed-size lists of flat values without validity, or RLE (flat
+//     values, u8 run lengths), none with general compression;
 //   - full-zip pages without repetition: control words of definition
 //     levels (1, 2 or 4 bytes), variable values with 32- or 64-bit sizes
 //     found through the repetition index of 1-, 2-, 4- or 8-byte
@@ -221,7 +223,7 @@ func (d *decoder) miniBlock(m *MiniBlockLayout, lo, hi uint64, out *Values) erro
 	if err := plainLayers(m.Layers); err != nil {
 		return d.refuse(err.Error())
 	}
-	if m.Def != nil && (m.Def.Kind != "flat" || m.Def.Bits != 16 || m.Def.Buffer != nil) {
+	if m.Def != nil && !levelsRead(m.Def) {
 		return d.refuse("definition levels compressed as " + m.Def.String())
 	}
 	if m.Def != nil && len(m.Layers) == 0 {
@@ -312,6 +314,7 @@ func (d *decoder) checkMiniBlockValues(v *Compression, buffers uint64) error {
 	case v.Kind == "fixed-size-list" && !v.HasValidity && v.Bits != 0 && flatWidth(v.Values) != 0:
 	case v.Kind == "rle" && flatWidth(v.Values) != 0 && flatWidth(v.RunLengths) == 1:
 		want = 2
+	case v.Kind == "inline-bitpacking" && v.Buffer == nil && (v.Bits == 8 || v.Bits == 16 || v.Bits == 32 || v.Bits == 64):
 	default:
 		return d.refuse("mini-block values compressed as " + v.String())
 	}
@@ -354,15 +357,18 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, lo, hi uint64, ou
 		at += 2
 	}
 	at = pad(hdr)
-	var def []byte
+	var def []uint16
 	if m.Def != nil {
-		if levels != c.items || defSize != 2*levels {
-			return d.corrupt("a chunk of %d items with %d levels in %d bytes", c.items, levels, defSize)
+		if levels != c.items {
+			return d.corrupt("a chunk of %d items with %d levels", c.items, levels)
 		}
 		if at+defSize > uint64(len(b)) {
 			return d.corrupt("definition levels past the chunk's end")
 		}
-		def = b[at : at+defSize]
+		var err error
+		if def, err = d.levels(m.Def, b[at:at+defSize], levels); err != nil {
+			return err
+		}
 		at = pad(at + defSize)
 	}
 	bufs := make([][]byte, len(sizes))
@@ -380,7 +386,7 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, lo, hi uint64, ou
 	for i := lo; i < hi; i++ {
 		valid := true
 		if def != nil {
-			switch l := binary.LittleEndian.Uint16(def[2*i:]); {
+			switch l := def[i]; {
 			case l == 1 && m.Layers[0] == LayerNullableItem:
 				valid = false
 			case l != 0:
@@ -463,6 +469,9 @@ func (d *decoder) chunkValues(v *Compression, bufs [][]byte, c chunk) (chunkValu
 			return chunkValues{}, d.corrupt("runs of %d items, the chunk's %d", uint64(len(out))/w, c.items)
 		}
 		return chunkValues{data: out, width: w}, nil
+	case "inline-bitpacking":
+		out, err := d.inlineBitpacked(v.Bits, bufs[0], c.items)
+		return chunkValues{data: out, width: v.Bits / 8}, err
 	case "variable":
 		// items+1 offsets into the buffer itself, the first the values'
 		// start (after the offsets).
@@ -486,6 +495,105 @@ func (d *decoder) chunkValues(v *Compression, bufs [][]byte, c chunk) (chunkValu
 		return chunkValues{data: vals, offs: func(i uint64) (uint64, uint64) { return offset(i), offset(i + 1) }}, nil
 	}
 	return chunkValues{}, d.refuse("mini-block values compressed as " + v.String())
+}
+
+// inlineBitpacked unpacks the n (at most 1024) values of a chunk
+// bit-packed with its width inline: a word of t bits holding the packed
+// width w, then the 1024 values packed (the last chunk's padded), as
+// t/8-byte little-endian values.
+func (d *decoder) inlineBitpacked(t uint64, b []byte, n uint64) ([]byte, error) {
+	tb := t / 8
+	if n > 1024 || uint64(len(b)) < tb {
+		return nil, d.corrupt("a bit-packed chunk of %d values in %d bytes", n, len(b))
+	}
+	var w uint64
+	for j := range tb {
+		w |= uint64(b[j]) << (8 * j)
+	}
+	if w > t || uint64(len(b)) < tb+uint64(packedWords(int(t), int(w)))*tb {
+		return nil, d.corrupt("values bit-packed to %d of %d bits in %d bytes", w, t, len(b))
+	}
+	var vals [1024]uint64
+	unpackFL(int(t), int(w), b[tb:], &vals)
+	out := make([]byte, n*tb)
+	for i := range n {
+		putLE(out[i*tb:(i+1)*tb], vals[i])
+	}
+	return out, nil
+}
+
+func putLE(b []byte, v uint64) {
+	for j := range b {
+		b[j] = byte(v >> (8 * j))
+	}
+}
+
+// levelsRead says whether the definition levels' compression c is read:
+// flat of 16 bits, bit-packed inline, or bit-packed out of line (16 bits
+// cut to a flat width).
+func levelsRead(c *Compression) bool {
+	switch {
+	case c.Kind == "flat" && c.Bits == 16 && c.Buffer == nil:
+	case c.Kind == "inline-bitpacking" && c.Bits == 16 && c.Buffer == nil:
+	case c.Kind == "out-of-line-bitpacking" && c.Bits == 16 && c.Values != nil && c.Values.Kind == "flat" && c.Values.Buffer == nil && c.Values.Bits <= 16:
+	default:
+		return false
+	}
+	return true
+}
+
+// levels decodes a chunk's n definition levels from b as c says.
+func (d *decoder) levels(c *Compression, b []byte, n uint64) ([]uint16, error) {
+	out := make([]uint16, n)
+	switch c.Kind {
+	case "flat":
+		if uint64(len(b)) != 2*n {
+			return nil, d.corrupt("%d levels in %d bytes", n, len(b))
+		}
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
+	case "inline-bitpacking":
+		vals, err := d.inlineBitpacked(16, b, n)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint16(vals[2*i:])
+		}
+	case "out-of-line-bitpacking":
+		// Whole blocks of 1024 levels packed to w bits in 16-bit words;
+		// the last block packed and padded, or its levels raw.
+		w := int(c.Values.Bits)
+		per := uint64(packedWords(16, w)) // words a whole block
+		whole, tail := n/1024, n%1024
+		words := uint64(len(b)) / 2
+		need := whole * per
+		raw := tail > 0 && words == need+tail
+		switch {
+		case raw:
+			need += tail
+		case tail > 0:
+			need += per
+		}
+		if words < need {
+			return nil, d.corrupt("%d levels bit-packed to %d bits in %d bytes", n, w, len(b))
+		}
+		var vals [1024]uint64
+		for k := range whole + min(tail, 1) {
+			if k == whole && raw {
+				for i := range tail {
+					out[k*1024+i] = binary.LittleEndian.Uint16(b[2*(whole*per+i):])
+				}
+				break
+			}
+			unpackFL(16, w, b[2*k*per:], &vals)
+			for i := uint64(0); i < 1024 && k*1024+i < n; i++ {
+				out[k*1024+i] = uint16(vals[i])
+			}
+		}
+	}
+	return out, nil
 }
 
 func pad(n uint64) uint64 { return (n + miniBlockAlign - 1) &^ (miniBlockAlign - 1) }

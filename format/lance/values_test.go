@@ -58,13 +58,8 @@ func render(typ string, b []byte, valid bool) (string, error) {
 // each with what its refusal must name: the test fails when one reads
 // (take it off the list) or is refused otherwise.
 var notYetRead = map[string]string{
-	"kinds/seq":  "inline-bitpacking",
-	"kinds/rnd":  "bitpacking",
 	"kinds/cat":  "dictionary",
 	"kinds/text": "fsst",
-	"kinds/ts":   "inline-bitpacking",
-	// A double column of eighths: bit-packed in the first fragment.
-	"kinds/score": "inline-bitpacking",
 }
 
 // Every value of every column of every version of every fixture reads
