@@ -12,7 +12,9 @@ import (
 // What decodes, exactly as Lance's reader reads it (every other layout
 // or compression is refused, naming it):
 //
-//   - mini-block pages without repetition or dictionary: definition
+//   - mini-block pages without repetition, with or without a dictionary
+//     (flat, or variable as a block, its indices any value kind below
+//     of whole bytes): definition
 //     levels flat of 16 bits or bit-packed (inline, or out of line to a
 //     flat width); values flat of 8, 16, 32 or 64 bits a value or of 1
 //     (bools), bit-packed inline (FastLanes, 1024 values a chunk, the
@@ -217,8 +219,6 @@ func (d *decoder) miniBlock(m *MiniBlockLayout, lo, hi uint64, out *Values) erro
 	switch {
 	case m.Rep != nil || m.RepIndexDepth != 0:
 		return d.refuse("a mini-block page with repetition")
-	case m.Dictionary != nil:
-		return d.refuse("a mini-block page with a dictionary")
 	}
 	if err := plainLayers(m.Layers); err != nil {
 		return d.refuse(err.Error())
@@ -234,6 +234,13 @@ func (d *decoder) miniBlock(m *MiniBlockLayout, lo, hi uint64, out *Values) erro
 	}
 	if err := d.checkMiniBlockValues(m.Values, m.Buffers); err != nil {
 		return err
+	}
+	var dict *chunkValues
+	if m.Dictionary != nil {
+		var err error
+		if dict, err = d.dictionary(m); err != nil {
+			return err
+		}
 	}
 	// The chunk table: a u16 a chunk, its size in 8-byte words less one
 	// (12 bits) and the log2 of its items (4 bits; the last chunk's items
@@ -284,7 +291,7 @@ func (d *decoder) miniBlock(m *MiniBlockLayout, lo, hi uint64, out *Values) erro
 		if err != nil {
 			return err
 		}
-		if err := d.chunk(m, c, b, max(lo, c.first)-c.first, min(hi, c.first+c.items)-c.first, out); err != nil {
+		if err := d.chunk(m, dict, c, b, max(lo, c.first)-c.first, min(hi, c.first+c.items)-c.first, out); err != nil {
 			return err
 		}
 	}
@@ -333,8 +340,9 @@ type chunkValues struct {
 	offs  func(i uint64) (uint64, uint64)
 }
 
-// chunk decodes items [lo, hi) of the mini-block b.
-func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, lo, hi uint64, out *Values) error {
+// chunk decodes items [lo, hi) of the mini-block b: with a dictionary,
+// the chunk's values are indices into it.
+func (d *decoder) chunk(m *MiniBlockLayout, dict *chunkValues, c chunk, b []byte, lo, hi uint64, out *Values) error {
 	// The header: the number of levels, the definition levels' size if
 	// any, each value buffer's size (u16 each), padded to 8 bytes.
 	hdr := 2 + 2*m.Buffers
@@ -393,12 +401,19 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, lo, hi uint64, ou
 				return d.corrupt("definition level %d of item %d", l, c.first+i)
 			}
 		}
-		var v []byte
-		if vals.width != 0 {
-			v = vals.data[i*vals.width : (i+1)*vals.width]
-		} else {
-			s, e := vals.offs(i)
-			v = vals.data[s:e]
+		v := vals.value(i)
+		if dict != nil && valid {
+			if vals.width == 0 || vals.width > 8 {
+				return d.corrupt("dictionary indices of %d bytes", vals.width)
+			}
+			var k uint64
+			for j, x := range v {
+				k |= uint64(x) << (8 * j)
+			}
+			if k >= m.DictionaryItems {
+				return d.corrupt("item %d: index %d into a dictionary of %d", c.first+i, k, m.DictionaryItems)
+			}
+			v = dict.value(k)
 		}
 		if valid {
 			if err := d.spend(uint64(len(v))); err != nil {
@@ -408,6 +423,73 @@ func (d *decoder) chunk(m *MiniBlockLayout, c chunk, b []byte, lo, hi uint64, ou
 		out.add(v, valid)
 	}
 	return nil
+}
+
+// value is value i.
+func (v *chunkValues) value(i uint64) []byte {
+	if v.width != 0 {
+		return v.data[i*v.width : (i+1)*v.width]
+	}
+	s, e := v.offs(i)
+	return v.data[s:e]
+}
+
+// dictionary reads and decodes a mini-block page's dictionary, buffer 2:
+// flat values, or variable ones as a block (the offsets' width and the
+// values' start, u32 each for 32-bit offsets and u64 for 64-bit ones,
+// then the items+1 offsets, then the values).
+func (d *decoder) dictionary(m *MiniBlockLayout) (*chunkValues, error) {
+	if len(d.p.Buffers) < 3 {
+		return nil, d.corrupt("a dictionary page of %d buffers", len(d.p.Buffers))
+	}
+	n := m.DictionaryItems
+	db := d.p.Buffers[2]
+	c := m.Dictionary
+	if w := flatWidth(c); w != 0 {
+		if n > db.Len/w {
+			return nil, d.corrupt("a dictionary of %d items of %d bytes in %d bytes", n, w, db.Len)
+		}
+		b, err := d.buffer(2, 0, n*w)
+		return &chunkValues{data: b, width: w}, err
+	}
+	if c.Kind != "variable" || c.Buffer != nil || c.Offsets == nil || (flatWidth(c.Offsets) != 4 && flatWidth(c.Offsets) != 8) {
+		return nil, d.refuse("a dictionary compressed as " + c.String())
+	}
+	ob := flatWidth(c.Offsets)
+	if db.Len < 2*ob || n >= (db.Len-2*ob)/ob {
+		return nil, d.corrupt("a dictionary of %d items in %d bytes", n, db.Len)
+	}
+	b, err := d.buffer(2, 0, db.Len)
+	if err != nil {
+		return nil, err
+	}
+	word := func(at uint64) uint64 {
+		if ob == 4 {
+			return uint64(binary.LittleEndian.Uint32(b[at:]))
+		}
+		return binary.LittleEndian.Uint64(b[at:])
+	}
+	if bits := uint64(binary.LittleEndian.Uint32(b)); bits != 8*ob || (ob == 4 && b[1]|b[2]|b[3] != 0) {
+		return nil, d.refuse(fmt.Sprintf("a dictionary block of %d-bit offsets (the older layout)", b[0]))
+	}
+	start := word(ob)
+	if start != 2*ob+(n+1)*ob {
+		return nil, d.corrupt("a dictionary's values at %d, after %d offsets", start, n+1)
+	}
+	data := b[start:]
+	offs := b[2*ob : start]
+	offset := func(i uint64) uint64 {
+		if ob == 4 {
+			return uint64(binary.LittleEndian.Uint32(offs[4*i:]))
+		}
+		return binary.LittleEndian.Uint64(offs[8*i:])
+	}
+	for i := range n + 1 {
+		if o := offset(i); o > uint64(len(data)) || (i > 0 && o < offset(i-1)) {
+			return nil, d.corrupt("dictionary item %d's offset %d in %d bytes", i, o, len(data))
+		}
+	}
+	return &chunkValues{data: data, offs: func(i uint64) (uint64, uint64) { return offset(i), offset(i + 1) }}, nil
 }
 
 // chunkValues decodes the values of the chunk c from its buffers, as v
