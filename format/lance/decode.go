@@ -19,8 +19,9 @@ import (
 //     flat width); values flat of 8, 16, 32 or 64 bits a value or of 1
 //     (bools), bit-packed inline (FastLanes, 1024 values a chunk, the
 //     width first), variable with flat offsets of 32 or 64 bits,
-//     fixed-size lists of flat values without validity, or RLE (flat
-//     values, u8 run lengths), none with general compression;
+//     fixed-size lists of flat values without validity, RLE (flat
+//     values, u8 run lengths), or FSST over variable values, none with
+//     general compression;
 //   - full-zip pages without repetition: control words of definition
 //     levels (1, 2 or 4 bytes), variable values with 32- or 64-bit sizes
 //     found through the repetition index of 1-, 2-, 4- or 8-byte
@@ -322,6 +323,7 @@ func (d *decoder) checkMiniBlockValues(v *Compression, buffers uint64) error {
 	case v.Kind == "rle" && flatWidth(v.Values) != 0 && flatWidth(v.RunLengths) == 1:
 		want = 2
 	case v.Kind == "inline-bitpacking" && v.Buffer == nil && (v.Bits == 8 || v.Bits == 16 || v.Bits == 32 || v.Bits == 64):
+	case v.Kind == "fsst" && v.Values != nil && v.Values.Kind == "variable" && v.Values.Buffer == nil && (flatWidth(v.Values.Offsets) == 4 || flatWidth(v.Values.Offsets) == 8):
 	default:
 		return d.refuse("mini-block values compressed as " + v.String())
 	}
@@ -551,6 +553,26 @@ func (d *decoder) chunkValues(v *Compression, bufs [][]byte, c chunk) (chunkValu
 			return chunkValues{}, d.corrupt("runs of %d items, the chunk's %d", uint64(len(out))/w, c.items)
 		}
 		return chunkValues{data: out, width: w}, nil
+	case "fsst":
+		t, err := parseFSST(v.SymbolTable)
+		if err != nil {
+			return chunkValues{}, d.corrupt("%v", err)
+		}
+		in, err := d.chunkValues(v.Values, bufs, c)
+		if err != nil {
+			return chunkValues{}, err
+		}
+		// A code is at most 8 bytes: the chunk's values decode to at
+		// most 8 times the chunk.
+		data := make([]byte, 0, 2*len(bufs[0]))
+		offs := make([]uint64, 1, c.items+1)
+		for i := range c.items {
+			if data, err = t.decode(data, in.value(i)); err != nil {
+				return chunkValues{}, d.corrupt("item %d: %v", c.first+i, err)
+			}
+			offs = append(offs, uint64(len(data)))
+		}
+		return chunkValues{data: data, offs: func(i uint64) (uint64, uint64) { return offs[i], offs[i+1] }}, nil
 	case "inline-bitpacking":
 		out, err := d.inlineBitpacked(v.Bits, bufs[0], c.items)
 		return chunkValues{data: out, width: v.Bits / 8}, err
