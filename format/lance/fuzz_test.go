@@ -10,7 +10,7 @@ import (
 const fuzzLimit = 1 << 20
 
 // seedFiles adds the manifests or data files of the fixtures to f, those
-// under 16 KiB (the fuzzer slows to a crawl on larger inputs).
+// under 64 KiB (the fuzzer slows on larger inputs).
 func seedFiles(f *testing.F, glob string) {
 	for _, name := range fixtures {
 		paths, _ := filepath.Glob(filepath.Join("testdata", name+".lance", glob))
@@ -19,7 +19,7 @@ func seedFiles(f *testing.F, glob string) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			if len(b) <= 16<<10 {
+			if len(b) <= 64<<10 {
 				f.Add(b)
 			}
 		}
