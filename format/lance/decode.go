@@ -26,7 +26,8 @@ import (
 //     levels (1, 2 or 4 bytes), variable values with 32- or 64-bit sizes
 //     found through the repetition index of 1-, 2-, 4- or 8-byte
 //     offsets, uncompressed or zstd per value (a u64 decoded length
-//     first), and fixed-width values of whole bytes;
+//     first), and fixed-width values of whole bytes, flat or fixed-size
+//     lists of flat values (embeddings);
 //   - all-null pages without repetition.
 
 // Values are the values of a range of rows, each as bytes: a fixed-width
@@ -742,7 +743,16 @@ func (d *decoder) fullZip(z *FullZipLayout, lo, hi uint64, out *Values) error {
 		if z.BitsPerOffset != 0 {
 			return d.corrupt("bits per value and per offset both")
 		}
-		if v.Kind != "flat" || v.Buffer != nil || v.Bits != uint64(z.BitsPerValue) || z.BitsPerValue%8 != 0 {
+		// Flat values, or fixed-size lists of them (embeddings), of whole
+		// bytes.
+		bits := uint64(0)
+		switch {
+		case v.Kind == "flat" && v.Buffer == nil:
+			bits = v.Bits
+		case v.Kind == "fixed-size-list" && !v.HasValidity && flatWidth(v.Values) != 0 && v.Bits <= 1<<20:
+			bits = v.Bits * v.Values.Bits
+		}
+		if bits == 0 || bits != uint64(z.BitsPerValue) || z.BitsPerValue%8 != 0 {
 			return d.refuse("full-zip fixed-width values compressed as " + v.String())
 		}
 		width := uint64(z.BitsPerValue / 8)

@@ -70,13 +70,16 @@ func FuzzFooter(f *testing.F) {
 	})
 }
 
-// arrowRowOffsets never panics, and never reads more offsets than asked.
+// arrowRowOffsets and roaringOffsets never panic, and never read more
+// offsets than asked.
 func FuzzDeletion(f *testing.F) {
-	seedFiles(f, "_deletions/*.arrow")
+	seedFiles(f, "_deletions/*")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		offs, err := arrowRowOffsets(b, 1000)
-		if err == nil && len(offs) > 1000 {
-			t.Fatalf("%d offsets of at most 1000", len(offs))
+		for _, read := range []func([]byte, uint64) ([]uint32, error){arrowRowOffsets, roaringOffsets} {
+			offs, err := read(b, 6000)
+			if err == nil && len(offs) > 6000 {
+				t.Fatalf("%d offsets of at most 6000", len(offs))
+			}
 		}
 	})
 }

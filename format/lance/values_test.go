@@ -39,7 +39,7 @@ func render(typ string, b []byte, valid bool) (string, error) {
 		v = map[string]any{"len": len(b), "sha256": hex.EncodeToString(sum[:])}
 	case "bool":
 		v = b[0] == 1
-	case "fixed_size_list:float:8":
+	case "fixed_size_list:float:8", "fixed_size_list:float:768":
 		var parts []string
 		for i := 0; i < len(b); i += 4 {
 			parts = append(parts, fmt.Sprintf("%08x", binary.LittleEndian.Uint32(b[i:])))

@@ -247,7 +247,24 @@ async function write(out) {
     const t = await db.createTable("kinds", new arrow.Table(batches), { mode: "overwrite" });
     await t.add(kindsBatch(2048, 2348, 20));
   }
-  for (const [name, latestOnly] of [["basic"], ["v1names"], ["images"], ["kinds", true]]) {
+  // bigdel: 5,200 rows of which 5,096 are deleted, more than the 5,000
+  // above which Lance writes a roaring bitmap rather than an Arrow file.
+  {
+    const id = Int32Array.from({ length: 5200 }, (_, i) => i);
+    const t = await db.createTable("bigdel", new arrow.Table({ id: arrow.makeVector(id) }), { mode: "overwrite" });
+    await t.delete("id % 50 != 0");
+  }
+  // emb768: 8 rows of a 768-float embedding (3 KiB a row).
+  {
+    const r = rng(30);
+    const emb = [];
+    for (let i = 0; i < 8; i++) emb.push(Array.from({ length: 768 }, () => Math.fround(r() * 2 - 1)));
+    const t = await db.createTable("emb768", new arrow.Table({
+      id: arrow.vectorFromArray(Array.from({ length: 8 }, (_, i) => i), new arrow.Int32()),
+      emb: arrow.vectorFromArray(emb, new arrow.FixedSizeList(768, new arrow.Field("item", new arrow.Float32(), true))),
+    }), { mode: "overwrite" });
+  }
+  for (const [name, latestOnly] of [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true]]) {
     const c = await canonical(path.join(out, name + ".lance"), latestOnly);
     const text = JSON.stringify(c).replace(/\},\{/g, "},\n{") + "\n";
     if (latestOnly) fs.writeFileSync(path.join(out, name + ".json.gz"), zlib.gzipSync(text, { level: 9 }));
