@@ -27,9 +27,14 @@ type canonical struct {
 // fixtures' JSON holds their latest version only, gzipped.
 func loadCanonical(t testing.TB, name string) canonical {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	return loadCanonicalFrom(t, "testdata", name)
+}
+
+func loadCanonicalFrom(t testing.TB, dir, name string) canonical {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name+".json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		b, err = readGzip(filepath.Join("testdata", name+".json.gz"))
+		b, err = readGzip(filepath.Join(dir, name+".json.gz"))
 	}
 	if err != nil {
 		t.Fatal(err)

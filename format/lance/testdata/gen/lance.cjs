@@ -7,6 +7,10 @@
 //   node lance.cjs write OUTDIR   write the datasets and OUTDIR/NAME.json
 //                                 (NAME.json.gz for the large ones)
 //   node lance.cjs read DATASET   print DATASET's canonical JSON
+//   node lance.cjs canonical DIR OUTDIR
+//                                 write the canonical JSON of the fixtures
+//                                 in DIR into OUTDIR (the tests' check that
+//                                 the committed JSON is what Lance reads)
 //
 // Canonical form, one object a row, in Lance's scan order (fragments in
 // manifest order, rows in file order, deleted rows left out):
@@ -264,8 +268,18 @@ async function write(out) {
       emb: arrow.vectorFromArray(emb, new arrow.FixedSizeList(768, new arrow.Field("item", new arrow.Float32(), true))),
     }), { mode: "overwrite" });
   }
-  for (const [name, latestOnly] of [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true]]) {
-    const c = await canonical(path.join(out, name + ".lance"), latestOnly);
+  await writeCanonical(out, out);
+}
+
+// The fixtures, and whether their canonical JSON is of the latest version
+// only (gzipped) rather than of every version.
+const fixtures = [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true]];
+
+// writeCanonical reads the fixtures in dir with Lance's reader and writes
+// their canonical JSON into out.
+async function writeCanonical(dir, out) {
+  for (const [name, latestOnly] of fixtures) {
+    const c = await canonical(path.join(dir, name + ".lance"), latestOnly);
     const text = JSON.stringify(c).replace(/\},\{/g, "},\n{") + "\n";
     if (latestOnly) fs.writeFileSync(path.join(out, name + ".json.gz"), zlib.gzipSync(text, { level: 9 }));
     else fs.writeFileSync(path.join(out, name + ".json"), text);
@@ -278,7 +292,8 @@ async function main() {
   const [cmd, arg] = process.argv.slice(2);
   if (cmd === "write" && arg) return write(arg);
   if (cmd === "read" && arg) return process.stdout.write(JSON.stringify(await canonical(arg)) + "\n");
-  console.error("usage: lance.cjs write OUTDIR | read DATASET");
+  if (cmd === "canonical" && arg && process.argv[4]) return writeCanonical(arg, process.argv[4]);
+  console.error("usage: lance.cjs write OUTDIR | read DATASET | canonical DIR OUTDIR");
   process.exit(2);
 }
 main().catch((e) => {
