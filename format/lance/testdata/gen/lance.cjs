@@ -285,7 +285,7 @@ async function writeCanonical(dir, out) {
     else fs.writeFileSync(path.join(out, name + ".json"), text);
   }
   // The connection's namespace manifest is no part of any dataset.
-  fs.rmSync(path.join(out, "__manifest"), { recursive: true, force: true });
+  fs.rmSync(path.join(dir, "__manifest"), { recursive: true, force: true });
 }
 
 async function main() {
