@@ -199,6 +199,12 @@ type Part struct {
 	// First and End are the extent, in that epoch's order, of the part's
 	// positions: the use table follows the stream there.
 	First, End int
+	// Drawn is how far before First the part's samples may lie: a rank's
+	// share of its global batch by locality or balance= is drawn from
+	// the whole global batch, which begins Drawn positions before its
+	// plain cut's First; 0 for a plain cut. The use table counts the
+	// chunks from there needed while the part is read (usetable.Table.Begin).
+	Drawn int
 	// Share is the stream's share of the job's global batch, in samples:
 	// what the use table's clock counts its progress per batch by.
 	Share int

@@ -51,7 +51,7 @@ import (
 
 // UseTable is what a visit needs of the use table (usetable.Table).
 type UseTable interface {
-	Begin(js layout.Stream, epoch uint64, start, global int, weight float64, who usetable.Rank) (usetable.Inflight, error)
+	Begin(js layout.Stream, epoch uint64, start, drawn, global int, weight float64, who usetable.Rank) (usetable.Inflight, error)
 	Advance(js layout.Stream, epoch uint64, end int, windows int) []usetable.Use
 	Turn(ctx context.Context, f usetable.Inflight) error
 	Finish(f usetable.Inflight)
@@ -248,7 +248,7 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	v.sched.Coalesce(func() {
 		for _, part := range b.Parts {
 			var t usetable.Inflight
-			if t, err = v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight, who); err != nil {
+			if t, err = v.sched.Begin(part.Stream, part.Epoch, part.First, part.Drawn, part.Share, b.Job.Weight, who); err != nil {
 				return
 			}
 			toks = append(toks, t)
@@ -351,7 +351,7 @@ func (v *Batches) fetchNext(nx *nextBatch) {
 // cannot be transformed is answered as stored.
 func (v *Batches) ReadFor(ctx context.Context, s layout.Samples, o *transport.Origin, js layout.Stream) (*reader.Result, error) {
 	if o != nil {
-		tok, err := v.sched.Begin(js, o.Epoch, o.Pos, 0, o.Weight, usetable.Rank{})
+		tok, err := v.sched.Begin(js, o.Epoch, o.Pos, 0, 0, o.Weight, usetable.Rank{})
 		if err != nil {
 			return nil, err
 		}

@@ -50,7 +50,7 @@ type fakeUseTable struct {
 	noTurn bool // Turn fails
 }
 
-func (s *fakeUseTable) Begin(js layout.Stream, epoch uint64, start, global int, _ float64, _ usetable.Rank) (usetable.Inflight, error) {
+func (s *fakeUseTable) Begin(js layout.Stream, epoch uint64, start, _, global int, _ float64, _ usetable.Rank) (usetable.Inflight, error) {
 	if s.busy {
 		return usetable.Inflight{}, usetable.ErrStreamBusy
 	}

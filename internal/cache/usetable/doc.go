@@ -21,9 +21,14 @@
 // itself (job=): then it is a stream of its own. The use table follows each
 // stream's leading edge (Advance) and the batches it is serving (Begin,
 // Finish; internal/batch/visit makes these calls and Turn, in one order, for
-// every batch): next use is measured from the oldest batch in flight,
-// and, once batches have arrived out of order, from the edge less their
-// lateness and a global batch (stream.position). Streams idle for
+// every batch): next use is measured from the oldest batch in flight —
+// from its global batch's start for a rank's share of one by locality or
+// balance= (Begin's drawn), drawn from all of it, as the planner pins a
+// global batch's chunks together (on the rank's home node: a peer's
+// request for its samples names its cut's position alone) — and, once
+// batches have arrived out of
+// order, from the edge less their lateness and a global batch
+// (stream.position). Streams idle for
 // streamIdle are forgotten; at most maxStreams are followed.
 //
 // # The time frame

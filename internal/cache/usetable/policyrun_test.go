@@ -117,7 +117,7 @@ func (r *policyRun) batch(job api.Job, epoch, m uint64) (time.Duration, []string
 	}
 	var toks []usetable.Inflight
 	for _, p := range b.Parts {
-		f, err := r.s.Begin(p.Stream, p.Epoch, p.First, p.Share, job.Weight, usetable.Rank{Rank: job.Rank, World: max(job.World, 1)})
+		f, err := r.s.Begin(p.Stream, p.Epoch, p.First, p.Drawn, p.Share, job.Weight, usetable.Rank{Rank: job.Rank, World: max(job.World, 1)})
 		if err != nil {
 			r.t.Fatal(err)
 		}

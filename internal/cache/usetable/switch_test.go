@@ -112,7 +112,7 @@ func (r *switchRun) step(m int) {
 		b := r.layout(m, rank)
 		var tk []usetable.Inflight
 		for _, part := range b.Parts {
-			f, err := r.s.Begin(part.Stream, part.Epoch, part.First, part.Share, 0, usetable.Rank{})
+			f, err := r.s.Begin(part.Stream, part.Epoch, part.First, part.Drawn, part.Share, 0, usetable.Rank{})
 			if err != nil {
 				r.t.Fatal(err)
 			}

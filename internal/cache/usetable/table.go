@@ -186,13 +186,21 @@ var ErrStreamBusy = fmt.Errorf("%w: this job has as many batches being served as
 
 // Begin records that a batch starting at start is being served, so that
 // the chunks it still has to pin keep counting as needed now, and moves
-// the stream's clock (see clock).
+// the stream's clock (see clock). drawn is how far before start its
+// samples may lie: a rank's share of its global batch by locality or
+// balance= is drawn from the whole global batch, which begins drawn
+// positions before the rank's plain cut (start), and every chunk of it
+// counts as needed while the batch is served; whether the batch came
+// late is judged by start. (Counted from start, a rank's request keyed
+// the chunks of the global batch before its cut as read, and a load it
+// made could evict one that a later rank of the same step needed: read
+// again, where the planner pins the whole global batch.)
 // global is the job's global batch, batch size × world, in samples (0:
 // unknown, as for a peer's request); weight is the job's (0 means 1);
 // who the rank it is served to. A rank with MaxRankInflight batches in
 // flight gets ErrRankBusy instead, and a stream with that many for each
 // of its job's ranks ErrStreamBusy.
-func (s *Table) Begin(js jobstream.Stream, epoch uint64, start, global int, weight float64, who Rank) (Inflight, error) {
+func (s *Table) Begin(js jobstream.Stream, epoch uint64, start, drawn, global int, weight float64, who Rank) (Inflight, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := epochPos{epoch, start}
@@ -223,6 +231,7 @@ func (s *Table) Begin(js jobstream.Stream, epoch uint64, start, global int, weig
 			st.gap += (dt - st.gap) / 8
 		}
 	}
+	at.pos = max(start-max(drawn, 0), 0)
 	f.add(at, s.nowAt(now), who)
 	if weight <= 0 {
 		weight = 1

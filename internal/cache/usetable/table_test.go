@@ -98,11 +98,57 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 
 func mustBegin(t *testing.T, s *Table, js jobstream.Stream, epoch uint64, start, global int) Inflight {
 	t.Helper()
-	f, err := s.Begin(js, epoch, start, global, 1, Rank{})
+	f, err := s.Begin(js, epoch, start, 0, global, 1, Rank{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestDrawnBatchKeepsItsGlobalBatch: a rank's share of its global batch
+// by locality (or balance=) is drawn from the whole global batch, not
+// its plain cut, so while it is served every chunk of the global batch
+// counts as needed now — as the planner pins a global batch's chunks
+// together. Counted from its cut (Begin's start alone, as before), the
+// rank's request keyed the chunks of the global batch's windows before
+// its cut as read, needed only in the next epoch, and its loads evicted
+// them first, though the step's later ranks read them next: a cluster's
+// nodes then loaded more than /plan's bill (gateway/clustertest
+// TestClusterBill).
+func TestDrawnBatchKeepsItsGlobalBatch(t *testing.T) {
+	s, js := testSchedule(t) // windows of 64 samples
+	e, err := s.orders.Epoch(js, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Global batch 1 is [128, 256), windows 2 and 3, of a world of four
+	// ranks of 32; rank 2's cut is [192, 224), in window 3.
+	s.advance(js, 0, 192)
+	f, err := s.Begin(js, 0, 192, 64, 128, 1, Rank{Rank: 2, World: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.advance(js, 0, 224)
+	table := s.Snapshot()
+	now := table.Now()
+	var latest int64 // the latest key of a chunk of the global batch
+	for _, w := range []int{2, 3} {
+		for _, c := range e.WindowChunks(w) {
+			latest = max(latest, table.victimKey(js.DS.ChunkKey(c), now))
+		}
+	}
+	for c := range 16 {
+		if w := e.ChunkWindow[c]; w == 2 || w == 3 {
+			continue
+		}
+		if d := table.victimKey(js.DS.ChunkKey(c), now); d <= latest {
+			t.Errorf("chunk %d of window %d (key %d) goes after a chunk of the global batch being read (key %d)", c, e.ChunkWindow[c], d, latest)
+		}
+	}
+	s.Finish(f)
+	if _, p := streamNow(s, js); p != 224 {
+		t.Errorf("after the batch: now = %d, want the leading edge, 224", p)
+	}
 }
 
 // TestInflightBounded: one rank of a job may not have more than
@@ -133,7 +179,7 @@ func TestInflightBounded(t *testing.T) {
 			pos := 0
 			for _, b := range tt.begins {
 				for range b.n {
-					f, err := s.Begin(js, uint64(pos/n), pos%n, 1, 1, b.who)
+					f, err := s.Begin(js, uint64(pos/n), pos%n, 0, 1, 1, b.who)
 					if err != nil {
 						t.Fatalf("batch %d of %+v: %v", len(toks)+1, b.who, err)
 					}
@@ -144,7 +190,7 @@ func TestInflightBounded(t *testing.T) {
 			if got := servingOf(t, s); got != float64(len(toks)) {
 				t.Fatalf("brand_batches_serving = %v, want %d", got, len(toks))
 			}
-			if _, err := s.Begin(js, uint64(pos/n), pos%n, 1, 1, tt.refused); !errors.Is(err, tt.want) || !errors.Is(err, chunkcache.ErrBusy) {
+			if _, err := s.Begin(js, uint64(pos/n), pos%n, 0, 1, 1, tt.refused); !errors.Is(err, tt.want) || !errors.Is(err, chunkcache.ErrBusy) {
 				t.Fatalf("one more for %+v: %v, want %v", tt.refused, err, tt.want)
 			}
 			other := jobstream.Stream{DS: js.DS, Seed: js.Seed + 1, Window: js.Window}
@@ -160,10 +206,10 @@ func TestInflightBounded(t *testing.T) {
 			}
 			s.Finish(last)
 			s.Finish(last)
-			if _, err := s.Begin(js, uint64(pos/n), pos%n, 1, 1, tt.refused); err != nil {
+			if _, err := s.Begin(js, uint64(pos/n), pos%n, 0, 1, 1, tt.refused); err != nil {
 				t.Fatalf("after one finish: %v", err)
 			}
-			if _, err := s.Begin(js, uint64((pos+1)/n), (pos+1)%n, 1, 1, tt.refused); !errors.Is(err, tt.want) {
+			if _, err := s.Begin(js, uint64((pos+1)/n), (pos+1)%n, 0, 1, 1, tt.refused); !errors.Is(err, tt.want) {
 				t.Fatalf("after one finish and one begin: %v, want %v", err, tt.want)
 			}
 		})

@@ -161,7 +161,7 @@ func TestWeightBringsAJobsUsesNearer(t *testing.T) {
 		if js == b {
 			w = 4
 		}
-		f, err := c.Begin(js, 0, 0, 32, w, Rank{})
+		f, err := c.Begin(js, 0, 0, 0, 32, w, Rank{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestWeightBringsAJobsUsesNearer(t *testing.T) {
 	}
 	c.tick(time.Millisecond)
 	for _, js := range []jobstream.Stream{a, b} {
-		f, err := c.Begin(js, 0, 32, 32, map[jobstream.Stream]float64{a: 1, b: 4}[js], Rank{})
+		f, err := c.Begin(js, 0, 32, 0, 32, map[jobstream.Stream]float64{a: 1, b: 4}[js], Rank{})
 		if err != nil {
 			t.Fatal(err)
 		}

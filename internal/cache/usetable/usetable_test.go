@@ -262,7 +262,7 @@ func TestPublishedKeys(t *testing.T) {
 			t0 := c.now
 			for _, r := range tt.requests {
 				c.now = t0.Add(time.Duration(r.at))
-				f, err := c.Begin(js, 0, r.pos, 16, r.weight, Rank{})
+				f, err := c.Begin(js, 0, r.pos, 0, 16, r.weight, Rank{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -11,14 +11,14 @@ func BenchmarkBeginFinishWide(b *testing.B) {
 			s, js := testSchedule(b)
 			n := js.DS.Index.NumSamples()
 			for r := 1; r < ranks; r++ {
-				if _, err := s.Begin(js, uint64(r/n), r%n, ranks, 1, Rank{r, ranks}); err != nil {
+				if _, err := s.Begin(js, uint64(r/n), r%n, 0, ranks, 1, Rank{r, ranks}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ResetTimer()
 			for i := range b.N {
 				at := ranks + i%n
-				f, err := s.Begin(js, uint64(at/n), at%n, ranks, 1, Rank{0, ranks})
+				f, err := s.Begin(js, uint64(at/n), at%n, 0, ranks, 1, Rank{0, ranks})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -72,7 +72,7 @@ func (o *oldOwner) read(t *testing.T, js layout.Stream, epoch uint64, from, to i
 		t.Fatal(err)
 	}
 	for w := from; w < to; w++ {
-		f, err := o.sched.Begin(js, epoch, e.WindowStart(w), 0, 1, usetable.Rank{World: 1})
+		f, err := o.sched.Begin(js, epoch, e.WindowStart(w), 0, 0, 1, usetable.Rank{World: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

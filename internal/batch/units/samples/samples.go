@@ -48,7 +48,7 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
 	if err != nil {
 		return err
 	}
-	ids, bal, err := u.ids(ctx, b, s, e)
+	ids, from, bal, err := u.ids(ctx, b, s, e)
 	if err != nil {
 		return err
 	}
@@ -57,23 +57,24 @@ func (u *Unit) Lay(ctx context.Context, b *layout.Batch) error {
 	if err != nil {
 		return err
 	}
-	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World,
-		EpochLen: b.DS.Index.NumSamples()}}
+	b.Parts = []layout.Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Drawn: b.Start - from,
+		Share: b.Job.BatchSize * b.Job.World, EpochLen: b.DS.Index.NumSamples()}}
 	b.Take = layout.TakeAll(len(ids))
 	return nil
 }
 
-// ids is the samples b's rank takes of its global batch over stream s:
-// its plain cut's, or its share of the global batch by locality or cost
-// (samples weighed by their stored bytes).
-func (u *Unit) ids(ctx context.Context, b *layout.Batch, s layout.Stream, e *layout.EpochOrder) ([]int, *layout.Balanced, error) {
+// ids is the samples b's rank takes of its global batch over stream s,
+// and the first position they may lie at: its plain cut's, or its share
+// of the global batch by locality or cost (samples weighed by their
+// stored bytes), drawn from the whole global batch.
+func (u *Unit) ids(ctx context.Context, b *layout.Batch, s layout.Stream, e *layout.EpochOrder) ([]int, int, *layout.Balanced, error) {
 	src, job := b.Source, b.Job
 	if src.Assignment(job) == api.AssignPlain {
-		return u.base.AppendRange(nil, s, e, b.Epoch, b.Start, b.End), nil, nil
+		return u.base.AppendRange(nil, s, e, b.Epoch, b.Start, b.End), b.Start, nil, nil
 	}
 	shares, gstart, gend, err := layout.GlobalBatch(job, b.EpochSamples, int(b.Batch))
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	ids := u.base.AppendRange(make([]int, 0, gend-gstart), s, e, b.Epoch, gstart, gend)
 	places, info, err := u.base.Assign(b, layout.Global{Shares: shares,
@@ -87,7 +88,7 @@ func (u *Unit) ids(ctx context.Context, b *layout.Batch, s layout.Stream, e *lay
 		},
 		Costs: func() ([]uint64, error) { return ByteCosts(ctx, src.DS, b.Batch, ids) }})
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	mine := make([]int, len(places))
 	for k, at := range places {
@@ -98,7 +99,7 @@ func (u *Unit) ids(ctx context.Context, b *layout.Batch, s layout.Stream, e *lay
 		// can put two draws of one sample next to each other.
 		importance.SeparateRepeats(mine)
 	}
-	return mine, info, nil
+	return mine, min(gstart, b.Start), info, nil
 }
 
 // ByteCosts weighs samples ids of ds, of global batch m, by their stored
