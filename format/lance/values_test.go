@@ -236,3 +236,41 @@ func TestRowRanges(t *testing.T) {
 		t.Logf("image row %d: %d bytes read of a %d-byte page", r, read, page.Buffers[0].Len)
 	}
 }
+
+// One row of a mini-block page reads the chunk table (and the
+// dictionary, if any) and the one chunk holding it: less than the page
+// wherever the page has several chunks.
+func TestMiniBlockRowReadsOneChunk(t *testing.T) {
+	st, objs, ms := fixture(t, "kinds")
+	df := ms[len(ms)-1].Fragments[0].Files[0]
+	key := "data/" + df.Path
+	f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, col := range f.Columns {
+		p := col.Pages[0]
+		if p.Layout.MiniBlock == nil || p.Buffers[0].Len < 4 {
+			continue // one chunk: the page is the chunk
+		}
+		table, _ := fileReader(st, key)(p.Buffers[0].Off, p.Buffers[0].Len)
+		var biggest int64
+		for i := 0; i < len(table); i += 2 {
+			biggest = max(biggest, (int64(binary.LittleEndian.Uint16(table[i:])>>4)+1)*8)
+		}
+		for _, r := range []uint64{0, f.Rows / 2, f.Rows - 1} {
+			before := st.read
+			if _, err := f.ReadRows(c, r, r+1, fileReader(st, key), 1<<30); err != nil {
+				t.Fatal(err)
+			}
+			read := st.read - before
+			limit := int64(p.Buffers[0].Len) + biggest
+			if p.Layout.MiniBlock.Dictionary != nil {
+				limit += int64(p.Buffers[2].Len) // read once a page
+			}
+			if read > limit || read >= limit-biggest+int64(p.Buffers[1].Len) {
+				t.Fatalf("column %d row %d: %d bytes read, over the tables and one chunk (%d) or the page", c, r, read, limit)
+			}
+		}
+	}
+}
