@@ -15,8 +15,15 @@
 //     metadata offset table, global buffer 0 (the FileDescriptor: the
 //     file's schema and row count) and each column's pages with their
 //     layouts (encodings_v2_1.proto), all from one tail read (ReadFile).
-//   - A page's values (Page.Decode), for the layouts and compressions
-//     listed in decode.go; any other is refused by name.
+//   - A column's rows by range (File.ReadRows): a page's small table
+//     (chunk table, repetition index), then only the bytes of the rows
+//     asked, for the layouts and compressions listed in decode.go; any
+//     other is refused by name.
+//   - Deletion files: Arrow IPC (arrowipc.go) and roaring bitmaps
+//     (roaring.go), each read by a small reader of its own with bounds.
+//   - A whole column of a version (Open, Dataset.Column): every live row
+//     in fragment order with its row address, deletions applied, a
+//     fragment without the field's file read as nulls.
 //
 // # Bounds
 //

@@ -1,0 +1,157 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/brandgw/brand/format"
+)
+
+// A Dataset is one version of a Lance dataset: its manifest, and the
+// objects of its listing its fragments name. It keeps each data file's
+// metadata once read, and is not safe for concurrent use.
+type Dataset struct {
+	Manifest *Manifest
+	st       format.Store
+	objs     map[string]format.Object
+	files    map[string]*File
+}
+
+// Open opens version v of the dataset whose listing (keys relative to
+// its root) is objs, or its latest version where v is 0.
+func Open(ctx context.Context, st format.Store, objs []format.Object, v uint64) (*Dataset, error) {
+	vs, err := Versions(objs)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		return nil, fmt.Errorf("%w: lance: no manifest under _versions/", format.ErrInvalid)
+	}
+	i := len(vs) - 1
+	if v != 0 {
+		i = slices.IndexFunc(vs, func(x Version) bool { return x.Version == v })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: lance: no version %d (the latest is %d)", format.ErrInvalid, v, vs[len(vs)-1].Version)
+		}
+	}
+	m, err := ReadManifest(ctx, st, vs[i])
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataset{Manifest: m, st: st, objs: map[string]format.Object{}, files: map[string]*File{}}
+	for _, o := range objs {
+		d.objs[o.Key] = o
+	}
+	return d, nil
+}
+
+// object is the listed object key, which a manifest of d names.
+func (d *Dataset) object(key string, size uint64) (format.Object, error) {
+	o, ok := d.objs[key]
+	if !ok {
+		return o, fmt.Errorf("%w: lance manifest of version %d names %s, which the listing lacks", format.ErrInvalid, d.Manifest.Version, key)
+	}
+	if size != 0 && uint64(o.Size) != size {
+		return o, fmt.Errorf("%w: lance: %s is %d bytes, its manifest says %d", format.ErrInvalid, key, o.Size, size)
+	}
+	return o, nil
+}
+
+// File is the metadata of a fragment's data file, read once.
+func (d *Dataset) File(ctx context.Context, df DataFile) (*File, error) {
+	key := "data/" + df.Path
+	if f := d.files[key]; f != nil {
+		return f, nil
+	}
+	o, err := d.object(key, df.Size)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ReadFile(ctx, d.st, key, o.ETag, o.Size)
+	if err != nil {
+		return nil, err
+	}
+	d.files[key] = f
+	return f, nil
+}
+
+// Column reads every live row of the top-level field name, fragment by
+// fragment in the manifest's order, deleted rows left out, and each
+// row's address (fragment id << 32 | offset). A fragment without a file
+// holding the field reads as nulls. limit bounds what a fragment's
+// values decode to.
+func (d *Dataset) Column(ctx context.Context, name string, limit int64) (*Values, []uint64, error) {
+	i := slices.IndexFunc(d.Manifest.Fields, func(f Field) bool { return f.Name == name && f.ParentID == -1 })
+	if i < 0 {
+		return nil, nil, fmt.Errorf("%w: lance: no field %q", format.ErrInvalid, name)
+	}
+	id := d.Manifest.Fields[i].ID
+	if slices.ContainsFunc(d.Manifest.Fields, func(f Field) bool { return f.ParentID == id }) {
+		return nil, nil, fmt.Errorf("%w: lance: field %q is nested (%s)", format.ErrUnsupported, name, d.Manifest.Fields[i].LogicalType)
+	}
+	out := newValues(0)
+	var addrs []uint64
+	for fi := range d.Manifest.Fragments {
+		fr := &d.Manifest.Fragments[fi]
+		var dels []uint32
+		if fr.Deletion != nil {
+			key := fr.Deletion.Path(fr.ID)
+			o, err := d.object(key, 0)
+			if err != nil {
+				return nil, nil, err
+			}
+			if dels, err = ReadDeletions(ctx, d.st, fr, key, o.ETag, o.Size); err != nil {
+				return nil, nil, err
+			}
+		}
+		vals, err := d.fragmentColumn(ctx, fr, id, limit)
+		if err != nil {
+			return nil, nil, err
+		}
+		for r := range vals.Len() {
+			if len(dels) > 0 && dels[0] == uint32(r) {
+				dels = dels[1:]
+				continue
+			}
+			v, ok := vals.Value(r)
+			out.add(v, ok)
+			addrs = append(addrs, fr.ID<<32|uint64(r))
+		}
+	}
+	return out, addrs, nil
+}
+
+// fragmentColumn reads every row of field id in the fragment fr.
+func (d *Dataset) fragmentColumn(ctx context.Context, fr *Fragment, id int32, limit int64) (*Values, error) {
+	for _, df := range fr.Files {
+		j := slices.Index(df.Fields, id)
+		if j < 0 {
+			continue
+		}
+		if j >= len(df.ColumnIndices) || df.ColumnIndices[j] < 0 {
+			return nil, fmt.Errorf("%w: lance: %s holds field %d in no column of its own", format.ErrUnsupported, df.Path, id)
+		}
+		f, err := d.File(ctx, df)
+		if err != nil {
+			return nil, err
+		}
+		if f.Rows != fr.PhysicalRows {
+			return nil, fmt.Errorf("%w: lance file data/%s: %d rows, its fragment %d", format.ErrInvalid, df.Path, f.Rows, fr.PhysicalRows)
+		}
+		read := func(off, n uint64) ([]byte, error) {
+			b := make([]byte, n)
+			return b, d.st.ReadRange(ctx, "data/"+df.Path, d.objs["data/"+df.Path].ETag, int64(off), b)
+		}
+		return f.ReadRows(int(df.ColumnIndices[j]), 0, f.Rows, read, limit)
+	}
+	// No file holds the field: a column added since, null in this fragment.
+	if fr.PhysicalRows > uint64(max(limit, 0))/valueOverhead {
+		return nil, fmt.Errorf("%w: lance: fragment %d's %d rows, over the memory limit", format.ErrInvalid, fr.ID, fr.PhysicalRows)
+	}
+	v := newValues(int(fr.PhysicalRows))
+	for range fr.PhysicalRows {
+		v.add(nil, false)
+	}
+	return v, nil
+}
