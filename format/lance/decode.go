@@ -25,9 +25,9 @@ import (
 //   - full-zip pages without repetition: control words of definition
 //     levels (1, 2 or 4 bytes), variable values with 32- or 64-bit sizes
 //     found through the repetition index of 1-, 2-, 4- or 8-byte
-//     offsets, uncompressed or zstd per value (a u64 decoded length
-//     first), and fixed-width values of whole bytes, flat or fixed-size
-//     lists of flat values (embeddings);
+//     offsets, uncompressed, zstd per value (a u64 decoded length
+//     first) or FSST per value, and fixed-width values of whole bytes,
+//     flat or fixed-size lists of flat values (embeddings);
 //   - all-null pages without repetition.
 
 // Values are the values of a range of rows, each as bytes: a fixed-width
@@ -778,11 +778,19 @@ func (d *decoder) fullZip(z *FullZipLayout, lo, hi uint64, out *Values) error {
 		return nil
 	}
 	zstdValues := false
-	if v.Kind == "general" && v.Buffer != nil && v.Values != nil {
+	var fsst *fsstTable
+	switch {
+	case v.Kind == "general" && v.Buffer != nil && v.Values != nil:
 		if v.Buffer.Scheme != 2 {
 			return d.refuse("full-zip values compressed with " + v.Buffer.String())
 		}
 		zstdValues = true
+		v = v.Values
+	case v.Kind == "fsst" && v.Values != nil:
+		var err error
+		if fsst, err = parseFSST(v.SymbolTable); err != nil {
+			return d.corrupt("%v", err)
+		}
 		v = v.Values
 	}
 	if v.Kind != "variable" || v.Buffer != nil || v.Offsets == nil || v.Offsets.Kind != "flat" || v.Offsets.Buffer != nil || v.Offsets.Bits != uint64(z.BitsPerOffset) {
@@ -824,7 +832,7 @@ func (d *decoder) fullZip(z *FullZipLayout, lo, hi uint64, out *Values) error {
 	if start > end || end > d.p.Buffers[0].Len {
 		return d.corrupt("rows %d to %d at %d to %d of a buffer of %d", lo, hi, start, end, d.p.Buffers[0].Len)
 	}
-	if !zstdValues {
+	if !zstdValues && fsst == nil {
 		// The values are no more than the bytes that hold them.
 		if err := d.spend(end - start); err != nil {
 			return err
@@ -868,10 +876,22 @@ func (d *decoder) fullZip(z *FullZipLayout, lo, hi uint64, out *Values) error {
 		if n != uint64(len(r)) {
 			return d.corrupt("row %d: a value of %d bytes in %d", lo+i, n, len(r))
 		}
-		if zstdValues {
+		switch {
+		case zstdValues:
 			if r, err = d.unzstd(lo+i, r); err != nil {
 				return err
 			}
+		case fsst != nil:
+			// A code is at most 8 bytes: bounded before it is decoded, and
+			// what the value did not take given back.
+			most := 8 * uint64(len(r))
+			if err := d.spend(most); err != nil {
+				return err
+			}
+			if r, err = fsst.decode(make([]byte, 0, 3*len(r)), r); err != nil {
+				return d.corrupt("row %d: %v", lo+i, err)
+			}
+			d.left += int64(most) - int64(len(r))
 		}
 		out.add(r, true)
 	}

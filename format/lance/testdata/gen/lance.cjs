@@ -268,12 +268,33 @@ async function write(out) {
       emb: arrow.vectorFromArray(emb, new arrow.FixedSizeList(768, new arrow.Field("item", new arrow.Float32(), true))),
     }), { mode: "overwrite" });
   }
+  // longtext: 48 rows of text of 600 to 2,000 bytes (full-zip, FSST per
+  // value where Lance's writer finds it worth it), some null.
+  {
+    const r = rng(40);
+    const words = ["training", "batch", "object", "storage", "shuffle", "epoch", "gradient", "tensor", "lance", "gateway"];
+    const text = [];
+    for (let i = 0; i < 48; i++) {
+      if (i % 11 === 6) {
+        text.push(null);
+        continue;
+      }
+      let t = "";
+      const n = 600 + Math.floor(r() * 1400);
+      while (t.length < n) t += words[Math.floor(r() * words.length)] + (r() < 0.1 ? ". " : " ");
+      text.push(t);
+    }
+    await db.createTable("longtext", new arrow.Table({
+      id: arrow.vectorFromArray(Array.from({ length: 48 }, (_, i) => i), new arrow.Int32()),
+      text: arrow.vectorFromArray(text, new arrow.Utf8()),
+    }), { mode: "overwrite" });
+  }
   await writeCanonical(out, out);
 }
 
 // The fixtures, and whether their canonical JSON is of the latest version
 // only (gzipped) rather than of every version.
-const fixtures = [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true]];
+const fixtures = [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true], ["longtext", true]];
 
 // writeCanonical reads the fixtures in dir with Lance's reader and writes
 // their canonical JSON into out.
