@@ -28,7 +28,11 @@ import (
 //     offsets, uncompressed, zstd per value (a u64 decoded length
 //     first) or FSST per value, and fixed-width values of whole bytes,
 //     flat or fixed-size lists of flat values (embeddings);
-//   - all-null pages without repetition.
+//   - all-null pages without repetition;
+//   - blob pages (blob v1: a LargeBinary field with the metadata
+//     lance-encoding:blob): a mini-block of (position, size)
+//     descriptions packed as two u64s, each value its own range of the
+//     file, read alone.
 
 // Values are the values of a range of rows, each as bytes: a fixed-width
 // value as its little-endian bytes, a bool as one byte (0 or 1), a
@@ -87,7 +91,7 @@ func (f *File) ReadRows(col int, lo, hi uint64, read RangeReader, limit int64) (
 	if hi-lo > uint64(max(limit, 0))/valueOverhead {
 		return nil, fmt.Errorf("%w: lance file %s, column %d: rows %d to %d, over the memory limit of %d bytes", format.ErrInvalid, f.Name, col, lo, hi, limit)
 	}
-	d := &decoder{name: f.Name, col: col, read: read, left: limit - int64((hi-lo)*valueOverhead)}
+	d := &decoder{name: f.Name, col: col, read: read, left: limit - int64((hi-lo)*valueOverhead), end: uint64(f.Size) - footerLen}
 	defer d.close()
 	out := newValues(int(min(hi-lo, 1<<16)))
 	var at uint64 // the first row of page pi
@@ -120,10 +124,14 @@ type decoder struct {
 	name string
 	col  int
 	read RangeReader
-	left int64 // bytes the values may still decode to
-	page int
-	p    *Page
-	zstd *zstd.Decoder
+	end  uint64 // the file's data ends before its footer
+	// blobDescs is set while a blob page's descriptions are decoded: a
+	// packed struct is read only as those.
+	blobDescs bool
+	left      int64 // bytes the values may still decode to
+	page      int
+	p         *Page
+	zstd      *zstd.Decoder
 }
 
 func (d *decoder) close() {
@@ -193,7 +201,7 @@ func (d *decoder) decodePage(lo, hi uint64, out *Values) error {
 		}
 		return nil
 	case l.Blob != nil:
-		return d.refuse("a blob layout")
+		return d.blob(l.Blob, lo, hi, out)
 	}
 	return d.corrupt("no layout")
 }
@@ -324,6 +332,7 @@ func (d *decoder) checkMiniBlockValues(v *Compression, buffers uint64) error {
 	case v.Kind == "rle" && flatWidth(v.Values) != 0 && flatWidth(v.RunLengths) == 1:
 		want = 2
 	case v.Kind == "inline-bitpacking" && v.Buffer == nil && (v.Bits == 8 || v.Bits == 16 || v.Bits == 32 || v.Bits == 64):
+	case d.blobDescs && packedWidth(v) != 0:
 	case v.Kind == "fsst" && v.Values != nil && v.Values.Kind == "variable" && v.Values.Buffer == nil && (flatWidth(v.Values.Offsets) == 4 || flatWidth(v.Values.Offsets) == 8):
 	default:
 		return d.refuse("mini-block values compressed as " + v.String())
@@ -517,6 +526,12 @@ func (d *decoder) chunkValues(v *Compression, bufs [][]byte, c chunk) (chunkValu
 			return chunkValues{}, d.corrupt("%d values of %d bytes in %d bytes", c.items, w, len(bufs[0]))
 		}
 		return chunkValues{data: bufs[0], width: w}, nil
+	case "packed-struct":
+		w := packedWidth(v)
+		if c.items > uint64(len(bufs[0]))/w {
+			return chunkValues{}, d.corrupt("%d packed rows of %d bytes in %d bytes", c.items, w, len(bufs[0]))
+		}
+		return chunkValues{data: bufs[0], width: w}, nil
 	case "fixed-size-list":
 		w := flatWidth(v.Values)
 		if v.Bits > uint64(len(bufs[0]))/w {
@@ -699,6 +714,86 @@ func (d *decoder) levels(c *Compression, b []byte, n uint64) ([]uint16, error) {
 		}
 	}
 	return out, nil
+}
+
+// packedWidth is the bytes a row of c takes, a packed struct of fields
+// of whole bytes stored flat (a blob's descriptions), or 0.
+func packedWidth(c *Compression) uint64 {
+	if c.Kind != "packed-struct" || c.Values == nil || c.Values.Kind != "flat" || c.Values.Buffer != nil || len(c.PackedBits) == 0 {
+		return 0
+	}
+	var bits uint64
+	for _, b := range c.PackedBits {
+		if b == 0 || b%8 != 0 || b > 64 {
+			return 0
+		}
+		bits += b
+	}
+	if bits != c.Values.Bits {
+		return 0
+	}
+	return bits / 8
+}
+
+// blob decodes rows [lo, hi) of a blob page: its inner layout holds each
+// row's description, (position, size) as two u64s, and the value is the
+// size bytes at that absolute position of the file, read on its own. A
+// size of 0 is an empty value at position 0, and otherwise a null whose
+// position holds its levels (the repetition level in the low 16 bits,
+// the definition level, 1, in the next 16).
+func (d *decoder) blob(b *BlobLayout, lo, hi uint64, out *Values) error {
+	if err := plainLayers(b.Layers); err != nil {
+		return d.refuse(err.Error())
+	}
+	if b.Inner.MiniBlock == nil {
+		return d.refuse(fmt.Sprintf("a blob layout over %v", b.Inner))
+	}
+	inner := b.Inner.MiniBlock
+	if packedWidth(inner.Values) != 16 || len(inner.Values.PackedBits) != 2 {
+		return d.refuse("blob descriptions compressed as " + inner.Values.String())
+	}
+	descs := newValues(int(hi - lo))
+	d.blobDescs = true
+	err := d.miniBlock(inner, lo, hi, descs)
+	d.blobDescs = false
+	if err != nil {
+		return err
+	}
+	nullable := len(b.Layers) == 1 && b.Layers[0] == LayerNullableItem
+	for i := range descs.Len() {
+		desc, ok := descs.Value(i)
+		if !ok || len(desc) != 16 {
+			return d.corrupt("row %d: a blob description of %d bytes", lo+uint64(i), len(desc))
+		}
+		pos, size := binary.LittleEndian.Uint64(desc), binary.LittleEndian.Uint64(desc[8:])
+		switch {
+		case size == 0 && pos == 0:
+			out.add(nil, true)
+			continue
+		case size == 0 && pos == 1<<16 && nullable:
+			// The repetition level in the low 16 bits (0: no lists), the
+			// definition level in the next 16 (1: null).
+			out.add(nil, false)
+			continue
+		case size == 0:
+			return d.corrupt("row %d: a blob of no bytes with repetition/definition levels %#x", lo+uint64(i), pos)
+		}
+		if pos > d.end || size > d.end-pos {
+			return d.corrupt("row %d: a blob of %d bytes at %d, past the data's end (%d)", lo+uint64(i), size, pos, d.end)
+		}
+		if err := d.spend(size); err != nil {
+			return err
+		}
+		v, err := d.read(pos, size)
+		if err != nil {
+			return fmt.Errorf("lance file %s, column %d, page %d: %w", d.name, d.col, d.page, err)
+		}
+		if uint64(len(v)) != size {
+			return d.corrupt("read %d bytes of %d", len(v), size)
+		}
+		out.add(v, true)
+	}
+	return nil
 }
 
 func pad(n uint64) uint64 { return (n + miniBlockAlign - 1) &^ (miniBlockAlign - 1) }

@@ -369,3 +369,37 @@ func (m *memStore) ReadRange(_ context.Context, key, _ string, off int64, p []by
 	copy(p, m.b[off:])
 	return nil
 }
+
+// A blob description past the file's data, or naming levels a blob page
+// does not have, is refused naming the file; one of a terabyte is refused
+// before it is read.
+func TestHostileBlobs(t *testing.T) {
+	_, _, ms := fixture(t, "blob")
+	key := "data/" + ms[0].Fragments[0].Files[0].Path
+	orig, err := os.ReadFile(filepath.Join("testdata", "blob.lance", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := readFile(t, key, orig)
+	// Row r's description: after the chunk's 8-byte header.
+	desc := func(r int) int { return int(f.Columns[1].Pages[0].Buffers[1].Off) + 8 + 16*r }
+	for _, tt := range []struct {
+		name      string
+		pos, size uint64
+		want      string
+	}{
+		{"past the end", uint64(len(orig)), 10, "past the data's end"},
+		{"a terabyte", 0, 1 << 40, "past the data's end"},
+		{"levels of a list", 1, 0, "levels"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := bytes.Clone(orig)
+			binary.LittleEndian.PutUint64(b[desc(0):], tt.pos)
+			binary.LittleEndian.PutUint64(b[desc(0)+8:], tt.size)
+			err := readAll(key, b, 1<<20)
+			if !errors.Is(err, format.ErrInvalid) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("%v: not naming %s and saying %q", err, key, tt.want)
+			}
+		})
+	}
+}

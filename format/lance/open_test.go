@@ -2,7 +2,6 @@ package lance
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -42,9 +41,7 @@ func TestDatasetColumns(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					var w any
-					json.Unmarshal(row[fd.Name], &w)
-					want, _ := json.Marshal(w)
+					want := wantJSON(row[fd.Name])
 					if got != string(want) {
 						t.Fatalf("%s row %d: got %s, Lance read %s", fd.Name, i, got, want)
 					}
