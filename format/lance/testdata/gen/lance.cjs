@@ -11,6 +11,8 @@
 //                                 write the canonical JSON of the fixtures
 //                                 in DIR into OUTDIR (the tests' check that
 //                                 the committed JSON is what Lance reads)
+//   node lance.cjs large OUTDIR   write the large table (20 MB, 8 pages of
+//                                 images) and its JSON, for a test only
 //
 // Canonical form, one object a row, in Lance's scan order (fragments in
 // manifest order, rows in file order, deleted rows left out):
@@ -349,12 +351,36 @@ async function writeCanonical(dir, out) {
   fs.rmSync(path.join(dir, "__manifest"), { recursive: true, force: true });
 }
 
+// large writes, at test time and never committed, a table of 200
+// random images of 80 to 120 KiB written as 8 batches of 25 (an image
+// page a batch, zstd per value), with an int column whose pages fall
+// elsewhere, and its canonical JSON.
+async function large(out) {
+  fs.mkdirSync(out, { recursive: true });
+  const db = await lancedb.connect(out);
+  const r = rng(60);
+  const batches = [];
+  for (let b = 0; b < 8; b++) {
+    const id = [], image = [];
+    for (let i = 25 * b; i < 25 * (b + 1); i++) {
+      id.push(i);
+      image.push(i % 37 === 5 ? null : randomBytes(r, 80 * 1024 + Math.floor(r() * 40 * 1024)));
+    }
+    batches.push(...new arrow.Table({ id: arrow.vectorFromArray(id, new arrow.Int32()), image: arrow.vectorFromArray(image, new arrow.Binary()) }).batches);
+  }
+  await db.createTable("large", new arrow.Table(batches), { mode: "overwrite" });
+  const c = await canonical(path.join(out, "large.lance"), true);
+  fs.writeFileSync(path.join(out, "large.json"), JSON.stringify(c).replace(/\},\{/g, "},\n{") + "\n");
+  fs.rmSync(path.join(out, "__manifest"), { recursive: true, force: true });
+}
+
 async function main() {
   const [cmd, arg] = process.argv.slice(2);
   if (cmd === "write" && arg) return write(arg);
   if (cmd === "read" && arg) return process.stdout.write(JSON.stringify(await canonical(arg)) + "\n");
   if (cmd === "canonical" && arg && process.argv[4]) return writeCanonical(arg, process.argv[4]);
-  console.error("usage: lance.cjs write OUTDIR | read DATASET | canonical DIR OUTDIR");
+  if (cmd === "large" && arg) return large(arg);
+  console.error("usage: lance.cjs write OUTDIR | read DATASET | canonical DIR OUTDIR | large OUTDIR");
   process.exit(2);
 }
 main().catch((e) => {
