@@ -138,6 +138,9 @@ timed "tools: ensure-pil" scripts/ensure-pil.sh
 timed "tools: ensure-numpy" scripts/ensure-numpy.sh
 # DuckDB (node), which writes format/parquet's second writer's fixtures.
 timed "tools: ensure-duckdb" scripts/ensure-duckdb.sh
+# LanceDB (node, @lancedb/lancedb pinned), Lance's own writer and reader,
+# which format/lance's values are compared with.
+timed "tools: ensure-lancedb" scripts/ensure-lancedb.sh
 # Hugging Face tokenizers (node), the reference package tokenize's
 # byte-level BPE is compared with.
 timed "tools: ensure-hf-tokenizers" scripts/ensure-hf-tokenizers.sh
@@ -255,6 +258,11 @@ fuzz_all() {
 	fuzz format/parquet FuzzPages -fuzzminimizetime 2s || return
 	fuzz format/mds FuzzShards -fuzzminimizetime 2s || return
 	fuzz format/megatron FuzzIdx -fuzzminimizetime 2s || return
+	# Lance's seeds are whole fixture files of kilobytes: minimizing each
+	# by a count of tries leaves the 6 s to fuzz.
+	fuzz format/lance FuzzManifest -fuzzminimizetime 20x || return
+	fuzz format/lance FuzzFooter -fuzzminimizetime 20x || return
+	fuzz format/lance FuzzDeletion -fuzzminimizetime 20x || return
 	# The video decoder exists in the libavcodec build alone (where it
 	# cannot be installed, the lanes have said so, and failed with
 	# CI=true).
