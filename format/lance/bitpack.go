@@ -18,42 +18,54 @@ var flOrder = [8]int{0, 4, 2, 6, 1, 5, 3, 7}
 func packedWords(t, w int) int { return 1024 * w / t }
 
 // unpackFL unpacks the 1024 values of w bits packed in the words of t
-// bits in packed (packedWords(t, w)*t/8 bytes at least) into out.
+// bits in packed (packedWords(t, w)*t/8 bytes at least) into out. The
+// words are read once, each lane then walked row by row: a value is one
+// shift and mask of a word, or of two where it straddles them.
 func unpackFL(t, w int, packed []byte, out *[1024]uint64) {
-	lanes := 1024 / t
-	word := func(k int) uint64 {
-		switch t {
-		case 8:
-			return uint64(packed[k])
-		case 16:
-			return uint64(binary.LittleEndian.Uint16(packed[2*k:]))
-		case 32:
-			return uint64(binary.LittleEndian.Uint32(packed[4*k:]))
-		}
-		return binary.LittleEndian.Uint64(packed[8*k:])
-	}
 	if w == 0 {
 		*out = [1024]uint64{}
 		return
 	}
+	var words [1024]uint64
+	n := packedWords(t, w)
+	switch t {
+	case 8:
+		for k, b := range packed[:n] {
+			words[k] = uint64(b)
+		}
+	case 16:
+		for k := range n {
+			words[k] = uint64(binary.LittleEndian.Uint16(packed[2*k:]))
+		}
+	case 32:
+		for k := range n {
+			words[k] = uint64(binary.LittleEndian.Uint32(packed[4*k:]))
+		}
+	default:
+		for k := range n {
+			words[k] = binary.LittleEndian.Uint64(packed[8*k:])
+		}
+	}
+	lanes := 1024 / t
 	mask := uint64(1)<<w - 1
 	if w == 64 {
 		mask = ^uint64(0)
 	}
-	for i := range 1024 {
-		lane := i % lanes
-		s := i / 128
-		row := flOrder[(i-s*128-lane)/16]*8 + s
-		if w == t {
-			out[i] = word(lanes*row + lane)
-			continue
+	// Row r of a lane is value (r%8)*128 + flOrder[r/8]*16 + lane.
+	var at [64]int
+	for r := range t {
+		at[r] = r%8*128 + flOrder[r/8]*16
+	}
+	for lane := range lanes {
+		lw := words[lane:]
+		for r := range t {
+			start := r * w
+			k, shift := start/t, start%t
+			v := lw[lanes*k] >> shift
+			if t-shift < w {
+				v |= lw[lanes*(k+1)] << (t - shift)
+			}
+			out[at[r]+lane] = v & mask
 		}
-		start := row * w
-		k, shift := start/t, start%t
-		v := word(lanes*k+lane) >> shift
-		if t-shift < w {
-			v |= word(lanes*(k+1)+lane) << (t - shift)
-		}
-		out[i] = v & mask
 	}
 }

@@ -56,15 +56,7 @@ func TestCanonicalIsLances(t *testing.T) {
 // whole page, against the page's size. Written at test time (20 MB,
 // never committed); skipped without the reference, failed with CI=true.
 func TestLargePagesAgainstLance(t *testing.T) {
-	node, modules := nodetest.Find(t, lanceDB)
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "gen", "lance.cjs"), "large", dir)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("lance.cjs large: %v\n%s", err, b)
-	}
+	dir := writeLarge(t)
 	st := &dirStore{root: filepath.Join(dir, "large.lance")}
 	objs := listing(t, st.root)
 	d, err := Open(context.Background(), st, objs, 0)
@@ -124,4 +116,20 @@ func TestLargePagesAgainstLance(t *testing.T) {
 			t.Fatalf("%s: %d bytes read for %d decoded", r.what, read, decoded)
 		}
 	}
+}
+
+// writeLarge has Lance write the large table (lance.cjs large) into a
+// temporary directory and returns it: large.lance and large.json.
+func writeLarge(t testing.TB) string {
+	t.Helper()
+	node, modules := nodetest.Find(t, lanceDB)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "gen", "lance.cjs"), "large", dir)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("lance.cjs large: %v\n%s", err, b)
+	}
+	return dir
 }
