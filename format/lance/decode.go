@@ -125,13 +125,10 @@ type decoder struct {
 	col  int
 	read RangeReader
 	end  uint64 // the file's data ends before its footer
-	// blobDescs is set while a blob page's descriptions are decoded: a
-	// packed struct is read only as those.
-	blobDescs bool
-	left      int64 // bytes the values may still decode to
-	page      int
-	p         *Page
-	zstd      *zstd.Decoder
+	left int64  // bytes the values may still decode to
+	page int
+	p    *Page
+	zstd *zstd.Decoder
 }
 
 func (d *decoder) close() {
@@ -332,7 +329,7 @@ func (d *decoder) checkMiniBlockValues(v *Compression, buffers uint64) error {
 	case v.Kind == "rle" && flatWidth(v.Values) != 0 && flatWidth(v.RunLengths) == 1:
 		want = 2
 	case v.Kind == "inline-bitpacking" && v.Buffer == nil && (v.Bits == 8 || v.Bits == 16 || v.Bits == 32 || v.Bits == 64):
-	case d.blobDescs && packedWidth(v) != 0:
+	case packedWidth(v) != 0:
 	case v.Kind == "fsst" && v.Values != nil && v.Values.Kind == "variable" && v.Values.Buffer == nil && (flatWidth(v.Values.Offsets) == 4 || flatWidth(v.Values.Offsets) == 8):
 	default:
 		return d.refuse("mini-block values compressed as " + v.String())
@@ -717,7 +714,12 @@ func (d *decoder) levels(c *Compression, b []byte, n uint64) ([]uint16, error) {
 }
 
 // packedWidth is the bytes a row of c takes, a packed struct of fields
-// of whole bytes stored flat (a blob's descriptions), or 0.
+// of whole bytes stored flat, or 0. Such a row is its fields' values one
+// after another, each as flat stores it: a struct column with the field
+// metadata lance-encoding:packed (or packed) of fixed-width children, the
+// only packed struct Lance 8.0 writes in file format 2.1 (a null row or
+// child makes it a variable packed struct, which needs 2.2), and a blob
+// page's (position, size) descriptions.
 func packedWidth(c *Compression) uint64 {
 	if c.Kind != "packed-struct" || c.Values == nil || c.Values.Kind != "flat" || c.Values.Buffer != nil || len(c.PackedBits) == 0 {
 		return 0
@@ -753,10 +755,7 @@ func (d *decoder) blob(b *BlobLayout, lo, hi uint64, out *Values) error {
 		return d.refuse("blob descriptions compressed as " + inner.Values.String())
 	}
 	descs := newValues(int(hi - lo))
-	d.blobDescs = true
-	err := d.miniBlock(inner, lo, hi, descs)
-	d.blobDescs = false
-	if err != nil {
+	if err := d.miniBlock(inner, lo, hi, descs); err != nil {
 		return err
 	}
 	nullable := len(b.Layers) == 1 && b.Layers[0] == LayerNullableItem

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/brandgw/brand/format"
 )
@@ -87,8 +88,12 @@ func (d *Dataset) Column(ctx context.Context, name string, limit int64) (*Values
 		return nil, nil, fmt.Errorf("%w: lance: no field %q", format.ErrInvalid, name)
 	}
 	id := d.Manifest.Fields[i].ID
+	var packed []uint64
 	if slices.ContainsFunc(d.Manifest.Fields, func(f Field) bool { return f.ParentID == id }) {
-		return nil, nil, fmt.Errorf("%w: lance: field %q is nested (%s)", format.ErrUnsupported, name, d.Manifest.Fields[i].LogicalType)
+		var err error
+		if packed, err = d.Manifest.packedBits(d.Manifest.Fields[i]); err != nil {
+			return nil, nil, err
+		}
 	}
 	out := newValues(0)
 	var addrs []uint64
@@ -105,7 +110,7 @@ func (d *Dataset) Column(ctx context.Context, name string, limit int64) (*Values
 				return nil, nil, err
 			}
 		}
-		vals, err := d.fragmentColumn(ctx, fr, id, limit)
+		vals, err := d.fragmentColumn(ctx, fr, id, packed, limit)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -122,8 +127,10 @@ func (d *Dataset) Column(ctx context.Context, name string, limit int64) (*Values
 	return out, addrs, nil
 }
 
-// fragmentColumn reads every row of field id in the fragment fr.
-func (d *Dataset) fragmentColumn(ctx context.Context, fr *Fragment, id int32, limit int64) (*Values, error) {
+// fragmentColumn reads every row of field id in the fragment fr: where
+// packed is not nil, a packed struct whose every page must pack
+// children of those widths.
+func (d *Dataset) fragmentColumn(ctx context.Context, fr *Fragment, id int32, packed []uint64, limit int64) (*Values, error) {
 	for _, df := range fr.Files {
 		j := slices.Index(df.Fields, id)
 		if j < 0 {
@@ -139,11 +146,19 @@ func (d *Dataset) fragmentColumn(ctx context.Context, fr *Fragment, id int32, li
 		if f.Rows != fr.PhysicalRows {
 			return nil, fmt.Errorf("%w: lance file data/%s: %d rows, its fragment %d", format.ErrInvalid, df.Path, f.Rows, fr.PhysicalRows)
 		}
+		col := int(df.ColumnIndices[j])
+		if packed != nil && col < len(f.Columns) {
+			for pi, p := range f.Columns[col].Pages {
+				if m := p.Layout.MiniBlock; m == nil || packedWidth(m.Values) == 0 || !slices.Equal(m.Values.PackedBits, packed) {
+					return nil, fmt.Errorf("%w: lance file data/%s, column %d, page %d: field %d is a packed struct of %v bits, the page %v", format.ErrUnsupported, df.Path, col, pi, id, packed, p.Layout)
+				}
+			}
+		}
 		read := func(off, n uint64) ([]byte, error) {
 			b := make([]byte, n)
 			return b, d.st.ReadRange(ctx, "data/"+df.Path, d.objs["data/"+df.Path].ETag, int64(off), b)
 		}
-		return f.ReadRows(int(df.ColumnIndices[j]), 0, f.Rows, read, limit)
+		return f.ReadRows(col, 0, f.Rows, read, limit)
 	}
 	// No file holds the field: a column added since, null in this fragment.
 	if fr.PhysicalRows > uint64(max(limit, 0))/valueOverhead {
@@ -154,4 +169,47 @@ func (d *Dataset) fragmentColumn(ctx context.Context, fr *Fragment, id int32, li
 		v.add(nil, false)
 	}
 	return v, nil
+}
+
+// packedBits is the widths of a packed struct's children, in bits, in
+// the order Lance packs them: a struct field with the metadata
+// lance-encoding:packed (or the older packed) "true" whose children are
+// all fixed-width values of whole bytes, as Lance 8.0 writes it in file
+// format 2.1. Any other nested field is refused.
+func (m *Manifest) packedBits(fd Field) ([]uint64, error) {
+	isPacked := fd.LogicalType == "struct" && (strings.EqualFold(fd.Metadata["lance-encoding:packed"], "true") || strings.EqualFold(fd.Metadata["packed"], "true"))
+	if !isPacked {
+		return nil, fmt.Errorf("%w: lance: field %q is nested (%s)", format.ErrUnsupported, fd.Name, fd.LogicalType)
+	}
+	var bits []uint64
+	for _, c := range m.Fields {
+		if c.ParentID != fd.ID {
+			continue
+		}
+		w := fixedBits(c.LogicalType)
+		if w == 0 || slices.ContainsFunc(m.Fields, func(g Field) bool { return g.ParentID == c.ID }) {
+			return nil, fmt.Errorf("%w: lance: packed struct %q has a child %q of %s, not a fixed-width value of whole bytes", format.ErrUnsupported, fd.Name, c.Name, c.LogicalType)
+		}
+		bits = append(bits, w)
+	}
+	return bits, nil
+}
+
+// fixedBits is the bits of a value of Lance's logical type typ where it
+// is a fixed-width value of whole bytes, or 0.
+func fixedBits(typ string) uint64 {
+	switch typ {
+	case "int8", "uint8":
+		return 8
+	case "int16", "uint16", "halffloat":
+		return 16
+	case "int32", "uint32", "float", "date32":
+		return 32
+	case "int64", "uint64", "double", "date64":
+		return 64
+	}
+	if strings.HasPrefix(typ, "timestamp:") || strings.HasPrefix(typ, "time64:") || strings.HasPrefix(typ, "duration:") {
+		return 64
+	}
+	return 0
 }

@@ -37,7 +37,7 @@ func TestDatasetColumns(t *testing.T) {
 						t.Fatalf("%s row %d: address %d, Lance's %d", fd.Name, i, addrs[i], a)
 					}
 					b, ok := vals.Value(i)
-					got, err := render(fd.LogicalType, b, ok)
+					got, err := renderField(d.Manifest, fd, b, ok)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -1,6 +1,7 @@
 package lance
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -36,6 +37,9 @@ func TestRefusals(t *testing.T) {
 		{"LZ4 per value", fullZip(&Compression{Kind: "general", Buffer: &BufferCompression{Scheme: 1}, Values: variable}), "lz4"},
 		{"full-zip lists", &Layout{FullZip: &FullZipLayout{BitsRep: 1, BitsPerOffset: 32, Values: variable}}, "repetition"},
 		{"a blob over full-zip", &Layout{Blob: &BlobLayout{Inner: fullZip(variable)}}, "blob layout over"},
+		{"a packed struct of a 1-bit field", mini(&Compression{Kind: "packed-struct", PackedBits: []uint64{1, 31}, Values: flat(32)}), "packed-struct"},
+		{"a packed struct its bits do not add up to", mini(&Compression{Kind: "packed-struct", PackedBits: []uint64{32, 32}, Values: flat(32)}), "packed-struct"},
+		{"a variable packed struct", mini(&Compression{Kind: "variable-packed-struct"}), "variable-packed-struct"},
 		{"a dictionary compressed", &Layout{MiniBlock: &MiniBlockLayout{Values: flat(8), Buffers: 1, Items: 4, Dictionary: &Compression{Kind: "general", Buffer: &BufferCompression{Scheme: 2}, Values: variable}, DictionaryItems: 2}}, "dictionary compressed"},
 	}
 	for _, tt := range tests {
@@ -57,5 +61,46 @@ func TestRefusals(t *testing.T) {
 				t.Fatalf("%v: not unsupported, naming x.lance, column 0 and %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Dataset.Column reads a struct only where Lance packed it: the field
+// metadata lance-encoding:packed (or packed) true, its children
+// fixed-width values of whole bytes; each page must pack those widths.
+func TestPackedFields(t *testing.T) {
+	m := &Manifest{Fields: []Field{
+		{ID: 0, ParentID: -1, Name: "p", LogicalType: "struct", Metadata: map[string]string{"lance-encoding:packed": "true"}},
+		{ID: 1, ParentID: 0, Name: "x", LogicalType: "int32"},
+		{ID: 2, ParentID: 0, Name: "y", LogicalType: "double"},
+		{ID: 3, ParentID: -1, Name: "s", LogicalType: "struct"},
+		{ID: 4, ParentID: 3, Name: "a", LogicalType: "int32"},
+		{ID: 5, ParentID: -1, Name: "q", LogicalType: "struct", Metadata: map[string]string{"packed": "true"}},
+		{ID: 6, ParentID: 5, Name: "b", LogicalType: "string"},
+	}}
+	if bits, err := m.packedBits(m.Fields[0]); err != nil || len(bits) != 2 || bits[0] != 32 || bits[1] != 64 {
+		t.Fatalf("p: %v, %v", bits, err)
+	}
+	for _, c := range []struct {
+		field int
+		want  string
+	}{{3, "nested"}, {5, "not a fixed-width value"}} {
+		if _, err := m.packedBits(m.Fields[c.field]); !errors.Is(err, format.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, not unsupported naming %q", m.Fields[c.field].Name, err, c.want)
+		}
+	}
+	// The packed fixture's pages pack an int32, a double and an int8: a
+	// manifest saying the last is an int16 is refused, not misread.
+	st, objs, _ := fixture(t, "packed")
+	d, err := Open(context.Background(), st, objs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range d.Manifest.Fields {
+		if f.Name == "z" {
+			d.Manifest.Fields[i].LogicalType = "int16"
+		}
+	}
+	if _, _, err := d.Column(context.Background(), "p", 1<<20); !errors.Is(err, format.ErrUnsupported) || !strings.Contains(err.Error(), "packed struct of [32 64 16] bits") {
+		t.Fatalf("a packed struct of other widths: %v", err)
 	}
 }

@@ -28,6 +28,8 @@ func render(typ string, b []byte, valid bool) (string, error) {
 		v = strconv.FormatInt(int64(binary.LittleEndian.Uint64(b)), 10)
 	case "int32":
 		v = strconv.FormatInt(int64(int32(binary.LittleEndian.Uint32(b))), 10)
+	case "int8":
+		v = strconv.FormatInt(int64(int8(b[0])), 10)
 	case "double":
 		v = fmt.Sprintf("0x%016x", binary.LittleEndian.Uint64(b))
 	case "float":
@@ -51,6 +53,37 @@ func render(typ string, b []byte, valid bool) (string, error) {
 		return "", fmt.Errorf("no canonical form for %s", typ)
 	}
 	out, err := json.Marshal(v)
+	return string(out), err
+}
+
+// renderField is a value of the field fd of m in the canonical form: a
+// packed struct's row cut into its children's values, each rendered.
+func renderField(m *Manifest, fd Field, b []byte, valid bool) (string, error) {
+	if fd.LogicalType != "struct" {
+		return render(fd.LogicalType, b, valid)
+	}
+	if !valid {
+		return "null", nil
+	}
+	obj := map[string]json.RawMessage{}
+	for _, c := range m.Fields {
+		if c.ParentID != fd.ID {
+			continue
+		}
+		w := int(fixedBits(c.LogicalType) / 8)
+		if w == 0 || w > len(b) {
+			return "", fmt.Errorf("%s.%s: no packed form for %s in %d bytes", fd.Name, c.Name, c.LogicalType, len(b))
+		}
+		s, err := render(c.LogicalType, b[:w], true)
+		if err != nil {
+			return "", err
+		}
+		obj[c.Name], b = json.RawMessage(s), b[w:]
+	}
+	if len(b) != 0 {
+		return "", fmt.Errorf("%s: %d bytes left after its children", fd.Name, len(b))
+	}
+	out, err := json.Marshal(obj)
 	return string(out), err
 }
 
@@ -95,6 +128,9 @@ func TestValuesAgainstLance(t *testing.T) {
 						}
 						for i, id := range df.Fields {
 							fd := fieldByID(t, m, id)
+							if df.ColumnIndices[i] < 0 {
+								continue // a packed struct's child: no column of its own
+							}
 							vals, err := f.ReadRows(int(df.ColumnIndices[i]), 0, f.Rows, fileReader(st, key), 1<<30)
 							want, refuse := notYetRead[name+"/"+fd.Name]
 							if refuse && errors.Is(err, format.ErrUnsupported) && strings.Contains(err.Error(), want) {
@@ -113,7 +149,7 @@ func TestValuesAgainstLance(t *testing.T) {
 							}
 							for r := range vals.Len() {
 								b, ok := vals.Value(r)
-								s, err := render(fd.LogicalType, b, ok)
+								s, err := renderField(m, fd, b, ok)
 								if err != nil {
 									t.Fatal(err)
 								}

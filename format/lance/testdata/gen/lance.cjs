@@ -26,6 +26,7 @@
 //   bools      true/false
 //   timestamps the stored integer, decimal
 //   fixed-size lists  the items' forms without "0x", joined by commas
+//   structs    an object of the children's forms
 //   null       null
 // Run with NODE_PATH pointing at the node_modules ensure-lancedb.sh made.
 "use strict";
@@ -176,6 +177,11 @@ function canonicalValue(type, v) {
       const out = [];
       for (let k = 0; k < v.length; k++) out.push(String(canonicalValue(type.children[0].type, v.get(k))).replace(/^0x/, ""));
       return out.join(",");
+    }
+    case arrow.Type.Struct: {
+      const out = {};
+      for (const c of type.children) out[c.name] = canonicalValue(c.type, v[c.name]);
+      return out;
     }
     default:
       throw new Error("no canonical form for " + type);
@@ -331,12 +337,35 @@ async function write(out) {
     });
     await db.inner.createTable("blob", Buffer.from(arrow.tableToIPC(t, "file")), "overwrite", [], {});
   }
+  // packed: a struct of an int32, a double and an int8 with the field
+  // metadata lance-encoding:packed, made through the native binding as
+  // blob is (the JS layer drops field metadata): Lance packs each row's
+  // children into one mini-block value of 13 bytes. Without nulls: a
+  // null row or child makes it a variable packed struct, which Lance 8.0
+  // writes only in file format 2.2.
+  {
+    const r = rng(70);
+    const n = 300;
+    const st = new arrow.Struct([
+      new arrow.Field("x", new arrow.Int32(), true),
+      new arrow.Field("y", new arrow.Float64(), true),
+      new arrow.Field("z", new arrow.Int8(), true),
+    ]);
+    const p = new arrow.Field("p", st, true, new Map([["lance-encoding:packed", "true"]]));
+    const schema = new arrow.Schema([new arrow.Field("id", new arrow.Int32(), true), p]);
+    const vals = Array.from({ length: n }, () => ({ x: Math.floor(r() * 2e9) - 1e9, y: r() * 1e6 - 5e5, z: Math.floor(r() * 256) - 128 }));
+    const t = new arrow.Table(schema, {
+      id: arrow.vectorFromArray(Array.from({ length: n }, (_, i) => i), new arrow.Int32()),
+      p: arrow.vectorFromArray(vals, st),
+    });
+    await db.inner.createTable("packed", Buffer.from(arrow.tableToIPC(t, "file")), "overwrite", [], {});
+  }
   await writeCanonical(out, out);
 }
 
 // The fixtures, and whether their canonical JSON is of the latest version
 // only (gzipped) rather than of every version.
-const fixtures = [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true], ["longtext", true], ["blob", true]];
+const fixtures = [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true], ["longtext", true], ["blob", true], ["packed", true]];
 
 // writeCanonical reads the fixtures in dir with Lance's reader and writes
 // their canonical JSON into out.
