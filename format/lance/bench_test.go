@@ -19,7 +19,7 @@ func BenchmarkDecode(b *testing.B) {
 		st, objs, ms := fixture(b, fx.name)
 		df := ms[len(ms)-1].Fragments[0].Files[0]
 		key := "data/" + df.Path
-		f, err := ReadFile(context.Background(), st, key, "", sizeOf(b, objs, key))
+		f, err := ReadFile(context.Background(), st, key, "", sizeOf(b, objs, key), 1<<30)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkImageRows(b *testing.B) {
 	dir := writeLarge(b)
 	st := &dirStore{root: filepath.Join(dir, "large.lance")}
-	d, err := Open(context.Background(), st, listing(b, st.root), 0)
+	d, err := Open(context.Background(), st, listing(b, st.root), 0, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -57,11 +57,14 @@ func Versions(objs []format.Object) ([]Version, error) {
 }
 
 // ReadManifest reads and parses the manifest of v, whose size the
-// listing gave and is bounded before it is read. The manifest must be
-// of the version its name says.
-func ReadManifest(ctx context.Context, st format.Store, v Version) (*Manifest, error) {
+// listing gave and is bounded (by MaxManifestBytes and limit) before it
+// is read. The manifest must be of the version its name says.
+func ReadManifest(ctx context.Context, st format.Store, v Version, limit int64) (*Manifest, error) {
 	if v.Size < manifestTail+4 || v.Size > MaxManifestBytes {
 		return nil, fmt.Errorf("%w: lance manifest %s: %d bytes (a manifest is %d to %d)", format.ErrInvalid, v.Key, v.Size, manifestTail+4, MaxManifestBytes)
+	}
+	if v.Size > limit {
+		return nil, overLimit("lance manifest "+v.Key, uint64(v.Size), limit)
 	}
 	b := make([]byte, v.Size)
 	if err := st.ReadRange(ctx, v.Key, v.ETag, 0, b); err != nil {

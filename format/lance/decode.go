@@ -77,8 +77,11 @@ type RangeReader func(off, n uint64) ([]byte, error)
 // ReadRows reads rows [lo, hi) of column col of f: for each page the
 // rows overlap, the page's small table (a mini-block page's chunk
 // table, a full-zip page's repetition index) and then only the bytes of
-// the rows asked. limit bounds the bytes the values decode to; a value
-// declaring more is refused before it is decoded.
+// the rows asked. limit bounds what the read allocates: the bytes it
+// reads (tables, chunks, rows) and the values they decode to, each
+// value's offset and null flag with them; a buffer or a value declaring
+// more than is left is refused (ErrOverLimit) before it is read or
+// decoded.
 func (f *File) ReadRows(col int, lo, hi uint64, read RangeReader, limit int64) (*Values, error) {
 	if col < 0 || col >= len(f.Columns) {
 		return nil, fmt.Errorf("%w: lance file %s: no column %d (of %d)", format.ErrInvalid, f.Name, col, len(f.Columns))
@@ -89,7 +92,7 @@ func (f *File) ReadRows(col int, lo, hi uint64, read RangeReader, limit int64) (
 	// Each value costs an offset and a null flag beside its bytes: a
 	// range of rows is bounded before anything is allocated for it.
 	if hi-lo > uint64(max(limit, 0))/valueOverhead {
-		return nil, fmt.Errorf("%w: lance file %s, column %d: rows %d to %d, over the memory limit of %d bytes", format.ErrInvalid, f.Name, col, lo, hi, limit)
+		return nil, overLimit(fmt.Sprintf("lance file %s, column %d: rows %d to %d", f.Name, col, lo, hi), (hi-lo)*valueOverhead, limit)
 	}
 	d := &decoder{name: f.Name, col: col, read: read, left: limit - int64((hi-lo)*valueOverhead), end: uint64(f.Size) - footerLen}
 	defer d.close()
@@ -143,6 +146,11 @@ func (d *decoder) bad(pi int, p *Page, format_ string, a ...any) error {
 
 func (d *decoder) corrupt(format_ string, a ...any) error { return d.bad(d.page, d.p, format_, a...) }
 
+// over is the error of a read or a value more than the limit has left.
+func (d *decoder) over(format_ string, a ...any) error {
+	return fmt.Errorf("%w: lance file %s, column %d, page %d: %s, %d bytes left of the limit", ErrOverLimit, d.name, d.col, d.page, fmt.Sprintf(format_, a...), d.left)
+}
+
 func (d *decoder) refuse(what string) error {
 	return fmt.Errorf("%w: lance file %s, column %d, page %d: %s (%v)", format.ErrUnsupported, d.name, d.col, d.page, what, d.p.Layout)
 }
@@ -156,9 +164,10 @@ func (d *decoder) buffer(i int, off, n uint64) ([]byte, error) {
 	if off > b.Len || n > b.Len-off {
 		return nil, d.corrupt("%d bytes at %d of buffer %d, which has %d", n, off, i, b.Len)
 	}
-	if n > uint64(max(d.left, 0))+maxTableBytes {
-		return nil, d.corrupt("%d bytes of buffer %d, over the memory limit", n, i)
+	if n > uint64(max(d.left, 0)) {
+		return nil, d.over("%d bytes of buffer %d", n, i)
 	}
+	d.left -= int64(n)
 	got, err := d.read(b.Off+off, n)
 	if err != nil {
 		return nil, fmt.Errorf("lance file %s, column %d, page %d: %w", d.name, d.col, d.page, err)
@@ -169,14 +178,10 @@ func (d *decoder) buffer(i int, off, n uint64) ([]byte, error) {
 	return got, nil
 }
 
-// maxTableBytes is the slack a page's tables may take beyond the values'
-// limit: a chunk table or a repetition index is a few bytes a row.
-const maxTableBytes = 16 << 20
-
 // spend takes n decoded bytes from the limit.
 func (d *decoder) spend(n uint64) error {
 	if n > uint64(d.left) {
-		return d.corrupt("values of %d bytes, over the memory limit (%d left)", n, d.left)
+		return d.over("values of %d bytes", n)
 	}
 	d.left -= int64(n)
 	return nil
@@ -551,7 +556,7 @@ func (d *decoder) chunkValues(v *Compression, bufs [][]byte, c chunk) (chunkValu
 			return chunkValues{}, d.corrupt("%d items in %d runs", c.items, len(runs))
 		}
 		if c.items*w > uint64(d.left) {
-			return chunkValues{}, d.corrupt("runs of %d bytes, over the memory limit (%d left)", c.items*w, d.left)
+			return chunkValues{}, d.over("runs of %d bytes", c.items*w)
 		}
 		out := make([]byte, 0, c.items*w)
 		for r, n := range runs {
@@ -1007,7 +1012,7 @@ func (d *decoder) unzstd(row uint64, b []byte) ([]byte, error) {
 	}
 	n := binary.LittleEndian.Uint64(b)
 	if n > uint64(d.left) {
-		return nil, d.corrupt("row %d: a zstd value declaring %d bytes, over the memory limit (%d left)", row, n, d.left)
+		return nil, d.over("row %d: a zstd value declaring %d bytes", row, n)
 	}
 	d.left -= int64(n)
 	if d.zstd == nil {

@@ -14,8 +14,10 @@ import (
 // or not; arrowRowOffsets) or a roaring bitmap (roaringOffsets), no
 // larger than fr's rows need. The
 // offsets must be as many as the manifest says, distinct, and each a
-// row of the fragment.
-func ReadDeletions(ctx context.Context, st format.Store, fr *Fragment, key, etag string, size int64) ([]uint32, error) {
+// row of the fragment. The file and what it decodes to (8 bytes an
+// offset at most: a decompressed buffer and the offsets) are bounded by
+// limit before it is read.
+func ReadDeletions(ctx context.Context, st format.Store, fr *Fragment, key, etag string, size, limit int64) ([]uint32, error) {
 	d := fr.Deletion
 	if d == nil {
 		return nil, nil
@@ -32,6 +34,9 @@ func ReadDeletions(ctx context.Context, st format.Store, fr *Fragment, key, etag
 	// most 8 KiB and 8 bytes a 65,536 rows, or 2n and 8 bytes a container.
 	if size < 0 || size > int64(8*d.NumDeleted)+64<<10+int64(fr.PhysicalRows/8) {
 		return nil, bad("%d bytes for %d deleted rows", size, d.NumDeleted)
+	}
+	if need := uint64(size) + 8*d.NumDeleted; need > uint64(max(limit, 0)) {
+		return nil, overLimit("lance deletion file "+key, need, limit)
 	}
 	b := make([]byte, size)
 	if err := st.ReadRange(ctx, key, etag, 0, b); err != nil {

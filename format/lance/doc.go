@@ -28,8 +28,11 @@
 // # Bounds
 //
 // Every length, count and offset a file declares is checked against the
-// file's size (or the bytes in hand) before anything is allocated for
-// it, so a hostile or truncated file costs at most the bytes it is: it
+// file's size (or the bytes in hand) and the caller's memory limit
+// (Options.MemoryLimit, File.ReadRows' limit: the most bytes one read
+// may allocate, past which it is refused with ErrOverLimit) before
+// anything is allocated for it, so a hostile or truncated file costs at
+// most the bytes it is and never more than the limit: it
 // is refused with an error naming the file (and the column and the
 // encoding where there is one), wrapping format.ErrInvalid, and what
 // this reader does not know is refused wrapping format.ErrUnsupported,

@@ -66,12 +66,15 @@ const tailGuess = 64 << 10
 
 // ReadFile reads the metadata of the data file key of size bytes: one
 // read of its tail, a second only where the metadata is larger than the
-// first read guessed.
-func ReadFile(ctx context.Context, st format.Store, key, etag string, size int64) (*File, error) {
-	n := min(size, tailGuess)
+// first read guessed. Neither read is larger than limit.
+func ReadFile(ctx context.Context, st format.Store, key, etag string, size, limit int64) (*File, error) {
+	n := min(size, tailGuess, max(limit, footerLen))
 	for {
 		if n < 0 || n > size {
 			return nil, fmt.Errorf("%w: lance file %s: metadata of %d bytes in a file of %d", format.ErrInvalid, key, n, size)
+		}
+		if n > limit {
+			return nil, overLimit("lance file "+key+"'s metadata", uint64(n), limit)
 		}
 		tail := make([]byte, n)
 		if err := st.ReadRange(ctx, key, etag, size-n, tail); err != nil {

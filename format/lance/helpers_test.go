@@ -65,7 +65,7 @@ func fixture(t testing.TB, name string) (*dirStore, []format.Object, []*Manifest
 	}
 	var ms []*Manifest
 	for _, v := range vs {
-		m, err := ReadManifest(context.Background(), st, v)
+		m, err := ReadManifest(context.Background(), st, v, 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -132,7 +132,7 @@ func readFile(t *testing.T, key string, b []byte) *File {
 func TestMissingDataFile(t *testing.T) {
 	st, _, ms := fixture(t, "basic")
 	key := "data/" + ms[0].Fragments[0].Files[0].Path + ".gone"
-	_, err := ReadFile(context.Background(), st, key, "", 100000)
+	_, err := ReadFile(context.Background(), st, key, "", 100000, 1<<30)
 	if err == nil || !strings.Contains(err.Error(), key) {
 		t.Fatalf("a missing file: %v", err)
 	}
@@ -254,7 +254,7 @@ func TestVersions(t *testing.T) {
 	vs2, _ := Versions(objs2)
 	v := vs2[0]
 	v.Version = 9
-	if _, err := ReadManifest(context.Background(), st, v); err == nil || !strings.Contains(err.Error(), "named 9") {
+	if _, err := ReadManifest(context.Background(), st, v, 1<<30); err == nil || !strings.Contains(err.Error(), "named 9") {
 		t.Fatalf("a manifest of version 1 named 9: %v", err)
 	}
 }
@@ -315,7 +315,7 @@ func TestHostileDeletions(t *testing.T) {
 			sz := size
 			b := tt.mangle(&fr, &sz, bytes.Clone(orig))
 			mem := &memStore{key: key, b: b}
-			_, err := ReadDeletions(context.Background(), mem, &fr, key, "", sz)
+			_, err := ReadDeletions(context.Background(), mem, &fr, key, "", sz, 1<<30)
 			if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("%v: does not name %s and say %q", err, key, tt.want)
 			}
@@ -350,7 +350,7 @@ func zstdDeletions(t *testing.T, offs ...uint32) []byte {
 func TestZstdDeletions(t *testing.T) {
 	b := zstdDeletions(t, 7, 0, 2)
 	fr := &Fragment{ID: 1, PhysicalRows: 10, Deletion: &DeletionFile{NumDeleted: 3}}
-	got, err := ReadDeletions(context.Background(), &memStore{key: "d", b: b}, fr, "d", "", int64(len(b)))
+	got, err := ReadDeletions(context.Background(), &memStore{key: "d", b: b}, fr, "d", "", int64(len(b)), 1<<30)
 	if err != nil || len(got) != 3 || got[0] != 0 || got[1] != 2 || got[2] != 7 {
 		t.Fatalf("%v %v", got, err)
 	}

@@ -59,14 +59,14 @@ func TestLargePagesAgainstLance(t *testing.T) {
 	dir := writeLarge(t)
 	st := &dirStore{root: filepath.Join(dir, "large.lance")}
 	objs := listing(t, st.root)
-	d, err := Open(context.Background(), st, objs, 0)
+	d, err := Open(context.Background(), st, objs, 0, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref := loadCanonicalFrom(t, dir, "large")
 	rows := ref.Versions[len(ref.Versions)-1].Rows
 	for _, fd := range d.Manifest.Fields {
-		vals, _, err := d.Column(context.Background(), fd.Name, 1<<30)
+		vals, _, err := d.Column(context.Background(), fd.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,11 +17,13 @@ type Dataset struct {
 	st       format.Store
 	objs     map[string]format.Object
 	files    map[string]*File
+	limit    int64 // Options.MemoryLimit
 }
 
 // Open opens version v of the dataset whose listing (keys relative to
-// its root) is objs, or its latest version where v is 0.
-func Open(ctx context.Context, st format.Store, objs []format.Object, v uint64) (*Dataset, error) {
+// its root) is objs, or its latest version where v is 0, its reads
+// bounded by opts.
+func Open(ctx context.Context, st format.Store, objs []format.Object, v uint64, opts Options) (*Dataset, error) {
 	vs, err := Versions(objs)
 	if err != nil {
 		return nil, err
@@ -36,11 +38,11 @@ func Open(ctx context.Context, st format.Store, objs []format.Object, v uint64) 
 			return nil, fmt.Errorf("%w: lance: no version %d (the latest is %d)", format.ErrInvalid, v, vs[len(vs)-1].Version)
 		}
 	}
-	m, err := ReadManifest(ctx, st, vs[i])
+	m, err := ReadManifest(ctx, st, vs[i], opts.limit())
 	if err != nil {
 		return nil, err
 	}
-	d := &Dataset{Manifest: m, st: st, objs: map[string]format.Object{}, files: map[string]*File{}}
+	d := &Dataset{Manifest: m, st: st, objs: map[string]format.Object{}, files: map[string]*File{}, limit: opts.limit()}
 	for _, o := range objs {
 		d.objs[o.Key] = o
 	}
@@ -69,7 +71,7 @@ func (d *Dataset) File(ctx context.Context, df DataFile) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := ReadFile(ctx, d.st, key, o.ETag, o.Size)
+	f, err := ReadFile(ctx, d.st, key, o.ETag, o.Size, d.limit)
 	if err != nil {
 		return nil, err
 	}
@@ -80,9 +82,10 @@ func (d *Dataset) File(ctx context.Context, df DataFile) (*File, error) {
 // Column reads every live row of the top-level field name, fragment by
 // fragment in the manifest's order, deleted rows left out, and each
 // row's address (fragment id << 32 | offset). A fragment without a file
-// holding the field reads as nulls. limit bounds what a fragment's
-// values decode to.
-func (d *Dataset) Column(ctx context.Context, name string, limit int64) (*Values, []uint64, error) {
+// holding the field reads as nulls. The dataset's memory limit bounds
+// the read: each fragment's deletion file and values are read against
+// what the rows kept from the fragments before them left of it.
+func (d *Dataset) Column(ctx context.Context, name string) (*Values, []uint64, error) {
 	i := slices.IndexFunc(d.Manifest.Fields, func(f Field) bool { return f.Name == name && f.ParentID == -1 })
 	if i < 0 {
 		return nil, nil, fmt.Errorf("%w: lance: no field %q", format.ErrInvalid, name)
@@ -97,6 +100,7 @@ func (d *Dataset) Column(ctx context.Context, name string, limit int64) (*Values
 	}
 	out := newValues(0)
 	var addrs []uint64
+	left := d.limit
 	for fi := range d.Manifest.Fragments {
 		fr := &d.Manifest.Fragments[fi]
 		var dels []uint32
@@ -106,14 +110,15 @@ func (d *Dataset) Column(ctx context.Context, name string, limit int64) (*Values
 			if err != nil {
 				return nil, nil, err
 			}
-			if dels, err = ReadDeletions(ctx, d.st, fr, key, o.ETag, o.Size); err != nil {
+			if dels, err = ReadDeletions(ctx, d.st, fr, key, o.ETag, o.Size, left); err != nil {
 				return nil, nil, err
 			}
 		}
-		vals, err := d.fragmentColumn(ctx, fr, id, packed, limit)
+		vals, err := d.fragmentColumn(ctx, fr, id, packed, left)
 		if err != nil {
 			return nil, nil, err
 		}
+		kept, rows := len(out.Data), len(addrs)
 		for r := range vals.Len() {
 			if len(dels) > 0 && dels[0] == uint32(r) {
 				dels = dels[1:]
@@ -123,6 +128,9 @@ func (d *Dataset) Column(ctx context.Context, name string, limit int64) (*Values
 			out.add(v, ok)
 			addrs = append(addrs, fr.ID<<32|uint64(r))
 		}
+		// What this fragment's rows keep: their bytes, and each row's
+		// offset, null flag and address.
+		left -= int64(len(out.Data)-kept) + int64(len(addrs)-rows)*(valueOverhead+8)
 	}
 	return out, addrs, nil
 }
@@ -162,7 +170,7 @@ func (d *Dataset) fragmentColumn(ctx context.Context, fr *Fragment, id int32, pa
 	}
 	// No file holds the field: a column added since, null in this fragment.
 	if fr.PhysicalRows > uint64(max(limit, 0))/valueOverhead {
-		return nil, fmt.Errorf("%w: lance: fragment %d's %d rows, over the memory limit", format.ErrInvalid, fr.ID, fr.PhysicalRows)
+		return nil, overLimit(fmt.Sprintf("lance: fragment %d's %d null rows", fr.ID, fr.PhysicalRows), fr.PhysicalRows*valueOverhead, limit)
 	}
 	v := newValues(int(fr.PhysicalRows))
 	for range fr.PhysicalRows {

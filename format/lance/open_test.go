@@ -15,7 +15,7 @@ func TestDatasetColumns(t *testing.T) {
 	for _, name := range fixtures {
 		t.Run(name, func(t *testing.T) {
 			st, objs, _ := fixture(t, name)
-			d, err := Open(context.Background(), st, objs, 0)
+			d, err := Open(context.Background(), st, objs, 0, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -25,7 +25,7 @@ func TestDatasetColumns(t *testing.T) {
 				if fd.ParentID != -1 {
 					continue
 				}
-				vals, addrs, err := d.Column(context.Background(), fd.Name, 1<<30)
+				vals, addrs, err := d.Column(context.Background(), fd.Name)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -55,15 +55,15 @@ func TestDatasetColumns(t *testing.T) {
 // the listing lacks is an error naming it.
 func TestOpen(t *testing.T) {
 	st, objs, ms := fixture(t, "basic")
-	d, err := Open(context.Background(), st, objs, 2)
+	d, err := Open(context.Background(), st, objs, 2, Options{})
 	if err != nil || d.Manifest.Version != 2 || len(d.Manifest.Fragments) != 2 {
 		t.Fatalf("version 2: %v", err)
 	}
-	if _, err := Open(context.Background(), st, objs, 9); err == nil || !strings.Contains(err.Error(), "no version 9") {
+	if _, err := Open(context.Background(), st, objs, 9, Options{}); err == nil || !strings.Contains(err.Error(), "no version 9") {
 		t.Fatalf("version 9: %v", err)
 	}
-	d, _ = Open(context.Background(), st, objs, 0)
-	if _, _, err := d.Column(context.Background(), "nope", 1<<20); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+	d, _ = Open(context.Background(), st, objs, 0, Options{})
+	if _, _, err := d.Column(context.Background(), "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("no field: %v", err)
 	}
 	gone := "data/" + ms[len(ms)-1].Fragments[1].Files[0].Path
@@ -73,8 +73,8 @@ func TestOpen(t *testing.T) {
 			less = append(less, o)
 		}
 	}
-	d, _ = Open(context.Background(), st, less, 0)
-	if _, _, err := d.Column(context.Background(), "id", 1<<20); !errors.Is(err, format.ErrInvalid) || !strings.Contains(err.Error(), gone) {
+	d, _ = Open(context.Background(), st, less, 0, Options{})
+	if _, _, err := d.Column(context.Background(), "id"); !errors.Is(err, format.ErrInvalid) || !strings.Contains(err.Error(), gone) {
 		t.Fatalf("a missing file: %v", err)
 	}
 }

@@ -130,7 +130,7 @@ func TestManifestsAgainstLance(t *testing.T) {
 						if df.Size != 0 && int64(df.Size) != size {
 							t.Fatalf("%s: %d bytes, the manifest says %d", key, size, df.Size)
 						}
-						f, err := ReadFile(context.Background(), st, key, "", size)
+						f, err := ReadFile(context.Background(), st, key, "", size, 1<<30)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -170,7 +170,7 @@ func TestDeletionsAgainstLance(t *testing.T) {
 					key = fr.Deletion.Path(fr.ID)
 					size = sizeOf(t, objs, key)
 				}
-				dels, err := ReadDeletions(context.Background(), st, fr, key, "", size)
+				dels, err := ReadDeletions(context.Background(), st, fr, key, "", size, 1<<30)
 				if err != nil {
 					t.Fatal(err)
 				}

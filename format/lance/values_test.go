@@ -122,7 +122,7 @@ func TestValuesAgainstLance(t *testing.T) {
 				for _, fr := range m.Fragments {
 					for _, df := range fr.Files {
 						key := "data/" + df.Path
-						f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key))
+						f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key), 1<<30)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -218,7 +218,7 @@ func TestRowRanges(t *testing.T) {
 		for _, fr := range m.Fragments {
 			df := fr.Files[0]
 			key := "data/" + df.Path
-			f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key))
+			f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key), 1<<30)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,7 +255,7 @@ func TestRowRanges(t *testing.T) {
 	st, objs, ms := fixture(t, "images")
 	df := ms[len(ms)-1].Fragments[0].Files[0]
 	key := "data/" + df.Path
-	f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key))
+	f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key), 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestMiniBlockRowReadsOneChunk(t *testing.T) {
 	st, objs, ms := fixture(t, "kinds")
 	df := ms[len(ms)-1].Fragments[0].Files[0]
 	key := "data/" + df.Path
-	f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key))
+	f, err := ReadFile(context.Background(), st, key, "", sizeOf(t, objs, key), 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
