@@ -323,12 +323,23 @@ func flatWidth(c *Compression) uint64 {
 	return 0
 }
 
+// itemWidth is the bytes of a mini-block value or dictionary item of c
+// stored flat: flatWidth's, or 16 for 128 bits (a fixed_size_binary:16,
+// a UUID, which Lance stores flat and dictionary-encodes as 128-bit
+// items), or 0.
+func itemWidth(c *Compression) uint64 {
+	if c != nil && c.Kind == "flat" && c.Buffer == nil && c.Bits == 128 {
+		return 16
+	}
+	return flatWidth(c)
+}
+
 // checkMiniBlockValues refuses the value compressions of a mini-block
 // that are not read, and a chunk's buffers other than they make.
 func (d *decoder) checkMiniBlockValues(v *Compression, buffers uint64) error {
 	want := uint64(1)
 	switch {
-	case v.Kind == "flat" && v.Buffer == nil && (v.Bits == 1 || flatWidth(v) != 0):
+	case v.Kind == "flat" && v.Buffer == nil && (v.Bits == 1 || itemWidth(v) != 0):
 	case v.Kind == "variable" && v.Buffer == nil && (flatWidth(v.Offsets) == 4 || flatWidth(v.Offsets) == 8):
 	case v.Kind == "fixed-size-list" && !v.HasValidity && v.Bits != 0 && flatWidth(v.Values) != 0:
 	case v.Kind == "rle" && flatWidth(v.Values) != 0 && flatWidth(v.RunLengths) == 1:
@@ -459,7 +470,7 @@ func (d *decoder) dictionary(m *MiniBlockLayout) (*chunkValues, error) {
 	n := m.DictionaryItems
 	db := d.p.Buffers[2]
 	c := m.Dictionary
-	if w := flatWidth(c); w != 0 {
+	if w := itemWidth(c); w != 0 {
 		if n > db.Len/w {
 			return nil, d.corrupt("a dictionary of %d items of %d bytes in %d bytes", n, w, db.Len)
 		}
@@ -523,7 +534,7 @@ func (d *decoder) chunkValues(v *Compression, bufs [][]byte, c chunk) (chunkValu
 			}
 			return chunkValues{data: out, width: 1}, nil
 		}
-		w := flatWidth(v)
+		w := itemWidth(v)
 		if c.items > uint64(len(bufs[0]))/w {
 			return chunkValues{}, d.corrupt("%d values of %d bytes in %d bytes", c.items, w, len(bufs[0]))
 		}

@@ -83,7 +83,7 @@ func (c canonical) versionOf(v uint64) []map[string]json.RawMessage {
 	return nil
 }
 
-var fixtures = []string{"basic", "v1names", "images", "kinds", "bigdel", "emb768", "longtext", "blob", "packed"}
+var fixtures = []string{"basic", "v1names", "images", "kinds", "bigdel", "emb768", "longtext", "blob", "packed", "fsb"}
 
 // Every fixture's versions are the versions Lance's reader listed, each
 // manifest's fragments hold exactly the rows it read (row address =

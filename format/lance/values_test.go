@@ -36,6 +36,8 @@ func render(typ string, b []byte, valid bool) (string, error) {
 		v = fmt.Sprintf("0x%08x", binary.LittleEndian.Uint32(b))
 	case "string":
 		v = string(b)
+	case "fixed_size_binary:8", "fixed_size_binary:16":
+		v = hex.EncodeToString(b)
 	case "binary", "large_binary":
 		sum := sha256.Sum256(b)
 		v = map[string]any{"len": len(b), "sha256": hex.EncodeToString(sum[:])}

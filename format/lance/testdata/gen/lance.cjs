@@ -21,6 +21,7 @@
 //   floats     "0x" and the IEEE bit pattern in hex (NaN and -0 exact)
 //   strings    the JSON string
 //   binary     {"len": n, "sha256": hex}
+//   fixed-size binary  the bytes in hex
 //   blobs      Lance's description {"position", "size"} and the bytes it
 //              names as {"len", "sha256"}
 //   bools      true/false
@@ -163,6 +164,8 @@ function canonicalValue(type, v) {
     case arrow.Type.Utf8:
     case arrow.Type.LargeUtf8:
       return v;
+    case arrow.Type.FixedSizeBinary:
+      return Buffer.from(v).toString("hex");
     case arrow.Type.Binary:
     case arrow.Type.LargeBinary: {
       const b = Buffer.from(v);
@@ -360,12 +363,25 @@ async function write(out) {
     });
     await db.inner.createTable("packed", Buffer.from(arrow.tableToIPC(t, "file")), "overwrite", [], {});
   }
+  // fsb: fixed-size binary, 1,100 rows: 16-byte UUIDs with nulls (flat
+  // 128-bit values), 16-byte values of 40 distinct (a dictionary of
+  // 128-bit items) and 8-byte values (flat 64-bit).
+  {
+    const r = rng(80);
+    const n = 1100;
+    const low = Array.from({ length: 40 }, () => randomBytes(r, 16));
+    await db.createTable("fsb", new arrow.Table({
+      uuid: arrow.vectorFromArray(Array.from({ length: n }, (_, i) => (i % 29 === 3 ? null : randomBytes(r, 16))), new arrow.FixedSizeBinary(16)),
+      low: arrow.vectorFromArray(Array.from({ length: n }, () => low[Math.floor(r() * 40)]), new arrow.FixedSizeBinary(16)),
+      fsb8: arrow.vectorFromArray(Array.from({ length: n }, () => randomBytes(r, 8)), new arrow.FixedSizeBinary(8)),
+    }), { mode: "overwrite" });
+  }
   await writeCanonical(out, out);
 }
 
 // The fixtures, and whether their canonical JSON is of the latest version
 // only (gzipped) rather than of every version.
-const fixtures = [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true], ["longtext", true], ["blob", true], ["packed", true]];
+const fixtures = [["basic"], ["v1names"], ["images"], ["kinds", true], ["bigdel", true], ["emb768", true], ["longtext", true], ["blob", true], ["packed", true], ["fsb", true]];
 
 // writeCanonical reads the fixtures in dir with Lance's reader and writes
 // their canonical JSON into out.
