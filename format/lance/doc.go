@@ -24,6 +24,11 @@
 //   - A whole column of a version (Open, Dataset.Column): every live row
 //     in fragment order with its row address, deletions applied, a
 //     fragment without the field's file read as nulls.
+//   - A dataset served in place (Format, format.go): its latest version
+//     indexed from the manifest, deletion files and metadata tails, each
+//     live row a sample of its columns' values, chunks of whole batches
+//     of a fragment read as their pages' byte ranges (docs/format.md
+//     §6.14).
 //
 // # Bounds
 //
