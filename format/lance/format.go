@@ -88,6 +88,11 @@ type metaChunk struct {
 	Lo, Hi uint64
 	// Deleted are the deleted rows' offsets in [Lo, Hi), ascending.
 	Deleted []uint32 `json:",omitempty"`
+	// Measured is, for each field whose values are stored as zstd per
+	// value (their decoded lengths only in the data), the sum of its live
+	// values' lengths each padded to a tar block, read once at index;
+	// -1 for the others. Nil where no field is.
+	Measured []int64 `json:",omitempty"`
 }
 
 // Index indexes the dataset's latest version.
@@ -197,6 +202,15 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 			if n > lim.ChunkSamples {
 				return nil, fmt.Errorf("%w: lance file %s: rows %d to %d, %d samples in one chunk, over the %d allowed", format.ErrInvalid, key, rg[0], rg[1], n, lim.ChunkSamples)
 			}
+			if mc.Measured, err = measure(f, cols, md.Fields, mc, func(off, n uint64) ([]byte, error) {
+				b := make([]byte, n)
+				if err := st.ReadRange(ctx, key, o.ETag, int64(off), b); err != nil {
+					return nil, fmt.Errorf("lance file %s: %w", key, err)
+				}
+				return b, nil
+			}); err != nil {
+				return nil, err
+			}
 			md.Chunks = append(md.Chunks, mc)
 			del := mc.Deleted
 			for r := rg[0]; r < rg[1]; r++ {
@@ -224,6 +238,57 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 		}
 	}
 	return out, nil
+}
+
+// measure reads, for each variable field of the chunk mc whose pages
+// hold values as zstd per value, the chunk's rows once (as the issue's
+// "read each such page once at index"): what its resident bound needs,
+// the live values' lengths each padded to a tar block. Nil where no
+// field is such.
+func measure(f *File, cols []int, fs []metaField, mc metaChunk, read RangeReader) ([]int64, error) {
+	var out []int64
+	for i, fd := range fs {
+		if fd.Width > 0 || !zstdPerValue(f, cols[i], mc.Lo, mc.Hi) {
+			continue
+		}
+		if out == nil {
+			out = slices.Repeat([]int64{-1}, len(fs))
+		}
+		vals, err := f.ReadRows(cols[i], mc.Lo, mc.Hi, read, DefaultMemoryLimit)
+		if err != nil {
+			return nil, fmt.Errorf("lance file %s, column %q, rows %d to %d: %w", f.Name, fd.Name, mc.Lo, mc.Hi, err)
+		}
+		var n int64
+		del := mc.Deleted
+		for r := mc.Lo; r < mc.Hi; r++ {
+			if len(del) > 0 && uint64(del[0]) == r {
+				del = del[1:]
+				continue
+			}
+			if v, ok := vals.Value(int(r - mc.Lo)); ok {
+				n += (int64(len(v)) + format.Block - 1) / format.Block * format.Block
+			}
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// zstdPerValue reports whether a page of column c holding rows [lo, hi)
+// stores its values as zstd per value (a full-zip page of general
+// compression).
+func zstdPerValue(f *File, c int, lo, hi uint64) bool {
+	var at uint64
+	for _, p := range f.Columns[c].Pages {
+		end := at + p.Rows
+		if end > lo && at < hi {
+			if z := p.Layout.FullZip; z != nil && z.Values != nil && z.Values.Kind == "general" {
+				return true
+			}
+		}
+		at = end
+	}
+	return false
 }
 
 func isBlob(f Field) bool {
@@ -406,7 +471,7 @@ func (Format) Open(b []byte) (format.Decoder, error) {
 		d.files = append(d.files, f)
 	}
 	for _, c := range d.m.Chunks {
-		if c.File < 0 || c.File >= len(d.files) || len(c.Cols) != len(d.m.Fields) || c.Lo > c.Hi || c.Hi > d.files[c.File].Rows {
+		if c.File < 0 || c.File >= len(d.files) || len(c.Cols) != len(d.m.Fields) || (c.Measured != nil && len(c.Measured) != len(d.m.Fields)) || c.Lo > c.Hi || c.Hi > d.files[c.File].Rows {
 			return nil, fmt.Errorf("%w: lance: description's chunk of rows %d to %d out of its file", format.ErrInvalid, c.Lo, c.Hi)
 		}
 		for _, col := range c.Cols {
@@ -435,8 +500,9 @@ func (d *datasetDecoder) key(c *metaChunk, r uint64) string {
 }
 
 // Extent is the selected columns' pages holding the chunk's rows, and a
-// bound: fixed-width values exactly, variable ones by their pages' bytes
-// (a guess where a page compresses them, WriterOptions.MayGrow).
+// bound: fixed-width values exactly, values stored as zstd per value by
+// what index measured, other variable ones by their pages' bytes (a
+// guess where a page compresses them, WriterOptions.MayGrow).
 func (d *datasetDecoder) Extent(ci int, sel format.Selection) ([]format.Range, int64) {
 	c := &d.m.Chunks[ci]
 	f := d.files[c.File]
@@ -455,15 +521,20 @@ func (d *datasetDecoder) Extent(ci int, sel format.Selection) ([]format.Range, i
 			res += samples * format.MemberLen(keyLen+1+len(fd.Ext), fd.Width)
 			continue
 		}
+		if c.Measured != nil && c.Measured[i] >= 0 {
+			res += samples*format.MemberLen(keyLen+1+len(fd.Ext), 0) + c.Measured[i]
+			continue
+		}
 		res += samples*format.MemberLen(keyLen+1+len(fd.Ext), format.Block-1) + format.Concat(prs)
 	}
 	return format.Merge(rs), res
 }
 
-// guessed reports whether the chunk's bound guesses a selected field.
-func (d *datasetDecoder) guessed(sel format.Selection) bool {
+// guessed reports whether chunk c's bound guesses a selected field.
+func (d *datasetDecoder) guessed(c int, sel format.Selection) bool {
+	m := d.m.Chunks[c].Measured
 	for i, fd := range d.m.Fields {
-		if sel.Has(i) && fd.Width == 0 {
+		if sel.Has(i) && fd.Width == 0 && (m == nil || m[i] < 0) {
 			return true
 		}
 	}
@@ -505,7 +576,7 @@ func (d *datasetDecoder) Decode(ci int, sel format.Selection, src, dst []byte, w
 		}
 		vals[i] = v
 	}
-	w.MayGrow = w.MayGrow || d.guessed(sel)
+	w.MayGrow = w.MayGrow || d.guessed(ci, sel)
 	wr, err := format.NewWriter(dst, int(c.Hi-c.Lo)-len(c.Deleted), w)
 	if err != nil {
 		return fmt.Errorf("lance chunk %s: %w", name, err)
