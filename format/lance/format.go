@@ -541,6 +541,22 @@ func (d *datasetDecoder) guessed(c int, sel format.Selection) bool {
 	return false
 }
 
+// Working bounds what Decode allocates beside src and dst
+// (format.Working): each selected column's values of the chunk's rows
+// decoded, at most what the resident bound allows them, and each value's
+// offset and null flag.
+func (d *datasetDecoder) Working(ci int, sel format.Selection) int64 {
+	c := &d.m.Chunks[ci]
+	_, res := d.Extent(ci, sel)
+	var n int64
+	for i := range d.m.Fields {
+		if sel.Has(i) {
+			n++
+		}
+	}
+	return res + n*int64(c.Hi-c.Lo)*valueOverhead
+}
+
 // Decode reads the chunk's rows of each selected column from src (the
 // extent's bytes) and writes its samples.
 func (d *datasetDecoder) Decode(ci int, sel format.Selection, src, dst []byte, w format.WriterOptions) error {

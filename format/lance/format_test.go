@@ -119,6 +119,9 @@ func TestFormatAgainstColumn(t *testing.T) {
 						}
 						src = append(src, b...)
 					}
+					if w := dec.(format.Working).Working(c, sel); w < bound {
+						t.Fatalf("chunk %d: working %d, under the bound %d", c, w, bound)
+					}
 					dst := make([]byte, bound)
 					err := dec.Decode(c, sel, src, dst, format.WriterOptions{})
 					var g *format.GrowError
