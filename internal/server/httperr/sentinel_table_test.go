@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/lance"
 	fvideo "github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/format/video/mp4"
@@ -93,6 +94,7 @@ var served = []sentinelCase{
 	{"format.ErrNotStreamed", format.ErrNotStreamed, http.StatusInternalServerError, "internal", true},
 	{"format.ErrOverBound", format.ErrOverBound, http.StatusInternalServerError, "internal", true},
 	{"format.ErrUnsupported", format.ErrUnsupported, http.StatusInternalServerError, "internal", true},
+	{"format/lance.ErrOverLimit", lance.ErrOverLimit, http.StatusInternalServerError, "internal", true},
 	{"format/video.ErrColumn", fvideo.ErrColumn, http.StatusInternalServerError, "internal", true},
 	{"format/video/clips.ErrInvalid", clips.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"format/video/mp4.ErrInvalid", mp4.ErrInvalid, http.StatusInternalServerError, "internal", true},
