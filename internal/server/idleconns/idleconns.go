@@ -31,9 +31,10 @@ const DefaultMax = 1024
 type Cap struct {
 	max int
 
-	mu   sync.Mutex
-	idle list.List                  // of net.Conn, the one idle longest first
-	at   map[net.Conn]*list.Element // in idle
+	mu     sync.Mutex
+	idle   list.List                  // of net.Conn, the one idle longest first
+	at     map[net.Conn]*list.Element // in idle
+	closed int64                      // connections closed past the cap
 }
 
 // New is a cap of max idle connections; max < 1 is no cap.
@@ -68,6 +69,7 @@ func (c *Cap) ConnState(conn net.Conn, s http.ConnState) {
 			oldest := c.idle.Front()
 			drop = c.idle.Remove(oldest).(net.Conn)
 			delete(c.at, drop)
+			c.closed++
 		}
 	}
 	c.mu.Unlock()
@@ -83,4 +85,11 @@ func (c *Cap) Idle() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.idle.Len()
+}
+
+// Closed is how many idle connections the cap has closed.
+func (c *Cap) Closed() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
